@@ -1,0 +1,3 @@
+from qpr.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,158 @@
+"""``python -m qpr``: train, index, search and evaluate from the shell.
+
+Every command calls the same library functions the app uses. Errors a user must fix (bad path,
+malformed file, empty query, mismatched bundle) print one line and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from qpr.bundle import Bundle
+from qpr.data import load_corpus
+from qpr.encoder import EncoderConfig
+from qpr.errors import QPRError
+from qpr.evaluate import evaluate
+from qpr.index import IndexConfig
+from qpr.service import BM25Retriever, DenseRetriever
+from qpr.text import TextConfig
+from qpr.train import TrainConfig, train
+
+
+def _train_config(args: argparse.Namespace) -> TrainConfig:
+    return TrainConfig(
+        loss=args.loss, smoothing=args.smoothing, margin=args.margin, distance=args.distance,
+        negatives=args.negatives, batch_size=args.batch_size, lr=args.lr, max_epochs=args.epochs,
+        patience=args.patience, seed=args.seed,
+    )
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    corpus = load_corpus(args.data, seed=args.seed)
+    config = _train_config(args)
+    result = train(
+        corpus, config,
+        TextConfig(vocab_size=args.vocab_size, hash_bins=args.hash_bins, max_len=args.max_len),
+        EncoderConfig(windows=tuple(args.windows)),
+        progress=not args.quiet,
+    )
+    print(f"trained {len(result.history)} epoch(s) in {result.seconds:.0f}s ({result.stopped}); "
+          f"best epoch {result.best_epoch}, val ROC AUC {result.best_auc:.4f}", file=sys.stderr)
+    info = {"config": asdict(config), "data": str(args.data)} | result.summary()
+    bundle = Bundle.create(result.encoder, result.vocab, corpus, IndexConfig(args.index, args.nprobe), train_info=info)
+    retriever = DenseRetriever(bundle)
+    for split in ("val", "test"):
+        if ((corpus["split"] == split) & corpus["cluster"].notna()).any():
+            bundle.manifest["metrics"][split] = evaluate(retriever, corpus, split)
+    bundle.save(args.out)
+    print(json.dumps({"bundle": str(args.out), "version": bundle.version, "metrics": bundle.manifest["metrics"]}, indent=2))
+    return 0
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    bundle = Bundle.load(args.bundle).with_index(IndexConfig(args.index, args.nprobe))
+    bundle.save(args.bundle)
+    print(f"{args.bundle}: {bundle.index.describe()} over {len(bundle.index)} questions")
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    bundle = Bundle.load(args.bundle)
+    retriever = BM25Retriever(bundle.corpus) if args.bm25 else DenseRetriever(bundle)
+    for query, hits in zip(args.query, retriever.search(args.query, args.k)):
+        if args.json:
+            print(json.dumps({"query": query, "hits": [asdict(h) for h in hits]}, ensure_ascii=False))
+            continue
+        print(f"> {query}")
+        for hit in hits:
+            print(f"{hit.rank:>3}  {hit.distance:8.3f}  [{hit.cluster or '-'}]  {hit.question}")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    bundle = Bundle.load(args.bundle)
+    corpus = load_corpus(args.data, seed=args.seed) if args.data else bundle.corpus
+    retriever = BM25Retriever(corpus) if args.bm25 else DenseRetriever(bundle)
+    if not args.bm25 and args.data:
+        retriever = DenseRetriever(Bundle.create(bundle.encoder, bundle.vocab, corpus, IndexConfig(**bundle.index.settings())))
+    metrics = evaluate(retriever, corpus, args.split)
+    print(json.dumps({"system": retriever.name, "split": args.split} | metrics))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m qpr", description="Question paraphrase retrieval (SDML).")
+    sub = parser.add_subparsers(dest="command", required=True)
+    defaults_t, defaults_x, defaults_e = TrainConfig(), TextConfig(), EncoderConfig()
+
+    p = sub.add_parser("train", help="train an encoder on clusters and save a bundle (encoder + index + corpus)",
+                       description="Train the CNN encoder on the train clusters of DATA, early-stopping on val ROC "
+                       "AUC, then index every question and save a bundle. DATA is the quora-lite folder "
+                       "(canonical split), a Quora release TSV (clusters by transitive closure), or a "
+                       "cluster file (qid, question, cluster[, split]) in CSV/TSV/JSONL/Parquet.")
+    p.add_argument("--data", required=True, type=Path, help="quora-lite folder, Quora pairs TSV or cluster file")
+    p.add_argument("--out", required=True, type=Path, help="bundle directory to write (replaced atomically)")
+    p.add_argument("--loss", choices=["sdml", "triplet"], default=defaults_t.loss)
+    p.add_argument("--smoothing", type=float, default=defaults_t.smoothing, help="SDML label smoothing epsilon")
+    p.add_argument("--margin", type=float, default=defaults_t.margin, help="triplet margin")
+    p.add_argument("--distance", choices=["squared", "euclidean"], default=defaults_t.distance)
+    p.add_argument("--negatives", choices=["random", "hard"], default=defaults_t.negatives, help="triplet negatives")
+    p.add_argument("--batch-size", type=int, default=defaults_t.batch_size, help="pairs per batch (N)")
+    p.add_argument("--lr", type=float, default=defaults_t.lr)
+    p.add_argument("--epochs", type=int, default=defaults_t.max_epochs, help="maximum epochs")
+    p.add_argument("--patience", type=int, default=defaults_t.patience, help="epochs without val AUC gain before stopping")
+    p.add_argument("--seed", type=int, default=defaults_t.seed)
+    p.add_argument("--vocab-size", type=int, default=defaults_x.vocab_size)
+    p.add_argument("--hash-bins", type=int, default=defaults_x.hash_bins)
+    p.add_argument("--max-len", type=int, default=defaults_x.max_len, help="tokens kept per question")
+    p.add_argument("--windows", type=int, nargs="+", default=list(defaults_e.windows), help="convolution window sizes")
+    _index_args(p)
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("index", help="rebuild a bundle's index with other settings",
+                       description="Re-encode the bundle's corpus and rebuild its FAISS index in place (atomically).")
+    p.add_argument("bundle", type=Path)
+    _index_args(p)
+    p.set_defaults(func=cmd_index)
+
+    p = sub.add_parser("search", help="retrieve paraphrases of one or more questions",
+                       description="Print the top-k corpus questions nearest to each QUERY, with distance and cluster.")
+    p.add_argument("bundle", type=Path)
+    p.add_argument("query", nargs="+")
+    p.add_argument("-k", type=int, default=10)
+    p.add_argument("--bm25", action="store_true", help="use the BM25 baseline over the bundle's corpus")
+    p.add_argument("--json", action="store_true", help="one JSON object per query")
+    p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("eval", help="H@1, H@10, MRR (top 20) on a split",
+                       description="Evaluate with the paper's protocol: every question of a SPLIT cluster is a "
+                       "query, itself removed from its results; a hit is a question of the same cluster.")
+    p.add_argument("bundle", type=Path)
+    p.add_argument("--split", default="test", choices=["train", "val", "test"])
+    p.add_argument("--data", type=Path, help="evaluate on this data instead of the bundle's corpus")
+    p.add_argument("--seed", type=int, default=0, help="split seed when --data has no split column")
+    p.add_argument("--bm25", action="store_true", help="evaluate BM25 on the same queries instead")
+    p.set_defaults(func=cmd_eval)
+    return parser
+
+
+def _index_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--index", default="auto", help="'auto' (FAISS guidelines), 'Flat' (exact) or e.g. 'IVF2000,Flat'")
+    p.add_argument("--nprobe", type=int, default=IndexConfig().nprobe, help="IVF lists searched per query")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except QPRError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: nothing was written", file=sys.stderr)
+        return 130

@@ -1,0 +1,116 @@
+"""The paper's question encoder: embeddings -> convolution(s) -> tanh -> masked max pool -> linear.
+
+``QuestionEncoder`` maps padded token-id batches to n-dimensional vectors; ``encode_texts`` runs it
+over any number of questions in batches and returns a float32 matrix ready for FAISS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from qpr.errors import QPRError
+from qpr.text import PAD_ID, Vocabulary
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """Layer sizes (paper: 300-d embeddings, one convolution of window 5, 300-d output).
+
+    ``windows`` may list several window sizes; each gets ``channels`` filters and their pooled
+    features are concatenated before the projection.
+    """
+
+    embedding_dim: int = 300
+    windows: tuple[int, ...] = (5,)
+    channels: int = 300
+    output_dim: int = 300
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "windows", tuple(int(w) for w in self.windows))
+        if not self.windows or min(self.windows) < 1:
+            raise QPRError(f"windows must be a non-empty list of positive sizes, got {self.windows}")
+        if min(self.embedding_dim, self.channels, self.output_dim) < 1:
+            raise QPRError(f"layer sizes must be positive: {self}")
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {"windows": list(self.windows)}
+
+
+class QuestionEncoder(nn.Module):
+    """CNN sentence encoder. Input: ``(batch, length)`` token ids with 0 as padding.
+
+    Output: ``(batch, output_dim)`` vectors. Every position beyond a question's length is masked
+    out of the max pool, so padding never changes a question's vector.
+
+    >>> enc = QuestionEncoder(vocab_rows=100, config=EncoderConfig(embedding_dim=8, channels=4, output_dim=3))
+    >>> enc(torch.tensor([[5, 6, 7, 0], [9, 0, 0, 0]])).shape
+    torch.Size([2, 3])
+    """
+
+    def __init__(self, vocab_rows: int, config: EncoderConfig = EncoderConfig()) -> None:
+        super().__init__()
+        self.config = config
+        self.vocab_rows = vocab_rows
+        self.embedding = nn.Embedding(vocab_rows, config.embedding_dim, padding_idx=PAD_ID)
+        # Odd windows with padding w//2 keep one output per token; even ones give one extra,
+        # trimmed in forward, so masking by token position is exact for every window.
+        self.convs = nn.ModuleList(
+            nn.Conv1d(config.embedding_dim, config.channels, w, padding=w // 2) for w in config.windows
+        )
+        self.projection = nn.Linear(config.channels * len(config.windows), config.output_dim)
+
+    def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
+        length = token_ids.shape[1]
+        mask = (token_ids != PAD_ID).unsqueeze(1)  # (batch, 1, length)
+        embedded = self.embedding(token_ids).transpose(1, 2)  # (batch, dim, length)
+        pooled = []
+        for conv in self.convs:
+            features = torch.tanh(conv(embedded)[:, :, :length])
+            pooled.append(features.masked_fill(~mask, float("-inf")).amax(dim=2))
+        return self.projection(torch.cat(pooled, dim=1))
+
+
+def pad_batch(id_lists: Sequence[Sequence[int]]) -> torch.Tensor:
+    """Right-pad token-id lists with PAD_ID into one ``(batch, longest)`` LongTensor."""
+    longest = max(len(ids) for ids in id_lists)
+    batch = torch.full((len(id_lists), longest), PAD_ID, dtype=torch.long)
+    for row, ids in enumerate(id_lists):
+        batch[row, : len(ids)] = torch.as_tensor(ids, dtype=torch.long)
+    return batch
+
+
+def encode_ids(encoder: QuestionEncoder, id_lists: Sequence[Sequence[int]], chunk_size: int = 128) -> torch.Tensor:
+    """Encode token-id lists into ``(n, output_dim)`` vectors, in the order given (keeps grad).
+
+    Questions are encoded in length-sorted chunks, each padded only to its own longest member.
+    Masked max pooling makes the result identical to one padded batch, while a random batch
+    padded to its longest question would spend most of the convolution on padding.
+    """
+    order = np.argsort([len(ids) for ids in id_lists], kind="stable")
+    parts = [
+        encoder(pad_batch([id_lists[i] for i in order[start : start + chunk_size]]))
+        for start in range(0, len(order), chunk_size)
+    ]
+    restore = torch.as_tensor(np.argsort(order, kind="stable"))
+    return torch.cat(parts)[restore]
+
+
+@torch.inference_mode()
+def encode_texts(
+    encoder: QuestionEncoder, vocab: Vocabulary, texts: Sequence[str], chunk_size: int = 256
+) -> np.ndarray:
+    """Encode ``texts`` into a ``(len(texts), output_dim)`` float32 array (eval mode, no grad).
+
+    Raises QPRError naming the first empty text, before any work is done.
+    """
+    id_lists = [vocab.encode(text) for text in texts]
+    was_training = encoder.training
+    encoder.eval()
+    out = encode_ids(encoder, id_lists, chunk_size).numpy()
+    encoder.train(was_training)
+    return out

@@ -1,0 +1,113 @@
+"""Search: the same interface over the trained encoder (FAISS) and a BM25 baseline.
+
+``retriever.search("text", k)`` returns a ranked list of ``Hit``; a list of texts returns one
+list per text. ``search_ids`` is the array form that evaluation uses. For both retrievers lower
+``distance`` is better: squared Euclidean for the encoder, minus the BM25 score for BM25.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import bm25s
+import numpy as np
+import pandas as pd
+
+from qpr.bundle import Bundle
+from qpr.encoder import encode_texts
+from qpr.errors import QPRError
+from qpr.text import tokenize, words
+
+MAX_QUERY_CHARS = 2000
+MAX_K = 1000
+
+
+@dataclass(frozen=True)
+class Hit:
+    rank: int
+    qid: int
+    question: str
+    cluster: str | None
+    distance: float
+
+
+def check_queries(queries: Sequence[str], k: int) -> None:
+    """Refuse what no retriever can answer, with a message that says what to change."""
+    if not 1 <= k <= MAX_K:
+        raise QPRError(f"k must be between 1 and {MAX_K}, got {k}")
+    for text in queries:
+        if not isinstance(text, str) or not tokenize(text):
+            raise QPRError("the query is empty: type a question")
+        if len(text) > MAX_QUERY_CHARS:
+            raise QPRError(f"the query has {len(text):,} characters; shorten it to at most {MAX_QUERY_CHARS:,}")
+
+
+class Retriever:
+    """Base class: subclasses set ``name`` and ``corpus`` and implement ``search_ids``."""
+
+    name: str
+    corpus: pd.DataFrame
+
+    def search_ids(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(distances, qids)`` arrays of shape ``(len(queries), k)``; qid -1 where no hit."""
+        raise NotImplementedError
+
+    def search(self, queries: str | Sequence[str], k: int = 10) -> list[Hit] | list[list[Hit]]:
+        single = isinstance(queries, str)
+        texts = [queries] if single else list(queries)
+        check_queries(texts, k)
+        distances, qids = self.search_ids(texts, k)
+        rows = self._positions(qids)
+        question, cluster = self.corpus["question"].to_numpy(), self.corpus["cluster"].to_numpy()
+        results = [
+            [
+                Hit(rank + 1, int(q), str(question[r]), None if pd.isna(cluster[r]) else str(cluster[r]), float(d))
+                for rank, (q, r, d) in enumerate(zip(qid_row, row, dist_row))
+                if q >= 0
+            ]
+            for qid_row, row, dist_row in zip(qids, rows, distances)
+        ]
+        return results[0] if single else results
+
+    def _positions(self, qids: np.ndarray) -> np.ndarray:
+        return pd.Index(self.corpus["qid"]).get_indexer(qids.ravel()).reshape(qids.shape)
+
+
+class DenseRetriever(Retriever):
+    """The trained CNN encoder + FAISS index of a bundle."""
+
+    name = "sdml"
+
+    def __init__(self, bundle: Bundle) -> None:
+        self.bundle = bundle
+        self.corpus = bundle.corpus
+
+    @classmethod
+    def load(cls, path: str | Path) -> "DenseRetriever":
+        return cls(Bundle.load(path))
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        return encode_texts(self.bundle.encoder, self.bundle.vocab, texts)
+
+    def search_ids(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.bundle.index.search(self.encode(queries), k)
+
+
+class BM25Retriever(Retriever):
+    """Okapi BM25 (bm25s, k1=1.5, b=0.75) over word tokens (punctuation ignored)."""
+
+    name = "bm25"
+
+    def __init__(self, corpus: pd.DataFrame) -> None:
+        self.corpus = corpus.reset_index(drop=True)
+        self._qids = self.corpus["qid"].to_numpy()
+        self._bm25 = bm25s.BM25()
+        self._bm25.index([words(q) for q in self.corpus["question"]], show_progress=False)
+
+    def search_ids(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        k = min(k, len(self.corpus))
+        docs, scores = self._bm25.retrieve([words(q) for q in queries], k=k, show_progress=False)
+        qids = np.where(scores > 0, self._qids[docs], -1)  # no shared word: not a hit
+        return -scores, qids

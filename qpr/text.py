@@ -1,0 +1,113 @@
+"""Tokenizer and vocabulary with the hashing trick for rare and unseen words.
+
+Token ids: 0 is padding, 1..V are the (at most ``vocab_size``) most frequent corpus tokens, and
+V+1..V+m are m hash bins.
+Every token outside the vocabulary lands in a bin chosen by a stable hash (CRC32 of its UTF-8
+bytes, not Python's per-process salted ``hash()``), so a word never seen in training still maps to
+a learned vector, and the same word maps to the same bin on every machine and run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterable
+
+from qpr.errors import QPRError
+
+# A token is a run of word characters (letters, digits, underscore in any script) or a single
+# character that is neither a word character nor whitespace (punctuation, symbols, emoji).
+_TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+PAD_ID = 0
+
+
+def tokenize(text: str) -> list[str]:
+    """Lowercase ``text`` and split it into words and single punctuation/symbol characters.
+
+    >>> tokenize("How do I learn Python, fast?")
+    ['how', 'do', 'i', 'learn', 'python', ',', 'fast', '?']
+    """
+    return _TOKEN.findall(text.lower())
+
+
+def words(text: str) -> list[str]:
+    """Lowercased word tokens only (no punctuation): what lexical retrieval (BM25) matches on.
+
+    >>> words("How do I learn Python, fast?")
+    ['how', 'do', 'i', 'learn', 'python', 'fast']
+    """
+    return _WORD.findall(text.lower())
+
+
+def stable_bucket(token: str, bins: int) -> int:
+    """The hash bin (0..bins-1) of ``token``; identical across processes and machines."""
+    return zlib.crc32(token.encode("utf-8")) % bins
+
+
+@dataclass(frozen=True)
+class TextConfig:
+    """Vocabulary size V, number of hash bins m and the token limit per question (paper: 50k + 5k)."""
+
+    vocab_size: int = 50_000
+    hash_bins: int = 5_000
+    max_len: int = 64
+
+    def __post_init__(self) -> None:
+        if self.vocab_size < 0 or self.hash_bins < 1 or self.max_len < 1:
+            raise QPRError(f"invalid text config {self}: need vocab_size >= 0, hash_bins >= 1, max_len >= 1")
+
+
+class Vocabulary:
+    """Maps text to token ids: frequent tokens get their own id, the rest share m hash bins."""
+
+    def __init__(self, tokens: list[str], config: TextConfig) -> None:
+        if len(tokens) > config.vocab_size:
+            raise QPRError(f"{len(tokens)} tokens given for a vocabulary of size {config.vocab_size}")
+        self.config = config
+        self.tokens = list(tokens)
+        self._ids = {token: i + 1 for i, token in enumerate(self.tokens)}
+
+    @classmethod
+    def build(cls, texts: Iterable[str], config: TextConfig = TextConfig()) -> "Vocabulary":
+        """The ``config.vocab_size`` most frequent tokens of ``texts`` (ties broken alphabetically)."""
+        counts = Counter(token for text in texts for token in tokenize(text))
+        ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+        return cls([token for token, _ in ranked[: config.vocab_size]], config)
+
+    @property
+    def size(self) -> int:
+        """Number of embedding rows needed: padding + vocabulary + hash bins."""
+        return 1 + len(self.tokens) + self.config.hash_bins
+
+    def token_id(self, token: str) -> int:
+        known = self._ids.get(token)
+        if known is not None:
+            return known
+        return 1 + len(self.tokens) + stable_bucket(token, self.config.hash_bins)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text``, truncated to ``max_len``; raises QPRError if it has no tokens."""
+        if not isinstance(text, str):
+            raise QPRError(f"a question must be a string, got {type(text).__name__}")
+        tokens = tokenize(text)[: self.config.max_len]
+        if not tokens:
+            raise QPRError(f"the question {text[:40]!r} is empty: it contains no words or symbols")
+        return [self.token_id(token) for token in tokens]
+
+    def save(self, path: Path) -> None:
+        Path(path).write_text(json.dumps({"config": asdict(self.config), "tokens": self.tokens}, ensure_ascii=False))
+
+    @classmethod
+    def load(cls, path: Path) -> "Vocabulary":
+        try:
+            payload = json.loads(Path(path).read_text())
+            return cls(payload["tokens"], TextConfig(**payload["config"]))
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise QPRError(f"cannot read vocabulary {path}: {err}") from err

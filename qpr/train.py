@@ -1,0 +1,222 @@
+"""Training the encoder on clusters: pairs per epoch, cluster-disjoint batches, early stopping.
+
+Each epoch pairs every training question with a random other member of its cluster and packs the
+pairs into batches of ``batch_size`` in which no two pairs share a cluster (otherwise a true
+paraphrase would serve as a negative). After each epoch the encoder is scored by ROC AUC on
+held-out validation pairs; the best epoch is kept and training stops after ``patience`` epochs
+without improvement. Ctrl-C ends training early and returns the best epoch so far.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from qpr.encoder import EncoderConfig, QuestionEncoder, encode_ids
+from qpr.errors import QPRError
+from qpr.evaluate import pair_auc
+from qpr.losses import make_loss
+from qpr.text import TextConfig, Vocabulary
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Training settings; defaults are the paper's (SDML, eps 0.3, N 512, Adam 1e-3).
+
+    ``distance`` is the distance the loss uses ("squared" for SDML; the triplet baselines use
+    either). ``val_pairs`` positive and as many negative pairs score each epoch by ROC AUC.
+    """
+
+    loss: str = "sdml"
+    smoothing: float = 0.3
+    margin: float = 0.5
+    distance: str = "squared"
+    negatives: str = "random"
+    batch_size: int = 512
+    lr: float = 1e-3
+    max_epochs: int = 10
+    patience: int = 2
+    val_pairs: int = 5000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 2:
+            raise QPRError(f"batch_size must be at least 2 (in-batch negatives), got {self.batch_size}")
+        if self.max_epochs < 1 or self.patience < 1:
+            raise QPRError("max_epochs and patience must be at least 1")
+
+
+@dataclass
+class TrainResult:
+    """The best encoder, its vocabulary, and one history row per finished epoch."""
+
+    encoder: QuestionEncoder
+    vocab: Vocabulary
+    history: list[dict] = field(default_factory=list)
+    best_epoch: int = 0
+    best_auc: float = float("nan")
+    seconds: float = 0.0
+    stopped: str = "max_epochs"  # "max_epochs" | "early_stopping" | "interrupted"
+
+    def summary(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if k not in ("encoder", "vocab")}
+
+
+def cluster_members(corpus: pd.DataFrame, split: str) -> list[np.ndarray]:
+    """Row positions of the questions of each cluster of 2+ questions in ``split``."""
+    rows = corpus[(corpus["split"] == split) & corpus["cluster"].notna()]
+    groups = [g.to_numpy() for _, g in rows.groupby("cluster", sort=True).groups.items()]
+    return [g for g in groups if len(g) >= 2]
+
+
+def epoch_pairs(clusters: list[np.ndarray], rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pair each member of each cluster with a uniformly random other member.
+
+    Returns (anchor rows, positive rows, cluster index of each pair).
+    """
+    anchors, positives, owner = [], [], []
+    for c, members in enumerate(clusters):
+        n = len(members)
+        # An offset in 1..n-1 from each member's own position picks any other member uniformly.
+        partner = (np.arange(n) + rng.integers(1, n, size=n)) % n
+        anchors.append(members)
+        positives.append(members[partner])
+        owner.append(np.full(n, c))
+    return np.concatenate(anchors), np.concatenate(positives), np.concatenate(owner)
+
+
+def cluster_disjoint_batches(owner: np.ndarray, batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Shuffle pair indices into batches of at most ``batch_size`` with distinct ``owner`` values.
+
+    Greedy first fit: each pair goes to the first open batch that lacks its cluster, so a big
+    cluster spreads over several batches. Batches of a single pair (no negative) are dropped.
+    """
+    batches: list[list[int]] = []
+    seen: list[set] = []
+    first_open = 0
+    for pair in rng.permutation(len(owner)):
+        c = owner[pair]
+        b = first_open
+        while b < len(batches) and (c in seen[b] or len(batches[b]) >= batch_size):
+            b += 1
+        if b == len(batches):
+            batches.append([])
+            seen.append(set())
+        batches[b].append(pair)
+        seen[b].add(c)
+        while first_open < len(batches) and len(batches[first_open]) >= batch_size:
+            first_open += 1
+    order = rng.permutation(len(batches))
+    return [np.asarray(batches[i]) for i in order if len(batches[i]) >= 2]
+
+
+def validation_pairs(corpus: pd.DataFrame, n: int, seed: int) -> tuple[list[str], list[str], np.ndarray]:
+    """Up to ``n`` positive pairs from val clusters and as many negatives (questions of two
+    different val clusters), as (texts a, texts b, labels 1/0)."""
+    clusters = cluster_members(corpus, "val")
+    if not clusters:
+        raise QPRError("no validation clusters (split 'val' with 2+ questions): cannot early-stop on ROC AUC")
+    rng = np.random.default_rng(seed)
+    a, b, owner = epoch_pairs(clusters, rng)
+    pick = rng.permutation(len(a))[:n]
+    a, b, owner = a[pick], b[pick], owner[pick]
+    all_rows = np.concatenate(clusters)
+    row_owner = np.concatenate([np.full(len(c), i) for i, c in enumerate(clusters)])
+    neg = rng.integers(0, len(all_rows), size=len(a))
+    clash = row_owner[neg] == owner
+    while clash.any():  # redraw the few negatives that hit the anchor's own cluster
+        neg[clash] = rng.integers(0, len(all_rows), size=int(clash.sum()))
+        clash = row_owner[neg] == owner
+    texts = corpus["question"].to_numpy()
+    return (
+        list(texts[np.concatenate([a, a])]),
+        list(texts[np.concatenate([b, all_rows[neg]])]),
+        np.concatenate([np.ones(len(a)), np.zeros(len(a))]),
+    )
+
+
+def train(
+    corpus: pd.DataFrame,
+    config: TrainConfig = TrainConfig(),
+    text_config: TextConfig = TextConfig(),
+    encoder_config: EncoderConfig = EncoderConfig(),
+    warm_start: tuple[QuestionEncoder, Vocabulary] | None = None,
+    on_epoch: Callable[[dict], None] | None = None,
+    progress: bool = True,
+) -> TrainResult:
+    """Train an encoder on the ``train`` clusters of ``corpus``; early-stop on ``val`` ROC AUC.
+
+    ``warm_start`` continues from an existing encoder and keeps its vocabulary (retraining after
+    annotation). ``on_epoch`` receives each history row as it is made. Returns the best epoch's
+    encoder. Ctrl-C stops after the current batch and returns the best epoch so far (or re-raises
+    if no epoch finished).
+    """
+    clusters = cluster_members(corpus, "train")
+    if not clusters:
+        raise QPRError("no training clusters: need questions with split 'train' in clusters of 2+")
+    torch.manual_seed(config.seed)
+    rng = np.random.default_rng(config.seed)
+    if warm_start is None:
+        train_texts = corpus.loc[corpus["split"] == "train", "question"]
+        vocab = Vocabulary.build(train_texts, text_config)
+        encoder = QuestionEncoder(vocab.size, encoder_config)
+    else:
+        encoder, vocab = copy.deepcopy(warm_start[0]), warm_start[1]
+    loss_fn = make_loss(
+        config.loss, smoothing=config.smoothing, margin=config.margin, distance=config.distance, negatives=config.negatives
+    )
+    optimizer = torch.optim.Adam(encoder.parameters(), lr=config.lr)
+    val_a, val_b, val_labels = validation_pairs(corpus, config.val_pairs, config.seed)
+    token_ids = [vocab.encode(q) for q in corpus["question"]]
+
+    result = TrainResult(encoder=copy.deepcopy(encoder), vocab=vocab, best_auc=-1.0)
+    best_state = copy.deepcopy(encoder.state_dict())
+    start = time.perf_counter()
+    stale = 0
+    try:
+        for epoch in range(1, config.max_epochs + 1):
+            encoder.train()
+            anchors, positives, owner = epoch_pairs(clusters, rng)
+            batches = cluster_disjoint_batches(owner, config.batch_size, rng)
+            total = 0.0
+            bar = tqdm(batches, desc=f"epoch {epoch}/{config.max_epochs}", disable=not progress, leave=False)
+            for batch in bar:
+                a = encode_ids(encoder, [token_ids[i] for i in anchors[batch]])
+                p = encode_ids(encoder, [token_ids[i] for i in positives[batch]])
+                loss = loss_fn(a, p)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                total += loss.item()
+                bar.set_postfix(loss=f"{loss.item():.4f}")
+            auc = pair_auc(encoder, vocab, val_a, val_b, val_labels)
+            row = {"epoch": epoch, "loss": total / max(len(batches), 1), "val_auc": auc,
+                   "seconds": time.perf_counter() - start}
+            result.history.append(row)
+            if progress:
+                tqdm.write(f"epoch {epoch}: loss {row['loss']:.4f}  val ROC AUC {auc:.4f}")
+            if on_epoch:
+                on_epoch(row)
+            if auc > result.best_auc + 1e-4:
+                result.best_auc, result.best_epoch, stale = auc, epoch, 0
+                best_state = copy.deepcopy(encoder.state_dict())
+            else:
+                stale += 1
+                if stale >= config.patience:
+                    result.stopped = "early_stopping"
+                    break
+    except KeyboardInterrupt:
+        if not result.history:
+            raise
+        result.stopped = "interrupted"
+    result.encoder.load_state_dict(best_state)
+    result.encoder.eval()
+    result.seconds = time.perf_counter() - start
+    return result
