@@ -1,0 +1,17 @@
+"""Annotation domain: judgments of retrieved questions, corrected clusters, exports for retraining.
+
+- ``db.open_store(url)``: open (create / migrate) the database; any SQLAlchemy URL, SQLite default.
+- ``store.AnnotationStore``: corpus snapshots, ``record`` / ``undo_last`` / ``judgments`` / ``progress``.
+- ``queue``: what to judge next (``spot_check``, ``next_cluster``, ``least_coherent``).
+- ``merge.corrected_clusters``: clusters joined by confirmed paraphrases, conflicts reported.
+- ``agreement.agreement``: percent agreement and Cohen's kappa per annotator pair.
+- ``export.export``: corrected clusters as a cluster file + training pairs + manifest.
+
+Depends on ``qpr``; never on the app or Gradio.
+"""
+
+from annotations.db import open_store
+from annotations.errors import AnnotationError
+from annotations.models import LABELS
+
+__all__ = ["open_store", "AnnotationError", "LABELS"]

@@ -1,0 +1,131 @@
+"""Opening the annotation database: engine settings per backend, schema migration, clear errors.
+
+``open_store(url)`` accepts any SQLAlchemy URL. Without one it uses ``QPR_DB_URL`` or, failing
+that, the SQLite file ``data/annotations.db`` under the working directory. SQLite connections run
+in WAL mode (readers never block the writer) with a busy timeout and foreign keys on, and every
+write transaction starts with ``BEGIN IMMEDIATE`` so concurrent writers queue for the lock instead
+of failing half-way. The schema is brought to the current Alembic revision on open; a database
+written by a newer version of this package (an unknown revision) is refused.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event, make_url, text
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+from annotations.errors import AnnotationError
+from annotations.store import AnnotationStore
+
+DEFAULT_URL = "sqlite:///data/annotations.db"
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+WRITE_OPTION = "annotations_write"  # execution option marking a write transaction
+MIGRATION_LOCK_ID = 472_019_313  # arbitrary constant: PostgreSQL advisory lock held while migrating
+
+
+def alembic_config() -> Config:
+    """Alembic settings built in code, so migrations work from any working directory."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    return config
+
+
+def _parse_url(url: str) -> URL:
+    try:
+        return make_url(url)
+    except ArgumentError as err:
+        raise AnnotationError(f"not a database URL: {url!r} (expected e.g. sqlite:///data/annotations.db)") from err
+
+
+def _sqlite_settings(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record) -> None:
+        # SQLAlchemy emits BEGIN itself (below); sqlite3's own implicit BEGIN would be DEFERRED
+        # and skip DDL, breaking both write queuing and transactional migrations.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection) -> None:
+        # A write transaction takes the write lock up front (waiting up to the busy timeout); a
+        # deferred one that later writes could fail instead of waiting.
+        immediate = connection.get_execution_options().get(WRITE_OPTION)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def make_engine(url: str | URL) -> Engine:
+    """An engine for ``url`` with the per-backend settings above (SQLite folders are created)."""
+    url = _parse_url(url) if isinstance(url, str) else url
+    try:
+        engine = create_engine(url, pool_pre_ping=True)
+    except (ArgumentError, SQLAlchemyError, ImportError) as err:
+        raise AnnotationError(f"cannot use database URL {_safe(url)}: {_first_line(err)}") from err
+    if engine.dialect.name == "sqlite" and url.database and url.database != ":memory:":
+        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+        _sqlite_settings(engine)
+    return engine
+
+
+def migrate(engine: Engine) -> str:
+    """Upgrade the schema to the newest revision in one locked transaction; returns that revision.
+
+    Refuses a database whose revision this package does not know (written by a newer version).
+    """
+    config = alembic_config()
+    script = ScriptDirectory.from_config(config)
+    known = {rev.revision for rev in script.walk_revisions()}
+    with engine.execution_options(**{WRITE_OPTION: True}).begin() as connection:
+        if engine.dialect.name == "postgresql":
+            # Several processes may open a fresh database at once; only one may create the tables.
+            connection.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": MIGRATION_LOCK_ID})
+        current = MigrationContext.configure(connection).get_current_heads()
+        unknown = [rev for rev in current if rev not in known]
+        if unknown:
+            raise AnnotationError(
+                f"the annotation database {_safe(engine.url)} has schema revision {', '.join(unknown)}, which this "
+                f"version does not know (it knows up to {script.get_current_head()}); it was written by a newer "
+                "version: upgrade this software or use another database"
+            )
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")
+    return script.get_current_head()
+
+
+def open_store(url: str | None = None) -> AnnotationStore:
+    """Open (creating or upgrading as needed) the annotation database at ``url``.
+
+    ``url`` None means ``QPR_DB_URL``, else ``sqlite:///data/annotations.db``. Raises
+    AnnotationError with a one-line message for a bad URL, an unreachable server or a newer schema.
+    """
+    url = url or os.environ.get("QPR_DB_URL") or DEFAULT_URL
+    engine = make_engine(url)
+    try:
+        migrate(engine)
+    except AnnotationError:
+        engine.dispose()
+        raise
+    except (SQLAlchemyError, OSError) as err:
+        engine.dispose()
+        raise AnnotationError(f"cannot open the annotation database {_safe(engine.url)}: {_first_line(err)}") from err
+    return AnnotationStore(engine, write_option=WRITE_OPTION)
+
+
+def _safe(url: URL) -> str:
+    return url.render_as_string(hide_password=True)
+
+
+def _first_line(err: BaseException) -> str:
+    cause = getattr(err, "orig", None) or err
+    return (str(cause).strip().splitlines() or [type(cause).__name__])[0]

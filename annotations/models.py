@@ -1,0 +1,156 @@
+"""ORM models of the annotation database (the current schema; migrations/ builds and upgrades it).
+
+- ``bundles`` / ``corpus_questions``: the corpus snapshot (qid, question, cluster, split) that a
+  bundle version serves. Judgments point into it, so a judged id always names a known question.
+- ``annotators`` / ``judgments``: one row per label given. A re-judgment of the same item adds a
+  row and marks the earlier one ``superseded_by`` it; an undo marks a row ``withdrawn_at``. Rows
+  are never deleted, so the full history stays.
+- ``exports`` / ``export_judgments`` / ``merge_decisions``: what each export of corrected clusters
+  included and which cluster merges (or conflicts) it derived from the judgments.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from sqlalchemy import (
+    JSON, BigInteger, Boolean, CheckConstraint, DateTime, Float, ForeignKey, ForeignKeyConstraint,
+    Integer, String, Text, TypeDecorator, UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+LABELS = ("same", "different", "unsure")
+MAX_NAME_CHARS = 100
+
+
+class UTCDateTime(TypeDecorator):
+    """A timezone-aware UTC timestamp on every backend (SQLite keeps no offset, so store naive UTC)."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.astimezone(timezone.utc).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect) -> datetime | None:
+        return None if value is None else value.replace(tzinfo=timezone.utc)
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class BundleVersion(Base):
+    """A bundle version whose corpus snapshot was registered; ``fingerprint`` is qpr.data.fingerprint."""
+
+    __tablename__ = "bundles"
+
+    version: Mapped[str] = mapped_column(String(100), primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    questions: Mapped[int] = mapped_column(Integer)
+    registered_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class CorpusQuestion(Base):
+    """One question of a bundle's corpus as it was served (its original cluster and split)."""
+
+    __tablename__ = "corpus_questions"
+
+    bundle_version: Mapped[str] = mapped_column(String(100), ForeignKey("bundles.version"), primary_key=True)
+    qid: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    question: Mapped[str] = mapped_column(Text)
+    cluster: Mapped[str | None] = mapped_column(Text)
+    split: Mapped[str] = mapped_column(String(10))
+
+
+class Annotator(Base):
+    __tablename__ = "annotators"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(MAX_NAME_CHARS), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Judgment(Base):
+    """One label an annotator gave to a (query, candidate) item, as shown by one bundle version.
+
+    The query is a corpus question (``query_qid``) or free text (``query_text``), never both.
+    ``item_key`` names the item independently of the bundle ("qid:<query_qid>:<candidate_qid>" or
+    "text:<sha256 of query_text>:<candidate_qid>"). ``is_current`` is True for the annotator's live
+    label of the item and NULL (not False) otherwise, so the unique constraint on
+    (annotator, item_key, is_current) allows any amount of history but one current label, on every
+    database (NULLs never collide in a unique constraint).
+    """
+
+    __tablename__ = "judgments"
+    __table_args__ = (
+        ForeignKeyConstraint(["bundle_version", "candidate_qid"], ["corpus_questions.bundle_version", "corpus_questions.qid"]),
+        ForeignKeyConstraint(["bundle_version", "query_qid"], ["corpus_questions.bundle_version", "corpus_questions.qid"]),
+        CheckConstraint("label IN ('same', 'different', 'unsure')", name="ck_judgments_label"),
+        CheckConstraint("(query_qid IS NULL) <> (query_text IS NULL)", name="ck_judgments_one_query"),
+        CheckConstraint("is_current IS NULL OR (superseded_by IS NULL AND withdrawn_at IS NULL)", name="ck_judgments_current"),
+        UniqueConstraint("annotator_id", "item_key", "is_current", name="uq_judgments_one_current"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"), index=True)
+    bundle_version: Mapped[str] = mapped_column(String(100), ForeignKey("bundles.version"))
+    query_qid: Mapped[int | None] = mapped_column(BigInteger)
+    query_text: Mapped[str | None] = mapped_column(Text)
+    candidate_qid: Mapped[int] = mapped_column(BigInteger)
+    item_key: Mapped[str] = mapped_column(String(120))
+    label: Mapped[str] = mapped_column(String(10))
+    rank: Mapped[int | None] = mapped_column(Integer)
+    distance: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    is_current: Mapped[bool | None] = mapped_column(Boolean, default=True)
+    superseded_by: Mapped[int | None] = mapped_column(ForeignKey("judgments.id"))
+    withdrawn_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class Export(Base):
+    """One export of corrected clusters: where it went and from which bundle's corpus."""
+
+    __tablename__ = "exports"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    bundle_version: Mapped[str | None] = mapped_column(String(100), ForeignKey("bundles.version"))
+    format: Mapped[str] = mapped_column(String(10))
+    path: Mapped[str] = mapped_column(Text)
+    questions: Mapped[int] = mapped_column(Integer)
+    clusters_before: Mapped[int] = mapped_column(Integer)
+    clusters_after: Mapped[int] = mapped_column(Integer)
+
+
+class ExportJudgment(Base):
+    """A judgment that an export took into account."""
+
+    __tablename__ = "export_judgments"
+
+    export_id: Mapped[int] = mapped_column(ForeignKey("exports.id"), primary_key=True)
+    judgment_id: Mapped[int] = mapped_column(ForeignKey("judgments.id"), primary_key=True)
+
+
+class MergeDecision(Base):
+    """A merge an export applied, or a conflict it left for review (annotations.merge).
+
+    ``decision`` is "merged" or the conflict kind; ``cluster_a``/``cluster_b`` name the original
+    clusters (or "qid:<n>" for a question in no cluster); ``judgment_ids`` is a JSON list.
+    """
+
+    __tablename__ = "merge_decisions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    export_id: Mapped[int] = mapped_column(ForeignKey("exports.id"), index=True)
+    decision: Mapped[str] = mapped_column(String(20))
+    cluster_a: Mapped[str] = mapped_column(Text)
+    cluster_b: Mapped[str] = mapped_column(Text)
+    judgment_ids: Mapped[list[int]] = mapped_column(JSON)
+    reason: Mapped[str] = mapped_column(Text)

@@ -1,0 +1,387 @@
+"""The annotation store: corpus snapshots, judgments with history, progress, export records.
+
+Every write is one transaction. Transient failures (SQLite busy, PostgreSQL serialization or
+deadlock, or losing a race to insert the same row) are retried with jittered exponential backoff,
+so concurrent writers queue instead of seeing "database is locked". Input a user must fix raises
+AnnotationError and writes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import numbers
+import operator
+import random
+import time
+from datetime import datetime, timezone
+from typing import Callable, TypeVar
+
+import pandas as pd
+from sqlalchemy import Engine, and_, func, insert, or_, select
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.orm import Session, aliased
+
+from annotations.errors import AnnotationError
+from annotations.models import (
+    LABELS, MAX_NAME_CHARS, Annotator, BundleVersion, CorpusQuestion, Export, ExportJudgment, Judgment,
+    MergeDecision, utcnow,
+)
+from qpr.data import COLUMNS, SPLITS, fingerprint
+
+T = TypeVar("T")
+WRITE_PATIENCE_S = 60.0  # how long a write keeps retrying a busy database before giving up
+RACE_RETRIES = 5  # a unique-key race resolves on the next attempt; more failures mean a real conflict
+JUDGMENT_COLUMNS = [
+    "id", "annotator", "bundle_version", "query_qid", "query_text", "candidate_qid", "label", "rank",
+    "distance", "created_at", "query_cluster", "candidate_cluster", "query_question", "candidate_question",
+    "is_current", "superseded_by", "withdrawn_at",
+]
+
+
+def item_key(candidate_qid: int, query_qid: int | None = None, query_text: str | None = None) -> str:
+    """The bundle-independent name of a (query, candidate) item (see models.Judgment)."""
+    if query_qid is not None:
+        return f"qid:{query_qid}:{candidate_qid}"
+    return f"text:{hashlib.sha256(query_text.encode()).hexdigest()}:{candidate_qid}"
+
+
+def annotator_name(name: object) -> str:
+    """The annotator name as stored (surrounding spaces removed), or AnnotationError."""
+    if not isinstance(name, str) or not name.strip():
+        raise AnnotationError("the annotator name is empty: type your name")
+    name = name.strip()
+    if len(name) > MAX_NAME_CHARS:
+        raise AnnotationError(f"the annotator name has {len(name)} characters; use at most {MAX_NAME_CHARS}")
+    return name
+
+
+def _qid(value: object, what: str) -> int:
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        return operator.index(value)
+    except TypeError:
+        raise AnnotationError(f"{what} must be an integer question id, got {value!r}") from None
+
+
+def _transient(err: OperationalError | IntegrityError) -> bool:
+    """Whether retrying the transaction can succeed: a busy/locked database or a lost race."""
+    orig = err.orig
+    sqlstate = getattr(orig, "sqlstate", None)
+    message = str(orig).lower()
+    if isinstance(err, IntegrityError):
+        return sqlstate == "23505" or "unique constraint failed" in message
+    return sqlstate in ("40001", "40P01") or "locked" in message or "busy" in message
+
+
+class AnnotationStore:
+    """Judgments and corpus snapshots in one database; open it with ``annotations.db.open_store``."""
+
+    def __init__(self, engine: Engine, write_option: str) -> None:
+        self.engine = engine
+        self._writer = engine.execution_options(**{write_option: True})
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> "AnnotationStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _write(self, work: Callable[[Session], T]) -> T:
+        """Run ``work`` in one write transaction, retrying it while the failure is transient."""
+        deadline = time.monotonic() + WRITE_PATIENCE_S
+        attempt = races = 0
+        while True:
+            try:
+                with Session(self._writer, expire_on_commit=False) as session, session.begin():
+                    return work(session)
+            except (OperationalError, IntegrityError) as err:
+                races += isinstance(err, IntegrityError)
+                if not _transient(err) or races > RACE_RETRIES:
+                    raise
+                if time.monotonic() > deadline:
+                    raise AnnotationError(
+                        f"the annotation database stayed busy for {WRITE_PATIENCE_S:.0f} s; nothing was written, try again"
+                    ) from err
+            time.sleep(min(0.5, 0.002 * 2 ** min(attempt, 8)) * random.uniform(0.5, 1.5))
+            attempt += 1
+
+    # -- corpus snapshots -------------------------------------------------------------------
+
+    def register_corpus(self, bundle_version: str, corpus: pd.DataFrame) -> None:
+        """Store the qid/question/cluster/split snapshot that ``bundle_version`` serves.
+
+        Idempotent: registering the same version with the same corpus again does nothing; the same
+        version with a different corpus is refused (judgments already point into the first one).
+        """
+        version = _bundle_version(bundle_version)
+        snapshot = _snapshot(corpus)
+        digest = fingerprint(snapshot)
+
+        def work(session: Session) -> None:
+            existing = session.get(BundleVersion, version)
+            if existing is not None:
+                if existing.fingerprint != digest:
+                    raise AnnotationError(
+                        f"bundle version {version!r} is already registered with a different corpus; "
+                        "a new corpus needs a new bundle version"
+                    )
+                return
+            session.add(BundleVersion(version=version, fingerprint=digest, questions=len(snapshot)))
+            session.flush()
+            rows = snapshot.astype(object).where(snapshot.notna(), None).assign(bundle_version=version)
+            session.execute(insert(CorpusQuestion), rows.to_dict("records"))
+
+        self._write(work)
+
+    def bundle_versions(self) -> pd.DataFrame:
+        """Registered bundle versions (version, questions, registered_at), newest first."""
+        with Session(self.engine) as session:
+            rows = session.execute(
+                select(BundleVersion.version, BundleVersion.questions, BundleVersion.registered_at)
+                .order_by(BundleVersion.registered_at.desc(), BundleVersion.version.desc())
+            ).all()
+        return pd.DataFrame(rows, columns=["version", "questions", "registered_at"])
+
+    def corpus(self, bundle_version: str | None = None) -> tuple[str, pd.DataFrame]:
+        """``(version, corpus)``: the registered snapshot of ``bundle_version`` (default: the newest),
+        as a qpr corpus (columns qid, question, cluster, split)."""
+        versions = self.bundle_versions()["version"].tolist()
+        if not versions:
+            raise AnnotationError("no corpus is registered in the annotation database yet (open the app with a bundle first)")
+        version = versions[0] if bundle_version is None else bundle_version
+        if version not in versions:
+            raise AnnotationError(f"bundle version {version!r} is not registered; known: {', '.join(versions)}")
+        with Session(self.engine) as session:
+            rows = session.execute(
+                select(CorpusQuestion.qid, CorpusQuestion.question, CorpusQuestion.cluster, CorpusQuestion.split)
+                .where(CorpusQuestion.bundle_version == version)
+                .order_by(CorpusQuestion.qid)
+            ).all()
+        frame = pd.DataFrame(rows, columns=COLUMNS)
+        return version, frame.astype({"qid": "int64", "question": str, "cluster": "string", "split": str})
+
+    # -- judgments --------------------------------------------------------------------------
+
+    def record(
+        self,
+        annotator: str,
+        candidate_qid: int,
+        label: str,
+        bundle_version: str,
+        query_qid: int | None = None,
+        query_text: str | None = None,
+        rank: int | None = None,
+        distance: float | None = None,
+    ) -> int:
+        """Record one judgment in one transaction and return its id.
+
+        The query is a corpus question (``query_qid``) or free text (``query_text``): exactly one.
+        Both ids must be in the corpus registered for ``bundle_version``. If this annotator already
+        labelled the same (query, candidate), that label is superseded by this one (kept as history).
+        """
+        name = annotator_name(annotator)
+        if label not in LABELS:
+            raise AnnotationError(f"label must be one of {', '.join(LABELS)}; got {label!r}")
+        if (query_qid is None) == (query_text is None):
+            raise AnnotationError("give exactly one of query_qid (a corpus question) or query_text (a typed query)")
+        candidate_qid = _qid(candidate_qid, "candidate_qid")
+        if query_qid is not None:
+            query_qid = _qid(query_qid, "query_qid")
+            if query_qid == candidate_qid:
+                raise AnnotationError(f"question {query_qid} cannot be judged against itself")
+        else:
+            # Lazy: qpr.service pulls in torch; only free-text queries need its query rules.
+            from qpr.service import check_queries
+
+            check_queries([query_text], 1)
+        if rank is not None and (isinstance(rank, bool) or int(rank) != rank or rank < 1):
+            raise AnnotationError(f"rank must be a positive integer, got {rank!r}")
+        if distance is not None and not (isinstance(distance, numbers.Real) and math.isfinite(distance)):
+            raise AnnotationError(f"distance must be a finite number, got {distance!r}")
+        version = _bundle_version(bundle_version)
+        key = item_key(candidate_qid, query_qid, query_text)
+
+        def work(session: Session) -> int:
+            _check_known(session, version, [q for q in (query_qid, candidate_qid) if q is not None])
+            person = session.scalar(select(Annotator).where(Annotator.name == name))
+            if person is None:
+                person = Annotator(name=name)
+                session.add(person)
+                session.flush()
+            previous = session.scalar(
+                select(Judgment).where(
+                    Judgment.annotator_id == person.id, Judgment.item_key == key, Judgment.is_current.is_(True)
+                )
+            )
+            if previous is not None:
+                previous.is_current = None  # before the insert: one current label per item
+                session.flush()
+            judgment = Judgment(
+                annotator_id=person.id, bundle_version=version, query_qid=query_qid, query_text=query_text,
+                candidate_qid=candidate_qid, item_key=key, label=label,
+                rank=None if rank is None else int(rank), distance=None if distance is None else float(distance),
+            )
+            session.add(judgment)
+            session.flush()
+            if previous is not None:
+                previous.superseded_by = judgment.id
+            return judgment.id
+
+        return self._write(work)
+
+    def undo_last(self, annotator: str) -> dict | None:
+        """Withdraw the annotator's most recent judgment still in force and return it (None if none).
+
+        The row stays as history (``withdrawn_at`` set). A label it had replaced becomes current again.
+        """
+        name = annotator_name(annotator)
+
+        def work(session: Session) -> int | None:
+            last = session.scalar(
+                select(Judgment).join(Annotator).where(Annotator.name == name, Judgment.withdrawn_at.is_(None))
+                .order_by(Judgment.id.desc()).limit(1)
+            )
+            if last is None:
+                return None
+            last.is_current = None
+            last.withdrawn_at = utcnow()
+            session.flush()
+            replaced = session.scalar(select(Judgment).where(Judgment.superseded_by == last.id))
+            if replaced is not None:
+                replaced.superseded_by = None
+                replaced.is_current = True
+            return last.id
+
+        withdrawn = self._write(work)
+        if withdrawn is None:
+            return None
+        frame = self.judgments(current_only=False, ids=[withdrawn])
+        return frame.iloc[0].to_dict()
+
+    def judgments(
+        self,
+        annotator: str | None = None,
+        cluster: str | None = None,
+        current_only: bool = True,
+        ids: list[int] | None = None,
+    ) -> pd.DataFrame:
+        """Judgments as a DataFrame (``JUDGMENT_COLUMNS``), oldest first.
+
+        ``cluster`` keeps judgments whose query or candidate was in that cluster in the judgment's
+        bundle snapshot; ``current_only`` drops superseded and withdrawn ones; ``ids`` picks rows.
+        ``query_cluster``/``candidate_cluster`` and the question texts come from that snapshot.
+        """
+        query_q, candidate_q = aliased(CorpusQuestion), aliased(CorpusQuestion)
+        statement = (
+            select(
+                Judgment.id, Annotator.name, Judgment.bundle_version, Judgment.query_qid, Judgment.query_text,
+                Judgment.candidate_qid, Judgment.label, Judgment.rank, Judgment.distance, Judgment.created_at,
+                query_q.cluster, candidate_q.cluster, query_q.question, candidate_q.question,
+                Judgment.is_current, Judgment.superseded_by, Judgment.withdrawn_at,
+            )
+            .join(Annotator, Annotator.id == Judgment.annotator_id)
+            .outerjoin(query_q, and_(query_q.bundle_version == Judgment.bundle_version, query_q.qid == Judgment.query_qid))
+            .join(candidate_q, and_(candidate_q.bundle_version == Judgment.bundle_version, candidate_q.qid == Judgment.candidate_qid))
+            .order_by(Judgment.id)
+        )
+        if annotator is not None:
+            statement = statement.where(Annotator.name == annotator_name(annotator))
+        if cluster is not None:
+            statement = statement.where(or_(query_q.cluster == cluster, candidate_q.cluster == cluster))
+        if current_only:
+            statement = statement.where(Judgment.is_current.is_(True))
+        if ids is not None:
+            statement = statement.where(Judgment.id.in_([int(i) for i in ids]))
+        with Session(self.engine) as session:
+            rows = session.execute(statement).all()
+        frame = pd.DataFrame(rows, columns=JUDGMENT_COLUMNS)
+        frame["is_current"] = frame["is_current"].notna()
+        for column in ("created_at", "withdrawn_at"):
+            frame[column] = pd.to_datetime(frame[column], utc=True)
+        return frame.astype({
+            "id": "int64", "query_qid": "Int64", "candidate_qid": "int64", "rank": "Int64", "distance": "float64",
+            "superseded_by": "Int64", "query_cluster": "string", "candidate_cluster": "string",
+        })
+
+    def progress(self, annotator: str) -> dict:
+        """``today``: judgments the annotator recorded since local midnight that were not undone
+        (re-judgments count); ``total``: items they currently have a label for."""
+        name = annotator_name(annotator)
+        midnight = datetime.now().astimezone().replace(hour=0, minute=0, second=0, microsecond=0)
+        counted = select(func.count(Judgment.id)).join(Annotator).where(Annotator.name == name)
+        with Session(self.engine) as session:
+            today = session.scalar(counted.where(Judgment.created_at >= midnight, Judgment.withdrawn_at.is_(None)))
+            total = session.scalar(counted.where(Judgment.is_current.is_(True)))
+        return {"today": int(today), "total": int(total)}
+
+    def annotators(self) -> list[str]:
+        with Session(self.engine) as session:
+            return list(session.scalars(select(Annotator.name).order_by(Annotator.name)))
+
+    # -- exports ----------------------------------------------------------------------------
+
+    def record_export(
+        self,
+        bundle_version: str | None,
+        fmt: str,
+        path: str,
+        counts: dict,
+        judgment_ids: list[int],
+        decisions: list[dict],
+    ) -> int:
+        """Record an export (``counts``: questions, clusters_before, clusters_after), the judgments
+        it included and its merge decisions (dicts with decision, cluster_a, cluster_b,
+        judgment_ids, reason) in one transaction; returns the export id."""
+
+        def work(session: Session) -> int:
+            export = Export(bundle_version=bundle_version, format=fmt, path=path, **counts)
+            session.add(export)
+            session.flush()
+            if judgment_ids:
+                session.execute(insert(ExportJudgment), [{"export_id": export.id, "judgment_id": int(j)} for j in judgment_ids])
+            if decisions:
+                session.execute(insert(MergeDecision), [d | {"export_id": export.id} for d in decisions])
+            return export.id
+
+        return self._write(work)
+
+
+def _bundle_version(version: object) -> str:
+    if not isinstance(version, str) or not version.strip():
+        raise AnnotationError("the bundle version is empty: pass the version of the bundle that was shown")
+    if len(version) > 100:
+        raise AnnotationError(f"bundle version {version[:40]!r}... is longer than 100 characters")
+    return version
+
+
+def _snapshot(corpus: pd.DataFrame) -> pd.DataFrame:
+    """The corpus columns to register, checked: unique integer qids, known splits."""
+    missing = [c for c in ("qid", "question", "cluster") if c not in corpus.columns]
+    if missing:
+        raise AnnotationError(f"the corpus lacks column(s) {', '.join(missing)}")
+    if "split" not in corpus.columns:
+        corpus = corpus.assign(split="none")
+    snapshot = corpus[COLUMNS]
+    snapshot = snapshot.astype({"qid": "int64", "question": str, "cluster": "string", "split": str})
+    if snapshot["qid"].duplicated().any():
+        raise AnnotationError(f"the corpus repeats qid {snapshot.loc[snapshot['qid'].duplicated(), 'qid'].iloc[0]}")
+    bad = sorted(set(snapshot["split"]) - set(SPLITS))
+    if bad:
+        raise AnnotationError(f"the corpus has unknown split value(s) {bad}; use {', '.join(SPLITS)}")
+    return snapshot.reset_index(drop=True)
+
+
+def _check_known(session: Session, version: str, qids: list[int]) -> None:
+    if session.get(BundleVersion, version) is None:
+        raise AnnotationError(f"bundle version {version!r} is not registered: register its corpus first")
+    known = set(session.scalars(
+        select(CorpusQuestion.qid).where(CorpusQuestion.bundle_version == version, CorpusQuestion.qid.in_(qids))
+    ))
+    unknown = [q for q in qids if q not in known]
+    if unknown:
+        raise AnnotationError(f"question id {unknown[0]} is not in the corpus of bundle {version!r}")
