@@ -13,12 +13,15 @@ from dataclasses import asdict
 from pathlib import Path
 
 from qpr.bundle import Bundle
-from qpr.data import load_corpus
+from qpr.data import CLUSTER_FORMATS, load_corpus, write_cluster_file
 from qpr.encoder import EncoderConfig
 from qpr.errors import QPRError
 from qpr.evaluate import evaluate
 from qpr.index import IndexConfig
+from qpr.qalogs import PRESETS, read_log
 from qpr.service import BM25Retriever, DenseRetriever
+from qpr.supervise import DEFAULT_MIN_COHERENCE, MULTI_ANSWER, supervise
+from qpr.supervise_report import write_report
 from qpr.text import TextConfig
 from qpr.train import TrainConfig, train
 
@@ -84,6 +87,23 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_supervise(args: argparse.Namespace) -> int:
+    if args.out.suffix.lower() not in CLUSTER_FORMATS:
+        raise QPRError(f"--out {args.out}: unknown file type; use one of {', '.join(CLUSTER_FORMATS)}")
+    log = read_log(args.log, args.preset, args.question_col, args.answer_col, args.answer_sep)
+    result = supervise(log, args.min_coherence, args.seed, args.multi_answer)
+    name = args.preset or args.log.stem
+    if args.report:
+        write_report(result, args.report, name)
+    write_cluster_file(result.corpus, args.out)
+    kept = result.clusters["kept"]
+    print(f"{name}: {result.counts['questions']} questions, {len(kept)} clusters, {int(kept.sum())} kept "
+          f"(coherence >= {args.min_coherence:g}); wrote {args.out}", file=sys.stderr)
+    print(json.dumps({"out": str(args.out), "report": str(args.report) if args.report else None} | result.counts
+                     | {"clusters": int(len(kept)), "clusters_kept": int(kept.sum())}))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m qpr", description="Question paraphrase retrieval (SDML).")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -138,6 +158,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="split seed when --data has no split column")
     p.add_argument("--bm25", action="store_true", help="evaluate BM25 on the same queries instead")
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("supervise", help="build paraphrase clusters from a question -> answer log",
+                       description="Distant supervision: questions answered by the same answer form a cluster; "
+                       "clusters with coherence below --min-coherence are removed; the rest are split 80:10:10 "
+                       "into a cluster file that `train --data` reads. LOGFILE is CSV/TSV/JSONL/Parquet or a "
+                       ".json array of records; --preset reads one of the shared real logs.")
+    p.add_argument("log", nargs="?", type=Path, metavar="LOGFILE", help="the log (optional with --preset)")
+    p.add_argument("--preset", choices=sorted(PRESETS), help="read a shared real log (default: its file in QPR_DATA_DIR)")
+    p.add_argument("--question-col", help="column of the question text (default: question, or the preset's)")
+    p.add_argument("--answer-col", help="column of the answer text or id, or a list of them (default: answer, or the preset's)")
+    p.add_argument("--answer-sep", help="split string answer cells on this separator (several answers, e.g. '|')")
+    p.add_argument("--multi-answer", choices=MULTI_ANSWER, default="join",
+                   help="a question with several answers joins their clusters, or is excluded from clusters")
+    p.add_argument("--out", required=True, type=Path, help="cluster file to write (.tsv/.csv/.jsonl/.parquet)")
+    p.add_argument("--min-coherence", type=float, default=DEFAULT_MIN_COHERENCE, help="remove clusters below this coherence")
+    p.add_argument("--report", type=Path, help="folder for the report (summary, histogram PNG, spot-check samples)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the split and of the samples")
+    p.set_defaults(func=cmd_supervise)
     return parser
 
 
