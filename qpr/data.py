@@ -168,7 +168,7 @@ def split_clusters(corpus: pd.DataFrame, seed: int = 0, fractions=(0.8, 0.1, 0.1
     assignment = {c: "train" for c in clusters[:n_train]}
     assignment |= {c: "val" for c in clusters[n_train : n_train + n_val]}
     assignment |= {c: "test" for c in clusters[n_train + n_val :]}
-    out["split"] = out["cluster"].map(assignment).fillna("none").where(multi, "none").astype(str)
+    out["split"] = [assignment[c] if m else "none" for c, m in zip(out["cluster"], multi)]
     train_texts = set(out.loc[out["split"] == "train", "question"].str.strip().str.lower())
     held_out = out["split"].isin(["val", "test"])
     leaked = held_out & out["question"].str.strip().str.lower().isin(train_texts)

@@ -9,6 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+def _small_encoder():
+    from qpr.encoder import EncoderConfig
+
+    return EncoderConfig(embedding_dim=32, channels=32, output_dim=16)
+
+
 TOPICS = [
     "python", "guitar", "chess", "spanish", "cooking", "swimming", "calculus", "photography",
     "piano", "yoga", "painting", "running", "java", "french", "knitting", "chemistry",
@@ -62,3 +68,17 @@ def data_dir() -> Path:
     if not (path / "quora-lite" / "split.tsv").is_file():
         pytest.skip(f"real data not found at {path} (set QPR_DATA_DIR); CI always has it")
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_bundle():
+    """A small encoder trained for a few seconds on ``make_corpus()``, indexed exactly (a Bundle)."""
+    from qpr.bundle import Bundle
+    from qpr.index import IndexConfig
+    from qpr.train import TrainConfig, train
+
+    corpus = make_corpus()
+    result = train(
+        corpus, TrainConfig(batch_size=16, max_epochs=4, patience=4, val_pairs=200), encoder_config=_small_encoder(), progress=False
+    )
+    return Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("Flat"), train_info=result.summary())

@@ -1,0 +1,376 @@
+"""The annotation store against SQLite and PostgreSQL: schema, recording, history, bad input,
+concurrent writers, a writer killed mid-transaction, and migrations.
+
+PostgreSQL cases run when QPR_TEST_POSTGRES_URL is set (``bash .ci/run`` starts a server and sets
+it); each uses a fresh schema that is dropped afterwards, so reruns start clean.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine, inspect, make_url, text
+
+from annotations.db import alembic_config, open_store
+from annotations.errors import AnnotationError
+from annotations.models import Base
+from conftest import make_corpus
+
+POSTGRES_URL = os.environ.get("QPR_TEST_POSTGRES_URL")
+VERSION = "v1"
+WRITERS, PER_WRITER = 8, 500
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path):
+    """A URL to an empty database: a SQLite file, or a fresh PostgreSQL schema dropped afterwards."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'annotations.db'}"
+        return
+    if not POSTGRES_URL:
+        pytest.skip("QPR_TEST_POSTGRES_URL is not set (bash .ci/run starts PostgreSQL and sets it)")
+    schema = f"annotations_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(POSTGRES_URL)
+    with admin.begin() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    # Commits without waiting for the disk: this throwaway schema tests locking, not durability.
+    options = f"-csearch_path={schema} -csynchronous_commit=off"
+    try:
+        yield make_url(POSTGRES_URL).update_query_dict({"options": options}).render_as_string(hide_password=False)
+    finally:
+        with admin.begin() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture
+def corpus():
+    return make_corpus()
+
+
+@pytest.fixture
+def store(db_url, corpus):
+    with open_store(db_url) as opened:
+        opened.register_corpus(VERSION, corpus)
+        yield opened
+
+
+def count_rows(store, table: str) -> int:
+    with store.engine.connect() as connection:
+        return connection.execute(text(f"SELECT COUNT(*) FROM {table}")).scalar_one()
+
+
+# -- schema ------------------------------------------------------------------------------------
+
+
+def test_migrated_schema_matches_the_models(db_url):
+    with open_store(db_url) as store, store.engine.connect() as connection:
+        assert compare_metadata(MigrationContext.configure(connection), Base.metadata) == []
+        head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+        assert MigrationContext.configure(connection).get_current_heads() == (head,)
+
+
+def test_sqlite_connections_use_wal_busy_timeout_and_foreign_keys(tmp_path):
+    with open_store(f"sqlite:///{tmp_path / 'a.db'}") as store, store.engine.connect() as connection:
+        assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() > 0
+
+
+def test_default_url_is_a_sqlite_file_under_data_and_env_overrides_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("QPR_DB_URL", raising=False)
+    with open_store() as store:
+        store.register_corpus(VERSION, make_corpus())
+    assert (tmp_path / "data" / "annotations.db").is_file()
+    monkeypatch.setenv("QPR_DB_URL", f"sqlite:///{tmp_path / 'other' / 'x.db'}")
+    with open_store() as store:
+        assert store.bundle_versions().empty
+    assert (tmp_path / "other" / "x.db").is_file()
+
+
+# -- corpus snapshots --------------------------------------------------------------------------
+
+
+def test_registered_corpus_reads_back_unchanged_and_registering_again_is_idempotent(store, corpus):
+    store.register_corpus(VERSION, corpus)
+    version, snapshot = store.corpus()
+    assert version == VERSION
+    pd.testing.assert_frame_equal(snapshot, corpus.astype({"split": str}), check_dtype=False)
+    assert snapshot["cluster"].isna().sum() == corpus["cluster"].isna().sum() > 0
+    assert count_rows(store, "corpus_questions") == len(corpus)
+
+
+def test_same_version_with_another_corpus_is_refused_and_newest_version_is_the_default(store, corpus):
+    changed = corpus.assign(question=corpus["question"] + " really")
+    with pytest.raises(AnnotationError, match="already registered with a different corpus"):
+        store.register_corpus(VERSION, changed)
+    store.register_corpus("v2", changed)
+    assert store.corpus()[0] == "v2"
+    assert store.corpus(VERSION)[1]["question"].tolist() == corpus["question"].tolist()
+    with pytest.raises(AnnotationError, match="not registered"):
+        store.corpus("v9")
+
+
+def test_corpus_with_duplicate_qids_or_missing_columns_is_refused(store, corpus):
+    with pytest.raises(AnnotationError, match="repeats qid"):
+        store.register_corpus("bad", pd.concat([corpus, corpus.head(1)]))
+    with pytest.raises(AnnotationError, match="lacks column"):
+        store.register_corpus("bad", corpus.drop(columns="cluster"))
+    assert store.bundle_versions()["version"].tolist() == [VERSION]
+
+
+# -- recording ---------------------------------------------------------------------------------
+
+
+def test_rejudging_replaces_the_current_label_and_keeps_history(store):
+    first = store.record("ann", 2, "same", VERSION, query_qid=1, rank=1, distance=0.25)
+    second = store.record("ann", 2, "different", VERSION, query_qid=1, rank=3, distance=0.5)
+    other = store.record("bob", 2, "same", VERSION, query_qid=1)
+    current = store.judgments(annotator="ann")
+    assert current["id"].tolist() == [second] and current["label"].tolist() == ["different"]
+    history = store.judgments(annotator="ann", current_only=False).set_index("id")
+    assert history.loc[first, "superseded_by"] == second and not history.loc[first, "is_current"]
+    assert history.loc[first, "label"] == "same" and history.loc[first, "rank"] == 1
+    assert store.judgments(annotator="bob")["id"].tolist() == [other]
+    row = store.judgments().set_index("id").loc[second]
+    assert (row["query_cluster"], row["candidate_cluster"], row["distance"]) == ("c-python", "c-python", 0.5)
+
+
+def test_undo_withdraws_the_last_judgment_and_restores_the_label_it_replaced(store):
+    first = store.record("ann", 2, "same", VERSION, query_qid=1)
+    other = store.record("ann", 3, "unsure", VERSION, query_qid=1)
+    second = store.record("ann", 2, "different", VERSION, query_qid=1)
+    undone = store.undo_last("ann")
+    assert undone["id"] == second and undone["label"] == "different" and undone["withdrawn_at"] is not pd.NaT
+    assert sorted(store.judgments(annotator="ann")["id"]) == [first, other]
+    assert store.undo_last("ann")["id"] == other
+    assert store.undo_last("ann")["id"] == first
+    assert store.undo_last("ann") is None and store.undo_last("nobody") is None
+    assert store.judgments().empty
+    assert count_rows(store, "judgments") == 3  # history kept
+
+
+def test_free_text_queries_are_items_of_their_own(store):
+    a = store.record("ann", 7, "same", VERSION, query_text="how to learn guitar fast")
+    b = store.record("ann", 7, "different", VERSION, query_text="how to learn guitar fast")
+    c = store.record("ann", 7, "same", VERSION, query_text="guitar lessons")
+    current = store.judgments(annotator="ann").set_index("id")
+    assert sorted(current.index) == [b, c] and a not in current.index
+    assert current.loc[b, "query_text"] == "how to learn guitar fast" and pd.isna(current.loc[b, "query_qid"])
+
+
+def test_cluster_filter_and_progress(store):
+    store.record("ann", 6, "different", VERSION, query_qid=1)  # python vs guitar
+    store.record("ann", 12, "same", VERSION, query_qid=2)  # python vs chess
+    store.record("ann", 12, "different", VERSION, query_qid=2)
+    store.record("bob", 13, "same", VERSION, query_qid=11)  # chess vs chess
+    clusters = make_corpus().set_index("qid")["cluster"]
+    guitar = clusters[6]
+    assert store.judgments(cluster=guitar)["candidate_qid"].tolist() == [6]
+    assert sorted(store.judgments(cluster=clusters[12])["candidate_qid"]) == [12, 13]
+    assert store.progress("ann") == {"today": 3, "total": 2}
+    store.undo_last("ann")
+    assert store.progress("ann") == {"today": 2, "total": 2}
+    assert store.progress("nobody") == {"today": 0, "total": 0}
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"annotator": ""}, "annotator name is empty"),
+        ({"annotator": "   "}, "annotator name is empty"),
+        ({"annotator": None}, "annotator name is empty"),
+        ({"annotator": "x" * 101}, "at most 100"),
+        ({"label": "Same"}, "label must be one of"),
+        ({"label": "yes"}, "label must be one of"),
+        ({"candidate_qid": 99999}, "question id 99999 is not in the corpus"),
+        ({"query_qid": 88888}, "question id 88888 is not in the corpus"),
+        ({"candidate_qid": "2"}, "must be an integer"),
+        ({"bundle_version": "v-unknown"}, "not registered"),
+        ({"bundle_version": ""}, "bundle version is empty"),
+        ({"query_qid": None}, "exactly one of query_qid"),
+        ({"query_text": "how do i learn python ?"}, "exactly one of query_qid"),
+        ({"query_qid": 2}, "against itself"),
+        ({"rank": 0}, "rank must be a positive integer"),
+        ({"distance": float("nan")}, "distance must be a finite number"),
+        ({"query_qid": None, "query_text": "   "}, "query is empty"),
+    ],
+)
+def test_bad_input_is_refused_with_a_clear_message_and_writes_nothing(store, kwargs, message):
+    args = {"annotator": "ann", "candidate_qid": 2, "label": "same", "bundle_version": VERSION, "query_qid": 1} | kwargs
+    with pytest.raises(AnnotationError, match=message):
+        store.record(**args)
+    assert count_rows(store, "judgments") == 0 and count_rows(store, "annotators") == 0
+
+
+def test_sql_looking_strings_are_stored_verbatim(store):
+    name = "Robert'); DROP TABLE judgments; --"
+    query = "\"; DELETE FROM annotators WHERE '1'='1"
+    store.record(name, 2, "same", VERSION, query_text=query)
+    row = store.judgments(annotator=name).iloc[0]
+    assert (row["annotator"], row["query_text"]) == (name, query)
+    assert store.annotators() == [name]
+    assert {"judgments", "annotators"} <= set(inspect(store.engine).get_table_names())
+
+
+# -- concurrency -------------------------------------------------------------------------------
+
+
+ITEMS = [(q, c) for q in range(1, 161) for c in range(1, 161) if q != c][:PER_WRITER]
+
+
+def write_judgments(url: str, annotator: str) -> None:
+    """One writer: PER_WRITER judgments, one per item, through its own store."""
+    with open_store(url) as store:
+        for i, (query, candidate) in enumerate(ITEMS):
+            store.record(annotator, candidate, ("same", "different", "unsure")[i % 3], VERSION, query_qid=query)
+
+
+def run_threads(url: str, annotators: list[str]) -> list[BaseException]:
+    errors: list[BaseException] = []
+
+    def target(name: str) -> None:
+        try:
+            write_judgments(url, name)
+        except BaseException as err:  # noqa: BLE001 - reported to the test below
+            errors.append(err)
+
+    threads = [threading.Thread(target=target, args=(name,)) for name in annotators]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors
+
+
+def assert_all_stored(store, annotators: list[str]) -> None:
+    stored = store.judgments()
+    assert len(stored) == WRITERS * PER_WRITER
+    assert stored["id"].is_unique
+    assert not stored.duplicated(["annotator", "item_key"]).any()
+    assert stored.groupby("annotator").size().to_dict() == {name: PER_WRITER for name in annotators}
+
+
+def test_eight_writer_threads_store_every_judgment(db_url, corpus):
+    with open_store(db_url) as store:
+        store.register_corpus(VERSION, corpus)
+        annotators = [f"writer-{i}" for i in range(WRITERS)]
+        assert run_threads(db_url, annotators) == []
+        assert_all_stored(store, annotators)
+
+
+def test_eight_writer_processes_store_every_judgment(db_url, corpus):
+    with open_store(db_url) as store:
+        store.register_corpus(VERSION, corpus)
+    annotators = [f"writer-{i}" for i in range(WRITERS)]
+    context = multiprocessing.get_context("spawn")
+    processes = [context.Process(target=write_judgments, args=(db_url, name)) for name in annotators]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join()
+    assert [p.exitcode for p in processes] == [0] * WRITERS  # a "database is locked" would exit 1
+    with open_store(db_url) as store:
+        assert_all_stored(store, annotators)
+
+
+def test_one_annotator_in_eight_threads_keeps_exactly_one_current_label_per_item(db_url, corpus):
+    with open_store(db_url) as store:
+        store.register_corpus(VERSION, corpus)
+        assert run_threads(db_url, ["same-person"] * WRITERS) == []
+        history = store.judgments(current_only=False)
+        assert len(history) == WRITERS * PER_WRITER
+        current = history[history["is_current"]]
+        assert len(current) == PER_WRITER and current["item_key"].is_unique
+        # every item's labels form one chain: each replaced label points at a distinct later one
+        replaced = history[~history["is_current"]]
+        assert replaced["superseded_by"].notna().all() and replaced["superseded_by"].is_unique
+        assert (replaced["superseded_by"].astype("int64").to_numpy() > replaced["id"].to_numpy()).all()
+
+
+KILLED_WRITER = """
+import sys, time
+from sqlalchemy import text
+from annotations.db import open_store
+store = open_store(sys.argv[1])
+with store.engine.connect() as connection:
+    connection = connection.execution_options(annotations_write=True)
+    with connection.begin():
+        connection.execute(text("UPDATE judgments SET label = 'different'"))
+        connection.execute(text("INSERT INTO annotators (name, created_at) VALUES ('ghost', CURRENT_TIMESTAMP)"))
+        print("inside", flush=True)
+        time.sleep(600)
+"""
+
+
+def test_writer_killed_mid_transaction_leaves_the_database_consistent(store, db_url):
+    kept = store.record("ann", 2, "same", VERSION, query_qid=1)
+    repo = Path(__file__).resolve().parents[1]
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")])}
+    writer = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, db_url], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert writer.stdout.readline().strip() == "inside"
+    finally:
+        writer.send_signal(signal.SIGKILL)
+        writer.wait()
+    assert writer.returncode == -signal.SIGKILL
+    with open_store(db_url) as reopened:
+        if reopened.engine.dialect.name == "sqlite":
+            with reopened.engine.connect() as connection:
+                assert connection.exec_driver_sql("PRAGMA integrity_check").scalar() == "ok"
+        assert reopened.judgments()[["id", "label"]].values.tolist() == [[kept, "same"]]
+        assert reopened.annotators() == ["ann"]
+        reopened.record("bob", 2, "different", VERSION, query_qid=1)  # the write lock was released
+        assert len(reopened.judgments()) == 2
+
+
+# -- migrations --------------------------------------------------------------------------------
+
+
+def test_database_at_the_first_revision_is_upgraded_on_open_and_keeps_its_data(db_url):
+    config = alembic_config()
+    engine = create_engine(db_url)
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0001")
+        assert "exports" not in inspect(connection).get_table_names()
+        connection.execute(text(
+            "INSERT INTO bundles (version, fingerprint, questions, registered_at) VALUES ('old', 'f', 2, CURRENT_TIMESTAMP)"
+        ))
+        connection.execute(text(
+            "INSERT INTO corpus_questions (bundle_version, qid, question, cluster, split) "
+            "VALUES ('old', 1, 'how do i learn python ?', 'a', 'train'), ('old', 2, 'learn python how ?', 'b', 'train')"
+        ))
+        connection.execute(text("INSERT INTO annotators (id, name, created_at) VALUES (1, 'ann', CURRENT_TIMESTAMP)"))
+        connection.execute(text(
+            "INSERT INTO judgments (annotator_id, bundle_version, query_qid, candidate_qid, item_key, label, created_at, "
+            "is_current) VALUES (1, 'old', 1, 2, 'qid:1:2', 'same', CURRENT_TIMESTAMP, TRUE)"
+        ))
+    engine.dispose()
+    with open_store(db_url) as store:
+        assert "exports" in inspect(store.engine).get_table_names()
+        kept = store.judgments()
+        assert kept[["annotator", "query_qid", "candidate_qid", "label"]].values.tolist() == [["ann", 1, 2, "same"]]
+        store.record("ann", 1, "same", "old", query_qid=2)
+        assert len(store.judgments()) == 2
+
+
+def test_database_from_a_newer_version_is_refused(db_url):
+    with open_store(db_url) as store, store.engine.begin() as connection:
+        connection.execute(text("UPDATE alembic_version SET version_num = '9999_from_the_future'"))
+    with pytest.raises(AnnotationError, match="9999_from_the_future.*newer version"):
+        open_store(db_url)

@@ -1,0 +1,92 @@
+import json
+
+import numpy as np
+import pytest
+
+from qpr.bundle import Bundle
+from qpr.errors import QPRError
+from qpr.index import IndexConfig
+from qpr.service import DenseRetriever
+
+QUERIES = ["how do i learn chess ?", "tips for photography beginners"]
+
+
+def test_bundle_round_trip_gives_identical_results(tiny_bundle, tmp_path):
+    tiny_bundle.save(tmp_path / "b")
+    loaded = Bundle.load(tmp_path / "b")
+    assert loaded.version == tiny_bundle.version
+    assert DenseRetriever(loaded).search(QUERIES, 5) == DenseRetriever(tiny_bundle).search(QUERIES, 5)
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    for key in ("format_version", "version", "created", "text_config", "encoder_config", "index",
+                "data_fingerprint", "training", "metrics"):
+        assert key in manifest
+
+
+def test_a_crash_while_saving_leaves_the_old_bundle(tiny_bundle, tmp_path, monkeypatch):
+    tiny_bundle.save(tmp_path / "b")
+    other = tiny_bundle.with_index(IndexConfig("Flat", nprobe=3))
+
+    def crash(self, path):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(type(other.index), "save", crash)
+    with pytest.raises(KeyboardInterrupt):
+        other.save(tmp_path / "b")
+    assert Bundle.load(tmp_path / "b").manifest == tiny_bundle.manifest
+    assert [p.name for p in tmp_path.iterdir()] == ["b"]  # no temporary left behind
+
+
+def test_replacing_a_bundle_swaps_it_whole(tiny_bundle, tmp_path):
+    tiny_bundle.save(tmp_path / "b")
+    tiny_bundle.with_index(IndexConfig("Flat", nprobe=3)).save(tmp_path / "b")
+    assert Bundle.load(tmp_path / "b").index.nprobe == 3
+    assert [p.name for p in tmp_path.iterdir()] == ["b"]
+
+
+@pytest.fixture
+def saved(tiny_bundle, tmp_path):
+    return tiny_bundle.save(tmp_path / "b")
+
+
+def test_missing_files_are_named(saved):
+    (saved / "index.faiss").unlink()
+    with pytest.raises(QPRError, match="missing index.faiss"):
+        Bundle.load(saved)
+
+
+def test_not_a_bundle(tmp_path):
+    with pytest.raises(QPRError, match="no bundle directory"):
+        Bundle.load(tmp_path / "nothing")
+
+
+def test_future_format_is_refused(saved):
+    manifest = json.loads((saved / "manifest.json").read_text())
+    (saved / "manifest.json").write_text(json.dumps(manifest | {"format_version": 99}))
+    with pytest.raises(QPRError, match="bundle format 99"):
+        Bundle.load(saved)
+
+
+def test_index_of_another_corpus_is_detected(tiny_bundle, saved, tmp_path):
+    smaller = Bundle.create(tiny_bundle.encoder, tiny_bundle.vocab, tiny_bundle.corpus.head(20), IndexConfig("Flat"))
+    smaller.save(tmp_path / "small")
+    (saved / "index.faiss").write_bytes((tmp_path / "small" / "index.faiss").read_bytes())
+    with pytest.raises(QPRError, match="index holds 20 vectors for 160 corpus questions"):
+        Bundle.load(saved)
+
+
+def test_weights_that_do_not_fit_the_config_are_detected(saved):
+    manifest = json.loads((saved / "manifest.json").read_text())
+    manifest["encoder_config"]["channels"] = 64
+    (saved / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(QPRError, match="encoder.pt does not match"):
+        Bundle.load(saved)
+
+
+def test_edited_corpus_is_detected(saved):
+    import pandas as pd
+
+    corpus = pd.read_parquet(saved / "corpus.parquet")
+    corpus.loc[0, "question"] = "something else entirely ?"
+    corpus.to_parquet(saved / "corpus.parquet", index=False)
+    with pytest.raises(QPRError, match="fingerprint differs"):
+        Bundle.load(saved)

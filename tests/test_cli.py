@@ -1,0 +1,57 @@
+import json
+
+import pytest
+
+from qpr.cli import main
+from qpr.data import write_cluster_file
+from conftest import make_corpus
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cli")
+    data = write_cluster_file(make_corpus(), folder / "clusters.jsonl")
+    code = main(["train", "--data", str(data), "--out", str(folder / "bundle"), "--batch-size", "16",
+                 "--epochs", "2", "--quiet"])
+    assert code == 0
+    return folder
+
+
+def test_train_writes_a_bundle_with_metrics(trained):
+    manifest = json.loads((trained / "bundle" / "manifest.json").read_text())
+    assert set(manifest["metrics"]) == {"val", "test"}
+    assert manifest["training"]["config"]["batch_size"] == 16
+
+
+def test_search_prints_hits(trained, capsys):
+    assert main(["search", str(trained / "bundle"), "how do i learn chess ?", "-k", "3", "--json"]) == 0
+    line = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert line["query"] == "how do i learn chess ?" and len(line["hits"]) == 3
+
+
+def test_eval_reports_both_systems(trained, capsys):
+    for extra in ([], ["--bm25"]):
+        assert main(["eval", str(trained / "bundle"), "--split", "val", *extra]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["system"] for r in rows] == ["sdml", "bm25"] and all(r["queries"] > 0 for r in rows)
+
+
+def test_index_rebuilds_in_place(trained, capsys):
+    assert main(["index", str(trained / "bundle"), "--index", "Flat", "--nprobe", "4"]) == 0
+    assert "exact over 160 questions" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["search", "{missing}", "hello"], "no bundle directory"),
+        (["search", "{bundle}", " "], "the query is empty"),
+        (["train", "--data", "{missing}.csv", "--out", "{missing}"], "no such file"),
+        (["index", "{bundle}", "--index", "IVF9999,Flat"], "needs at least 9999 vectors"),
+    ],
+)
+def test_user_errors_print_one_line_and_exit_2(trained, capsys, argv, message):
+    argv = [a.format(missing=trained / "nothing", bundle=trained / "bundle") for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and "Traceback" not in err

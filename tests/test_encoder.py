@@ -1,0 +1,49 @@
+import numpy as np
+import pytest
+import torch
+
+from qpr.encoder import EncoderConfig, QuestionEncoder, encode_ids, encode_texts, pad_batch
+from qpr.errors import QPRError
+from qpr.text import Vocabulary
+
+SMALL = EncoderConfig(embedding_dim=16, windows=(5,), channels=8, output_dim=6)
+
+
+def test_output_shape_and_paper_defaults():
+    assert EncoderConfig() == EncoderConfig(embedding_dim=300, windows=(5,), channels=300, output_dim=300)
+    encoder = QuestionEncoder(50, SMALL)
+    assert encoder(torch.tensor([[3, 4, 5], [6, 0, 0]])).shape == (2, 6)
+
+
+@pytest.mark.parametrize("windows", [(5,), (2, 3, 4)])
+def test_padding_never_changes_a_vector(windows):
+    torch.manual_seed(0)
+    encoder = QuestionEncoder(50, EncoderConfig(embedding_dim=16, windows=windows, channels=8, output_dim=6)).eval()
+    alone = encoder(torch.tensor([[7, 8]]))
+    padded = encoder(pad_batch([[7, 8], [1, 2, 3, 4, 5, 6, 7, 8, 9]]))[:1]
+    torch.testing.assert_close(alone, padded)
+
+
+def test_encode_ids_keeps_input_order_across_chunks():
+    torch.manual_seed(0)
+    encoder = QuestionEncoder(50, SMALL).eval()
+    id_lists = [[1, 2, 3, 4, 5, 6], [7], [8, 9, 10], [11, 12]]
+    together = encode_ids(encoder, id_lists, chunk_size=2)
+    one_by_one = torch.cat([encoder(torch.tensor([ids])) for ids in id_lists])
+    torch.testing.assert_close(together, one_by_one)
+
+
+def test_encode_texts_returns_float32_and_refuses_empty_text():
+    vocab = Vocabulary.build(["how do i cook rice"])
+    encoder = QuestionEncoder(vocab.size, SMALL)
+    vectors = encode_texts(encoder, vocab, ["how do i cook rice", "unseen words here"])
+    assert vectors.dtype == np.float32 and vectors.shape == (2, 6)
+    with pytest.raises(QPRError, match="empty"):
+        encode_texts(encoder, vocab, ["fine", "?!"[:0]])
+
+
+def test_invalid_config_is_refused():
+    with pytest.raises(QPRError):
+        EncoderConfig(windows=())
+    with pytest.raises(QPRError):
+        EncoderConfig(output_dim=0)

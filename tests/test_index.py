@@ -1,0 +1,58 @@
+import numpy as np
+import pytest
+
+from qpr.errors import QPRError
+from qpr.evaluate import index_recall
+from qpr.index import IndexConfig, VectorIndex, auto_factory
+
+
+def test_auto_factory_follows_the_faiss_guidelines():
+    assert auto_factory(500) == "Flat"
+    assert auto_factory(24_335) == "Flat"  # 4*sqrt(N) lists would get < 39 points each
+    assert auto_factory(24_336) == "IVF624,Flat"
+    assert auto_factory(157_023) == "IVF1585,Flat"
+
+
+@pytest.fixture
+def vectors():
+    return np.random.default_rng(0).normal(size=(2000, 8)).astype(np.float32)
+
+
+def test_exact_index_returns_corpus_ids_and_squared_distances(vectors):
+    ids = np.arange(2000) * 7 + 100
+    index = VectorIndex.build(vectors, ids, IndexConfig("auto"))
+    assert index.describe() == "exact"
+    distances, found = index.search(vectors[:3], 2)
+    assert list(found[:, 0]) == [100, 107, 114]
+    expected = ((vectors[0] - vectors[(found[0, 1] - 100) // 7]) ** 2).sum()
+    assert distances[0, 1] == pytest.approx(expected, rel=1e-5)
+
+
+def test_ivf_index_with_all_lists_probed_equals_exact(vectors, tmp_path):
+    ids = np.arange(2000)
+    exact = VectorIndex.build(vectors, ids, IndexConfig("Flat"))
+    ivf = VectorIndex.build(vectors, ids, IndexConfig("IVF20,Flat", nprobe=20))
+    assert ivf.describe() == "IVF20,Flat/nprobe=20"
+    assert index_recall(ivf, exact, vectors[:50]) == 1.0
+    narrow = VectorIndex.build(vectors, ids, IndexConfig("IVF20,Flat", nprobe=1))
+    assert index_recall(narrow, exact, vectors[:50]) < 1.0
+    narrow.save(tmp_path / "i.faiss")
+    loaded = VectorIndex.load(tmp_path / "i.faiss", "IVF20,Flat", 1)
+    assert np.array_equal(loaded.search(vectors[:5], 4)[1], narrow.search(vectors[:5], 4)[1])
+
+
+def test_index_errors_say_what_to_fix(vectors, tmp_path):
+    with pytest.raises(QPRError, match="one vector per id"):
+        VectorIndex.build(vectors, np.arange(5))
+    with pytest.raises(QPRError, match="needs at least 5000 vectors"):
+        VectorIndex.build(vectors, np.arange(2000), IndexConfig("IVF5000,Flat"))
+    with pytest.raises(QPRError, match="unsupported index"):
+        VectorIndex.build(vectors, np.arange(2000), IndexConfig("HNSW32"))
+    index = VectorIndex.build(vectors, np.arange(2000))
+    with pytest.raises(QPRError, match=r"expects \(n, 8\)"):
+        index.search(np.zeros((1, 3), dtype=np.float32), 1)
+    with pytest.raises(QPRError, match="k must be"):
+        index.search(vectors[:1], 0)
+    (tmp_path / "bad.faiss").write_bytes(b"garbage")
+    with pytest.raises(QPRError, match="cannot read FAISS index"):
+        VectorIndex.load(tmp_path / "bad.faiss", "Flat", 10)

@@ -1,0 +1,62 @@
+import os
+import subprocess
+import sys
+
+import pytest
+
+from qpr.errors import QPRError
+from qpr.text import TextConfig, Vocabulary, stable_bucket, tokenize, words
+
+
+def test_tokenize_lowercases_and_splits_punctuation():
+    assert tokenize("What's UP, doc?!") == ["what", "'", "s", "up", ",", "doc", "?", "!"]
+
+
+def test_tokenize_handles_any_script_and_emoji():
+    assert tokenize("Ça va 🙂 مرحبا") == ["ça", "va", "🙂", "مرحبا"]
+
+
+def test_words_drop_punctuation():
+    assert words("what's up?") == ["what", "s", "up"]
+
+
+def test_stable_bucket_is_the_same_in_processes_with_different_hash_seeds():
+    code = "from qpr.text import stable_bucket; print(stable_bucket('zyzzyva', 5000))"
+    seen = set()
+    for seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        seen.add(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout)
+    assert seen == {f"{stable_bucket('zyzzyva', 5000)}\n"}
+
+
+def test_vocabulary_keeps_most_frequent_and_hashes_the_rest():
+    vocab = Vocabulary.build(["a a a b b c", "a b d"], TextConfig(vocab_size=2, hash_bins=7))
+    assert vocab.tokens == ["a", "b"]
+    assert vocab.encode("a b") == [1, 2]
+    rare, unseen = vocab.token_id("c"), vocab.token_id("never-seen")
+    for token_id in (rare, unseen):
+        assert 3 <= token_id < 3 + 7 == vocab.size
+    assert vocab.token_id("never-seen") == unseen  # stable
+
+
+def test_encode_truncates_and_refuses_empty_text():
+    vocab = Vocabulary.build(["x y z"], TextConfig(max_len=2))
+    assert len(vocab.encode("x y z x y")) == 2
+    with pytest.raises(QPRError, match="empty"):
+        vocab.encode("   ")
+    with pytest.raises(QPRError, match="string"):
+        vocab.encode(None)
+
+
+def test_vocabulary_round_trips(tmp_path):
+    vocab = Vocabulary.build(["how do i cook rice", "how do i boil eggs"], TextConfig(vocab_size=3, hash_bins=11))
+    vocab.save(tmp_path / "v.json")
+    loaded = Vocabulary.load(tmp_path / "v.json")
+    assert loaded.tokens == vocab.tokens and loaded.config == vocab.config
+    assert loaded.encode("how to fry rice") == vocab.encode("how to fry rice")
+
+
+def test_loading_a_malformed_vocabulary_says_so(tmp_path):
+    (tmp_path / "v.json").write_text("{not json")
+    with pytest.raises(QPRError, match="cannot read vocabulary"):
+        Vocabulary.load(tmp_path / "v.json")

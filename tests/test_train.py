@@ -1,0 +1,110 @@
+import numpy as np
+import pytest
+import torch
+
+from qpr.encoder import EncoderConfig, QuestionEncoder
+from qpr.errors import QPRError
+from qpr.evaluate import evaluate
+from qpr.bundle import Bundle
+from qpr.index import IndexConfig
+from qpr.service import DenseRetriever
+from qpr.text import Vocabulary
+from qpr.train import (
+    TrainConfig, cluster_disjoint_batches, cluster_members, epoch_pairs, train, validation_pairs,
+)
+
+SMALL = EncoderConfig(embedding_dim=32, channels=32, output_dim=16)
+FAST = TrainConfig(batch_size=16, max_epochs=2, patience=2, val_pairs=100)
+
+
+def test_epoch_pairs_stay_inside_clusters(tiny_corpus):
+    clusters = cluster_members(tiny_corpus, "train")
+    anchors, positives, owner = epoch_pairs(clusters, np.random.default_rng(0))
+    assert len(anchors) == sum(len(c) for c in clusters)
+    assert (anchors != positives).all()
+    cluster = tiny_corpus["cluster"].to_numpy()
+    assert (cluster[anchors] == cluster[positives]).all()
+
+
+def test_batches_never_hold_two_pairs_of_one_cluster():
+    owner = np.repeat(np.arange(50), np.random.default_rng(1).integers(2, 30, size=50))
+    batches = cluster_disjoint_batches(owner, 16, np.random.default_rng(0))
+    assert all(len(b) <= 16 and len(set(owner[b])) == len(b) for b in batches)
+    used = np.concatenate(batches)
+    assert len(used) == len(set(used))
+    assert len(used) >= len(owner) - 30  # only leftovers of the biggest cluster can be dropped
+
+
+def test_validation_negatives_come_from_other_clusters(tiny_corpus):
+    a, b, labels = validation_pairs(tiny_corpus, 50, seed=0)
+    cluster_of = dict(zip(tiny_corpus["question"], tiny_corpus["cluster"]))
+    same = np.array([cluster_of[x] == cluster_of[y] for x, y in zip(a, b)])
+    assert (same == labels.astype(bool)).all() and labels.mean() == 0.5
+
+
+def test_training_learns_and_beats_an_untrained_encoder(tiny_bundle):
+    corpus = tiny_bundle.corpus
+    trained = evaluate(DenseRetriever(tiny_bundle), corpus, "test")
+    torch.manual_seed(0)
+    random_encoder = QuestionEncoder(tiny_bundle.vocab.size, SMALL)
+    untrained = evaluate(DenseRetriever(Bundle.create(random_encoder, tiny_bundle.vocab, corpus, IndexConfig("Flat"))), corpus, "test")
+    history = tiny_bundle.manifest["training"]["history"]
+    assert history[-1]["loss"] < history[0]["loss"]
+    assert trained["MRR"] > untrained["MRR"] + 0.2
+
+
+def test_same_seed_same_model(tiny_corpus):
+    runs = [train(tiny_corpus, FAST, encoder_config=SMALL, progress=False) for _ in range(2)]
+    for p, q in zip(runs[0].encoder.parameters(), runs[1].encoder.parameters()):
+        assert torch.equal(p, q)
+
+
+def test_early_stopping_keeps_the_best_epoch(tiny_corpus):
+    frozen = TrainConfig(batch_size=16, max_epochs=5, patience=1, lr=0.0, val_pairs=100)
+    result = train(tiny_corpus, frozen, encoder_config=SMALL, progress=False)
+    assert result.stopped == "early_stopping"
+    assert len(result.history) == 2 and result.best_epoch == 1
+
+
+def test_ctrl_c_returns_the_best_epoch_so_far(tiny_corpus):
+    def interrupt_after_second(row):
+        if row["epoch"] == 2:
+            raise KeyboardInterrupt
+
+    result = train(tiny_corpus, TrainConfig(batch_size=16, max_epochs=5, val_pairs=100), encoder_config=SMALL,
+                   on_epoch=interrupt_after_second, progress=False)
+    assert result.stopped == "interrupted" and len(result.history) == 2
+    assert result.best_epoch in (1, 2)
+
+
+def test_ctrl_c_before_any_epoch_propagates(tiny_corpus, monkeypatch):
+    import qpr.train as module
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(module, "pair_auc", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        train(tiny_corpus, FAST, encoder_config=SMALL, progress=False)
+
+
+def test_warm_start_keeps_the_vocabulary(tiny_bundle):
+    result = train(tiny_bundle.corpus, FAST, warm_start=(tiny_bundle.encoder, tiny_bundle.vocab), progress=False)
+    assert result.vocab is tiny_bundle.vocab
+    assert result.encoder is not tiny_bundle.encoder
+
+
+@pytest.mark.parametrize("loss, negatives", [("triplet", "random"), ("triplet", "hard")])
+def test_triplet_baselines_train(tiny_corpus, loss, negatives):
+    config = TrainConfig(loss=loss, distance="euclidean", negatives=negatives, batch_size=16, max_epochs=1, val_pairs=100)
+    assert len(train(tiny_corpus, config, encoder_config=SMALL, progress=False).history) == 1
+
+
+def test_missing_train_or_val_clusters_is_a_clear_error(tiny_corpus):
+    with pytest.raises(QPRError, match="no training clusters"):
+        train(tiny_corpus.assign(split="test"), FAST, progress=False)
+    no_val = tiny_corpus.assign(split=tiny_corpus["split"].replace("val", "test"))
+    with pytest.raises(QPRError, match="no validation clusters"):
+        train(no_val, FAST, progress=False)
+    with pytest.raises(QPRError, match="batch_size"):
+        TrainConfig(batch_size=1)
