@@ -13,10 +13,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 from qpr.bundle import Bundle
-from qpr.data import CLUSTER_FORMATS, load_corpus, write_cluster_file
+from qpr.data import CLUSTER_FORMATS, data_dir, load_corpus, write_cluster_file
 from qpr.encoder import EncoderConfig
 from qpr.errors import QPRError
 from qpr.evaluate import evaluate
+from qpr.experiment import run_experiment
 from qpr.index import IndexConfig
 from qpr.qalogs import PRESETS, read_log
 from qpr.service import BM25Retriever, DenseRetriever
@@ -104,6 +105,13 @@ def cmd_supervise(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_experiment(args: argparse.Namespace) -> int:
+    corpus = load_corpus(args.data)
+    rows = run_experiment(args.name, corpus, args.results, args.epochs, args.seeds, args.force, progress=not args.quiet)
+    print(f"{len(rows)} new result row(s) in {args.results}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m qpr", description="Question paraphrase retrieval (SDML).")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -176,6 +184,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report", type=Path, help="folder for the report (summary, histogram PNG, spot-check samples)")
     p.add_argument("--seed", type=int, default=0, help="seed of the split and of the samples")
     p.set_defaults(func=cmd_supervise)
+
+    p = sub.add_parser("experiment", help="run the paper-reproduction experiments (resumable)",
+                       description="Train and evaluate every arm of an experiment (smoothing, batch, loss, noise, "
+                       "or all) with the same epoch budget; rows are appended to RESULTS, and arms already "
+                       "there are skipped unless --force.")
+    p.add_argument("name", help="smoothing | batch | loss | noise | all")
+    p.add_argument("--data", type=Path, default=data_dir() / "quora-lite", help="default: the quora-lite split")
+    p.add_argument("--epochs", type=int, default=3, help="epochs every arm trains (the same budget for all)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument("--results", type=Path, default=Path("bench/results/reproduction.json"))
+    p.add_argument("--force", action="store_true", help="re-run arms that already have results")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_experiment)
     return parser
 
 

@@ -1,0 +1,127 @@
+"""Paper-reproduction experiments: named sets of training arms, run resumably into one JSON file.
+
+An arm is one training configuration (loss, distance, negatives, epsilon, batch size, noise rate,
+seed). ``run_experiment`` trains every arm of a named experiment for the same fixed number of
+epochs (keeping the epoch with the best validation ROC AUC), evaluates val and test with an exact
+index over the clean corpus, and appends one row per split to the results file. Arms already in
+the file are skipped unless ``force``; the file is rewritten atomically after each arm, so an
+interrupted run loses at most the arm in progress.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from qpr.bundle import Bundle
+from qpr.errors import QPRError
+from qpr.evaluate import evaluate
+from qpr.fsutil import atomic_path
+from qpr.index import IndexConfig
+from qpr.noise import inject_false_negatives
+from qpr.service import DenseRetriever
+from qpr.train import TrainConfig, train
+
+NOISE_RATES = (0.0, 0.1, 0.2, 0.4)
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One configuration; ``negatives`` is "in-batch" for SDML, "random" or "hard" for triplet."""
+
+    experiment: str
+    loss: str = "sdml"
+    distance: str = "squared"
+    negatives: str = "in-batch"
+    epsilon: float = 0.3
+    batch: int = 512
+    noise: float = 0.0
+    seed: int = 0
+
+    def train_config(self, epochs: int) -> TrainConfig:
+        # patience == epochs: every arm trains exactly `epochs` epochs and keeps its best one.
+        return TrainConfig(
+            loss=self.loss, smoothing=self.epsilon if self.loss == "sdml" else 0.0,
+            distance=self.distance, negatives="random" if self.negatives == "in-batch" else self.negatives,
+            batch_size=self.batch, max_epochs=epochs, patience=epochs, seed=self.seed,
+        )
+
+
+def _triplet(experiment: str, negatives: str, distance: str, noise: float = 0.0) -> Arm:
+    return Arm(experiment, loss="triplet", distance=distance, negatives=negatives, epsilon=0.0, noise=noise)
+
+
+EXPERIMENTS: dict[str, list[Arm]] = {
+    "smoothing": [Arm("smoothing", epsilon=e) for e in (0.0, 0.1, 0.2, 0.3, 0.4)],
+    "batch": [Arm("batch", batch=n) for n in (32, 64, 128, 256, 512, 1024)],
+    "loss": [_triplet("loss", neg, d) for neg in ("random", "hard") for d in ("euclidean", "squared")]
+    + [Arm("loss", distance=d) for d in ("euclidean", "squared")],
+    "noise": [
+        arm
+        for r in NOISE_RATES
+        for arm in (Arm("noise", noise=r), Arm("noise", epsilon=0.0, noise=r), _triplet("noise", "random", "squared", r))
+    ],
+}
+
+
+def arms(name: str, seeds: list[int]) -> list[Arm]:
+    """The arms of experiment ``name`` ("all" for every experiment), once per seed."""
+    names = list(EXPERIMENTS) if name == "all" else [name]
+    unknown = [n for n in names if n not in EXPERIMENTS]
+    if unknown:
+        raise QPRError(f"unknown experiment {unknown[0]!r}: choose from {', '.join(EXPERIMENTS)} or all")
+    return [Arm(**(asdict(arm) | {"seed": seed})) for n in names for arm in EXPERIMENTS[n] for seed in seeds]
+
+
+def _arm_of(row: dict) -> Arm:
+    return Arm(**{key: row[key] for key in Arm.__dataclass_fields__})
+
+
+def load_results(path: Path) -> dict:
+    if not Path(path).is_file():
+        return {"runs": []}
+    try:
+        return json.loads(Path(path).read_text())
+    except ValueError as err:
+        raise QPRError(f"{path} is not valid JSON ({err}); fix or move it before resuming") from err
+
+
+def run_arm(arm: Arm, corpus: pd.DataFrame, epochs: int, progress: bool = True) -> list[dict]:
+    """Train one arm and return its val and test rows."""
+    train_corpus, _ = inject_false_negatives(corpus, arm.noise, seed=arm.seed)
+    result = train(train_corpus, arm.train_config(epochs), progress=progress)
+    # The index and the queries use the clean corpus: noise only ever touches training labels.
+    retriever = DenseRetriever(Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("Flat")))
+    rows = []
+    for split in ("val", "test"):
+        metrics = evaluate(retriever, corpus, split)
+        rows.append(asdict(arm) | {"split": split} | metrics | {
+            "epochs": len(result.history), "best_epoch": result.best_epoch, "val_auc": result.best_auc,
+            "train_seconds": round(result.seconds, 1),
+        })
+    return rows
+
+
+def run_experiment(
+    name: str, corpus: pd.DataFrame, results_path: Path, epochs: int, seeds: list[int], force: bool = False,
+    progress: bool = True, log: Callable[[str], None] = print,
+) -> list[dict]:
+    """Run every arm of ``name`` not yet in ``results_path`` (all of them with ``force``)."""
+    results = load_results(results_path)
+    done = {_arm_of(row) for row in results["runs"] if row.get("epochs") == epochs}
+    new_rows = []
+    for arm in arms(name, seeds):
+        if arm in done and not force:
+            log(f"skip (done): {arm}")
+            continue
+        log(f"run: {arm}")
+        rows = run_arm(arm, corpus, epochs, progress)
+        results["runs"] = [r for r in results["runs"] if _arm_of(r) != arm] + rows
+        with atomic_path(results_path) as tmp:
+            tmp.write_text(json.dumps(results, indent=2) + "\n")
+        new_rows += rows
+    return new_rows

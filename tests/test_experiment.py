@@ -1,0 +1,59 @@
+import json
+
+import pytest
+
+from qpr.cli import main
+from qpr.data import write_cluster_file
+from qpr.errors import QPRError
+from qpr.experiment import EXPERIMENTS, Arm, arms, run_experiment
+from conftest import make_corpus
+
+
+def test_experiments_cover_the_papers_tables():
+    assert [a.epsilon for a in EXPERIMENTS["smoothing"]] == [0.0, 0.1, 0.2, 0.3, 0.4]
+    assert [a.batch for a in EXPERIMENTS["batch"]] == [32, 64, 128, 256, 512, 1024]
+    losses = {(a.loss, a.negatives, a.distance) for a in EXPERIMENTS["loss"]}
+    assert len(losses) == 6 and ("sdml", "in-batch", "squared") in losses
+    assert {a.noise for a in EXPERIMENTS["noise"]} == {0.0, 0.1, 0.2, 0.4}
+    assert len(arms("all", [0, 1])) == 2 * sum(len(v) for v in EXPERIMENTS.values())
+    with pytest.raises(QPRError, match="unknown experiment"):
+        arms("nope", [0])
+
+
+def test_runs_are_written_and_resumable(tmp_path, monkeypatch):
+    import qpr.experiment as module
+
+    small = {"tiny": [Arm("tiny", batch=16), Arm("tiny", batch=16, noise=0.5)]}
+    monkeypatch.setattr(module, "EXPERIMENTS", small)
+    results = tmp_path / "results.json"
+    corpus = make_corpus()
+    rows = run_experiment("tiny", corpus, results, epochs=1, seeds=[0], progress=False, log=lambda _: None)
+    assert len(rows) == 4  # 2 arms x (val, test)
+    written = json.loads(results.read_text())["runs"]
+    assert {(r["noise"], r["split"]) for r in written} == {(0.0, "val"), (0.0, "test"), (0.5, "val"), (0.5, "test")}
+    for key in ("experiment", "loss", "distance", "negatives", "epsilon", "batch", "noise", "seed", "split",
+                "H1", "H10", "MRR", "epochs", "train_seconds"):
+        assert all(key in r for r in written)
+    logged = []
+    assert run_experiment("tiny", corpus, results, epochs=1, seeds=[0], progress=False, log=logged.append) == []
+    assert all(line.startswith("skip (done)") for line in logged)
+    forced = run_experiment("tiny", corpus, results, epochs=1, seeds=[0], force=True, progress=False, log=lambda _: None)
+    assert len(forced) == 4 and len(json.loads(results.read_text())["runs"]) == 4  # replaced, not duplicated
+
+
+def test_cli_runs_an_experiment_on_a_cluster_file(tmp_path, monkeypatch):
+    import qpr.experiment as module
+
+    monkeypatch.setattr(module, "EXPERIMENTS", {"tiny": [Arm("tiny", loss="triplet", negatives="hard", epsilon=0.0, batch=16)]})
+    data = write_cluster_file(make_corpus(), tmp_path / "c.tsv")
+    out = tmp_path / "r.json"
+    assert main(["experiment", "tiny", "--data", str(data), "--epochs", "1", "--results", str(out), "--quiet"]) == 0
+    assert len(json.loads(out.read_text())["runs"]) == 2
+
+
+def test_corrupt_results_file_is_not_overwritten(tmp_path):
+    results = tmp_path / "r.json"
+    results.write_text("{oops")
+    with pytest.raises(QPRError, match="not valid JSON"):
+        run_experiment("smoothing", make_corpus(), results, epochs=1, seeds=[0], progress=False)
+    assert results.read_text() == "{oops"
