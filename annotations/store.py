@@ -28,12 +28,13 @@ from annotations.models import (
     MergeDecision, utcnow,
 )
 from qpr.data import COLUMNS, SPLITS, fingerprint
+from qpr.errors import QPRError
 
 T = TypeVar("T")
 WRITE_PATIENCE_S = 60.0  # how long a write keeps retrying a busy database before giving up
 RACE_RETRIES = 5  # a unique-key race resolves on the next attempt; more failures mean a real conflict
 JUDGMENT_COLUMNS = [
-    "id", "annotator", "bundle_version", "query_qid", "query_text", "candidate_qid", "label", "rank",
+    "id", "annotator", "bundle_version", "query_qid", "query_text", "candidate_qid", "item_key", "label", "rank",
     "distance", "created_at", "query_cluster", "candidate_cluster", "query_question", "candidate_question",
     "is_current", "superseded_by", "withdrawn_at",
 ]
@@ -198,7 +199,10 @@ class AnnotationStore:
             # Lazy: qpr.service pulls in torch; only free-text queries need its query rules.
             from qpr.service import check_queries
 
-            check_queries([query_text], 1)
+            try:
+                check_queries([query_text], 1)
+            except QPRError as err:
+                raise AnnotationError(str(err)) from None
         if rank is not None and (isinstance(rank, bool) or int(rank) != rank or rank < 1):
             raise AnnotationError(f"rank must be a positive integer, got {rank!r}")
         if distance is not None and not (isinstance(distance, numbers.Real) and math.isfinite(distance)):
@@ -280,7 +284,7 @@ class AnnotationStore:
         statement = (
             select(
                 Judgment.id, Annotator.name, Judgment.bundle_version, Judgment.query_qid, Judgment.query_text,
-                Judgment.candidate_qid, Judgment.label, Judgment.rank, Judgment.distance, Judgment.created_at,
+                Judgment.candidate_qid, Judgment.item_key, Judgment.label, Judgment.rank, Judgment.distance, Judgment.created_at,
                 query_q.cluster, candidate_q.cluster, query_q.question, candidate_q.question,
                 Judgment.is_current, Judgment.superseded_by, Judgment.withdrawn_at,
             )
@@ -339,6 +343,8 @@ class AnnotationStore:
         judgment_ids, reason) in one transaction; returns the export id."""
 
         def work(session: Session) -> int:
+            if bundle_version is not None and session.get(BundleVersion, bundle_version) is None:
+                raise AnnotationError(f"bundle version {bundle_version!r} is not registered")
             export = Export(bundle_version=bundle_version, format=fmt, path=path, **counts)
             session.add(export)
             session.flush()
@@ -377,11 +383,11 @@ def _snapshot(corpus: pd.DataFrame) -> pd.DataFrame:
 
 
 def _check_known(session: Session, version: str, qids: list[int]) -> None:
-    if session.get(BundleVersion, version) is None:
-        raise AnnotationError(f"bundle version {version!r} is not registered: register its corpus first")
     known = set(session.scalars(
         select(CorpusQuestion.qid).where(CorpusQuestion.bundle_version == version, CorpusQuestion.qid.in_(qids))
     ))
     unknown = [q for q in qids if q not in known]
+    if unknown and session.get(BundleVersion, version) is None:
+        raise AnnotationError(f"bundle version {version!r} is not registered: register its corpus first")
     if unknown:
         raise AnnotationError(f"question id {unknown[0]} is not in the corpus of bundle {version!r}")

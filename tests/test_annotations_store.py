@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import uuid
 from pathlib import Path
@@ -34,11 +36,24 @@ VERSION = "v1"
 WRITERS, PER_WRITER = 8, 500
 
 
+@pytest.fixture
+def scratch_dir(tmp_path):
+    """A folder for SQLite files, in memory (/dev/shm) where there is one: fsync costs nothing
+    there, and these tests check locking and consistency, not durability across power loss."""
+    shm = Path("/dev/shm")
+    if not (shm.is_dir() and os.access(shm, os.W_OK)):
+        yield tmp_path
+        return
+    folder = Path(tempfile.mkdtemp(prefix="annotations-test-", dir=shm))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request, tmp_path):
+def db_url(request, scratch_dir):
     """A URL to an empty database: a SQLite file, or a fresh PostgreSQL schema dropped afterwards."""
     if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'annotations.db'}"
+        yield f"sqlite:///{scratch_dir / 'annotations.db'}"
         return
     if not POSTGRES_URL:
         pytest.skip("QPR_TEST_POSTGRES_URL is not set (bash .ci/run starts PostgreSQL and sets it)")
@@ -83,8 +98,8 @@ def test_migrated_schema_matches_the_models(db_url):
         assert MigrationContext.configure(connection).get_current_heads() == (head,)
 
 
-def test_sqlite_connections_use_wal_busy_timeout_and_foreign_keys(tmp_path):
-    with open_store(f"sqlite:///{tmp_path / 'a.db'}") as store, store.engine.connect() as connection:
+def test_sqlite_connections_use_wal_busy_timeout_and_foreign_keys(scratch_dir):
+    with open_store(f"sqlite:///{scratch_dir / 'a.db'}") as store, store.engine.connect() as connection:
         assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
         assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() > 0
@@ -233,19 +248,19 @@ def test_sql_looking_strings_are_stored_verbatim(store):
 ITEMS = [(q, c) for q in range(1, 161) for c in range(1, 161) if q != c][:PER_WRITER]
 
 
-def write_judgments(url: str, annotator: str) -> None:
-    """One writer: PER_WRITER judgments, one per item, through its own store."""
+def write_judgments(url: str, annotator: str, items: int = PER_WRITER) -> None:
+    """One writer: one judgment for each of the first ``items`` items, through its own store."""
     with open_store(url) as store:
-        for i, (query, candidate) in enumerate(ITEMS):
+        for i, (query, candidate) in enumerate(ITEMS[:items]):
             store.record(annotator, candidate, ("same", "different", "unsure")[i % 3], VERSION, query_qid=query)
 
 
-def run_threads(url: str, annotators: list[str]) -> list[BaseException]:
+def run_threads(url: str, annotators: list[str], items: int = PER_WRITER) -> list[BaseException]:
     errors: list[BaseException] = []
 
     def target(name: str) -> None:
         try:
-            write_judgments(url, name)
+            write_judgments(url, name, items)
         except BaseException as err:  # noqa: BLE001 - reported to the test below
             errors.append(err)
 
@@ -289,13 +304,14 @@ def test_eight_writer_processes_store_every_judgment(db_url, corpus):
 
 
 def test_one_annotator_in_eight_threads_keeps_exactly_one_current_label_per_item(db_url, corpus):
+    items = 100
     with open_store(db_url) as store:
         store.register_corpus(VERSION, corpus)
-        assert run_threads(db_url, ["same-person"] * WRITERS) == []
+        assert run_threads(db_url, ["same-person"] * WRITERS, items) == []
         history = store.judgments(current_only=False)
-        assert len(history) == WRITERS * PER_WRITER
+        assert len(history) == WRITERS * items
         current = history[history["is_current"]]
-        assert len(current) == PER_WRITER and current["item_key"].is_unique
+        assert len(current) == items and current["item_key"].is_unique
         # every item's labels form one chain: each replaced label points at a distinct later one
         replaced = history[~history["is_current"]]
         assert replaced["superseded_by"].notna().all() and replaced["superseded_by"].is_unique
