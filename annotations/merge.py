@@ -1,0 +1,202 @@
+"""Corrected clusters: original clusters joined by confirmed false negatives, conflicts reported.
+
+The rule, in order:
+
+1. **Which judgments count.** Each annotator's current label of each item (query question,
+   candidate question). Free-text queries name no cluster and are left out; so are judgments
+   whose questions are not in the corpus with the same text (made on another data set).
+2. **Item decision (disagreement rule).** Per item, count "same" and "different" labels over
+   annotators ("unsure" counts for neither). More "same" -> same; more "different" -> different;
+   a tie between annotators is left undecided and reported as a ``tie`` conflict.
+3. **Cluster pairs.** A question in no cluster stands for itself (shown as ``qid:<n>``). Between
+   two clusters, any "different" item is a cannot-link: the two may never end up in one cluster.
+   A pair with both "same" and "different" items is not merged and is reported (``mixed``).
+   A "different" item inside one original cluster is reported for review (``within_cluster``);
+   clusters are never split automatically.
+4. **Merging.** Pairs with only "same" items are merged in order of support (number of "same"
+   items, most first; ties by name), each merge joining the two current groups (union-find,
+   scipy's DisjointSet), i.e. connected components, so A~B and B~C put A, B and C together. A merge
+   that would put two cannot-linked clusters into one group is skipped and reported
+   (``cannot_link``): better-supported merges win, and nothing is resolved silently.
+5. **Labels and splits.** A merged group takes the label of its largest original cluster (ties:
+   smallest label), or ``new-<smallest qid>`` if it holds only unclustered questions. Questions
+   keep their split, so no evaluation question moves into training; questions with split "none"
+   take the split of the group's label cluster ("train" for a group made only of such questions).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+from scipy.cluster.hierarchy import DisjointSet
+
+from annotations.store import AnnotationStore
+
+MERGE_COLUMNS = ["cluster_a", "cluster_b", "into", "support", "judgment_ids"]
+CONFLICT_COLUMNS = ["kind", "cluster_a", "cluster_b", "judgment_ids", "reason"]
+Node = str  # "c:<cluster>" or "q:<qid>" (a question in no cluster): the groups being merged
+
+
+@dataclass
+class MergeResult:
+    """``corpus``: the corpus with corrected clusters; ``merges`` / ``conflicts``: what was joined
+    and what was left for review (with judgment ids); ``items``: the per-item decisions
+    (``item_decisions``); ``judgment_ids``: every judgment considered."""
+
+    corpus: pd.DataFrame
+    merges: pd.DataFrame
+    conflicts: pd.DataFrame
+    items: pd.DataFrame
+    judgment_ids: list[int] = field(default_factory=list)
+
+    def decisions(self) -> list[dict]:
+        """Merges and conflicts as rows for the ``merge_decisions`` table."""
+        merged = [
+            {"decision": "merged", "cluster_a": m.cluster_a, "cluster_b": m.cluster_b, "judgment_ids": m.judgment_ids,
+             "reason": f"{m.support} item(s) judged same; joined into {m.into}"}
+            for m in self.merges.itertuples()
+        ]
+        conflicts = [
+            {"decision": c.kind, "cluster_a": c.cluster_a, "cluster_b": c.cluster_b, "judgment_ids": c.judgment_ids,
+             "reason": c.reason}
+            for c in self.conflicts.itertuples()
+        ]
+        return merged + conflicts
+
+
+def corrected_clusters(store: AnnotationStore, corpus: pd.DataFrame) -> MergeResult:
+    """Apply the module's rule to the store's current judgments over ``corpus``."""
+    votes = applicable_judgments(store.judgments(), corpus)
+    node_of = _nodes(corpus)
+    items = item_decisions(votes)
+    conflicts: list[dict] = []
+    for item in items[items["decision"] == "tie"].itertuples():
+        conflicts.append(_conflict(
+            "tie", node_of[item.query_qid], node_of[item.candidate_qid], item.judgment_ids,
+            f"annotators split {item.same}:{item.different} on question {item.query_qid} vs {item.candidate_qid}; not merged",
+        ))
+    decided = items[items["decision"] != "tie"].assign(
+        a=lambda f: [node_of[q] for q in f["query_qid"]], b=lambda f: [node_of[c] for c in f["candidate_qid"]]
+    )
+    for item in decided[(decided["a"] == decided["b"]) & (decided["decision"] == "different")].itertuples():
+        conflicts.append(_conflict(
+            "within_cluster", item.a, item.b, item.judgment_ids,
+            f"questions {item.query_qid} and {item.candidate_qid} are judged different but share cluster {_name(item.a)}",
+        ))
+    pairs = _cluster_pairs(decided[decided["a"] != decided["b"]])
+    for pair in pairs[(pairs["same"] > 0) & (pairs["different"] > 0)].itertuples():
+        conflicts.append(_conflict(
+            "mixed", pair.a, pair.b, pair.judgment_ids,
+            f"{pair.same} item(s) judged same and {pair.different} different between {_name(pair.a)} and {_name(pair.b)}; not merged",
+        ))
+    cannot_link = pairs[pairs["different"] > 0]
+    groups = DisjointSet(list(pairs["a"]) + list(pairs["b"]))
+    merges = []
+    for pair in pairs[pairs["different"] == 0].sort_values(["same", "a", "b"], ascending=[False, True, True]).itertuples():
+        blocker = next(
+            (c for c in cannot_link.itertuples() if _would_join(groups, pair.a, pair.b, c.a, c.b)), None
+        )
+        if blocker is not None:
+            conflicts.append(_conflict(
+                "cannot_link", pair.a, pair.b, sorted(pair.judgment_ids + blocker.judgment_ids),
+                f"joining {_name(pair.a)} and {_name(pair.b)} would put {_name(blocker.a)} and {_name(blocker.b)}, "
+                "judged different, in one cluster; not merged",
+            ))
+            continue
+        groups.merge(pair.a, pair.b)
+        merges.append({"a": pair.a, "b": pair.b, "support": pair.same, "judgment_ids": pair.judgment_ids})
+    new_corpus, label_of = _relabel(corpus, node_of, groups)
+    merge_frame = pd.DataFrame(
+        [{"cluster_a": _name(m["a"]), "cluster_b": _name(m["b"]), "into": label_of[m["a"]], "support": m["support"],
+          "judgment_ids": m["judgment_ids"]} for m in merges],
+        columns=MERGE_COLUMNS,
+    )
+    conflict_frame = pd.DataFrame(conflicts, columns=CONFLICT_COLUMNS)
+    return MergeResult(new_corpus, merge_frame, conflict_frame, items, sorted(int(i) for i in votes["id"]))
+
+
+def applicable_judgments(judgments: pd.DataFrame, corpus: pd.DataFrame) -> pd.DataFrame:
+    """The judgments that speak about ``corpus``: a corpus-question query, and both questions in
+    the corpus with the text they had when judged."""
+    text = corpus.set_index("qid")["question"]
+    by_qid = judgments[judgments["query_qid"].notna()].astype({"query_qid": "int64"})
+    same_query = by_qid["query_qid"].map(text) == by_qid["query_question"]
+    same_candidate = by_qid["candidate_qid"].map(text) == by_qid["candidate_question"]
+    return by_qid[same_query & same_candidate].reset_index(drop=True)
+
+
+def item_decisions(votes: pd.DataFrame) -> pd.DataFrame:
+    """Per (query_qid, candidate_qid): counts of same / different labels, the majority decision
+    ("same" | "different" | "tie"), and the ids of all its judgments. Items with only "unsure"
+    labels are dropped (nothing to decide)."""
+    items = votes.groupby(["query_qid", "candidate_qid"], sort=True).agg(
+        same=("label", lambda s: int((s == "same").sum())),
+        different=("label", lambda s: int((s == "different").sum())),
+        judgment_ids=("id", lambda s: sorted(int(i) for i in s)),
+    ).reset_index()
+    items = items[(items["same"] + items["different"]) > 0]
+    decision = pd.Series("tie", index=items.index)
+    decision[items["same"] > items["different"]] = "same"
+    decision[items["different"] > items["same"]] = "different"
+    return items.assign(decision=decision).reset_index(drop=True)
+
+
+def _nodes(corpus: pd.DataFrame) -> dict[int, Node]:
+    return {int(q): f"q:{q}" if pd.isna(c) else f"c:{c}" for q, c in zip(corpus["qid"], corpus["cluster"])}
+
+
+def _name(node: Node) -> str:
+    return node[2:] if node.startswith("c:") else f"qid:{node[2:]}"
+
+
+def _conflict(kind: str, a: Node, b: Node, judgment_ids: list[int], reason: str) -> dict:
+    return {"kind": kind, "cluster_a": _name(a), "cluster_b": _name(b), "judgment_ids": list(judgment_ids), "reason": reason}
+
+
+def _cluster_pairs(decided: pd.DataFrame) -> pd.DataFrame:
+    """Decided items between different groups, aggregated per unordered group pair."""
+    columns = ["a", "b", "same", "different", "judgment_ids"]
+    if decided.empty:
+        return pd.DataFrame(columns=columns)
+    ordered = decided.assign(
+        a=[min(x, y) for x, y in zip(decided["a"], decided["b"])], b=[max(x, y) for x, y in zip(decided["a"], decided["b"])]
+    )
+    return ordered.groupby(["a", "b"], sort=True).agg(
+        same=("decision", lambda s: int((s == "same").sum())),
+        different=("decision", lambda s: int((s == "different").sum())),
+        judgment_ids=("judgment_ids", lambda s: sorted(i for ids in s for i in ids)),
+    ).reset_index()[columns]
+
+
+def _would_join(groups: DisjointSet, a: Node, b: Node, x: Node, y: Node) -> bool:
+    """Whether merging the groups of a and b puts x and y (now apart) into one group."""
+    return (groups.connected(a, x) and groups.connected(b, y)) or (groups.connected(a, y) and groups.connected(b, x))
+
+
+def _relabel(corpus: pd.DataFrame, node_of: dict[int, Node], groups: DisjointSet) -> tuple[pd.DataFrame, dict[Node, str]]:
+    """The corpus with each merged group under one label (rule 5), and the label of every node."""
+    sizes = corpus["cluster"].value_counts()
+    taken = set(sizes.index)
+    split_of = corpus[corpus["cluster"].notna()].groupby("cluster")["split"].first()
+    label_of: dict[Node, str] = {}
+    group_split: dict[str, str] = {}
+    for members in groups.subsets():
+        clusters = sorted((-sizes[node[2:]], node[2:]) for node in members if node.startswith("c:"))
+        if clusters:
+            label = clusters[0][1]
+            group_split[label] = split_of[label]
+        else:
+            label = f"new-{min(int(node[2:]) for node in members)}"
+            while label in taken:  # only if the corpus already uses the name for something else
+                label += "+"
+            group_split[label] = "train"
+        taken.add(label)
+        label_of |= {node: label for node in members}
+    out = corpus.copy()
+    nodes = [node_of[int(q)] for q in out["qid"]]
+    new_cluster = [label_of.get(node, node[2:] if node.startswith("c:") else None) for node in nodes]
+    out["cluster"] = pd.array(new_cluster, dtype="string")
+    joined = out["cluster"].isin(list(group_split)).fillna(False) & (out["split"] == "none")
+    out.loc[joined, "split"] = out.loc[joined, "cluster"].map(group_split)
+    return out, label_of
