@@ -8,7 +8,6 @@ Answers are kept as logged; ``qpr.supervise`` normalises them before grouping.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -65,17 +64,20 @@ def _load_json(path: Path):
         raise QPRError(f"{path}: not a readable JSON file ({err})") from err
 
 
+def _missing(value) -> bool:
+    """None, NaN or pd.NA: an empty cell, whatever the file format made of it."""
+    return pd.api.types.is_scalar(value) and pd.isna(value)
+
+
 def _answer_list(cell, separator: str | None) -> list[str]:
     """The answers in one log cell: a list (JSONL / Parquet), a scalar, or a separated string."""
     if isinstance(cell, (list, tuple, np.ndarray)):
         items = list(cell)
-    elif cell is None or (isinstance(cell, float) and math.isnan(cell)):
-        items = []
     elif isinstance(cell, str) and separator:
         items = cell.split(separator)
     else:
         items = [cell]
-    return [str(item).strip() for item in items if item is not None and str(item).strip()]
+    return [str(item).strip() for item in items if not _missing(item) and str(item).strip()]
 
 
 def read_qa_log(
@@ -100,7 +102,7 @@ def read_qa_log(
             f"{path}: missing column(s) {', '.join(missing)}; found {found} "
             "(choose them with --question-col / --answer-col)"
         )
-    questions = frame[question_col].map(lambda q: "" if q is None or (isinstance(q, float) and math.isnan(q)) else str(q))
+    questions = frame[question_col].map(lambda q: "" if _missing(q) else str(q))
     answers = frame[answer_col].map(lambda cell: _answer_list(cell, answer_sep))
     return pd.DataFrame({"question": questions, "answers": answers}).reset_index(drop=True)
 
@@ -136,11 +138,13 @@ def read_log(
     """A log from ``path``, from a preset's file in ``data_dir()``, or from ``path`` read the way
     ``preset`` reads (e.g. BANKING77's test.csv). Columns default to the preset's, else
     ``question`` and ``answer``."""
-    if preset is not None and preset not in PRESETS:
+    if preset is None:
+        if path is None:
+            raise QPRError(f"give a log file, or a preset: {', '.join(PRESETS)}")
+        return read_qa_log(path, question_col or "question", answer_col or "answer", answer_sep)
+    if preset not in PRESETS:
         raise QPRError(f"unknown preset {preset!r}; use one of {', '.join(PRESETS)}")
-    spec = PRESETS[preset] if preset else Preset("", "question", "answer")
-    if path is None and not preset:
-        raise QPRError(f"give a log file, or a preset: {', '.join(PRESETS)}")
+    spec = PRESETS[preset]
     return read_qa_log(
         path or data_dir() / spec.path,
         question_col or spec.question_col,

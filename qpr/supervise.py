@@ -113,7 +113,8 @@ def cluster_table(corpus: pd.DataFrame, answers: pd.Series) -> pd.DataFrame:
         "answers": members["qid"].agg(lambda qids: " | ".join(sorted({a for q in qids for a in answers[q]}))),
         "questions": questions,
     })
-    return table.rename_axis("cluster").reset_index()
+    # Typed explicitly so that a log without any cluster still gives a usable (empty) table.
+    return table.astype({"size": "int64", "coherence": "float64"}).rename_axis("cluster").reset_index()
 
 
 def threshold_table(clusters: pd.DataFrame, thresholds: Sequence[float] = THRESHOLDS) -> pd.DataFrame:

@@ -138,7 +138,8 @@ def test_list_valued_answers_from_jsonl_parquet_and_separated_csv(tmp_path):
     frame.to_json(tmp_path / "log.jsonl", orient="records", lines=True)
     frame.to_parquet(tmp_path / "log.parquet")
     (tmp_path / "log.csv").write_text("q,ids\nwhat is a deductible,12|40\ndefine deductible,40\n")
-    for name, sep in (("log.jsonl", None), ("log.parquet", None), ("log.csv", "|")):
+    frame.assign(ids=[[12, None, 40], [40]]).to_json(tmp_path / "gaps.jsonl", orient="records", lines=True)
+    for name, sep in (("log.jsonl", None), ("log.parquet", None), ("log.csv", "|"), ("gaps.jsonl", None)):
         log = read_qa_log(tmp_path / name, "q", "ids", answer_sep=sep)
         assert log["answers"].tolist() == [["12", "40"], ["40"]], name
         assert supervise(log).clusters["size"].tolist() == [2]
@@ -174,6 +175,14 @@ def test_report_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
     assert not (tmp_path / "other").exists() and [p.name for p in tmp_path.iterdir()] == ["report"]
 
 
+def test_log_without_shared_answers_gives_no_clusters_and_an_empty_report(tmp_path):
+    log = log_of([("a b", ["x"]), ("c d", []), ("e f", ["z"])])
+    result = supervise(log)
+    assert result.clusters.empty and result.corpus["cluster"].isna().all() and len(result.corpus) == 3
+    info = json.loads((write_report(result, tmp_path / "r", "none") / "summary.json").read_text())
+    assert (info["clusters"], info["questions"], info["questions_without_answer"]) == (0, 3, 1)
+
+
 def test_cli_builds_a_cluster_file_that_trains(tmp_path, capsys):
     log = topic_log(20).assign(answers=lambda f: f["answers"].str[0]).rename(columns={"question": "text", "answers": "reply"})
     log.loc[len(log)] = ["a question nobody else asked", "lonely answer"]
@@ -204,6 +213,20 @@ def test_cli_errors_are_one_line_with_status_2(tmp_path, capsys, args, out_name,
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and err.count("\n") == 1
     assert not out.exists()
+
+
+def test_cli_needs_a_log_or_a_preset(tmp_path, capsys):
+    assert main(["supervise", "--out", str(tmp_path / "c.tsv")]) == 2
+    assert "give a log file, or a preset: banking77" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_cli_reads_another_file_with_a_preset(data_dir, tmp_path):
+    out = tmp_path / "banking77-test.parquet"
+    rc = main(["supervise", "--preset", "banking77", str(data_dir / "intents" / "banking77" / "test.csv"),
+               "--min-coherence", "0", "--out", str(out)])
+    corpus = read_cluster_file(out)
+    assert rc == 0 and len(corpus) == 3079 and corpus["cluster"].nunique() == 77  # 3080 rows, two the same question
 
 
 @pytest.mark.integration
