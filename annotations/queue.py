@@ -1,0 +1,135 @@
+"""What to judge next: suspicious retrieved questions for a cluster, and which clusters to check.
+
+A false negative is a retrieved question that means the same as the query but sits in another
+cluster. The retriever has learned what the clusters say, so a question from another cluster that
+it places closer to a cluster's members than the members are to each other is the likeliest kind
+of false negative (or of an encoder error): that is what ``spot_check`` puts first.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from annotations.errors import AnnotationError
+from annotations.store import AnnotationStore
+from qpr.service import Retriever, check_queries
+from qpr.supervise import cluster_coherence
+
+QUEUE_COLUMNS = ["query_qid", "query_text", "candidate_qid", "question", "cluster", "distance", "rank", "suspicion"]
+
+
+def least_coherent(corpus: pd.DataFrame, n: int = 20) -> pd.DataFrame:
+    """The ``n`` clusters (of 2+ questions) with the lowest word coherence (qpr.supervise), lowest
+    first: clusters whose questions share few words are the likeliest to hold unrelated questions."""
+    clustered = corpus[corpus["cluster"].notna()]
+    groups = clustered.groupby("cluster", sort=True)["question"]
+    table = pd.DataFrame({"size": groups.size(), "coherence": groups.agg(cluster_coherence)})
+    table = table[table["size"] >= 2].rename_axis("cluster").reset_index()
+    return table.sort_values(["coherence", "cluster"], kind="stable").head(n).reset_index(drop=True)
+
+
+def spot_check(
+    store: AnnotationStore,
+    retriever: Retriever,
+    corpus: pd.DataFrame,
+    annotator: str,
+    cluster: str | None = None,
+    query_text: str | None = None,
+    k: int = 20,
+) -> pd.DataFrame:
+    """Retrieved questions from other clusters to judge against ``cluster`` (or a typed query).
+
+    For a cluster, each member question is a query and retrieves its top ``k``. Hits inside the
+    cluster give the reference distance R: the median distance at which members retrieved other
+    members (if none retrieved another member, R is the largest distance retrieved at all, since
+    every member then lies beyond every hit). Every hit from another cluster, or from no cluster,
+    gets
+
+        suspicion = R - distance
+
+    (for a free-text query, which has no cluster, R = 0, so suspicion = -distance). A positive
+    suspicion means the retriever puts the candidate closer to the cluster than its typical own
+    member. Each candidate appears once, with the member that retrieved it closest; candidates
+    this annotator already judged against any member (or against the same typed query) are left
+    out. Rows (``QUEUE_COLUMNS``) are sorted by suspicion, most suspicious first.
+    """
+    if (cluster is None) == (query_text is None):
+        raise AnnotationError("give exactly one of cluster or query_text")
+    mine = store.judgments(annotator=annotator)
+    if cluster is not None:
+        members = corpus[corpus["cluster"] == cluster]
+        if members.empty:
+            raise AnnotationError(f"cluster {cluster!r} is not in the corpus")
+        queries = pd.DataFrame({"query_qid": members["qid"].to_numpy(), "query_text": pd.NA})
+        texts = members["question"].tolist()
+        judged = _judged_pairs(mine)
+    else:
+        queries = pd.DataFrame({"query_qid": [pd.NA], "query_text": [query_text]})
+        texts = [query_text]
+        judged = set(mine.loc[mine["query_text"] == query_text, "candidate_qid"])
+    check_queries(texts, k)
+    distances, qids = retriever.search_ids(texts, k)
+    hits = _hits(queries, distances, qids, corpus)
+    own = hits["cluster"].eq(cluster).fillna(False).to_numpy(bool) if cluster is not None else np.zeros(len(hits), bool)
+    reference = 0.0
+    if cluster is not None:
+        own_distances = hits.loc[own & (hits["candidate_qid"] != hits["query_qid"]), "distance"]
+        reference = float(own_distances.median()) if len(own_distances) else float(hits["distance"].max())
+    candidates = hits[~own].assign(suspicion=lambda f: reference - f["distance"])
+    if cluster is not None:
+        member_qids = set(members["qid"])
+        seen = candidates["candidate_qid"].map(lambda c: any((m, c) in judged for m in member_qids))
+    else:
+        seen = candidates["candidate_qid"].isin(judged)
+    candidates = candidates[~seen.astype(bool)]
+    candidates = candidates.sort_values(["suspicion", "candidate_qid"], ascending=[False, True], kind="stable")
+    queue = candidates.drop_duplicates("candidate_qid")[QUEUE_COLUMNS].reset_index(drop=True)
+    return queue.astype({"query_qid": "Int64", "query_text": "string", "candidate_qid": "int64"})
+
+
+def next_cluster(
+    store: AnnotationStore,
+    corpus: pd.DataFrame,
+    annotator: str,
+    rng_seed: int | None = None,
+    retriever: Retriever | None = None,
+    sample: int = 20,
+) -> str:
+    """A cluster (of 2+ questions) for ``annotator`` to spot-check next.
+
+    Only clusters where this annotator has judged no query yet are eligible; ``sample`` of them are
+    drawn at random (``rng_seed``). Without a retriever the first drawn is returned; with one, the
+    drawn cluster whose most suspicious unjudged candidate (``spot_check``) scores highest.
+    """
+    sizes = corpus.groupby("cluster")["qid"].size()
+    clusters = sorted(sizes[sizes >= 2].index)
+    cluster_of = corpus.set_index("qid")["cluster"]
+    mine = store.judgments(annotator=annotator)
+    done = set(cluster_of.reindex(mine["query_qid"].dropna().astype("int64")).dropna())
+    fresh = [c for c in clusters if c not in done]
+    if not fresh:
+        raise AnnotationError(f"{annotator} has spot-checked every cluster of this corpus; nothing left to propose")
+    drawn = np.random.default_rng(rng_seed).choice(fresh, size=min(sample, len(fresh)), replace=False).tolist()
+    if retriever is None:
+        return drawn[0]
+    scores = [spot_check(store, retriever, corpus, annotator, cluster=c)["suspicion"].max() for c in drawn]
+    scores = [-np.inf if pd.isna(s) else s for s in scores]
+    return drawn[int(np.argmax(scores))]
+
+
+def _judged_pairs(judgments: pd.DataFrame) -> set[tuple[int, int]]:
+    """Question pairs (both orders) that have a label among ``judgments`` (corpus queries only)."""
+    by_qid = judgments[judgments["query_qid"].notna()]
+    pairs = zip(by_qid["query_qid"].astype("int64"), by_qid["candidate_qid"])
+    return {p for q, c in pairs for p in ((int(q), int(c)), (int(c), int(q)))}
+
+
+def _hits(queries: pd.DataFrame, distances: np.ndarray, qids: np.ndarray, corpus: pd.DataFrame) -> pd.DataFrame:
+    """One row per (query, retrieved corpus question) with its rank, distance, text and cluster."""
+    n_queries, k = qids.shape
+    hits = queries.iloc[np.repeat(np.arange(n_queries), k)].reset_index(drop=True).assign(
+        candidate_qid=qids.ravel(), distance=distances.ravel().astype(float), rank=np.tile(np.arange(1, k + 1), n_queries)
+    )
+    known = corpus[["qid", "question", "cluster"]].rename(columns={"qid": "candidate_qid"})
+    return hits.merge(known, on="candidate_qid", how="inner")  # drops qid -1 (no hit)
