@@ -73,7 +73,10 @@ def make_engine(url: str | URL) -> Engine:
     except (ArgumentError, SQLAlchemyError, ImportError) as err:
         raise AnnotationError(f"cannot use database URL {_safe(url)}: {_first_line(err)}") from err
     if engine.dialect.name == "sqlite" and url.database and url.database != ":memory:":
-        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise AnnotationError(f"cannot create the folder for {url.database}: {err.strerror}") from err
         _sqlite_settings(engine)
     return engine
 
