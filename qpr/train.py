@@ -195,7 +195,7 @@ def train(
                 loss.backward()
                 optimizer.step()
                 total += loss.item()
-                bar.set_postfix(loss=f"{loss.item():.4f}")
+                bar.set_postfix(loss=f"{loss.item():.4f}", val_auc=f"{result.best_auc:.4f}" if result.history else "-")
             auc = pair_auc(encoder, vocab, val_a, val_b, val_labels)
             row = {"epoch": epoch, "loss": total / max(len(batches), 1), "val_auc": auc,
                    "seconds": time.perf_counter() - start}
