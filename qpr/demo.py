@@ -1,0 +1,110 @@
+"""The demo corpus and the bundle the app serves when no other is given.
+
+``demo_corpus.tsv`` (beside this file) is a hand-written cluster file: 566 questions on travel,
+cooking, programming, health, finance, pets, sports, study, phones, home repair, gardening, cars,
+music and careers, in 130 clusters of 2-8 paraphrases (typos, short and long forms, reordered
+and reworded) plus 44 unclustered distractors. Some questions hold HTML or markdown (``<b>``,
+``**bold**``, ``<script>``, ``<img ... onerror>``), one is Arabic and one has an emoji: the app
+must show them as plain text. Clusters are split train/val/test ~80:10:10 (val and test are the
+held-out clusters retraining is judged on).
+
+``SPLIT_PARAPHRASES`` lists the deliberate mistakes in the corpus: pairs of clusters that mean the
+same thing but carry two ids, the false negatives annotation should find and merge. Both sides
+are in train so a merge changes what the encoder learns.
+
+``demo_bundle()`` trains a small encoder on the corpus (a few seconds on 2 cores) and caches the
+bundle under ``<cache>/demo-bundle/<key>``, the key covering the corpus content and the training
+settings, so an edited corpus or new settings retrain and an unchanged one loads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Callable
+
+from qpr.bundle import Bundle
+from qpr.data import fingerprint, read_cluster_file
+from qpr.encoder import EncoderConfig
+from qpr.errors import QPRError
+from qpr.retrain import train_bundle
+from qpr.text import TextConfig
+from qpr.train import TrainConfig
+
+DEMO_CORPUS = Path(__file__).resolve().with_name("demo_corpus.tsv")
+
+SPLIT_PARAPHRASES = (
+    ("travel-passport-renew", "travel-renewing-passport"),
+    ("travel-lost-luggage", "travel-missing-suitcase"),
+    ("cook-rice-fluffy", "cook-perfect-rice"),
+    ("prog-git-undo-commit", "prog-git-take-back-commit"),
+    ("health-fall-asleep", "health-insomnia-tips"),
+    ("fin-credit-score", "fin-better-credit-rating"),
+    ("pets-cat-scratching", "pets-cat-clawing-couch"),
+    ("sport-offside", "sport-football-offside"),
+    ("study-focus", "study-concentration"),
+    ("phone-battery-drain", "phone-battery-life"),
+    ("home-leaky-faucet", "home-dripping-tap"),
+)
+
+# Queries worded unlike any corpus question, for the Search tab's examples.
+EXAMPLE_QUERIES = (
+    "how can I get my passport renewed?",
+    "my dog barks the whole night",
+    "cheap plane tickets tips",
+    "undo my last commit in git",
+    "why does my phone battery die so fast",
+    "<b>how</b> do I fall asleep faster?",
+)
+
+# Sized for a few hundred questions: single-word windows (questions are short and the corpus too
+# small to learn longer patterns), 128 dimensions, small batches; early stopping on val ROC AUC.
+DEMO_TRAIN = TrainConfig(batch_size=32, max_epochs=20, patience=3, val_pairs=1000, seed=0)
+DEMO_TEXT = TextConfig(hash_bins=1000)
+DEMO_ENCODER = EncoderConfig(embedding_dim=128, windows=(1,), channels=128, output_dim=128)
+
+
+def cache_dir() -> Path:
+    """Where built bundles are kept: ``QPR_CACHE_DIR``, default ``runs`` under the working directory."""
+    return Path(os.environ.get("QPR_CACHE_DIR", "runs"))
+
+
+def bundle_key(corpus_fingerprint: str) -> str:
+    """A short name that changes whenever the corpus or any demo training setting changes."""
+    settings = {"data": corpus_fingerprint, "train": asdict(DEMO_TRAIN), "text": asdict(DEMO_TEXT), "encoder": DEMO_ENCODER.to_dict()}
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _log(message: str) -> None:
+    print(f"[qpr demo] {message}", file=sys.stderr, flush=True)
+
+
+def demo_bundle(
+    corpus_path: str | Path = DEMO_CORPUS,
+    cache: str | Path | None = None,
+    progress: bool = True,
+    log: Callable[[str], None] = _log,
+) -> Bundle:
+    """The bundle trained on ``corpus_path``: loaded from the cache if built before, else trained
+    (with progress bars when ``progress``), saved atomically and returned."""
+    corpus = read_cluster_file(corpus_path)
+    path = Path(cache or cache_dir()) / "demo-bundle" / bundle_key(fingerprint(corpus))
+    if (path / "manifest.json").is_file():
+        try:
+            bundle = Bundle.load(path)
+            log(f"loaded the demo bundle {bundle.version} from {path}")
+            return bundle
+        except QPRError as err:
+            log(f"rebuilding the cached demo bundle: {err}")
+    log(f"training the demo model on {len(corpus)} questions from {corpus_path} (first start only)...")
+    start = time.perf_counter()
+    bundle = train_bundle(corpus, DEMO_TRAIN, DEMO_TEXT, DEMO_ENCODER, data=str(corpus_path), progress=progress)
+    bundle.save(path)
+    metrics = ", ".join(f"{split} H@1 {m['H1']:.2f} MRR {m['MRR']:.2f}" for split, m in bundle.manifest["metrics"].items())
+    log(f"built the demo bundle {bundle.version} in {time.perf_counter() - start:.1f} s ({metrics}); cached in {path}")
+    return bundle
