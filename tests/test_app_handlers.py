@@ -1,0 +1,343 @@
+"""The app's handlers without a browser: every tab, identity rules, and bad input (empty and
+10,000-character queries, emoji and right-to-left text, markup in questions)."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import gradio as gr
+import pandas as pd
+import pytest
+
+import app as app_module
+from annotations.db import open_store
+from app import QPRApp, build_ui, identity_mode, parse_auth, plain, served_bundle
+from qpr.data import read_cluster_file
+from qpr.demo import EXAMPLE_QUERIES, SPLIT_PARAPHRASES
+from qpr.errors import QPRError
+from qpr.retrain import ServedModel
+from qpr.supervise import cluster_coherence
+from test_app_demo import bundle, demo_cache  # noqa: F401  (session fixtures shared with the demo tests)
+
+TWIN_A, TWIN_B = SPLIT_PARAPHRASES[0]
+NO_PROGRESS = lambda *args, **kwargs: None  # noqa: E731  (stands in for gr.Progress outside an event)
+
+
+@pytest.fixture
+def qpr_app(bundle, tmp_path):  # noqa: F811
+    store = open_store(f"sqlite:///{tmp_path / 'annotations.db'}")
+    yield QPRApp(ServedModel(bundle), store, "name", EXAMPLE_QUERIES, cache=tmp_path)
+    store.close()
+
+
+def judge_until(qpr_app, view, cluster, name="ann"):
+    """Answer "unsure" until the current candidate belongs to ``cluster``; returns that view."""
+    while view[0]["position"] < len(view[0]["queue"]):
+        if view[0]["queue"]["cluster"].fillna("").iloc[view[0]["position"]] == cluster:
+            return view
+        view = qpr_app.judge("unsure", view[0], name, None, None)
+    raise AssertionError(f"no candidate from {cluster} in the queue")
+
+
+# -- search ----------------------------------------------------------------------------------
+
+
+def test_search_returns_ranked_tables_and_bm25_on_request(qpr_app):
+    dense, bm25 = qpr_app.search("how can I get my passport renewed?", 5, False)
+    assert list(dense.columns) == ["rank", "question", "cluster", "distance"]
+    assert list(dense["rank"]) == [1, 2, 3, 4, 5]
+    assert dense["distance"].is_monotonic_increasing
+    assert bm25.visible is False
+    _, bm25 = qpr_app.search("how can I get my passport renewed?", 5, True)
+    assert bm25.visible is True and len(bm25.value["data"]) == 5
+    assert "passport" in bm25.value["data"][0][1].lower()
+
+
+@pytest.mark.parametrize("query, message", [("", "empty"), ("   \n\t", "empty"), ("why " * 2500, "shorten")])
+def test_search_refuses_empty_and_huge_queries(qpr_app, query, message):
+    with pytest.raises(gr.Error, match=message):
+        qpr_app.search(query, 10, True)
+
+
+@pytest.mark.parametrize("query", ["homemade pizza dough 🍕", "كيف أتعلم البرمجة من الصفر؟", "🍕"])
+def test_search_handles_emoji_and_right_to_left_text(qpr_app, query):
+    dense, bm25 = qpr_app.search(query, 3, True)
+    assert len(dense) == 3
+    if query != "🍕":  # a lone emoji shares no word with any question: BM25 finds nothing, no error
+        assert query.split()[0] in bm25.value["data"][0][1]
+
+
+def test_questions_with_markup_come_back_verbatim(qpr_app):
+    dense, _ = qpr_app.search("How can I safely show user text that contains <script> tags on a web page?", 1, False)
+    assert dense.loc[0, "question"] == "How can I safely show user text that contains <script> tags on a web page?"
+
+
+def test_plain_escapes_markup_for_markdown():
+    shown = plain("<b>bold</b> **x** [link](http://e.x) `code`")
+    assert "<b>" not in shown and "**" not in shown and "[link]" not in shown and "`" not in shown.replace("\\`", "")
+
+
+# -- identity ----------------------------------------------------------------------------------
+
+
+def test_anonymous_users_can_search_but_not_annotate(qpr_app):
+    qpr_app.search("cheap flights", 3, False)
+    with pytest.raises(gr.Error, match="type your name"):
+        qpr_app.start_cluster(TWIN_A, "   ", None, None)
+    with pytest.raises(gr.Error, match="type your name"):
+        qpr_app.judge("same", None, "", None, None)
+    assert qpr_app.store.judgments().empty
+
+
+def test_logins_and_hugging_face_profiles_name_the_annotator(bundle, tmp_path):  # noqa: F811
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    by_login = QPRApp(ServedModel(bundle), store, "auth", cache=tmp_path)
+    with pytest.raises(gr.Error, match="sign in"):
+        by_login.start_cluster(TWIN_A, "typed name is ignored", gr.Request(), None)
+    view = by_login.start_cluster(TWIN_A, "", gr.Request(username="alice"), None)
+    by_login.judge("different", view[0], "", gr.Request(username="alice"), None)
+    by_hub = QPRApp(ServedModel(bundle), store, "oauth", cache=tmp_path)
+    profile = gr.OAuthProfile({"name": "Bo", "preferred_username": "bo-hf", "profile": "", "picture": ""})
+    with pytest.raises(gr.Error, match="Hugging Face"):
+        by_hub.start_cluster(TWIN_A, "bo", None, None)
+    view = by_hub.start_cluster(TWIN_A, "", None, profile)
+    by_hub.judge("unsure", view[0], "", None, profile)
+    assert sorted(store.judgments()["annotator"]) == ["alice", "bo-hf"]
+    assert plain("bo-hf") in by_hub.whoami(None, profile) and "Not signed in" in by_hub.whoami(None, None)
+    store.close()
+
+
+def test_parse_auth_and_identity_mode(monkeypatch):
+    assert parse_auth(None) is None and parse_auth("  ") is None
+    assert parse_auth("alice:s1, bob:pa:ss") == [("alice", "s1"), ("bob", "pa:ss")]
+    for bad in ("alice", "alice:", ":pw", "alice:pw,,"):
+        with pytest.raises(QPRError, match="user:password pairs"):
+            parse_auth(bad)
+    monkeypatch.delenv("SYSTEM", raising=False)
+    assert identity_mode(None) == "name" and identity_mode([("a", "b")]) == "auth"
+    monkeypatch.setenv("SYSTEM", "spaces")
+    monkeypatch.setenv("SPACE_ID", "someone/qpr")
+    assert identity_mode(None) == "oauth" and identity_mode([("a", "b")]) == "auth"
+
+
+# -- annotate ----------------------------------------------------------------------------------
+
+
+def test_spot_check_records_a_false_negative_and_undo_withdraws_it(qpr_app):
+    view = qpr_app.start_cluster(TWIN_A, "ann", None, None)
+    state, status, members, query, candidate, details, queue, progress = view
+    assert set(members["question"]) == set(qpr_app.model.current().bundle.corpus.query("cluster == @TWIN_A")["question"])
+    assert query in set(members["question"]) and candidate
+    assert (state["queue"]["cluster"].fillna("") != TWIN_A).all(), "only questions from other clusters are proposed"
+    assert state["queue"]["suspicion"].is_monotonic_decreasing
+    view = judge_until(qpr_app, view, TWIN_B)
+    row = view[0]["queue"].iloc[view[0]["position"]]
+    view = qpr_app.judge("same", view[0], "ann", None, None)
+    mine = qpr_app.store.judgments(annotator="ann")
+    last = mine.iloc[-1]
+    assert (last["label"], last["candidate_qid"], last["query_qid"]) == ("same", row["candidate_qid"], row["query_qid"])
+    assert (last["query_cluster"], last["candidate_cluster"]) == (TWIN_A, TWIN_B)
+    assert f"Judged today: **{len(mine)}**" in view[7]
+    assert view[0]["position"] == len(mine)
+    view = qpr_app.undo(view[0], "ann", None, None)
+    assert "Withdrew" in view[1] and view[0]["position"] == len(mine) - 1, "undo steps back to the withdrawn pair"
+    assert view[4] == row["question"]
+    assert len(qpr_app.store.judgments(annotator="ann")) == len(mine) - 1
+
+
+def test_the_app_picks_a_cluster_when_none_is_given(qpr_app):
+    state = qpr_app.start_cluster("", "ann", None, None)[0]
+    assert state["cluster"] in set(qpr_app.model.current().bundle.corpus["cluster"].dropna())
+    assert len(state["queue"]) > 0
+
+
+def test_unknown_cluster_and_nothing_to_judge_or_undo(qpr_app):
+    with pytest.raises(gr.Error, match="not in the corpus"):
+        qpr_app.start_cluster("no-such-cluster", "ann", None, None)
+    with pytest.raises(gr.Error, match="Nothing to judge"):
+        qpr_app.judge("same", None, "ann", None, None)
+    assert qpr_app.undo(None, "ann", None, None)[1] == "Nothing to undo."
+
+
+@pytest.mark.parametrize("query", ["<script>alert('x')</script> reset my router", "🍕 pizza dough", "كيف أتعلم البرمجة؟"])
+def test_typed_queries_are_judged_and_stored_verbatim(qpr_app, query):
+    view = qpr_app.start_query(query, "ann", None, None)
+    assert view[3] == query, "the query box shows the text as typed"
+    qpr_app.judge("different", view[0], "ann", None, None)
+    stored = qpr_app.store.judgments(annotator="ann")
+    assert stored["query_text"].tolist() == [query] and stored["query_qid"].isna().all()
+
+
+@pytest.mark.parametrize("query, message", [("", "empty"), ("x" * 10_000, "shorten")])
+def test_typed_queries_refuse_empty_and_huge_text(qpr_app, query, message):
+    with pytest.raises(gr.Error, match=message):
+        qpr_app.start_query(query, "ann", None, None)
+
+
+# -- clusters ----------------------------------------------------------------------------------
+
+
+def test_cluster_view_shows_members_coherence_and_judgments(qpr_app):
+    view = judge_until(qpr_app, qpr_app.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
+    qpr_app.judge("same", view[0], "ann", None, None)
+    summary, members, touching = qpr_app.show_cluster(f"  {TWIN_B} ")
+    corpus = qpr_app.model.current().bundle.corpus
+    expected = corpus[corpus["cluster"] == TWIN_B]
+    assert f"{len(expected)} questions" in summary and f"{cluster_coherence(expected['question']):.3f}" in summary
+    assert set(members["qid"]) == set(expected["qid"])
+    same = touching[touching["label"] == "same"]
+    assert len(same) == 1 and same.iloc[0]["candidate_cluster"] == TWIN_B and same.iloc[0]["annotator"] == "ann"
+    weakest, merges, conflicts = qpr_app.overview()
+    assert weakest["coherence"].is_monotonic_increasing
+    assert {tuple(sorted(p)) for p in merges[["cluster_a", "cluster_b"]].values} == {tuple(sorted((TWIN_A, TWIN_B)))}
+    assert conflicts.empty
+    picked = qpr_app.pick_cluster(gr.SelectData(None, {"index": [0, 0], "value": weakest.iloc[0, 0],
+                                                      "row_value": list(weakest.iloc[0])}))
+    assert picked[0] == weakest.iloc[0]["cluster"] and "coherence" in picked[1]
+
+
+@pytest.mark.parametrize("cluster, message", [("", "Type a cluster id"), ("nope", "no cluster 'nope'")])
+def test_cluster_view_bad_input(qpr_app, cluster, message):
+    with pytest.raises(gr.Error, match=message):
+        qpr_app.show_cluster(cluster)
+
+
+def test_conflicting_judgments_are_listed_for_review(qpr_app):
+    view = judge_until(qpr_app, qpr_app.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
+    qpr_app.judge("same", view[0], "ann", None, None)
+    qpr_app.judge("different", view[0], "bob", None, None)  # same pair, another annotator disagrees
+    _, merges, conflicts = qpr_app.overview()
+    assert merges.empty and list(conflicts["kind"]) == ["tie"]
+
+
+# -- retrain & export --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_export_contains_the_merged_cluster(qpr_app, fmt):
+    view = judge_until(qpr_app, qpr_app.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
+    qpr_app.judge("same", view[0], "ann", None, None)
+    files, note = qpr_app.export_clusters(fmt)
+    exported = read_cluster_file(files[0])
+    corpus = qpr_app.model.current().bundle.corpus
+    twins = exported[exported["qid"].isin(corpus.loc[corpus["cluster"].isin([TWIN_A, TWIN_B]), "qid"])]
+    assert twins["cluster"].nunique() == 1
+    assert exported["cluster"].nunique() == corpus["cluster"].nunique() - 1
+    manifest = json.loads(open(files[2]).read())
+    assert manifest["judgment_ids"] == sorted(qpr_app.store.judgments()["id"].tolist())
+    assert "1 merge(s)" in note
+
+
+def test_export_refuses_an_unknown_format(qpr_app):
+    with pytest.raises(gr.Error, match="unknown export format"):
+        qpr_app.export_clusters("xlsx")
+
+
+def test_retrain_compares_then_swaps_only_on_confirm(qpr_app):
+    old_version = qpr_app.model.current().bundle.version
+    view = judge_until(qpr_app, qpr_app.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
+    qpr_app.judge("same", view[0], "ann", None, None)
+    with pytest.raises(gr.Error, match="No retrained model"):
+        qpr_app.confirm()
+    table, note, confirm, discard = qpr_app.retrain(1, NO_PROGRESS)
+    assert list(table["model"]) == ["current", "current", "retrained", "retrained"]
+    assert confirm.interactive and discard.interactive and "1 merge(s)" in note
+    assert qpr_app.model.current().bundle.version == old_version, "nothing changes before confirming"
+    curves, _, bars, caption = qpr_app.metrics()
+    assert set(bars["model"]) == {"before", "after"} and "Before and after" in caption
+    assert curves["model"].str.startswith("retrained").any()
+    note, confirm, _ = qpr_app.confirm()
+    served = qpr_app.model.current().bundle
+    assert served.version != old_version and plain(served.version) in note and not confirm.interactive
+    assert (qpr_app.cache / "bundles" / served.version / "manifest.json").is_file()
+    assert served.version in set(qpr_app.store.bundle_versions()["version"])
+    twins = served.corpus[served.corpus["cluster"].isin([TWIN_A, TWIN_B])]
+    assert twins["cluster"].nunique() == 1, "the new bundle serves the corrected clusters"
+    dense, _ = qpr_app.search(twins["question"].iloc[0], 1, False)
+    assert dense.loc[0, "cluster"] == twins["cluster"].iloc[0]
+
+
+def test_discard_keeps_the_served_model(qpr_app):
+    old_version = qpr_app.model.current().bundle.version
+    qpr_app.retrain(1, NO_PROGRESS)
+    note, confirm, _ = qpr_app.discard()
+    assert "Discarded" in note and not confirm.interactive
+    assert qpr_app.model.candidate() is None and qpr_app.model.current().bundle.version == old_version
+
+
+def test_searches_answer_while_retraining_runs(qpr_app, monkeypatch):
+    started, searched = threading.Event(), threading.Event()
+    real_retrain = app_module.retrain
+
+    def slow_retrain(*args, **kwargs):
+        started.set()
+        assert searched.wait(timeout=120), "the search never finished while retraining was running"
+        return real_retrain(*args, **kwargs)
+
+    monkeypatch.setattr(app_module, "retrain", slow_retrain)
+    worker = threading.Thread(target=qpr_app.retrain, args=(1, NO_PROGRESS))
+    worker.start()
+    assert started.wait(timeout=120)
+    dense, _ = qpr_app.search("cheap flights", 3, False)
+    searched.set()
+    worker.join(timeout=300)
+    assert len(dense) == 3 and qpr_app.model.candidate() is not None
+
+
+# -- metrics and startup -----------------------------------------------------------------------
+
+
+def test_metrics_show_the_served_model_before_any_retraining(qpr_app, bundle):  # noqa: F811
+    curves, _, bars, caption = qpr_app.metrics()
+    assert len(curves) == len(bundle.manifest["training"]["history"])
+    assert set(bars["measure"]) == {"H1 (val)", "MRR (val)", "H1 (test)", "MRR (test)"}
+    assert bars.set_index("measure").loc["H1 (test)", "value"] == bundle.manifest["metrics"]["test"]["H1"]
+    assert "retrain to compare" in caption
+
+
+@pytest.mark.parametrize("identity", ["name", "auth", "oauth"])
+def test_the_ui_builds_in_every_identity_mode(bundle, tmp_path, identity, monkeypatch):  # noqa: F811
+    # Off Spaces, Gradio mocks the Hugging Face login with the machine's HF token; there is none here.
+    monkeypatch.setattr(gr.oauth, "_get_mocked_oauth_info", lambda: {"userinfo": {}, "access_token": "", "scope": ""})
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    demo = build_ui(QPRApp(ServedModel(bundle), store, identity, EXAMPLE_QUERIES, cache=tmp_path))
+    labels = {getattr(block, "label", None) for block in demo.blocks.values()}
+    assert {"Search", "Annotate", "Clusters", "Retrain & export", "Metrics"} <= labels
+    assert any(isinstance(block, gr.LoginButton) for block in demo.blocks.values()) == (identity == "oauth")
+    store.close()
+
+
+def test_served_bundle_from_qpr_bundle(bundle, tmp_path, monkeypatch):  # noqa: F811
+    bundle.save(tmp_path / "saved")
+    monkeypatch.setenv("QPR_BUNDLE", str(tmp_path / "saved"))
+    served, examples = served_bundle()
+    assert served.version == bundle.version
+    test_questions = set(bundle.corpus.loc[bundle.corpus["split"] == "test", "question"])
+    assert examples and set(examples) <= test_questions
+    monkeypatch.setenv("QPR_BUNDLE", str(tmp_path / "missing"))
+    with pytest.raises(QPRError, match="no bundle directory"):
+        served_bundle()
+
+
+def test_main_reports_a_bad_database_url_in_one_line(monkeypatch, capsys):
+    monkeypatch.setenv("QPR_DB_URL", "nosuchdb://x")
+    monkeypatch.delenv("QPR_AUTH", raising=False)
+    assert app_module.main() == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_main_reports_bad_qpr_auth(monkeypatch, capsys):
+    monkeypatch.setenv("QPR_AUTH", "alice")
+    assert app_module.main() == 2
+    assert "user:password" in capsys.readouterr().err
+
+
+def test_question_tables_are_plain_text_columns(qpr_app):
+    demo = build_ui(qpr_app)
+    tables = [b for b in demo.blocks.values() if isinstance(b, gr.Dataframe)]
+    for table in tables:
+        kinds = table.datatype if isinstance(table.datatype, list) else [table.datatype]
+        assert not {"markdown", "html"} & set(kinds), table.label
+    assert len(tables) >= 7
