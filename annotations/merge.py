@@ -70,50 +70,61 @@ def corrected_clusters(store: AnnotationStore, corpus: pd.DataFrame) -> MergeRes
     votes = applicable_judgments(store.judgments(), corpus)
     node_of = _nodes(corpus)
     items = item_decisions(votes)
-    conflicts: list[dict] = []
-    for item in items[items["decision"] == "tie"].itertuples():
-        conflicts.append(_conflict(
-            "tie", node_of[item.query_qid], node_of[item.candidate_qid], item.judgment_ids,
-            f"annotators split {item.same}:{item.different} on question {item.query_qid} vs {item.candidate_qid}; not merged",
-        ))
     decided = items[items["decision"] != "tie"].assign(
         a=lambda f: [node_of[q] for q in f["query_qid"]], b=lambda f: [node_of[c] for c in f["candidate_qid"]]
     )
-    for item in decided[(decided["a"] == decided["b"]) & (decided["decision"] == "different")].itertuples():
-        conflicts.append(_conflict(
-            "within_cluster", item.a, item.b, item.judgment_ids,
-            f"questions {item.query_qid} and {item.candidate_qid} are judged different but share cluster {_name(item.a)}",
-        ))
     pairs = _cluster_pairs(decided[decided["a"] != decided["b"]])
-    for pair in pairs[(pairs["same"] > 0) & (pairs["different"] > 0)].itertuples():
-        conflicts.append(_conflict(
-            "mixed", pair.a, pair.b, pair.judgment_ids,
-            f"{pair.same} item(s) judged same and {pair.different} different between {_name(pair.a)} and {_name(pair.b)}; not merged",
-        ))
-    cannot_link = pairs[pairs["different"] > 0]
-    groups = DisjointSet(list(pairs["a"]) + list(pairs["b"]))
-    merges = []
-    for pair in pairs[pairs["different"] == 0].sort_values(["same", "a", "b"], ascending=[False, True, True]).itertuples():
-        blocker = next(
-            (c for c in cannot_link.itertuples() if _would_join(groups, pair.a, pair.b, c.a, c.b)), None
-        )
-        if blocker is not None:
-            conflicts.append(_conflict(
-                "cannot_link", pair.a, pair.b, sorted(pair.judgment_ids + blocker.judgment_ids),
-                f"joining {_name(pair.a)} and {_name(pair.b)} would put {_name(blocker.a)} and {_name(blocker.b)}, "
-                "judged different, in one cluster; not merged",
-            ))
-            continue
-        groups.merge(pair.a, pair.b)
-        merges.append({"a": pair.a, "b": pair.b, "support": pair.same, "judgment_ids": pair.judgment_ids})
+    conflicts = _evidence_conflicts(items, decided, pairs, node_of)
+    groups, merges, skipped = _merge_by_support(pairs)
     new_corpus, label_of = _relabel(corpus, node_of, groups)
     merge_frame = pd.DataFrame(
         [{"cluster_a": _name(m["a"]), "cluster_b": _name(m["b"]), "into": label_of[m["a"]], "support": m["support"],
           "judgment_ids": m["judgment_ids"]} for m in merges],
         columns=MERGE_COLUMNS,
     )
-    conflict_frame = pd.DataFrame(conflicts, columns=CONFLICT_COLUMNS)
+    conflict_frame = pd.DataFrame(conflicts + skipped, columns=CONFLICT_COLUMNS)
     return MergeResult(new_corpus, merge_frame, conflict_frame, items, sorted(int(i) for i in votes["id"]))
+
+
+def _evidence_conflicts(items: pd.DataFrame, decided: pd.DataFrame, pairs: pd.DataFrame, node_of: dict) -> list[dict]:
+    """Rule 2 and 3 conflicts: tied items, "different" inside a cluster, mixed cluster pairs."""
+    conflicts = [
+        _conflict("tie", node_of[i.query_qid], node_of[i.candidate_qid], i.judgment_ids,
+                  f"annotators split {i.same}:{i.different} on question {i.query_qid} vs {i.candidate_qid}; not merged")
+        for i in items[items["decision"] == "tie"].itertuples()
+    ]
+    conflicts += [
+        _conflict("within_cluster", i.a, i.b, i.judgment_ids,
+                  f"questions {i.query_qid} and {i.candidate_qid} are judged different but share cluster {_name(i.a)}")
+        for i in decided[(decided["a"] == decided["b"]) & (decided["decision"] == "different")].itertuples()
+    ]
+    conflicts += [
+        _conflict("mixed", p.a, p.b, p.judgment_ids,
+                  f"{p.same} item(s) judged same and {p.different} different between {_name(p.a)} and {_name(p.b)}; "
+                  "not merged")
+        for p in pairs[(pairs["same"] > 0) & (pairs["different"] > 0)].itertuples()
+    ]
+    return conflicts
+
+
+def _merge_by_support(pairs: pd.DataFrame) -> tuple[DisjointSet, list[dict], list[dict]]:
+    """Rule 4: join same-only pairs, best supported first, unless that joins a cannot-link pair.
+    Returns the groups, the merges made and the ``cannot_link`` conflicts for those skipped."""
+    cannot_link = pairs[pairs["different"] > 0]
+    groups = DisjointSet(list(pairs["a"]) + list(pairs["b"]))
+    merges, skipped = [], []
+    for pair in pairs[pairs["different"] == 0].sort_values(["same", "a", "b"], ascending=[False, True, True]).itertuples():
+        blocker = next((c for c in cannot_link.itertuples() if _would_join(groups, pair.a, pair.b, c.a, c.b)), None)
+        if blocker is None:
+            groups.merge(pair.a, pair.b)
+            merges.append({"a": pair.a, "b": pair.b, "support": pair.same, "judgment_ids": pair.judgment_ids})
+            continue
+        skipped.append(_conflict(
+            "cannot_link", pair.a, pair.b, sorted(pair.judgment_ids + blocker.judgment_ids),
+            f"joining {_name(pair.a)} and {_name(pair.b)} would put {_name(blocker.a)} and {_name(blocker.b)}, "
+            "judged different, in one cluster; not merged",
+        ))
+    return groups, merges, skipped
 
 
 def applicable_judgments(judgments: pd.DataFrame, corpus: pd.DataFrame) -> pd.DataFrame:

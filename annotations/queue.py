@@ -63,29 +63,27 @@ def spot_check(
             raise AnnotationError(f"cluster {cluster!r} is not in the corpus")
         queries = pd.DataFrame({"query_qid": members["qid"].to_numpy(), "query_text": pd.NA})
         texts = members["question"].tolist()
-        judged = _judged_pairs(mine)
+        member_qids = set(members["qid"])
+        done = {candidate for query, candidate in _judged_pairs(mine) if query in member_qids}
     else:
         queries = pd.DataFrame({"query_qid": [pd.NA], "query_text": [query_text]})
         texts = [query_text]
-        judged = set(mine.loc[mine["query_text"] == query_text, "candidate_qid"])
+        done = set(mine.loc[mine["query_text"] == query_text, "candidate_qid"])
     check_queries(texts, k)
-    distances, qids = retriever.search_ids(texts, k)
-    hits = _hits(queries, distances, qids, corpus)
+    hits = _hits(queries, *retriever.search_ids(texts, k), corpus)
     own = hits["cluster"].eq(cluster).fillna(False).to_numpy(bool) if cluster is not None else np.zeros(len(hits), bool)
-    reference = 0.0
-    if cluster is not None:
-        own_distances = hits.loc[own & (hits["candidate_qid"] != hits["query_qid"]), "distance"]
-        reference = float(own_distances.median()) if len(own_distances) else float(hits["distance"].max())
-    candidates = hits[~own].assign(suspicion=lambda f: reference - f["distance"])
-    if cluster is not None:
-        member_qids = set(members["qid"])
-        seen = candidates["candidate_qid"].map(lambda c: any((m, c) in judged for m in member_qids))
-    else:
-        seen = candidates["candidate_qid"].isin(judged)
-    candidates = candidates[~seen.astype(bool)]
+    reference = _reference_distance(hits, own) if cluster is not None else 0.0
+    candidates = hits[~own & ~hits["candidate_qid"].isin(done)].assign(suspicion=lambda f: reference - f["distance"])
     candidates = candidates.sort_values(["suspicion", "candidate_qid"], ascending=[False, True], kind="stable")
     queue = candidates.drop_duplicates("candidate_qid")[QUEUE_COLUMNS].reset_index(drop=True)
     return queue.astype({"query_qid": "Int64", "query_text": "string", "candidate_qid": "int64"})
+
+
+def _reference_distance(hits: pd.DataFrame, own: np.ndarray) -> float:
+    """R of ``spot_check``: the median distance of members retrieving other members, else the
+    largest distance retrieved."""
+    among_members = hits.loc[own & (hits["candidate_qid"] != hits["query_qid"]).to_numpy(bool), "distance"]
+    return float(among_members.median()) if len(among_members) else float(hits["distance"].max())
 
 
 def next_cluster(
@@ -119,7 +117,7 @@ def next_cluster(
 
 
 def _judged_pairs(judgments: pd.DataFrame) -> set[tuple[int, int]]:
-    """Question pairs (both orders) that have a label among ``judgments`` (corpus queries only)."""
+    """Question pairs, in both orders, that have a label among ``judgments`` (corpus queries only)."""
     by_qid = judgments[judgments["query_qid"].notna()]
     pairs = zip(by_qid["query_qid"].astype("int64"), by_qid["candidate_qid"])
     return {p for q, c in pairs for p in ((int(q), int(c)), (int(c), int(q)))}

@@ -76,6 +76,11 @@ def _transient(err: OperationalError | IntegrityError) -> bool:
     return sqlstate in ("40001", "40P01") or "locked" in message or "busy" in message
 
 
+def _pause(attempt: int) -> None:
+    """Jittered exponential backoff before retry ``attempt`` (0, 1, ...): 2 ms doubling to 0.5 s."""
+    time.sleep(min(0.5, 0.002 * 2 ** min(attempt, 8)) * random.uniform(0.5, 1.5))
+
+
 class AnnotationStore:
     """Judgments and corpus snapshots in one database; open it with ``annotations.db.open_store``."""
 
@@ -108,7 +113,7 @@ class AnnotationStore:
                     raise AnnotationError(
                         f"the annotation database stayed busy for {WRITE_PATIENCE_S:.0f} s; nothing was written, try again"
                     ) from err
-            time.sleep(min(0.5, 0.002 * 2 ** min(attempt, 8)) * random.uniform(0.5, 1.5))
+            _pause(attempt)
             attempt += 1
 
     # -- corpus snapshots -------------------------------------------------------------------

@@ -11,6 +11,7 @@ import multiprocessing
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -26,6 +27,8 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect, make_url, text
 
+import annotations.db
+import annotations.store
 from annotations.db import alembic_config, open_store
 from annotations.errors import AnnotationError
 from annotations.models import Base
@@ -316,6 +319,43 @@ def test_one_annotator_in_eight_threads_keeps_exactly_one_current_label_per_item
         replaced = history[~history["is_current"]]
         assert replaced["superseded_by"].notna().all() and replaced["superseded_by"].is_unique
         assert (replaced["superseded_by"].astype("int64").to_numpy() > replaced["id"].to_numpy()).all()
+
+
+@pytest.fixture
+def locked_sqlite(scratch_dir, corpus, monkeypatch):
+    """A store whose SQLite waits only 1 ms for a lock (so record() itself must retry), and a
+    separate connection that holds the write lock until it is released."""
+    monkeypatch.setattr(annotations.db, "SQLITE_BUSY_TIMEOUT_MS", 1)
+    path = scratch_dir / "busy.db"
+    store = open_store(f"sqlite:///{path}")
+    store.register_corpus(VERSION, corpus)
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    yield store, holder
+    holder.close()
+    store.close()
+
+
+def test_a_write_retries_until_a_busy_sqlite_database_is_free(locked_sqlite, monkeypatch):
+    store, holder = locked_sqlite
+    pauses = []
+    real_pause = annotations.store._pause
+    monkeypatch.setattr(annotations.store, "_pause", lambda attempt: (pauses.append(attempt), real_pause(attempt)))
+    release = threading.Timer(0.3, holder.execute, args=("COMMIT",))
+    release.start()
+    judgment = store.record("ann", 2, "same", VERSION, query_qid=1)
+    release.join()
+    assert len(pauses) > 0  # the first attempt met the lock and was retried
+    assert store.judgments()["id"].tolist() == [judgment]
+
+
+def test_a_database_busy_for_too_long_gives_a_clear_error_and_writes_nothing(locked_sqlite, monkeypatch):
+    store, holder = locked_sqlite
+    monkeypatch.setattr(annotations.store, "WRITE_PATIENCE_S", 0.2)
+    with pytest.raises(AnnotationError, match="stayed busy for .* s; nothing was written, try again"):
+        store.record("ann", 2, "same", VERSION, query_qid=1)
+    holder.execute("ROLLBACK")
+    assert store.judgments().empty and store.annotators() == []
 
 
 KILLED_WRITER = """
