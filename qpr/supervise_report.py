@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from qpr.fsutil import atomic_path
 from qpr.supervise import Supervision, threshold_table
@@ -103,6 +104,9 @@ def coherence_figure(result: Supervision, name: str) -> Figure:
     scatter.axhline(result.min_coherence, color="black", linestyle="--", linewidth=1)
     scatter.set(xscale="log", xlabel="questions in cluster (n)", ylabel="coherence c", ylim=(0, 1.02),
                 title="coherence against size")
+    scatter.set_xticks([t for t in (2, 5, 10, 20, 50, 100, 200, 500, 1000) if t <= n[-1]])
+    scatter.xaxis.set_major_formatter(ScalarFormatter())
+    scatter.xaxis.set_minor_formatter(NullFormatter())
     scatter.legend(fontsize="small")
     return fig
 
