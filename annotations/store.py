@@ -14,7 +14,7 @@ import numbers
 import operator
 import random
 import time
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Callable, TypeVar
 
 import pandas as pd
