@@ -39,6 +39,7 @@ from qpr.errors import QPRError
 from qpr.retrain import ServedModel, compare, retrain
 from qpr.supervise import cluster_coherence
 
+SEARCH_WIDTHS = ["9%", "55%", "24%", "12%"]  # rank, question, cluster, distance
 LABEL_BUTTONS = (("same", "Same meaning", "1 / S"), ("different", "Different", "2 / D"), ("unsure", "Unsure", "3 / U"))
 
 # Keyboard shortcuts for the Annotate tab: a key clicks the matching button while it is on screen,
@@ -118,6 +119,7 @@ class QPRApp:
         self.examples = examples
         self.cache = Path(cache or cache_dir())
         self.last_comparison: pd.DataFrame | None = None
+        self.replaced: Bundle | None = None  # the bundle the last confirmed retraining replaced
         store.register_corpus(model.current().bundle.version, model.current().bundle.corpus)
 
     # -- identity ---------------------------------------------------------------------------
@@ -138,6 +140,8 @@ class QPRApp:
         try:
             return f"Annotating as **{plain(self.annotator(None, request, profile))}**"
         except QPRError:
+            if self.identity == "name":
+                return "Anyone can search; type your name to annotate."
             return "Not signed in: you can search, but sign in to annotate."
 
     # -- search -----------------------------------------------------------------------------
@@ -315,6 +319,7 @@ class QPRApp:
         bundle = candidate.served.bundle
         path = bundle.save(self.cache / "bundles" / bundle.version)
         self.store.register_corpus(bundle.version, bundle.corpus)
+        self.replaced = self.model.current().bundle
         self.model.confirm(bundle.version)
         note = (f"Now serving **{plain(bundle.version)}**, saved in **{plain(path)}**. "
                 "Start the app with QPR_BUNDLE set to that folder to serve it after a restart.")
@@ -327,31 +332,33 @@ class QPRApp:
     # -- metrics ----------------------------------------------------------------------------
 
     def metrics(self):
-        """Training curves of the served (and any retrained) model, and H@1 / MRR before and after."""
-        bundles = [("served", self.model.current().bundle)]
+        """Training curves of the served model (and of the one it replaced, or of a retrained one
+        waiting), and H@1 / MRR before and after the last retraining."""
+        bundles = [("replaced", self.replaced), ("served", self.model.current().bundle)]
         candidate = self.model.candidate()
         if candidate is not None:
             bundles.append(("retrained", candidate.served.bundle))
         curves = pd.DataFrame(
             [{"model": f"{name} {bundle.version}", "epoch": row["epoch"], "val ROC AUC": row["val_auc"], "loss": row["loss"]}
-             for name, bundle in bundles for row in bundle.manifest.get("training", {}).get("history", [])],
+             for name, bundle in bundles if bundle is not None
+             for row in bundle.manifest.get("training", {}).get("history", [])],
             columns=["model", "epoch", "val ROC AUC", "loss"],
         )
         if self.last_comparison is not None:
-            scores = self.last_comparison.rename(columns={"model": "model_role"}).assign(
-                model=lambda f: f["model_role"].map({"current": "before", "retrained": "after"}))
+            scores = self.last_comparison.assign(model=self.last_comparison["model"].map({"current": "before", "retrained": "after"}))
             caption = "Before and after the last retraining, on the same held-out queries (corrected clusters)."
         else:
-            served = bundles[0][1]
+            served = self.model.current().bundle
             scores = pd.DataFrame([{"model": "served", "split": split} | values
                                    for split, values in served.manifest.get("metrics", {}).items()])
             caption = "The served model on its held-out clusters (retrain to compare before and after)."
         bars = pd.DataFrame(
-            [{"measure": f"{metric} ({row['split']})", "model": row["model"], "value": row[metric]}
-             for _, row in scores.iterrows() for metric in ("H1", "MRR")],
+            [{"measure": f"{metric} {split} · {model}", "model": model, "value": row[metric]}
+             for metric in ("H1", "MRR") for split in scores["split"].unique()
+             for model, row in scores[scores["split"] == split].set_index("model").iterrows()],
             columns=["measure", "model", "value"],
         )
-        return curves, curves, bars, caption
+        return curves, curves, gr.BarPlot(value=bars, sort=list(bars["measure"])), caption
 
 
 def _item_key(row: pd.Series) -> str:
@@ -378,7 +385,7 @@ def identity_mode(auth: list[tuple[str, str]] | None) -> str:
 
 def build_ui(app: QPRApp) -> gr.Blocks:
     """The tabs, wired to ``app``'s handlers."""
-    with gr.Blocks(title="Question paraphrase retrieval") as demo:
+    with gr.Blocks(title="Question paraphrase retrieval", fill_width=True) as demo:
         gr.Markdown("# Question paraphrase retrieval\nFind questions that mean the same, mark the ones filed "
                     "under the wrong cluster, retrain on the corrected clusters.")
         with gr.Row():
@@ -395,10 +402,10 @@ def build_ui(app: QPRApp) -> gr.Blocks:
                 with_bm25 = gr.Checkbox(label="Compare with BM25")
             search = gr.Button("Search", variant="primary")
             with gr.Row():
-                dense = gr.Dataframe(label="SDML encoder (distance: squared Euclidean)", datatype=["number", "str", "str", "number"],
-                                     interactive=False, wrap=True)
-                bm25 = gr.Dataframe(label="BM25 (distance: minus the BM25 score)", datatype=["number", "str", "str", "number"],
-                                    interactive=False, wrap=True, visible=False)
+                dense = gr.Dataframe(label="SDML encoder (distance: squared Euclidean)", elem_id="search-dense", datatype=["number", "str", "str", "number"],
+                                     interactive=False, wrap=True, column_widths=SEARCH_WIDTHS)
+                bm25 = gr.Dataframe(label="BM25 (distance: minus the BM25 score)", elem_id="search-bm25", datatype=["number", "str", "str", "number"],
+                                    interactive=False, wrap=True, visible=False, column_widths=SEARCH_WIDTHS)
             gr.Examples([[q] for q in app.examples], inputs=[query], outputs=[dense, bm25], fn=lambda q: app.search(q, 10, False),
                         run_on_click=True, cache_examples=False, label="Examples (click to search)")
             for trigger in (search.click, query.submit):
@@ -414,13 +421,14 @@ def build_ui(app: QPRApp) -> gr.Blocks:
                 next_btn = gr.Button("Next cluster", variant="primary")
                 typed = gr.Textbox(label="…or check a query", scale=2)
                 typed_btn = gr.Button("Check query")
-            status = gr.Markdown()
-            progress_md = gr.Markdown()
+            status = gr.Markdown(elem_id="annotate-status")
+            progress_md = gr.Markdown(elem_id="annotate-progress")
             with gr.Row():
                 members = gr.Dataframe(label="The cluster's questions", datatype=["number", "str"], interactive=False, wrap=True)
                 with gr.Column():
-                    asked = gr.Textbox(label="Query", interactive=False, lines=2)
-                    candidate = gr.Textbox(label="Retrieved from another cluster: same meaning?", interactive=False, lines=2)
+                    asked = gr.Textbox(label="Query", interactive=False, lines=2, elem_id="annotate-query")
+                    candidate = gr.Textbox(label="Retrieved from another cluster: same meaning?", interactive=False, lines=2,
+                                           elem_id="annotate-candidate")
                     details = gr.Markdown()
                     with gr.Row():
                         label_buttons = {label: gr.Button(f"{text} ({keys})", elem_id=f"judge-{label}",
@@ -449,7 +457,8 @@ def build_ui(app: QPRApp) -> gr.Blocks:
                                        interactive=False)
                 cluster_members = gr.Dataframe(label="Members", datatype=["number", "str", "str"], interactive=False, wrap=True)
             touching = gr.Dataframe(label="Judgments touching this cluster", datatype="str", interactive=False, wrap=True)
-            merges = gr.Dataframe(label="Merges proposed by the current judgments", datatype="str", interactive=False, wrap=True)
+            merges = gr.Dataframe(label="Merges proposed by the current judgments", datatype="str", interactive=False, wrap=True,
+                                  elem_id="clusters-merges")
             conflicts = gr.Dataframe(label="Conflicts to review", datatype="str", interactive=False, wrap=True)
             show.click(app.show_cluster, [cluster], [summary, cluster_members, touching])
             cluster.submit(app.show_cluster, [cluster], [summary, cluster_members, touching])
@@ -464,12 +473,12 @@ def build_ui(app: QPRApp) -> gr.Blocks:
                 fmt = gr.Radio(["csv", "jsonl", "parquet"], value="csv", label="Export format")
                 export_btn = gr.Button("Export corrected clusters", variant="primary")
             export_note = gr.Markdown()
-            files = gr.File(label="Download", file_count="multiple", interactive=False)
+            files = gr.File(label="Download", file_count="multiple", interactive=False, elem_id="export-files")
             export_btn.click(app.export_clusters, [fmt], [files, export_note])
             with gr.Row():
                 epochs = gr.Slider(1, 20, value=5, step=1, label="Maximum epochs")
                 retrain_btn = gr.Button("Retrain on corrected clusters", variant="primary")
-            retrain_note = gr.Markdown()
+            retrain_note = gr.Markdown(elem_id="retrain-note")
             comparison = gr.Dataframe(label="Old and new model on the same held-out clusters", interactive=False)
             with gr.Row():
                 confirm = gr.Button("Use the retrained model", interactive=False, variant="primary")
@@ -482,9 +491,9 @@ def build_ui(app: QPRApp) -> gr.Blocks:
         with gr.Tab("Metrics") as metrics_tab:
             caption = gr.Markdown()
             with gr.Row():
-                auc = gr.LinePlot(x="epoch", y="val ROC AUC", color="model", label="Validation ROC AUC per epoch")
-                loss = gr.LinePlot(x="epoch", y="loss", color="model", label="Training loss per epoch")
-            bars = gr.BarPlot(x="measure", y="value", color="model", label="H@1 and MRR", y_lim=[0, 1])
+                auc = gr.LinePlot(x="epoch", y="val ROC AUC", color="model", label="Validation ROC AUC per epoch", x_axis_format="d")
+                loss = gr.LinePlot(x="epoch", y="loss", color="model", label="Training loss per epoch", x_axis_format="d")
+            bars = gr.BarPlot(x="measure", y="value", color="model", label="H@1 and MRR", y_lim=[0, 1], x_label_angle=-30)
             metrics_tab.select(app.metrics, None, [auc, loss, bars, caption])
 
         demo.load(app.whoami, None, [who])

@@ -31,6 +31,10 @@ def qpr_app(bundle, tmp_path):  # noqa: F811
     store.close()
 
 
+def plotted(plot: gr.BarPlot) -> pd.DataFrame:
+    return pd.DataFrame(plot.value["data"], columns=plot.value["columns"])
+
+
 def judge_until(qpr_app, view, cluster, name="ann"):
     """Answer "unsure" until the current candidate belongs to ``cluster``; returns that view."""
     while view[0]["position"] < len(view[0]["queue"]):
@@ -244,13 +248,17 @@ def test_retrain_compares_then_swaps_only_on_confirm(qpr_app):
     assert list(table["model"]) == ["current", "current", "retrained", "retrained"]
     assert confirm.interactive and discard.interactive and "1 merge(s)" in note
     assert qpr_app.model.current().bundle.version == old_version, "nothing changes before confirming"
-    curves, _, bars, caption = qpr_app.metrics()
+    curves, _, plot, caption = qpr_app.metrics()
+    bars = plotted(plot)
     assert set(bars["model"]) == {"before", "after"} and "Before and after" in caption
+    assert plot.sort == list(bars["measure"]), "bars keep their order: before next to after"
     assert curves["model"].str.startswith("retrained").any()
     note, confirm, _ = qpr_app.confirm()
     served = qpr_app.model.current().bundle
     assert served.version != old_version and plain(served.version) in note and not confirm.interactive
     assert (qpr_app.cache / "bundles" / served.version / "manifest.json").is_file()
+    curves = qpr_app.metrics()[0]
+    assert {m.split()[0] for m in curves["model"]} == {"replaced", "served"}
     assert served.version in set(qpr_app.store.bundle_versions()["version"])
     twins = served.corpus[served.corpus["cluster"].isin([TWIN_A, TWIN_B])]
     assert twins["cluster"].nunique() == 1, "the new bundle serves the corrected clusters"
@@ -289,10 +297,11 @@ def test_searches_answer_while_retraining_runs(qpr_app, monkeypatch):
 
 
 def test_metrics_show_the_served_model_before_any_retraining(qpr_app, bundle):  # noqa: F811
-    curves, _, bars, caption = qpr_app.metrics()
+    curves, _, plot, caption = qpr_app.metrics()
+    bars = plotted(plot)
     assert len(curves) == len(bundle.manifest["training"]["history"])
-    assert set(bars["measure"]) == {"H1 (val)", "MRR (val)", "H1 (test)", "MRR (test)"}
-    assert bars.set_index("measure").loc["H1 (test)", "value"] == bundle.manifest["metrics"]["test"]["H1"]
+    assert list(bars["measure"]) == ["H1 val · served", "H1 test · served", "MRR val · served", "MRR test · served"]
+    assert bars.set_index("measure").loc["H1 test · served", "value"] == pytest.approx(bundle.manifest["metrics"]["test"]["H1"])
     assert "retrain to compare" in caption
 
 

@@ -1,0 +1,167 @@
+"""The app in headless Chromium: search, annotate a false negative (by keyboard), find the judgment
+in the database, see the proposed merge, download an export with the merged cluster, retrain.
+
+Starts ``python app.py`` on the demo corpus on a free localhost port with a temporary SQLite
+database and bundle cache, and saves a screenshot of each tab to ``test-artifacts/``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from annotations.db import open_store
+from qpr.data import read_cluster_file
+from qpr.demo import DEMO_CORPUS, SPLIT_PARAPHRASES
+from test_app_demo import bundle, demo_cache  # noqa: F401  (session fixtures: the bundle cache is built once)
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
+TWIN_A, TWIN_B = SPLIT_PARAPHRASES[0]
+STARTUP_LIMIT_S = 240  # generous: only a guard against a server that never comes up
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def server(bundle, demo_cache, tmp_path):  # noqa: F811  (bundle: the demo cache is filled before the app starts)
+    port = free_port()
+    db_url = f"sqlite:///{tmp_path / 'annotations.db'}"
+    env = {key: value for key, value in os.environ.items() if key not in ("QPR_AUTH", "QPR_BUNDLE", "SYSTEM")}
+    env |= {"QPR_DB_URL": db_url, "QPR_CACHE_DIR": str(demo_cache), "GRADIO_SERVER_PORT": str(port),
+            "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_ANALYTICS_ENABLED": "False"}
+    log = (tmp_path / "app.log").open("w")
+    process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + STARTUP_LIMIT_S
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=5)
+            break
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                pytest.fail(f"the app did not come up:\n{(tmp_path / 'app.log').read_text()[-3000:]}")
+            time.sleep(0.5)
+    yield url, db_url
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+    log.close()
+
+
+@pytest.fixture
+def page():
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -r requirements-dev.txt)")
+    if not CHROMIUM.is_file():
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+        yield context.new_page()
+        browser.close()
+
+
+def shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def test_search_annotate_merge_export_retrain(server, page, tmp_path):
+    from playwright.sync_api import expect
+
+    url, db_url = server
+    corpus = read_cluster_file(DEMO_CORPUS)
+    cluster_of = dict(zip(corpus["question"], corpus["cluster"].fillna("")))
+    page.goto(url)
+
+    # Search: results from both retrievers; markup inside questions is shown as text.
+    page.get_by_label("Question").fill("Best way to get crispy roast potatoes?")
+    page.get_by_label("Compare with BM25").check()
+    page.get_by_role("button", name="Search", exact=True).click()
+    dense = page.locator("#search-dense")
+    expect(dense).to_contain_text("<b>Best</b> way to get crispy roast potatoes?")
+    expect(dense).to_contain_text("How do I make **really** crispy roast potatoes?")
+    expect(page.locator("#search-bm25")).to_contain_text("crispy")
+    assert page.locator("#search-dense b, #search-dense strong, #search-bm25 b, #search-bm25 strong").count() == 0
+    shot(page, "1-search")
+
+    # Annotate: the keyboard answers "unsure" until a question of the twin cluster comes up, then "same".
+    page.get_by_role("tab", name="Annotate").click()
+    page.get_by_label("Your name (needed to annotate)").fill("tester")
+    page.get_by_label("Cluster (empty: the app picks one)").fill(TWIN_A)
+    page.get_by_role("button", name="Next cluster").click()
+    candidate_box = page.locator("#annotate-candidate textarea")
+    expect(candidate_box).not_to_have_value("")
+    progress = page.locator("#annotate-progress")
+    for judged in range(1, 41):
+        candidate = candidate_box.input_value()
+        page.locator("h1").click()  # keys go to the page, not to a text field
+        page.keyboard.press("1" if cluster_of.get(candidate) == TWIN_B else "3")
+        expect(progress).to_contain_text(f"Judged today: {judged} ")
+        if cluster_of.get(candidate) == TWIN_B:
+            break
+    else:
+        pytest.fail(f"no question of {TWIN_B} was proposed for {TWIN_A}")
+    shot(page, "2-annotate")
+
+    with open_store(db_url) as store:
+        same = store.judgments(annotator="tester").query("label == 'same'")
+    assert len(same) == 1
+    assert (same.iloc[0]["query_cluster"], same.iloc[0]["candidate_cluster"]) == (TWIN_A, TWIN_B)
+    assert same.iloc[0]["candidate_question"] == candidate
+
+    # Clusters: the judgment proposes merging the two clusters.
+    page.get_by_role("tab", name="Clusters").click()
+    merges = page.locator("#clusters-merges")
+    expect(merges).to_contain_text(TWIN_A)
+    expect(merges).to_contain_text(TWIN_B)
+    page.get_by_label("Cluster id").fill(TWIN_B)
+    page.get_by_role("button", name="Show", exact=True).click()
+    expect(page.get_by_text("coherence", exact=False).first).to_be_visible()
+    shot(page, "3-clusters")
+
+    # Export: the downloaded cluster file holds both clusters under one id.
+    page.get_by_role("tab", name="Retrain & export").click()
+    page.get_by_role("button", name="Export corrected clusters").click()
+    cluster_file = page.locator("#export-files tr").filter(has_text=".csv").filter(has_not_text="pairs").filter(has_not_text="manifest")
+    link = cluster_file.locator("a")
+    expect(link).to_be_visible()
+    with page.expect_download() as download:
+        link.click()
+    exported = read_cluster_file(download.value.path().rename(tmp_path / "export.csv"))
+    twins = exported[exported["qid"].isin(corpus.loc[corpus["cluster"].isin([TWIN_A, TWIN_B]), "qid"])]
+    assert twins["cluster"].nunique() == 1 and len(twins) == corpus["cluster"].isin([TWIN_A, TWIN_B]).sum()
+
+    # Retrain on the corrected clusters, compare, and switch.
+    page.get_by_role("button", name="Retrain on corrected clusters").click()
+    confirm = page.get_by_role("button", name="Use the retrained model")
+    expect(confirm).to_be_enabled(timeout=STARTUP_LIMIT_S * 1000)
+    expect(page.locator("#retrain-note")).to_contain_text("is ready")
+    shot(page, "4-retrain-export")
+    confirm.click()
+    expect(page.locator("#retrain-note")).to_contain_text("Now serving")
+
+    page.get_by_role("tab", name="Metrics").click()
+    expect(page.get_by_text("Before and after the last retraining")).to_be_visible()
+    page.wait_for_timeout(1500)  # let the plots finish drawing before the screenshot
+    shot(page, "5-metrics")
