@@ -13,7 +13,7 @@ import sys
 from annotations.agreement import agreement
 from annotations.db import open_store
 from annotations.export import FORMATS, export, manifest_path
-from qpr.errors import QPRError
+from qpr.cli import run
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -62,15 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except QPRError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    return run(build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -205,8 +205,12 @@ def _index_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nprobe", type=int, default=IndexConfig().nprobe, help="IVF lists searched per query")
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def run(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
+    """Parse ``argv`` and call the chosen subcommand's ``func``; user errors become one line + exit 2.
+
+    Shared by every command-line entry point of the project (``python -m qpr``, ``python -m annotations``).
+    """
+    args = parser.parse_args(argv)
     try:
         return args.func(args)
     except QPRError as err:
@@ -215,3 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: nothing was written", file=sys.stderr)
         return 130
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(build_parser(), argv)
