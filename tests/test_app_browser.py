@@ -1,24 +1,18 @@
 """The app in headless Chromium: search, annotate a false negative (by keyboard), find the judgment
 in the database, see the proposed merge, download an export with the merged cluster, retrain.
 
-Starts ``python app.py`` on the demo corpus on a free localhost port with a temporary SQLite
-database and bundle cache, and saves a screenshot of each tab to ``test-artifacts/``.
+Starts ``python app.py`` (``bench.startup.start_app``) on the demo corpus on a free localhost port
+with a temporary SQLite database and bundle cache, and saves a screenshot of each tab to ``test-artifacts/``.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from annotations.db import open_store
+from bench.startup import start_app, stop_app
 from qpr.data import read_cluster_file
 from qpr.demo import DEMO_CORPUS, SPLIT_PARAPHRASES
 from test_app_demo import bundle, demo_cache  # noqa: F401  (session fixtures: the bundle cache is built once)
@@ -31,42 +25,18 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync"]
 TWIN_A, TWIN_B = SPLIT_PARAPHRASES[0]
-STARTUP_LIMIT_S = 240  # generous: only a guard against a server that never comes up
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+RETRAIN_LIMIT_MS = 240_000  # generous: only a guard against a retraining that never ends
 
 
 @pytest.fixture
 def server(bundle, demo_cache, tmp_path):  # noqa: F811  (bundle: the demo cache is filled before the app starts)
-    port = free_port()
     db_url = f"sqlite:///{tmp_path / 'annotations.db'}"
-    env = {key: value for key, value in os.environ.items() if key not in ("QPR_AUTH", "QPR_BUNDLE", "SYSTEM")}
-    env |= {"QPR_DB_URL": db_url, "QPR_CACHE_DIR": str(demo_cache), "GRADIO_SERVER_PORT": str(port),
-            "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_ANALYTICS_ENABLED": "False"}
-    log = (tmp_path / "app.log").open("w")
-    process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + STARTUP_LIMIT_S
-    while True:
-        try:
-            urllib.request.urlopen(url, timeout=5)
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"the app did not come up:\n{(tmp_path / 'app.log').read_text()[-3000:]}")
-            time.sleep(0.5)
-    yield url, db_url
-    process.send_signal(signal.SIGINT)
     try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-    log.close()
+        process, url, _ = start_app({"QPR_DB_URL": db_url, "QPR_CACHE_DIR": str(demo_cache)}, tmp_path / "app.log")
+    except RuntimeError as err:
+        pytest.fail(str(err))
+    yield url, db_url
+    stop_app(process)
 
 
 @pytest.fixture
@@ -86,7 +56,7 @@ def shot(page, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
-def test_search_annotate_merge_export_retrain(server, page, tmp_path):
+def test_search_annotate_merge_export_retrain(page, server, tmp_path):  # page first: skip before starting the app
     from playwright.sync_api import expect
 
     url, db_url = server
@@ -155,7 +125,7 @@ def test_search_annotate_merge_export_retrain(server, page, tmp_path):
     # Retrain on the corrected clusters, compare, and switch.
     page.get_by_role("button", name="Retrain on corrected clusters").click()
     confirm = page.get_by_role("button", name="Use the retrained model")
-    expect(confirm).to_be_enabled(timeout=STARTUP_LIMIT_S * 1000)
+    expect(confirm).to_be_enabled(timeout=RETRAIN_LIMIT_MS)
     expect(page.locator("#retrain-note")).to_contain_text("is ready")
     shot(page, "4-retrain-export")
     confirm.click()
