@@ -74,8 +74,8 @@ def run_dataset(name: str, setting: Setting, seed: int, max_epochs: int) -> tupl
     summary (``qpr.supervise_report.summary``)."""
     log = read_log(preset=name)
     result = supervise(log, setting.min_coherence, seed, setting.multi_answer)
-    write_report(result, REPORTS / name, name)
-    info = summary(result, name)
+    write_report(result, REPORTS / name, name, samples=False)
+    info = summary(result, name) | {"samples": False}
     other = next(m for m in MULTI_ANSWER if m != setting.multi_answer)
     alternative = supervise(log, setting.min_coherence, seed, other).clusters
     entry = {

@@ -156,19 +156,29 @@ def render_markdown(info: dict, files: str = ".", heading: str = "##") -> str:
     if info["largest_removed"]:
         lines += ["The largest clusters the filter removed (first questions shown):", "",
                   _table(info["largest_removed"], ["answers", "size", "coherence", "questions"]), ""]
-    lines += [f"Spot-check samples: [kept clusters]({files}/kept_sample.csv), "
-              f"[removed clusters]({files}/removed_sample.csv).", ""]
+    if info["samples"]:
+        lines += [f"Spot-check samples: [kept clusters]({files}/kept_sample.csv), "
+                  f"[removed clusters]({files}/removed_sample.csv).", ""]
+    else:
+        lines += ["Spot-check samples are not kept here (the logs' licences do not allow redistributing them): "
+                  f"`python -m qpr supervise --preset {info['name']} --out clusters.tsv --report DIR` writes "
+                  "them locally.", ""]
     return "\n".join(lines)
 
 
-def write_report(result: Supervision, directory: str | Path, name: str) -> Path:
-    """Write the report folder for ``result`` atomically (replacing an older one); returns it."""
-    info = summary(result, name)
+def write_report(result: Supervision, directory: str | Path, name: str, samples: bool = True) -> Path:
+    """Write the report folder for ``result`` atomically (replacing an older one); returns it.
+
+    ``samples=False`` leaves out the spot-check CSVs, which quote the log verbatim: for reports
+    committed about data sets that may not be redistributed.
+    """
+    info = summary(result, name) | {"samples": samples}
     with atomic_path(directory, directory=True) as tmp:
         (tmp / "summary.json").write_text(json.dumps(info, indent=2, ensure_ascii=False))
         (tmp / "report.md").write_text(render_markdown(info, heading="#"))
         threshold_table(result.clusters).to_csv(tmp / "thresholds.csv", index=False)
-        sample_clusters(result, kept=True).to_csv(tmp / "kept_sample.csv", index=False)
-        sample_clusters(result, kept=False).to_csv(tmp / "removed_sample.csv", index=False)
+        if samples:
+            sample_clusters(result, kept=True).to_csv(tmp / "kept_sample.csv", index=False)
+            sample_clusters(result, kept=False).to_csv(tmp / "removed_sample.csv", index=False)
         coherence_figure(result, name).savefig(tmp / "coherence.png", dpi=80)
     return Path(directory)

@@ -175,6 +175,13 @@ def test_report_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
     assert not (tmp_path / "other").exists() and [p.name for p in tmp_path.iterdir()] == ["report"]
 
 
+def test_report_without_samples_quotes_no_question(tmp_path):
+    result = supervise(log_of([(q, ["three"]) for q in UNRELATED] + list(topic_log(5).itertuples(index=False))))
+    folder = write_report(result, tmp_path / "report", "synthetic", samples=False)
+    assert sorted(p.name for p in folder.iterdir()) == ["coherence.png", "report.md", "summary.json", "thresholds.csv"]
+    assert "python -m qpr supervise --preset synthetic" in (folder / "report.md").read_text()
+
+
 def test_log_without_shared_answers_gives_no_clusters_and_an_empty_report(tmp_path):
     log = log_of([("a b", ["x"]), ("c d", []), ("e f", ["z"])])
     result = supervise(log)
