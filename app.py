@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import html
+import json
 import os
 import re
 import sys
@@ -287,10 +288,10 @@ class QPRApp:
         out = self.cache / "exports" / f"corrected-{stamp}.{fmt}"
         export(self.store, served.bundle.corpus, fmt, out, bundle_version=served.bundle.version)
         files = [str(out), str(pairs_path(out)), str(manifest_path(out))]
-        result = corrected_clusters(self.store, served.bundle.corpus)
-        note = (f"Exported {len(result.corpus)} questions: {served.bundle.corpus['cluster'].nunique()} clusters before, "
-                f"{result.corpus['cluster'].nunique()} after {len(result.merges)} merge(s); "
-                f"{len(result.judgment_ids)} judgment(s) included, {len(result.conflicts)} conflict(s) left for review.")
+        done = json.loads(manifest_path(out).read_text())
+        note = (f"Exported {done['questions']} questions: {done['clusters_before']} clusters before, "
+                f"{done['clusters_after']} after {len(done['merges'])} merge(s); {len(done['judgment_ids'])} judgment(s) "
+                f"included, {len(done['conflicts'])} conflict(s) left for review.")
         return files, note
 
     @shows_errors
@@ -300,8 +301,13 @@ class QPRApp:
         progress(0, desc="Merging judgments into corrected clusters")
         served = self.model.current()
         result = corrected_clusters(self.store, served.bundle.corpus)
-        new = retrain(served.bundle, result.corpus, max_epochs=int(epochs))
-        progress(0.95, desc="Evaluating both models on the held-out clusters")
+        epochs = int(epochs)
+
+        def epoch_done(row: dict) -> None:
+            progress(row["epoch"] / epochs, desc=f"Epoch {row['epoch']} of at most {epochs}: validation ROC AUC {row['val_auc']:.3f}")
+
+        new = retrain(served.bundle, result.corpus, max_epochs=epochs, on_epoch=epoch_done)
+        progress(1.0, desc="Evaluating both models on the held-out clusters")
         comparison = compare(served.bundle, new, result.corpus)
         self.model.propose(new, comparison)
         self.last_comparison = comparison
@@ -406,8 +412,9 @@ def build_ui(app: QPRApp) -> gr.Blocks:
                                      interactive=False, wrap=True, column_widths=SEARCH_WIDTHS)
                 bm25 = gr.Dataframe(label="BM25 (distance: minus the BM25 score)", elem_id="search-bm25", datatype=["number", "str", "str", "number"],
                                     interactive=False, wrap=True, visible=False, column_widths=SEARCH_WIDTHS)
-            gr.Examples([[q] for q in app.examples], inputs=[query], outputs=[dense, bm25], fn=lambda q: app.search(q, 10, False),
-                        run_on_click=True, cache_examples=False, label="Examples (click to search)")
+            gr.Examples([[q, 10, True] for q in app.examples], inputs=[query, k, with_bm25], outputs=[dense, bm25],
+                        fn=app.search, run_on_click=True, cache_examples=False, visible_columns=[0],
+                        label="Examples (click to search with both retrievers)")
             for trigger in (search.click, query.submit):
                 trigger(app.search, [query, k, with_bm25], [dense, bm25])
 

@@ -244,7 +244,10 @@ def test_retrain_compares_then_swaps_only_on_confirm(qpr_app):
     qpr_app.judge("same", view[0], "ann", None, None)
     with pytest.raises(gr.Error, match="No retrained model"):
         qpr_app.confirm()
-    table, note, confirm, discard = qpr_app.retrain(1, NO_PROGRESS)
+    steps = []
+    table, note, confirm, discard = qpr_app.retrain(1, lambda fraction, desc: steps.append((fraction, desc)))
+    assert steps[0][0] == 0 and steps[-1][0] == 1.0
+    assert any(desc.startswith("Epoch 1 of at most 1: validation ROC AUC") for _, desc in steps)
     assert list(table["model"]) == ["current", "current", "retrained", "retrained"]
     assert confirm.interactive and discard.interactive and "1 merge(s)" in note
     assert qpr_app.model.current().bundle.version == old_version, "nothing changes before confirming"
