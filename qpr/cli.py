@@ -20,11 +20,12 @@ from qpr.evaluate import evaluate
 from qpr.experiment import run_experiment
 from qpr.index import IndexConfig
 from qpr.qalogs import PRESETS, read_log
+from qpr.retrain import train_bundle
 from qpr.service import BM25Retriever, DenseRetriever
 from qpr.supervise import DEFAULT_MIN_COHERENCE, MULTI_ANSWER, supervise
 from qpr.supervise_report import write_report
 from qpr.text import TextConfig
-from qpr.train import TrainConfig, train
+from qpr.train import TrainConfig
 
 
 def _train_config(args: argparse.Namespace) -> TrainConfig:
@@ -36,22 +37,18 @@ def _train_config(args: argparse.Namespace) -> TrainConfig:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    corpus = load_corpus(args.data, seed=args.seed)
-    config = _train_config(args)
-    result = train(
-        corpus, config,
+    bundle = train_bundle(
+        load_corpus(args.data, seed=args.seed),
+        _train_config(args),
         TextConfig(vocab_size=args.vocab_size, hash_bins=args.hash_bins, max_len=args.max_len),
         EncoderConfig(windows=tuple(args.windows)),
+        IndexConfig(args.index, args.nprobe),
+        data=str(args.data),
         progress=not args.quiet,
     )
-    print(f"trained {len(result.history)} epoch(s) in {result.seconds:.0f}s ({result.stopped}); "
-          f"best epoch {result.best_epoch}, val ROC AUC {result.best_auc:.4f}", file=sys.stderr)
-    info = {"config": asdict(config), "data": str(args.data)} | result.summary()
-    bundle = Bundle.create(result.encoder, result.vocab, corpus, IndexConfig(args.index, args.nprobe), train_info=info)
-    retriever = DenseRetriever(bundle)
-    for split in ("val", "test"):
-        if ((corpus["split"] == split) & corpus["cluster"].notna()).any():
-            bundle.manifest["metrics"][split] = evaluate(retriever, corpus, split)
+    run = bundle.manifest["training"]
+    print(f"trained {len(run['history'])} epoch(s) in {run['seconds']:.0f}s ({run['stopped']}); "
+          f"best epoch {run['best_epoch']}, val ROC AUC {run['best_auc']:.4f}", file=sys.stderr)
     bundle.save(args.out)
     print(json.dumps({"bundle": str(args.out), "version": bundle.version, "metrics": bundle.manifest["metrics"]}, indent=2))
     return 0

@@ -6,7 +6,7 @@ over any number of questions in batches and returns a float32 matrix ready for F
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Sequence
 
 import numpy as np

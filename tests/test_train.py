@@ -8,7 +8,6 @@ from qpr.evaluate import evaluate
 from qpr.bundle import Bundle
 from qpr.index import IndexConfig
 from qpr.service import DenseRetriever
-from qpr.text import Vocabulary
 from qpr.train import (
     TrainConfig, cluster_disjoint_batches, cluster_members, epoch_pairs, train, validation_pairs,
 )
