@@ -420,13 +420,14 @@ def build_ui(app: QPRApp) -> gr.Blocks:
 
         with gr.Tab("Annotate"):
             state = gr.State()
-            gr.Markdown("The app picks a cluster (or type one, or check a query). For each question retrieved from "
+            gr.Markdown("The app picks a cluster (or give one, or a query). For each question retrieved from "
                         "**another** cluster, say whether it means the same as the query. Keys: **1/S** same, "
                         "**2/D** different, **3/U** unsure, **Z** undo.")
-            with gr.Row():
-                pick = gr.Textbox(label="Cluster (empty: the app picks one)", scale=2)
-                next_btn = gr.Button("Next cluster", variant="primary")
-                typed = gr.Textbox(label="…or check a query", scale=2)
+            with gr.Row(equal_height=True):
+                next_btn = gr.Button("Next cluster (the app picks)", variant="primary")
+                pick = gr.Textbox(label="…or a cluster id", scale=2)
+                pick_btn = gr.Button("Check cluster")
+                typed = gr.Textbox(label="…or a query", scale=2)
                 typed_btn = gr.Button("Check query")
             status = gr.Markdown(elem_id="annotate-status")
             progress_md = gr.Markdown(elem_id="annotate-progress")
@@ -445,10 +446,11 @@ def build_ui(app: QPRApp) -> gr.Blocks:
             queue = gr.Dataframe(label="Queue, most suspicious first", datatype=["str", "str", "number", "number"],
                                  interactive=False, wrap=True)
             view = [state, status, members, asked, candidate, details, queue, progress_md]
-            next_btn.click(app.start_cluster, [pick, *identity], view)
-            pick.submit(app.start_cluster, [pick, *identity], view)
-            typed_btn.click(app.start_query, [typed, *identity], view)
-            typed.submit(app.start_query, [typed, *identity], view)
+            next_btn.click(app.start_cluster, [gr.State(""), *identity], view)
+            for trigger in (pick_btn.click, pick.submit):
+                trigger(app.start_cluster, [pick, *identity], view)
+            for trigger in (typed_btn.click, typed.submit):
+                trigger(app.start_query, [typed, *identity], view)
             for label, button in label_buttons.items():
                 button.click(app.judge, [gr.State(label), state, *identity], view)
             undo.click(app.undo, [state, *identity], view)

@@ -308,6 +308,7 @@ def test_metrics_show_the_served_model_before_any_retraining(qpr_app, bundle):  
     assert "retrain to compare" in caption
 
 
+@pytest.mark.filterwarnings("ignore:Gradio does not support OAuth features outside of a Space")
 @pytest.mark.parametrize("identity", ["name", "auth", "oauth"])
 def test_the_ui_builds_in_every_identity_mode(bundle, tmp_path, identity, monkeypatch):  # noqa: F811
     # Off Spaces, Gradio mocks the Hugging Face login with the machine's HF token; there is none here.
