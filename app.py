@@ -27,6 +27,7 @@ from pathlib import Path
 
 import gradio as gr
 import pandas as pd
+import torch
 from gradio.utils import get_space
 
 from annotations.db import open_store
@@ -513,6 +514,9 @@ def served_bundle() -> tuple[Bundle, tuple[str, ...]]:
     """The bundle to serve (``QPR_BUNDLE`` or the demo) and example queries for it."""
     path = os.environ.get("QPR_BUNDLE")
     if not path:
+        # The demo model is tiny: a second thread costs more in synchronisation than it saves, and
+        # far more when another process holds a core (demo training: 2.6 s on one thread, 106 s on two).
+        torch.set_num_threads(1)
         return demo_bundle(), EXAMPLE_QUERIES
     bundle = Bundle.load(path)
     held_out = bundle.corpus[bundle.corpus["split"] == "test"]["question"]
