@@ -30,7 +30,7 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def latency_ms(search_one: Callable[[str], object], queries: Sequence[str]) -> tuple[float, float]:
+def latency_ms(search_one: Callable[[object], object], queries: Sequence) -> tuple[float, float]:
     """p50 and p99 wall-clock milliseconds of answering ``queries`` one at a time."""
     search_one(queries[0])  # warm-up: first-call allocations are not what a user waits for
     times = []

@@ -82,3 +82,17 @@ def tiny_bundle():
         corpus, TrainConfig(batch_size=16, max_epochs=4, patience=4, val_pairs=200), encoder_config=_small_encoder(), progress=False
     )
     return Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("Flat"), train_info=result.summary())
+
+
+@pytest.fixture(scope="session")
+def demo_cache(tmp_path_factory):
+    """One demo-bundle cache for the whole test session, so the app tests train the demo model once."""
+    return tmp_path_factory.getbasetemp() / "demo-cache"
+
+
+@pytest.fixture(scope="session")
+def bundle(demo_cache):
+    """The bundle ``python app.py`` serves by default (``qpr.demo.demo_bundle``), built once per session."""
+    from qpr.demo import demo_bundle
+
+    return demo_bundle(cache=demo_cache, progress=False, log=lambda _: None)

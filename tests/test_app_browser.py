@@ -15,7 +15,6 @@ from annotations.db import open_store
 from bench.startup import start_app, stop_app
 from qpr.data import read_cluster_file
 from qpr.demo import DEMO_CORPUS, SPLIT_PARAPHRASES
-from test_app_demo import bundle, demo_cache  # noqa: F401  (session fixtures: the bundle cache is built once)
 
 pytestmark = pytest.mark.browser
 

@@ -15,17 +15,6 @@ from qpr.errors import QPRError
 from qpr.retrain import ServedModel, compare, held_out_splits, retrain
 
 
-@pytest.fixture(scope="session")
-def demo_cache(tmp_path_factory):
-    """One bundle cache for the whole test session (the app tests share it)."""
-    return tmp_path_factory.getbasetemp() / "demo-cache"
-
-
-@pytest.fixture(scope="session")
-def bundle(demo_cache) -> Bundle:
-    return demo_bundle(cache=demo_cache, progress=False, log=lambda _: None)
-
-
 @pytest.fixture(scope="module")
 def corpus() -> pd.DataFrame:
     return read_cluster_file(DEMO_CORPUS)

@@ -18,7 +18,6 @@ from qpr.demo import EXAMPLE_QUERIES, SPLIT_PARAPHRASES
 from qpr.errors import QPRError
 from qpr.retrain import ServedModel
 from qpr.supervise import cluster_coherence
-from test_app_demo import bundle, demo_cache  # noqa: F401  (session fixtures shared with the demo tests)
 
 TWIN_A, TWIN_B = SPLIT_PARAPHRASES[0]
 NO_PROGRESS = lambda *args, **kwargs: None  # noqa: E731  (stands in for gr.Progress outside an event)

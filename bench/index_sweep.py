@@ -1,0 +1,76 @@
+"""Benchmark: recall and latency of approximate FAISS indexes against exact search.
+
+Uses a trained bundle (default bundles/quora from bench/quora_lite.py), encodes its corpus once,
+and for each IVF setting (nlist x nprobe) measures recall@20 against the exact index on the test
+queries, single-query search latency (p50/p99, encoding excluded: it is the same for all) and the
+time to build the index. Writes bench/results/index_sweep.json and the table in docs/INDEX.md.
+
+    python bench/index_sweep.py [--bundle bundles/quora]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import ROOT, latency_ms, machine, markdown_table, replace_marked_section, write_json  # noqa: E402
+from qpr.bundle import Bundle  # noqa: E402
+from qpr.evaluate import TOP, index_recall, query_set  # noqa: E402
+from qpr.index import IndexConfig, VectorIndex, auto_factory  # noqa: E402
+from qpr.service import DenseRetriever  # noqa: E402
+
+NLISTS = (256, 512, 1024, 2000)
+NPROBES = (1, 5, 10, 20, 50, 100)
+LATENCY_QUERIES = 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bundle", type=Path, default=ROOT / "bundles" / "quora")
+    args = parser.parse_args()
+
+    bundle = Bundle.load(args.bundle)
+    corpus = bundle.corpus
+    retriever = DenseRetriever(bundle)
+    vectors = retriever.encode(corpus["question"].tolist())
+    queries = retriever.encode(query_set(corpus, "test")["question"].tolist())
+    ids = corpus["qid"].to_numpy()
+    exact = VectorIndex.build(vectors, ids, IndexConfig("Flat"))
+    single = [queries[i : i + 1] for i in range(LATENCY_QUERIES)]
+
+    def timed(index: VectorIndex) -> tuple[float, float]:
+        return latency_ms(lambda vector: index.search(vector, TOP), single)
+
+    rows = []
+    p50, p99 = timed(exact)
+    rows.append({"index": "exact", "nlist": None, "nprobe": None, "recall_at_20_vs_exact": 1.0,
+                 "latency_ms_p50": p50, "latency_ms_p99": p99, "build_seconds": 0.0})
+    print(rows[-1], flush=True)
+    for nlist in sorted(set(NLISTS) | {int(auto_factory(len(ids))[3:].split(",")[0])}):
+        start = time.perf_counter()
+        ivf = VectorIndex.build(vectors, ids, IndexConfig(f"IVF{nlist},Flat", nprobe=1))
+        build = time.perf_counter() - start
+        for nprobe in NPROBES:
+            index = VectorIndex(ivf.index, ivf.factory, nprobe)
+            p50, p99 = timed(index)
+            rows.append({"index": index.describe(), "nlist": nlist, "nprobe": nprobe,
+                         "recall_at_20_vs_exact": index_recall(index, exact, queries),
+                         "latency_ms_p50": p50, "latency_ms_p99": p99, "build_seconds": round(build, 1)})
+            print(rows[-1], flush=True)
+
+    payload = {"dataset": "quora-lite", "bundle": bundle.version, "corpus_size": len(corpus), "queries": len(queries),
+               "k": TOP, "machine": machine(), "runs": rows}
+    write_json(payload, ROOT / "bench" / "results" / "index_sweep.json")
+    table = markdown_table(rows, [("index", "index"), ("recall_at_20_vs_exact", "recall@20 vs exact"),
+                                  ("latency_ms_p50", "p50 ms"), ("latency_ms_p99", "p99 ms"), ("build_seconds", "build s")])
+    note = (f"{len(corpus):,} questions indexed, {len(queries):,} test queries for recall, {LATENCY_QUERIES} single-query "
+            f"searches for latency (vectors pre-encoded), bundle {bundle.version}. Machine: {payload['machine']}.")
+    replace_marked_section(ROOT / "docs" / "INDEX.md", "index-sweep", f"{note}\n\n{table}")
+
+
+if __name__ == "__main__":
+    main()
