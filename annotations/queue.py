@@ -64,26 +64,33 @@ def spot_check(
         queries = pd.DataFrame({"query_qid": members["qid"].to_numpy(), "query_text": pd.NA})
         texts = members["question"].tolist()
         member_qids = set(members["qid"])
-        done = {candidate for query, candidate in _judged_pairs(mine) if query in member_qids}
+        done = {candidate for query, candidate in judged_pairs(mine) if query in member_qids}
     else:
         queries = pd.DataFrame({"query_qid": [pd.NA], "query_text": [query_text]})
         texts = [query_text]
         done = set(mine.loc[mine["query_text"] == query_text, "candidate_qid"])
     check_queries(texts, k)
-    hits = _hits(queries, *retriever.search_ids(texts, k), corpus)
+    hits = hit_rows(queries, *retriever.search_ids(texts, k), corpus)
     own = hits["cluster"].eq(cluster).fillna(False).to_numpy(bool) if cluster is not None else np.zeros(len(hits), bool)
-    reference = _reference_distance(hits, own) if cluster is not None else 0.0
+    reference = 0.0
+    if cluster is not None:
+        reference = reference_distances(hits.assign(query_cluster=cluster)).get(cluster, np.nan)
     candidates = hits[~own & ~hits["candidate_qid"].isin(done)].assign(suspicion=lambda f: reference - f["distance"])
     candidates = candidates.sort_values(["suspicion", "candidate_qid"], ascending=[False, True], kind="stable")
     queue = candidates.drop_duplicates("candidate_qid")[QUEUE_COLUMNS].reset_index(drop=True)
     return queue.astype({"query_qid": "Int64", "query_text": "string", "candidate_qid": "int64"})
 
 
-def _reference_distance(hits: pd.DataFrame, own: np.ndarray) -> float:
-    """R of ``spot_check``: the median distance of members retrieving other members, else the
-    largest distance retrieved."""
-    among_members = hits.loc[own & (hits["candidate_qid"] != hits["query_qid"]).to_numpy(bool), "distance"]
-    return float(among_members.median()) if len(among_members) else float(hits["distance"].max())
+def reference_distances(hits: pd.DataFrame) -> pd.Series:
+    """R of ``spot_check`` for every query cluster at once (a Series indexed by cluster): the
+    median distance at which the cluster's members retrieved other members, else the largest
+    distance its members retrieved at all. ``hits``: rows of ``hit_rows`` plus ``query_cluster``,
+    the cluster of each row's query (``annotations.strategies`` scores a whole corpus this way)."""
+    own = hits["cluster"].eq(hits["query_cluster"]).fillna(False).to_numpy(bool)
+    other_member = own & (hits["candidate_qid"] != hits["query_qid"]).fillna(True).to_numpy(bool)
+    among_members = hits[other_member].groupby("query_cluster")["distance"].median()
+    largest = hits.groupby("query_cluster")["distance"].max()
+    return among_members.reindex(largest.index).fillna(largest)
 
 
 def next_cluster(
@@ -116,14 +123,14 @@ def next_cluster(
     return drawn[int(np.argmax(scores))]
 
 
-def _judged_pairs(judgments: pd.DataFrame) -> set[tuple[int, int]]:
+def judged_pairs(judgments: pd.DataFrame) -> set[tuple[int, int]]:
     """Question pairs, in both orders, that have a label among ``judgments`` (corpus queries only)."""
     by_qid = judgments[judgments["query_qid"].notna()]
     pairs = zip(by_qid["query_qid"].astype("int64"), by_qid["candidate_qid"])
     return {p for q, c in pairs for p in ((int(q), int(c)), (int(c), int(q)))}
 
 
-def _hits(queries: pd.DataFrame, distances: np.ndarray, qids: np.ndarray, corpus: pd.DataFrame) -> pd.DataFrame:
+def hit_rows(queries: pd.DataFrame, distances: np.ndarray, qids: np.ndarray, corpus: pd.DataFrame) -> pd.DataFrame:
     """One row per (query, retrieved corpus question) with its rank, distance, text and cluster."""
     n_queries, k = qids.shape
     hits = queries.iloc[np.repeat(np.arange(n_queries), k)].reset_index(drop=True).assign(
