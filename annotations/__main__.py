@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warm-start", action="store_true", help="retrain by continuing the previous model, not from scratch")
     p.add_argument("--with-clean", action="store_true", help="also train on the clean clusters, to report the gap recovered")
     p.add_argument("--seed", type=int, default=defaults.seed, help="seed of the noise, the training and the simulated annotator")
-    p.add_argument("--out", type=Path, default=Path("runs") / "feedback-loop", help="new folder for the run's files")
+    p.add_argument("--out", type=Path, default=Path("runs") / "annotation-loop", help="new folder for the run's files")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.set_defaults(func=cmd_loop)
     return parser
