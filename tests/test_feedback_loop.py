@@ -18,12 +18,14 @@ from annotations.loop import LoopConfig, gap_recovered, run_loop
 from annotations.oracle import SimulatedAnnotator, precision, recall, reconnected, true_same
 from annotations.queue import spot_check
 from annotations.strategies import POOL_COLUMNS, candidate_pool, select
-from conftest import _small_encoder, make_corpus
+from conftest import make_corpus
 from qpr.data import read_cluster_file, write_cluster_file
+from qpr.encoder import EncoderConfig
 from qpr.noise import inject_false_negatives
 from qpr.train import TrainConfig
 
 VERSION = "v1"
+SMALL_ENCODER = EncoderConfig(embedding_dim=32, channels=32, output_dim=16)  # trains in a second or two
 
 
 def corpus_of(rows: list[tuple[int, str, str | None, str]]) -> pd.DataFrame:
@@ -196,7 +198,7 @@ def test_a_loop_round_reconnects_split_clusters_through_store_merge_export_and_r
     config = LoopConfig(strategy="suspicion", budget=30, noise=0.5, rounds=2, warm_start=True)
     noisy, split = inject_false_negatives(clean, config.noise, seed=config.seed)
     assert len(split) == 12 and reconnected(noisy, clean, split) == 0
-    summary = run_loop(clean, config, small_training(), tmp_path / "run", encoder_config=_small_encoder(), log=lambda _: None)
+    summary = run_loop(clean, config, small_training(), tmp_path / "run", encoder_config=SMALL_ENCODER, log=lambda _: None)
 
     first, second = summary["runs"]
     assert first["judgments"] == second["judgments"] == 30
@@ -214,7 +216,7 @@ def test_a_loop_round_reconnects_split_clusters_through_store_merge_export_and_r
         assert 0.0 <= row["H1_after"] <= 1.0 and row["gap_recovered"] is None  # no clean model trained
     assert json.loads((tmp_path / "run" / "loop.json").read_text()) == summary
     with pytest.raises(AnnotationError, match="already exists"):
-        run_loop(clean, config, small_training(), tmp_path / "run", encoder_config=_small_encoder(), log=lambda _: None)
+        run_loop(clean, config, small_training(), tmp_path / "run", encoder_config=SMALL_ENCODER, log=lambda _: None)
 
 
 def test_gap_recovered():
