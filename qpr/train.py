@@ -121,8 +121,12 @@ def validation_pairs(corpus: pd.DataFrame, n: int, seed: int) -> tuple[list[str]
     """Up to ``n`` positive pairs from val clusters and as many negatives (questions of two
     different val clusters), as (texts a, texts b, labels 1/0)."""
     clusters = cluster_members(corpus, "val")
-    if not clusters:
-        raise QPRError("no validation clusters (split 'val' with 2+ questions): cannot early-stop on ROC AUC")
+    if len(clusters) < 2:
+        # Negatives pair questions of two different val clusters, so one cluster is not enough.
+        raise QPRError(
+            f"{len(clusters)} validation cluster(s) (split 'val' with 2+ questions); early stopping on ROC AUC "
+            "needs at least 2: give more clusters the 'val' split"
+        )
     rng = np.random.default_rng(seed)
     a, b, owner = epoch_pairs(clusters, rng)
     pick = rng.permutation(len(a))[:n]

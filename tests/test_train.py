@@ -103,7 +103,11 @@ def test_missing_train_or_val_clusters_is_a_clear_error(tiny_corpus):
     with pytest.raises(QPRError, match="no training clusters"):
         train(tiny_corpus.assign(split="test"), FAST, progress=False)
     no_val = tiny_corpus.assign(split=tiny_corpus["split"].replace("val", "test"))
-    with pytest.raises(QPRError, match="no validation clusters"):
+    with pytest.raises(QPRError, match="0 validation cluster"):
         train(no_val, FAST, progress=False)
+    val_clusters = sorted(tiny_corpus.loc[tiny_corpus["split"] == "val", "cluster"].unique())
+    one_val = tiny_corpus.assign(split=tiny_corpus["split"].mask(tiny_corpus["cluster"].isin(val_clusters[1:]), "test"))
+    with pytest.raises(QPRError, match="1 validation cluster"):
+        train(one_val, FAST, progress=False)
     with pytest.raises(QPRError, match="batch_size"):
         TrainConfig(batch_size=1)
