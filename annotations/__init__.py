@@ -6,6 +6,9 @@
 - ``merge.corrected_clusters``: clusters joined by confirmed paraphrases, conflicts reported.
 - ``agreement.agreement``: percent agreement and Cohen's kappa per annotator pair.
 - ``export.export``: corrected clusters as a cluster file + training pairs + manifest.
+- ``oracle``, ``strategies``, ``loop``: the simulated feedback loop (docs/FEEDBACK_LOOP.md): a
+  simulated annotator that knows the true clusters, candidate-selection strategies, and the runner
+  noisy train -> judge -> merge -> export -> retrain -> evaluate (``python -m annotations loop``).
 
 Depends on ``qpr``; never on the app or Gradio.
 """
