@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import ROOT, latency_ms, machine, markdown_table, peak_rss_mb, replace_marked_section, write_json  # noqa: E402
 from qpr.bundle import Bundle  # noqa: E402
-from qpr.data import data_dir, load_corpus  # noqa: E402
+from qpr.data import data_dir, fingerprint, load_corpus  # noqa: E402
 from qpr.evaluate import evaluate, index_recall, query_set  # noqa: E402
 from qpr.index import IndexConfig  # noqa: E402
 from qpr.service import BM25Retriever, DenseRetriever  # noqa: E402
@@ -43,20 +43,29 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=TrainConfig().max_epochs, help="maximum epochs")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--bundle", type=Path, default=ROOT / "bundles" / "quora", help="where to save the model")
+    parser.add_argument("--reuse", action="store_true",
+                        help="measure the bundle already saved there instead of training (training facts from its manifest)")
     args = parser.parse_args()
 
     corpus = load_corpus(data_dir() / "quora-lite")
-    config = TrainConfig(max_epochs=args.epochs, seed=args.seed)
-    result = train(corpus, config)
-    bundle = Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("Flat"), train_info=result.summary())
-    bundle.save(args.bundle)
+    if args.reuse:
+        bundle = Bundle.load(args.bundle)
+        if bundle.manifest["data_fingerprint"] != fingerprint(corpus):
+            raise SystemExit(f"{args.bundle} was not trained on this Quora-lite split: run without --reuse")
+    else:
+        config = TrainConfig(max_epochs=args.epochs, seed=args.seed)
+        result = train(corpus, config)
+        info = {"config": asdict(config)} | result.summary()
+        bundle = Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("Flat"), train_info=info)
+        bundle.save(args.bundle)
+    run = bundle.manifest["training"]
 
     sample = list(query_set(corpus, "test")["question"].sample(LATENCY_QUERIES, random_state=args.seed))
     exact = DenseRetriever(bundle)
     start = time.perf_counter()
     exact.encode(corpus["question"].tolist())
     encode_qps = len(corpus) / (time.perf_counter() - start)
-    trained = {"train_seconds": round(result.seconds, 1), "epochs": len(result.history), "encode_qps": round(encode_qps)}
+    trained = {"train_seconds": round(run["seconds"], 1), "epochs": len(run["history"]), "encode_qps": round(encode_qps)}
 
     runs = measure("sdml", exact, corpus, "exact", trained, sample)
     ivf = DenseRetriever(bundle.with_index(IndexConfig("IVF2000,Flat", nprobe=10)))
@@ -66,9 +75,9 @@ def main() -> None:
     bm25 = BM25Retriever(corpus)
     runs += measure("bm25", bm25, corpus, "bm25", {"train_seconds": round(time.perf_counter() - start, 1), "epochs": 0}, sample)
 
-    payload = {"dataset": "quora-lite", "machine": machine(), "seed": args.seed, "corpus_size": len(corpus),
-               "train_config": asdict(config), "history": result.history,
-               "stopped": result.stopped, "runs": runs}
+    payload = {"dataset": "quora-lite", "machine": machine(), "seed": run["config"]["seed"], "corpus_size": len(corpus),
+               "bundle": bundle.version, "train_config": run["config"], "history": run["history"],
+               "stopped": run["stopped"], "runs": runs}
     write_json(payload, ROOT / "bench" / "results" / "quora_lite.json")
     table = markdown_table(
         runs,
@@ -76,8 +85,9 @@ def main() -> None:
          ("queries", "queries"), ("train_seconds", "train s"), ("epochs", "epochs"), ("encode_qps", "encode q/s"),
          ("latency_ms_p50", "p50 ms"), ("latency_ms_p99", "p99 ms"), ("peak_rss_mb", "peak RSS MB")],
     )
-    note = (f"Quora-lite canonical split, {len(corpus):,} questions in the index, seed {args.seed}, "
-            f"SDML with the paper's defaults (stopped: {result.stopped} after {len(result.history)} epochs). "
+    note = (f"Quora-lite canonical split, {len(corpus):,} questions in the index, seed {payload['seed']}, "
+            f"SDML with the paper's defaults (stopped: {run['stopped']} after {len(run['history'])} epochs, "
+            f"best epoch {run['best_epoch']}). "
             f"IVF recall@20 against exact search: {recall:.3f}. Machine: {payload['machine']}. "
             "Peak RSS is the process peak up to that row (cumulative).")
     replace_marked_section(ROOT / "README.md", "quora-lite", f"{note}\n\n{table}")
