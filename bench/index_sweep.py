@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import ROOT, latency_ms, machine, markdown_table, replace_marked_section, write_json  # noqa: E402
 from qpr.bundle import Bundle  # noqa: E402
 from qpr.evaluate import TOP, index_recall, query_set  # noqa: E402
-from qpr.index import IndexConfig, VectorIndex, auto_factory  # noqa: E402
+from qpr.index import IndexConfig, VectorIndex, guideline_nlist  # noqa: E402
 from qpr.service import DenseRetriever  # noqa: E402
 
 NLISTS = (256, 512, 1024, 2000)
@@ -50,7 +50,7 @@ def main() -> None:
     rows.append({"index": "exact", "nlist": None, "nprobe": None, "recall_at_20_vs_exact": 1.0,
                  "latency_ms_p50": p50, "latency_ms_p99": p99, "build_seconds": 0.0})
     print(rows[-1], flush=True)
-    for nlist in sorted(set(NLISTS) | {int(auto_factory(len(ids))[3:].split(",")[0])}):
+    for nlist in sorted(set(NLISTS) | {guideline_nlist(len(ids))}):
         start = time.perf_counter()
         ivf = VectorIndex.build(vectors, ids, IndexConfig(f"IVF{nlist},Flat", nprobe=1))
         build = time.perf_counter() - start

@@ -198,7 +198,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _index_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--index", default="auto", help="'auto' (FAISS guidelines), 'Flat' (exact) or e.g. 'IVF2000,Flat'")
+    p.add_argument("--index", default="auto", help="'auto' (exact up to 500k questions, IVF by the FAISS guidelines beyond; docs/INDEX.md), "
+                   "'Flat' (exact) or e.g. 'IVF2000,Flat'")
     p.add_argument("--nprobe", type=int, default=IndexConfig().nprobe, help="IVF lists searched per query")
 
 

@@ -3,14 +3,15 @@ import pytest
 
 from qpr.errors import QPRError
 from qpr.evaluate import index_recall
-from qpr.index import IndexConfig, VectorIndex, auto_factory
+from qpr.index import EXACT_UP_TO, IndexConfig, VectorIndex, auto_factory
 
 
-def test_auto_factory_follows_the_faiss_guidelines():
+def test_auto_factory_searches_exactly_up_to_the_measured_size_then_follows_the_faiss_guidelines():
     assert auto_factory(500) == "Flat"
-    assert auto_factory(24_335) == "Flat"  # 4*sqrt(N) lists would get < 39 points each
-    assert auto_factory(24_336) == "IVF624,Flat"
-    assert auto_factory(157_023) == "IVF1585,Flat"
+    assert auto_factory(157_023) == "Flat"  # exact: 5.5 ms and no recall lost (docs/INDEX.md)
+    assert auto_factory(EXACT_UP_TO) == "Flat"
+    assert auto_factory(EXACT_UP_TO + 1) == "IVF2828,Flat"  # 4*sqrt(N) lists, 39+ points each
+    assert auto_factory(1_000_000) == "IVF4000,Flat"
 
 
 @pytest.fixture
