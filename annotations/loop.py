@@ -103,7 +103,8 @@ def fit(
     MRR on the test clusters of ``clean``, searching all of ``clean`` exactly: whatever labels
     the model learned from, it is judged against the same clean queries and relevance."""
     start = None if warm_start is None else (warm_start.bundle.encoder, warm_start.bundle.vocab)
-    result = train(corpus, config, text_config, encoder_config, warm_start=start, progress=progress)
+    result = train(corpus, config, text_config, encoder_config, warm_start=start, progress=progress,
+                   return_on_interrupt=False)
     retriever = DenseRetriever(Bundle.create(result.encoder, result.vocab, clean, IndexConfig("Flat"), train_info=result.summary()))
     return Model(retriever, evaluate(retriever, clean, "test"), result.summary())
 

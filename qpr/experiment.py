@@ -93,7 +93,7 @@ def load_results(path: Path) -> dict:
 def run_arm(arm: Arm, corpus: pd.DataFrame, epochs: int, progress: bool = True) -> list[dict]:
     """Train one arm and return its val and test rows."""
     train_corpus, _ = inject_false_negatives(corpus, arm.noise, seed=arm.seed)
-    result = train(train_corpus, arm.train_config(epochs), progress=progress)
+    result = train(train_corpus, arm.train_config(epochs), progress=progress, return_on_interrupt=False)
     # The index and the queries use the clean corpus: noise only ever touches training labels.
     retriever = DenseRetriever(Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("Flat")))
     rows = []

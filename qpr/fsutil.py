@@ -23,9 +23,12 @@ def atomic_path(target: str | os.PathLike, directory: bool = False) -> Iterator[
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     prefix = f".{target.name}.tmp-"
-    tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=target.parent)) if directory else Path(
-        tempfile.mkstemp(prefix=prefix, dir=target.parent)[1]
-    )
+    if directory:
+        tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=target.parent))
+    else:
+        handle, name = tempfile.mkstemp(prefix=prefix, dir=target.parent)
+        os.close(handle)  # callers reopen the path; an unclosed descriptor would leak per write
+        tmp = Path(name)
     try:
         yield tmp
         if directory and target.exists():

@@ -154,13 +154,15 @@ def train(
     warm_start: tuple[QuestionEncoder, Vocabulary] | None = None,
     on_epoch: Callable[[dict], None] | None = None,
     progress: bool = True,
+    return_on_interrupt: bool = True,
 ) -> TrainResult:
     """Train an encoder on the ``train`` clusters of ``corpus``; early-stop on ``val`` ROC AUC.
 
     ``warm_start`` continues from an existing encoder and keeps its vocabulary (retraining after
     annotation). ``on_epoch`` receives each history row as it is made. Returns the best epoch's
     encoder. Ctrl-C stops after the current batch and returns the best epoch so far (or re-raises
-    if no epoch finished).
+    if no epoch finished); ``return_on_interrupt=False`` always re-raises, for callers that run
+    many trainings and must not record a cut-short one as a result.
     """
     clusters = cluster_members(corpus, "train")
     if not clusters:
@@ -217,7 +219,7 @@ def train(
                     result.stopped = "early_stopping"
                     break
     except KeyboardInterrupt:
-        if not result.history:
+        if not result.history or not return_on_interrupt:
             raise
         result.stopped = "interrupted"
     result.encoder.load_state_dict(best_state)

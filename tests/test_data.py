@@ -159,3 +159,12 @@ def test_transitive_closure_of_the_release_gives_the_canonical_clusters(data_dir
     canonical = load_corpus(data_dir / "quora-lite")
     assert ours["cluster"].nunique() == canonical["cluster"].nunique() == 55_502
     assert ours["cluster"].isna().sum() == canonical["cluster"].isna().sum()
+
+
+def test_atomic_writes_leave_no_open_file_descriptor(tmp_path, tiny_corpus):
+    import os
+
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        write_cluster_file(tiny_corpus, tmp_path / "c.tsv")
+    assert len(os.listdir("/proc/self/fd")) <= before

@@ -57,3 +57,22 @@ def test_corrupt_results_file_is_not_overwritten(tmp_path):
     with pytest.raises(QPRError, match="not valid JSON"):
         run_experiment("smoothing", make_corpus(), results, epochs=1, seeds=[0], progress=False)
     assert results.read_text() == "{oops"
+
+
+def test_an_interrupted_arm_stops_the_run_and_records_nothing(tmp_path, monkeypatch):
+    import qpr.experiment as module
+
+    monkeypatch.setattr(module, "EXPERIMENTS", {"tiny": [Arm("tiny", batch=16), Arm("tiny", batch=16, epsilon=0.1)]})
+    real_train = module.train
+
+    def interrupted_train(*args, **kwargs):
+        def ctrl_c(row):
+            raise KeyboardInterrupt
+
+        return real_train(*args, **kwargs, on_epoch=ctrl_c)
+
+    monkeypatch.setattr(module, "train", interrupted_train)
+    results = tmp_path / "r.json"
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment("tiny", make_corpus(), results, epochs=2, seeds=[0], progress=False, log=lambda _: None)
+    assert not results.exists()

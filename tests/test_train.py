@@ -111,3 +111,12 @@ def test_missing_train_or_val_clusters_is_a_clear_error(tiny_corpus):
         train(one_val, FAST, progress=False)
     with pytest.raises(QPRError, match="batch_size"):
         TrainConfig(batch_size=1)
+
+
+def test_ctrl_c_can_be_asked_to_propagate(tiny_corpus):
+    def interrupt_after_first(row):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(tiny_corpus, FAST, encoder_config=SMALL, on_epoch=interrupt_after_first, progress=False,
+              return_on_interrupt=False)
