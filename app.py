@@ -92,7 +92,8 @@ def shows_errors(handler):
         try:
             return handler(*args, **kwargs)
         except QPRError as err:
-            raise gr.Error(str(err)) from err
+            # gr.Error renders its message as HTML, and messages can echo what the user typed.
+            raise gr.Error(html.escape(str(err), quote=False)) from err
 
     return wrapper
 
@@ -120,7 +121,7 @@ class QPRApp:
         self.identity = identity
         self.examples = examples
         self.cache = Path(cache or cache_dir())
-        self.last_comparison: pd.DataFrame | None = None
+        self.last_comparison: pd.DataFrame | None = None  # old vs new of the last confirmed retraining
         self.replaced: Bundle | None = None  # the bundle the last confirmed retraining replaced
         store.register_corpus(model.current().bundle.version, model.current().bundle.corpus)
 
@@ -311,7 +312,6 @@ class QPRApp:
         progress(1.0, desc="Evaluating both models on the held-out clusters")
         comparison = compare(served.bundle, new, result.corpus)
         self.model.propose(new, comparison)
-        self.last_comparison = comparison
         note = (f"Retrained on {len(result.merges)} merge(s) from {len(result.judgment_ids)} judgment(s): model "
                 f"**{plain(new.version)}** is ready. Both models are scored on the same held-out queries with the corrected "
                 "clusters. Nothing changes until you press 'Use the retrained model'.")
@@ -326,8 +326,11 @@ class QPRApp:
         bundle = candidate.served.bundle
         path = bundle.save(self.cache / "bundles" / bundle.version)
         self.store.register_corpus(bundle.version, bundle.corpus)
-        self.replaced = self.model.current().bundle
+        previous = self.model.current().bundle
+        # Raises, leaving the served model and this app's record of it as they were, if another
+        # confirmation or retraining replaced the candidate in the meantime.
         self.model.confirm(bundle.version)
+        self.replaced, self.last_comparison = previous, candidate.comparison
         note = (f"Now serving **{plain(bundle.version)}**, saved in **{plain(path)}**. "
                 "Start the app with QPR_BUNDLE set to that folder to serve it after a restart.")
         return note, *_decision_buttons(False)
@@ -340,7 +343,8 @@ class QPRApp:
 
     def metrics(self):
         """Training curves of the served model (and of the one it replaced, or of a retrained one
-        waiting), and H@1 / MRR before and after the last retraining."""
+        waiting), and H@1 / MRR before and after the waiting or else the last confirmed retraining
+        (a discarded one is not shown)."""
         bundles = [("replaced", self.replaced), ("served", self.model.current().bundle)]
         candidate = self.model.candidate()
         if candidate is not None:
@@ -351,9 +355,11 @@ class QPRApp:
              for row in bundle.manifest.get("training", {}).get("history", [])],
             columns=["model", "epoch", "val ROC AUC", "loss"],
         )
-        if self.last_comparison is not None:
-            scores = self.last_comparison.assign(model=self.last_comparison["model"].map({"current": "before", "retrained": "after"}))
-            caption = "Before and after the last retraining, on the same held-out queries (corrected clusters)."
+        comparison, which = (candidate.comparison, "the retrained model waiting for your decision") if candidate \
+            else (self.last_comparison, "the last confirmed retraining")
+        if comparison is not None:
+            scores = comparison.assign(model=comparison["model"].map({"current": "before", "retrained": "after"}))
+            caption = f"Before and after {which}, on the same held-out queries (corrected clusters)."
         else:
             served = self.model.current().bundle
             scores = pd.DataFrame([{"model": "served", "split": split} | values

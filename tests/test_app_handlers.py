@@ -24,7 +24,7 @@ NO_PROGRESS = lambda *args, **kwargs: None  # noqa: E731  (stands in for gr.Prog
 
 
 @pytest.fixture
-def qpr_app(bundle, tmp_path):  # noqa: F811
+def qpr_app(bundle, tmp_path):
     store = open_store(f"sqlite:///{tmp_path / 'annotations.db'}")
     yield QPRApp(ServedModel(bundle), store, "name", EXAMPLE_QUERIES, cache=tmp_path)
     store.close()
@@ -353,3 +353,17 @@ def test_question_tables_are_plain_text_columns(qpr_app):
         kinds = table.datatype if isinstance(table.datatype, list) else [table.datatype]
         assert not {"markdown", "html"} & set(kinds), table.label
     assert len(tables) >= 7
+
+
+def test_error_messages_show_typed_markup_as_text(qpr_app):
+    with pytest.raises(gr.Error) as raised:
+        qpr_app.show_cluster("<img src=x onerror=alert(1)>")
+    assert "<img" not in raised.value.message and "&lt;img src=x" in raised.value.message
+
+
+def test_a_discarded_retraining_leaves_no_before_and_after(qpr_app):
+    judge_until(qpr_app, qpr_app.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
+    qpr_app.retrain(1, lambda fraction, desc: None)
+    assert "waiting for your decision" in qpr_app.metrics()[3]
+    qpr_app.discard()
+    assert "Before and after" not in qpr_app.metrics()[3]
