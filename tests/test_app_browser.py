@@ -131,6 +131,6 @@ def test_search_annotate_merge_export_retrain(page, server, tmp_path):  # page f
     expect(page.locator("#retrain-note")).to_contain_text("Now serving")
 
     page.get_by_role("tab", name="Metrics").click()
-    expect(page.get_by_text("Before and after the last retraining")).to_be_visible()
+    expect(page.get_by_text("Before and after the last confirmed retraining")).to_be_visible()
     page.wait_for_timeout(1500)  # let the plots finish drawing before the screenshot
     shot(page, "5-metrics")
