@@ -104,7 +104,9 @@ def cmd_supervise(args: argparse.Namespace) -> int:
 
 def cmd_experiment(args: argparse.Namespace) -> int:
     corpus = load_corpus(args.data)
-    rows = run_experiment(args.name, corpus, args.results, args.epochs, args.seeds, args.force, progress=not args.quiet)
+    where = dict(condition.partition("=")[::2] for condition in args.where)
+    rows = run_experiment(args.name, corpus, args.results, args.epochs, args.seeds, args.force,
+                          progress=not args.quiet, where=where)
     print(f"{len(rows)} new result row(s) in {args.results}")
     return 0
 
@@ -192,6 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--results", type=Path, default=Path("bench/results/reproduction.json"))
     p.add_argument("--force", action="store_true", help="re-run arms that already have results")
+    p.add_argument("--where", action="append", default=[], metavar="FIELD=VALUE",
+                   help="only arms with this field value, e.g. --where noise=0 (repeatable)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_experiment)
     return parser

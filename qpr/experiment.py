@@ -5,7 +5,9 @@ seed). ``run_experiment`` trains every arm of a named experiment for the same fi
 epochs (keeping the epoch with the best validation ROC AUC), evaluates val and test with an exact
 index over the clean corpus, and appends one row per split to the results file. Arms already in
 the file are skipped unless ``force``; the file is rewritten atomically after each arm, so an
-interrupted run loses at most the arm in progress.
+interrupted run loses at most the arm in progress. An arm whose training configuration already ran
+under another experiment's name (SDML eps 0.3, N=512 is in four of them) is copied, not retrained:
+training is seeded, so it would be the same model.
 """
 
 from __future__ import annotations
@@ -68,17 +70,36 @@ EXPERIMENTS: dict[str, list[Arm]] = {
 }
 
 
-def arms(name: str, seeds: list[int]) -> list[Arm]:
-    """The arms of experiment ``name`` ("all" for every experiment), once per seed."""
+def arms(name: str, seeds: list[int], where: dict[str, str] | None = None) -> list[Arm]:
+    """The arms of experiment ``name`` ("all" for every experiment), once per seed.
+
+    ``where`` keeps only arms whose fields equal the given values, e.g. {"noise": "0"} to run a
+    second seed of just the noise-free arms.
+    """
     names = list(EXPERIMENTS) if name == "all" else [name]
     unknown = [n for n in names if n not in EXPERIMENTS]
     if unknown:
         raise QPRError(f"unknown experiment {unknown[0]!r}: choose from {', '.join(EXPERIMENTS)} or all")
-    return [Arm(**(asdict(arm) | {"seed": seed})) for n in names for arm in EXPERIMENTS[n] for seed in seeds]
+    selected = [Arm(**(asdict(arm) | {"seed": seed})) for n in names for arm in EXPERIMENTS[n] for seed in seeds]
+    for key, text in (where or {}).items():
+        if key not in Arm.__dataclass_fields__:
+            raise QPRError(f"cannot select arms by {key!r}: use one of {', '.join(Arm.__dataclass_fields__)}")
+        kind = type(getattr(Arm(""), key))
+        try:
+            value = kind(text)
+        except ValueError as err:
+            raise QPRError(f"{key}={text!r} is not a valid {kind.__name__}") from err
+        selected = [arm for arm in selected if getattr(arm, key) == value]
+    return selected
 
 
 def _arm_of(row: dict) -> Arm:
     return Arm(**{key: row[key] for key in Arm.__dataclass_fields__})
+
+
+def _config(arm: Arm) -> Arm:
+    """The arm without its experiment name: what determines the trained model."""
+    return Arm(**(asdict(arm) | {"experiment": ""}))
 
 
 def load_results(path: Path) -> dict:
@@ -108,18 +129,25 @@ def run_arm(arm: Arm, corpus: pd.DataFrame, epochs: int, progress: bool = True) 
 
 def run_experiment(
     name: str, corpus: pd.DataFrame, results_path: Path, epochs: int, seeds: list[int], force: bool = False,
-    progress: bool = True, log: Callable[[str], None] = print,
+    progress: bool = True, log: Callable[[str], None] = print, where: dict[str, str] | None = None,
 ) -> list[dict]:
-    """Run every arm of ``name`` not yet in ``results_path`` (all of them with ``force``)."""
+    """Run every arm of ``name`` (restricted by ``where``, see ``arms``) not yet in ``results_path``
+    (all of them with ``force``)."""
     results = load_results(results_path)
-    done = {_arm_of(row) for row in results["runs"] if row.get("epochs") == epochs}
+    finished = [row for row in results["runs"] if row.get("epochs") == epochs]
+    done = {_arm_of(row) for row in finished}
     new_rows = []
-    for arm in arms(name, seeds):
+    for arm in arms(name, seeds, where):
         if arm in done and not force:
             log(f"skip (done): {arm}")
             continue
-        log(f"run: {arm}")
-        rows = run_arm(arm, corpus, epochs, progress)
+        same_model = [row for row in finished if _config(_arm_of(row)) == _config(arm)]
+        if same_model and not force:
+            log(f"reuse ({same_model[0]['experiment']}): {arm}")
+            rows = [row | {"experiment": arm.experiment} for row in same_model if row["experiment"] == same_model[0]["experiment"]]
+        else:
+            log(f"run: {arm}")
+            rows = run_arm(arm, corpus, epochs, progress)
         results["runs"] = [r for r in results["runs"] if _arm_of(r) != arm] + rows
         with atomic_path(results_path) as tmp:
             tmp.write_text(json.dumps(results, indent=2) + "\n")

@@ -20,6 +20,16 @@ def test_experiments_cover_the_papers_tables():
         arms("nope", [0])
 
 
+def test_arms_can_be_selected_by_field():
+    clean = arms("noise", [1], {"noise": "0"})
+    assert len(clean) == 3 and {(a.noise, a.seed) for a in clean} == {(0.0, 1)}
+    assert [a.loss for a in arms("noise", [0], {"noise": "0.4", "loss": "triplet"})] == ["triplet"]
+    with pytest.raises(QPRError, match="cannot select arms by 'colour'"):
+        arms("noise", [0], {"colour": "red"})
+    with pytest.raises(QPRError, match="not a valid float"):
+        arms("noise", [0], {"noise": "lots"})
+
+
 def test_runs_are_written_and_resumable(tmp_path, monkeypatch):
     import qpr.experiment as module
 
@@ -39,6 +49,27 @@ def test_runs_are_written_and_resumable(tmp_path, monkeypatch):
     assert all(line.startswith("skip (done)") for line in logged)
     forced = run_experiment("tiny", corpus, results, epochs=1, seeds=[0], force=True, progress=False, log=lambda _: None)
     assert len(forced) == 4 and len(json.loads(results.read_text())["runs"]) == 4  # replaced, not duplicated
+
+
+def test_an_arm_trained_under_another_experiment_is_reused_not_retrained(tmp_path, monkeypatch):
+    import qpr.experiment as module
+
+    monkeypatch.setattr(module, "EXPERIMENTS", {"first": [Arm("first", batch=16)],
+                                                "second": [Arm("second", batch=16), Arm("second", batch=16, noise=0.5)]})
+    results = tmp_path / "results.json"
+    corpus = make_corpus()
+    run_experiment("first", corpus, results, epochs=1, seeds=[0], progress=False, log=lambda _: None)
+    logged = []
+    rows = run_experiment("second", corpus, results, epochs=1, seeds=[0], progress=False, log=logged.append)
+    assert [line.split(":")[0] for line in logged] == ["reuse (first)", "run"]
+    written = json.loads(results.read_text())["runs"]
+    first, second = ([r for r in written if r["experiment"] == e and r["noise"] == 0.0] for e in ("first", "second"))
+    assert len(rows) == 4 and len(second) == 2
+    assert [{**r, "experiment": ""} for r in first] == [{**r, "experiment": ""} for r in second]
+    # A different epoch budget is a different arm: nothing to reuse.
+    logged.clear()
+    run_experiment("second", corpus, results, epochs=2, seeds=[0], progress=False, log=logged.append)
+    assert all(line.startswith("run") for line in logged)
 
 
 def test_cli_runs_an_experiment_on_a_cluster_file(tmp_path, monkeypatch):
