@@ -31,8 +31,8 @@ from qpr.train import TrainConfig
 def _train_config(args: argparse.Namespace) -> TrainConfig:
     return TrainConfig(
         loss=args.loss, smoothing=args.smoothing, margin=args.margin, distance=args.distance,
-        negatives=args.negatives, batch_size=args.batch_size, lr=args.lr, max_epochs=args.epochs,
-        patience=args.patience, seed=args.seed,
+        negatives=args.negatives, batch_size=args.batch_size, lr=args.lr, lr_schedule=args.lr_schedule,
+        max_epochs=args.epochs, patience=args.patience, seed=args.seed,
     )
 
 
@@ -40,8 +40,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     bundle = train_bundle(
         load_corpus(args.data, seed=args.seed),
         _train_config(args),
-        TextConfig(vocab_size=args.vocab_size, hash_bins=args.hash_bins, max_len=args.max_len),
-        EncoderConfig(windows=tuple(args.windows)),
+        TextConfig(vocab_size=args.vocab_size, hash_bins=args.hash_bins, max_len=args.max_len, min_count=args.min_count),
+        EncoderConfig(windows=tuple(args.windows), normalize=args.normalize),
         IndexConfig(args.index, args.nprobe),
         data=str(args.data),
         progress=not args.quiet,
@@ -126,17 +126,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--loss", choices=["sdml", "triplet"], default=defaults_t.loss)
     p.add_argument("--smoothing", type=float, default=defaults_t.smoothing, help="SDML label smoothing epsilon")
     p.add_argument("--margin", type=float, default=defaults_t.margin, help="triplet margin")
-    p.add_argument("--distance", choices=["squared", "euclidean"], default=defaults_t.distance)
+    p.add_argument("--distance", choices=["squared", "euclidean", "cosine"], default=defaults_t.distance,
+                   help="cosine needs --normalize")
     p.add_argument("--negatives", choices=["random", "hard"], default=defaults_t.negatives, help="triplet negatives")
     p.add_argument("--batch-size", type=int, default=defaults_t.batch_size, help="pairs per batch (N)")
     p.add_argument("--lr", type=float, default=defaults_t.lr)
+    p.add_argument("--lr-schedule", choices=["constant", "cosine"], default=defaults_t.lr_schedule)
     p.add_argument("--epochs", type=int, default=defaults_t.max_epochs, help="maximum epochs")
     p.add_argument("--patience", type=int, default=defaults_t.patience, help="epochs without val AUC gain before stopping")
     p.add_argument("--seed", type=int, default=defaults_t.seed)
     p.add_argument("--vocab-size", type=int, default=defaults_x.vocab_size)
     p.add_argument("--hash-bins", type=int, default=defaults_x.hash_bins)
     p.add_argument("--max-len", type=int, default=defaults_x.max_len, help="tokens kept per question")
+    p.add_argument("--min-count", type=int, default=defaults_x.min_count,
+                   help="training occurrences a token needs for its own id (rarer ones share hash bins)")
     p.add_argument("--windows", type=int, nargs="+", default=list(defaults_e.windows), help="convolution window sizes")
+    p.add_argument("--normalize", action="store_true", help="unit-length question vectors (for --distance cosine)")
     _index_args(p)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_train)

@@ -11,6 +11,7 @@ from typing import Sequence
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from qpr.errors import QPRError
@@ -22,13 +23,16 @@ class EncoderConfig:
     """Layer sizes (paper: 300-d embeddings, one convolution of window 5, 300-d output).
 
     ``windows`` may list several window sizes; each gets ``channels`` filters and their pooled
-    features are concatenated before the projection.
+    features are concatenated before the projection. ``normalize`` puts every output vector on the
+    unit sphere, so that the index's Euclidean ranking is a cosine ranking (needed by the cosine
+    distance in training).
     """
 
     embedding_dim: int = 300
     windows: tuple[int, ...] = (5,)
     channels: int = 300
     output_dim: int = 300
+    normalize: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "windows", tuple(int(w) for w in self.windows))
@@ -72,7 +76,8 @@ class QuestionEncoder(nn.Module):
         for conv in self.convs:
             features = torch.tanh(conv(embedded)[:, :, :length])
             pooled.append(features.masked_fill(~mask, float("-inf")).amax(dim=2))
-        return self.projection(torch.cat(pooled, dim=1))
+        vectors = self.projection(torch.cat(pooled, dim=1))
+        return F.normalize(vectors, dim=1) if self.config.normalize else vectors
 
 
 def pad_batch(id_lists: Sequence[Sequence[int]]) -> torch.Tensor:

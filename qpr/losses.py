@@ -7,17 +7,27 @@ therefore hold at most one pair per cluster (``qpr.train`` builds them that way)
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-Distance = Literal["euclidean", "squared"]
+Distance = Literal["euclidean", "squared", "cosine"]
+
+# Initial inverse temperature of the cosine SDML softmax; learned from there. Cosine distances lie
+# in [0, 2], so without a scale the softmax could never become confident.
+COSINE_SCALE = 20.0
 
 
 def pairwise_distances(a: torch.Tensor, b: torch.Tensor, distance: Distance = "squared") -> torch.Tensor:
-    """``(N, M)`` matrix of distances between rows of ``a`` and rows of ``b``."""
+    """``(N, M)`` matrix of distances between rows of ``a`` and rows of ``b``.
+
+    "cosine" is 1 - cosine similarity.
+    """
+    if distance == "cosine":
+        return 1.0 - F.normalize(a, dim=1) @ F.normalize(b, dim=1).T
     # ||a||^2 + ||b||^2 - 2ab^T is one matrix product; the broadcast difference would build an
     # (N, M, d) tensor that dominates a training step. Rounding can dip just below zero: clamp.
     squared = (a.pow(2).sum(1, keepdim=True) + b.pow(2).sum(1) - 2.0 * a @ b.T).clamp_min(0.0)
@@ -26,7 +36,7 @@ def pairwise_distances(a: torch.Tensor, b: torch.Tensor, distance: Distance = "s
     if distance == "euclidean":
         # The epsilon keeps the gradient of sqrt finite when two vectors coincide.
         return (squared + 1e-12).sqrt()
-    raise ValueError(f"unknown distance {distance!r}: use 'euclidean' or 'squared'")
+    raise ValueError(f"unknown distance {distance!r}: use 'euclidean', 'squared' or 'cosine'")
 
 
 class SDMLLoss(nn.Module):
@@ -36,6 +46,10 @@ class SDMLLoss(nn.Module):
     compared by KL divergence with a smoothed target: ``1 - smoothing`` on its own paraphrase plus
     ``smoothing / N`` on every candidate. With N=3 and smoothing 0.3 the target row is
     0.8 / 0.1 / 0.1 (the paper's Figure 1). ``smoothing=0`` is plain cross-entropy.
+
+    With the paper's distances the vectors' norms set the softmax's sharpness. With "cosine" they
+    cannot, so the distances are multiplied by a learned scale (an inverse temperature, stored as
+    its log, starting at ``COSINE_SCALE``); the trainer optimises it with the encoder.
 
     >>> loss = SDMLLoss(smoothing=0.3)
     >>> anchors, positives = torch.randn(4, 8), torch.randn(4, 8)
@@ -49,6 +63,7 @@ class SDMLLoss(nn.Module):
             raise ValueError(f"smoothing must be in [0, 1), got {smoothing}")
         self.smoothing = smoothing
         self.distance = distance
+        self.log_scale = nn.Parameter(torch.tensor(math.log(COSINE_SCALE))) if distance == "cosine" else None
 
     def targets(self, n: int, device: torch.device | None = None) -> torch.Tensor:
         """The smoothed ``(n, n)`` target distribution."""
@@ -56,7 +71,10 @@ class SDMLLoss(nn.Module):
         return (1.0 - self.smoothing) * eye + self.smoothing / n
 
     def forward(self, anchors: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
-        log_probs = F.log_softmax(-pairwise_distances(anchors, positives, self.distance), dim=1)
+        distances = pairwise_distances(anchors, positives, self.distance)
+        if self.log_scale is not None:
+            distances = distances * self.log_scale.exp()
+        log_probs = F.log_softmax(-distances, dim=1)
         return F.kl_div(log_probs, self.targets(len(anchors), anchors.device), reduction="batchmean")
 
 

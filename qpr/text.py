@@ -53,15 +53,24 @@ def stable_bucket(token: str, bins: int) -> int:
 
 @dataclass(frozen=True)
 class TextConfig:
-    """Vocabulary size V, number of hash bins m and the token limit per question (paper: 50k + 5k)."""
+    """Vocabulary size V, number of hash bins m and the token limit per question (paper: 50k + 5k).
+
+    Only tokens seen at least ``min_count`` times in training get their own id. With 1, a corpus
+    with fewer than V distinct tokens (Quora-lite's train split has 26k) leaves every bin
+    untrained, so words first seen at query time land on random vectors; a higher count sends
+    the rare training words to the bins and trains them.
+    """
 
     vocab_size: int = 50_000
     hash_bins: int = 5_000
     max_len: int = 64
+    min_count: int = 1
 
     def __post_init__(self) -> None:
-        if self.vocab_size < 0 or self.hash_bins < 1 or self.max_len < 1:
-            raise QPRError(f"invalid text config {self}: need vocab_size >= 0, hash_bins >= 1, max_len >= 1")
+        if self.vocab_size < 0 or self.hash_bins < 1 or self.max_len < 1 or self.min_count < 1:
+            raise QPRError(
+                f"invalid text config {self}: need vocab_size >= 0, hash_bins >= 1, max_len >= 1, min_count >= 1"
+            )
 
 
 class Vocabulary:
@@ -76,9 +85,10 @@ class Vocabulary:
 
     @classmethod
     def build(cls, texts: Iterable[str], config: TextConfig = TextConfig()) -> "Vocabulary":
-        """The ``config.vocab_size`` most frequent tokens of ``texts`` (ties broken alphabetically)."""
+        """The ``config.vocab_size`` most frequent tokens of ``texts`` seen at least
+        ``config.min_count`` times (ties broken alphabetically)."""
         counts = Counter(token for text in texts for token in tokenize(text))
-        ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+        ranked = sorted((item for item in counts.items() if item[1] >= config.min_count), key=lambda item: (-item[1], item[0]))
         return cls([token for token, _ in ranked[: config.vocab_size]], config)
 
     @property

@@ -31,7 +31,9 @@ class TrainConfig:
     """Training settings; defaults are the paper's (SDML, eps 0.3, N 512, Adam 1e-3).
 
     ``distance`` is the distance the loss uses ("squared" for SDML; the triplet baselines use
-    either). ``val_pairs`` positive and as many negative pairs score each epoch by ROC AUC.
+    either; "cosine" needs an encoder that normalizes its vectors). ``lr_schedule`` "cosine" decays
+    the learning rate from ``lr`` to zero over ``max_epochs`` (paper: "constant"). ``val_pairs``
+    positive and as many negative pairs score each epoch by ROC AUC.
     """
 
     loss: str = "sdml"
@@ -41,6 +43,7 @@ class TrainConfig:
     negatives: str = "random"
     batch_size: int = 512
     lr: float = 1e-3
+    lr_schedule: str = "constant"
     max_epochs: int = 10
     patience: int = 2
     val_pairs: int = 5000
@@ -51,6 +54,8 @@ class TrainConfig:
             raise QPRError(f"batch_size must be at least 2 (in-batch negatives), got {self.batch_size}")
         if self.max_epochs < 1 or self.patience < 1:
             raise QPRError("max_epochs and patience must be at least 1")
+        if self.lr_schedule not in ("constant", "cosine"):
+            raise QPRError(f"unknown lr_schedule {self.lr_schedule!r}: use 'constant' or 'cosine'")
 
 
 @dataclass
@@ -167,6 +172,10 @@ def train(
     clusters = cluster_members(corpus, "train")
     if not clusters:
         raise QPRError("no training clusters: need questions with split 'train' in clusters of 2+")
+    normalized = (warm_start[0].config if warm_start else encoder_config).normalize
+    if config.distance == "cosine" and not normalized:
+        # The index ranks by Euclidean distance, which is a cosine ranking only on unit vectors.
+        raise QPRError("the cosine distance needs an encoder with normalize=True (CLI: --normalize)")
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     if warm_start is None:
@@ -178,7 +187,8 @@ def train(
     loss_fn = make_loss(
         config.loss, smoothing=config.smoothing, margin=config.margin, distance=config.distance, negatives=config.negatives
     )
-    optimizer = torch.optim.Adam(encoder.parameters(), lr=config.lr)
+    # The loss may own parameters too (the cosine SDML's learned scale).
+    optimizer = torch.optim.Adam([*encoder.parameters(), *loss_fn.parameters()], lr=config.lr)
     val_a, val_b, val_labels = validation_pairs(corpus, config.val_pairs, config.seed)
     token_ids = [vocab.encode(q) for q in corpus["question"]]
 
@@ -186,11 +196,15 @@ def train(
     best_state = copy.deepcopy(encoder.state_dict())
     start = time.perf_counter()
     stale = 0
+    schedule = None
     try:
         for epoch in range(1, config.max_epochs + 1):
             encoder.train()
             anchors, positives, owner = epoch_pairs(clusters, rng)
             batches = cluster_disjoint_batches(owner, config.batch_size, rng)
+            if schedule is None and config.lr_schedule == "cosine":
+                # Epochs hold about the same number of batches, so the first one sets the horizon.
+                schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=len(batches) * config.max_epochs)
             total = 0.0
             bar = tqdm(batches, desc=f"epoch {epoch}/{config.max_epochs}", disable=not progress, leave=False)
             for batch in bar:
@@ -200,6 +214,8 @@ def train(
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
+                if schedule is not None:
+                    schedule.step()
                 total += loss.item()
                 bar.set_postfix(loss=f"{loss.item():.4f}", val_auc=f"{result.best_auc:.4f}" if result.history else "-")
             auc = pair_auc(encoder, vocab, val_a, val_b, val_labels)

@@ -15,6 +15,12 @@ def test_output_shape_and_paper_defaults():
     assert encoder(torch.tensor([[3, 4, 5], [6, 0, 0]])).shape == (2, 6)
 
 
+def test_normalized_encoder_outputs_unit_vectors():
+    encoder = QuestionEncoder(50, EncoderConfig(embedding_dim=16, channels=8, output_dim=6, normalize=True))
+    norms = encoder(torch.tensor([[3, 4, 5], [6, 0, 0]])).norm(dim=1)
+    torch.testing.assert_close(norms, torch.ones(2))
+
+
 @pytest.mark.parametrize("windows", [(5,), (2, 3, 4)])
 def test_padding_never_changes_a_vector(windows):
     torch.manual_seed(0)

@@ -19,6 +19,25 @@ def test_pairwise_distances_match_cdist():
     torch.testing.assert_close(pairwise_distances(a, b, "squared"), torch.cdist(a, b) ** 2, atol=1e-4, rtol=1e-4)
 
 
+def test_cosine_distance_is_one_minus_cosine_similarity():
+    a, b = torch.randn(5, 4), torch.randn(3, 4)
+    expected = 1 - F.cosine_similarity(a.unsqueeze(1), b.unsqueeze(0), dim=2)
+    torch.testing.assert_close(pairwise_distances(a, b, "cosine"), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_cosine_sdml_scales_distances_by_a_learned_temperature():
+    anchors, positives = torch.randn(6, 5), torch.randn(6, 5)
+    loss_fn = SDMLLoss(smoothing=0.0, distance="cosine")
+    (scale,) = list(loss_fn.parameters())
+    logits = -scale.exp() * pairwise_distances(anchors, positives, "cosine")
+    expected = F.cross_entropy(logits, torch.arange(6))
+    loss = loss_fn(anchors, positives)
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
+    loss.backward()
+    assert scale.grad is not None and scale.grad.item() != 0.0
+    assert list(SDMLLoss(distance="squared").parameters()) == []  # the paper's loss has no extra parameter
+
+
 def test_sdml_value_by_hand():
     # Anchors at 0 and 1 on a line, positives at 0 and 2: squared distances [[0, 4], [1, 1]].
     anchors, positives = torch.tensor([[0.0], [1.0]]), torch.tensor([[0.0], [2.0]])

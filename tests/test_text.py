@@ -39,6 +39,14 @@ def test_vocabulary_keeps_most_frequent_and_hashes_the_rest():
     assert vocab.token_id("never-seen") == unseen  # stable
 
 
+def test_min_count_sends_rare_training_words_to_the_hash_bins():
+    vocab = Vocabulary.build(["a a a b b c", "a b d"], TextConfig(min_count=2, hash_bins=7))
+    assert vocab.tokens == ["a", "b"]
+    assert vocab.token_id("c") >= 3
+    with pytest.raises(QPRError, match="min_count"):
+        TextConfig(min_count=0)
+
+
 def test_encode_truncates_and_refuses_empty_text():
     vocab = Vocabulary.build(["x y z"], TextConfig(max_len=2))
     assert len(vocab.encode("x y z x y")) == 2

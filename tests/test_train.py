@@ -99,6 +99,40 @@ def test_triplet_baselines_train(tiny_corpus, loss, negatives):
     assert len(train(tiny_corpus, config, encoder_config=SMALL, progress=False).history) == 1
 
 
+@pytest.fixture
+def optimizers(monkeypatch):
+    """The Adam optimizers that training creates, recorded as they are made."""
+    made = []
+
+    class Recording(torch.optim.Adam):
+        def __init__(self, params, **kwargs):
+            super().__init__(params, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(torch.optim, "Adam", Recording)
+    return made
+
+
+def test_cosine_training_optimises_the_temperature_and_needs_unit_vectors(tiny_corpus, optimizers):
+    config = TrainConfig(distance="cosine", batch_size=16, max_epochs=1, val_pairs=100)
+    unit = EncoderConfig(embedding_dim=32, channels=32, output_dim=16, normalize=True)
+    result = train(tiny_corpus, config, encoder_config=unit, progress=False)
+    scalars = [p for group in optimizers[0].param_groups for p in group["params"] if p.ndim == 0]
+    assert len(scalars) == 1 and scalars[0].item() != pytest.approx(np.log(20.0))  # the scale was trained
+    vectors = result.encoder(torch.tensor([[5, 6, 7]]))
+    torch.testing.assert_close(vectors.norm(dim=1), torch.ones(1))
+    with pytest.raises(QPRError, match="normalize=True"):
+        train(tiny_corpus, config, encoder_config=SMALL, progress=False)
+
+
+def test_cosine_schedule_decays_the_learning_rate_to_zero(tiny_corpus, optimizers):
+    config = TrainConfig(lr_schedule="cosine", batch_size=16, max_epochs=2, val_pairs=100)
+    train(tiny_corpus, config, encoder_config=SMALL, progress=False)
+    assert optimizers[0].param_groups[0]["lr"] == pytest.approx(0.0, abs=1e-5)
+    with pytest.raises(QPRError, match="lr_schedule"):
+        TrainConfig(lr_schedule="linear")
+
+
 def test_missing_train_or_val_clusters_is_a_clear_error(tiny_corpus):
     with pytest.raises(QPRError, match="no training clusters"):
         train(tiny_corpus.assign(split="test"), FAST, progress=False)
