@@ -87,6 +87,10 @@ class Bundle:
         manifest = self.manifest | {"index": index.settings() | {"ntotal": len(index), "dim": index.dim}}
         return Bundle(self.encoder, self.vocab, index, self.corpus, manifest)
 
+    def with_fusion(self, fusion: dict) -> "Bundle":
+        """The same bundle carrying a fitted hybrid scorer (``qpr.hybrid.Fusion.to_dict()``)."""
+        return Bundle(self.encoder, self.vocab, self.index, self.corpus, self.manifest | {"fusion": fusion})
+
     def save(self, path: str | Path) -> Path:
         """Write the bundle to ``path`` atomically: a crash leaves the old bundle or none, never half."""
         path = Path(path)

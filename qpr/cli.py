@@ -18,6 +18,7 @@ from qpr.encoder import EncoderConfig
 from qpr.errors import QPRError
 from qpr.evaluate import evaluate
 from qpr.experiment import run_experiment
+from qpr.hybrid import DEPTH, HybridRetriever, fit_fusion
 from qpr.index import IndexConfig
 from qpr.qalogs import PRESETS, read_log
 from qpr.retrain import train_bundle
@@ -61,9 +62,14 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
+def _retriever(bundle: Bundle, args: argparse.Namespace):
+    if args.bm25:
+        return BM25Retriever(bundle.corpus)
+    return HybridRetriever(bundle) if args.hybrid else DenseRetriever(bundle)
+
+
 def cmd_search(args: argparse.Namespace) -> int:
-    bundle = Bundle.load(args.bundle)
-    retriever = BM25Retriever(bundle.corpus) if args.bm25 else DenseRetriever(bundle)
+    retriever = _retriever(Bundle.load(args.bundle), args)
     for query, hits in zip(args.query, retriever.search(args.query, args.k)):
         if args.json:
             print(json.dumps({"query": query, "hits": [asdict(h) for h in hits]}, ensure_ascii=False))
@@ -76,12 +82,24 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     bundle = Bundle.load(args.bundle)
-    corpus = load_corpus(args.data, seed=args.seed) if args.data else bundle.corpus
-    retriever = BM25Retriever(corpus) if args.bm25 else DenseRetriever(bundle)
-    if not args.bm25 and args.data:
-        retriever = DenseRetriever(Bundle.create(bundle.encoder, bundle.vocab, corpus, IndexConfig(**bundle.index.settings())))
-    metrics = evaluate(retriever, corpus, args.split)
+    if args.data:
+        # Same encoder (and fitted fusion, if any) over another corpus.
+        corpus = load_corpus(args.data, seed=args.seed)
+        rebuilt = Bundle.create(bundle.encoder, bundle.vocab, corpus, IndexConfig(**bundle.index.settings()))
+        bundle = rebuilt.with_fusion(bundle.manifest["fusion"]) if "fusion" in bundle.manifest else rebuilt
+    retriever = _retriever(bundle, args)
+    metrics = evaluate(retriever, bundle.corpus, args.split)
     print(json.dumps({"system": retriever.name, "split": args.split} | metrics))
+    return 0
+
+
+def cmd_fuse(args: argparse.Namespace) -> int:
+    bundle = Bundle.load(args.bundle)
+    fusion = fit_fusion(bundle, depth=args.depth, max_queries=args.max_queries)
+    bundle = bundle.with_fusion(fusion.to_dict())
+    bundle.save(args.bundle)
+    weights = dict(zip(fusion.features, (round(c, 3) for c in fusion.coef)))
+    print(json.dumps({"bundle": str(args.bundle), "fusion": weights}))
     return 0
 
 
@@ -157,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("bundle", type=Path)
     p.add_argument("query", nargs="+")
     p.add_argument("-k", type=int, default=10)
-    p.add_argument("--bm25", action="store_true", help="use the BM25 baseline over the bundle's corpus")
+    _retriever_args(p)
     p.add_argument("--json", action="store_true", help="one JSON object per query")
     p.set_defaults(func=cmd_search)
 
@@ -168,8 +186,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="test", choices=["train", "val", "test"])
     p.add_argument("--data", type=Path, help="evaluate on this data instead of the bundle's corpus")
     p.add_argument("--seed", type=int, default=0, help="split seed when --data has no split column")
-    p.add_argument("--bm25", action="store_true", help="evaluate BM25 on the same queries instead")
+    _retriever_args(p)
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("fuse", help="fit the hybrid (dense + BM25) scorer of a bundle on its val queries",
+                       description="Fit a logistic regression over dense and lexical features of each val query's "
+                       "dense and BM25 candidates, and store it in the bundle (atomically). Then "
+                       "`search --hybrid` and `eval --hybrid` use it.")
+    p.add_argument("bundle", type=Path)
+    p.add_argument("--depth", type=int, default=DEPTH, help="candidates taken from each side per query")
+    p.add_argument("--max-queries", type=int, help="fit on a random sample of this many val queries")
+    p.set_defaults(func=cmd_fuse)
 
     p = sub.add_parser("supervise", help="build paraphrase clusters from a question -> answer log",
                        description="Distant supervision: questions answered by the same answer form a cluster; "
@@ -204,6 +231,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_experiment)
     return parser
+
+
+def _retriever_args(p: argparse.ArgumentParser) -> None:
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--bm25", action="store_true", help="use the BM25 baseline over the bundle's corpus")
+    which.add_argument("--hybrid", action="store_true", help="dense + BM25 candidates ranked by the fitted fusion (qpr fuse)")
 
 
 def _index_args(p: argparse.ArgumentParser) -> None:

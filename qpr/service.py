@@ -119,3 +119,8 @@ class BM25Retriever(Retriever):
         docs, scores = self._bm25.retrieve([words(q) for q in queries], k=k, show_progress=False)
         qids = np.where(scores > 0, self._qids[docs], -1)  # no shared word: not a hit
         return -scores, qids
+
+    def scores(self, text: str) -> np.ndarray:
+        """The BM25 score of every corpus question (in corpus row order) for the query ``text``."""
+        known = self._bm25.get_tokens_ids(words(text))  # words the corpus never uses score nothing
+        return self._bm25.get_scores_from_ids(known) if known else np.zeros(len(self.corpus))

@@ -1,0 +1,178 @@
+"""Hybrid retrieval: the encoder's and BM25's candidates, re-scored by a linear model fitted on val.
+
+For each query the candidates are the union of the dense top ``depth`` and the BM25 top ``depth``.
+Each (query, candidate) pair gets a few features (``FEATURES``) and the score is a logistic
+regression fitted on the validation clusters (label: the candidate is in the query's cluster).
+Rank fusion (RRF) only sees ranks; the fitted scorer sees how far apart and how lexically close
+two questions are, and learns how much to trust each side.
+
+No feature depends on the query's other candidates (no ranks, no normalisation by the best
+hit). In evaluation every query finds itself in the corpus at the top of both lists; with such
+features that hit cannot shift how the other questions are scored, as it would for a new query.
+
+The fitted weights live in the bundle's manifest (``manifest["fusion"]``), so a bundle carries
+the scorer that was fitted for its encoder.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from sklearn.linear_model import LogisticRegression
+
+from qpr.bundle import Bundle
+from qpr.errors import QPRError
+from qpr.evaluate import query_set
+from qpr.service import BM25Retriever, DenseRetriever, Retriever
+from qpr.text import words
+
+FEATURES = ("dense_distance", "bm25", "bm25_share", "jaccard", "query_idf_shared", "candidate_idf_shared", "length_gap")
+DEPTH = 20
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """A fitted linear scorer over ``FEATURES`` (standardised with ``mean`` and ``scale``)."""
+
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    coef: tuple[float, ...]
+    intercept: float
+    depth: int = DEPTH
+    features: tuple[str, ...] = FEATURES
+
+    def score(self, features: np.ndarray) -> np.ndarray:
+        return ((features - np.asarray(self.mean)) / np.asarray(self.scale)) @ np.asarray(self.coef) + self.intercept
+
+    def to_dict(self) -> dict:
+        return {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(self).items()}
+
+    @classmethod
+    def from_manifest(cls, manifest: dict) -> "Fusion":
+        stored = manifest.get("fusion")
+        if not stored:
+            raise QPRError("this bundle has no fitted fusion: run `python -m qpr fuse BUNDLE` first")
+        fusion = cls(**{key: tuple(v) if isinstance(v, list) else v for key, v in stored.items()})
+        if fusion.features != FEATURES:
+            raise QPRError(f"the bundle's fusion uses features {list(fusion.features)}, this version computes "
+                           f"{list(FEATURES)}: refit it with `python -m qpr fuse BUNDLE`")
+        return fusion
+
+
+class LexicalStats:
+    """Word sets and inverse document frequencies of a corpus, for the lexical features."""
+
+    def __init__(self, questions: Sequence[str]) -> None:
+        self.word_sets = [frozenset(words(q)) for q in questions]
+        df = Counter(w for ws in self.word_sets for w in ws)
+        n = len(self.word_sets)
+        # BM25's idf (always positive); a word no corpus question has gets the rarest word's idf.
+        self.idf = {w: math.log(1 + (n - c + 0.5) / (c + 0.5)) for w, c in df.items()}
+        self.unseen_idf = math.log(1 + (n - 0.5) / 1.5)
+
+    def weight(self, ws: frozenset) -> float:
+        return sum(self.idf.get(w, self.unseen_idf) for w in ws)
+
+
+class HybridRetriever(Retriever):
+    """Dense + BM25 candidates of a bundle, ranked by its fitted ``Fusion`` (see module doc)."""
+
+    name = "hybrid"
+
+    def __init__(self, bundle: Bundle, fusion: Fusion | None = None, bm25: BM25Retriever | None = None) -> None:
+        self.bundle = bundle
+        self.corpus = bundle.corpus
+        self.fusion = fusion or Fusion.from_manifest(bundle.manifest)
+        self.dense = DenseRetriever(bundle)
+        self.bm25 = bm25 or BM25Retriever(bundle.corpus)
+        self.lexical = LexicalStats(self.corpus["question"].tolist())
+        self._row_of = pd.Index(self.corpus["qid"])
+
+    def candidates(self, queries: Sequence[str], depth: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per query: (corpus rows of its candidates, their ``FEATURES`` matrix)."""
+        vectors = self.dense.encode(queries)
+        distances, qids = self.bundle.index.search(vectors, depth)
+        _, bm25_qids = self.bm25.search_ids(queries, depth)
+        found = [(self._row_of.get_indexer(q[q >= 0]), d[q >= 0]) for q, d in zip(qids, distances)]
+        bm25_only = [np.setdiff1d(self._row_of.get_indexer(q[q >= 0]), rows) for q, (rows, _) in zip(bm25_qids, found)]
+        # BM25-only candidates have no index distance: encode them, all queries' at once.
+        extra_rows = np.unique(np.concatenate(bm25_only)) if bm25_only else np.array([], dtype=int)
+        extra_vectors = self.dense.encode(self.corpus["question"].to_numpy()[extra_rows].tolist()) if len(extra_rows) else None
+        out = []
+        for text, vector, (rows, dist), extra in zip(queries, vectors, found, bm25_only):
+            if len(extra):
+                extra_dist = ((extra_vectors[np.searchsorted(extra_rows, extra)] - vector) ** 2).sum(axis=1)
+                rows, dist = np.concatenate([rows, extra]), np.concatenate([dist, extra_dist])
+            out.append((rows, self.features(text, rows, dist)))
+        return out
+
+    def features(self, text: str, rows: np.ndarray, dense_distance: np.ndarray) -> np.ndarray:
+        """The ``FEATURES`` of the corpus questions at ``rows`` for the query ``text``."""
+        query_words = frozenset(words(text))
+        bm25 = self.bm25.scores(text)[rows]
+        query_weight = max(self.lexical.weight(query_words), 1e-9)
+        table = np.empty((len(rows), len(FEATURES)))
+        for i, row in enumerate(rows):
+            candidate = self.lexical.word_sets[row]
+            shared = self.lexical.weight(query_words & candidate)
+            union = len(query_words | candidate)
+            table[i] = (
+                dense_distance[i], bm25[i], bm25[i] / query_weight,
+                len(query_words & candidate) / union if union else 0.0,
+                shared / query_weight, shared / max(self.lexical.weight(candidate), 1e-9),
+                abs(len(query_words) - len(candidate)) / max(len(query_words), len(candidate), 1),
+            )
+        return table
+
+    def search_ids(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        # Enough candidates from each side that k results exist even if the two lists coincide.
+        depth = max(self.fusion.depth, k)
+        distances = np.full((len(queries), k), np.inf)
+        qids = np.full((len(queries), k), -1, dtype=np.int64)
+        all_qids = self.corpus["qid"].to_numpy()
+        for i, (rows, table) in enumerate(self.candidates(queries, depth)):
+            score = self.fusion.score(table)
+            best = np.argsort(-score, kind="stable")[:k]
+            distances[i, : len(best)] = -score[best]
+            qids[i, : len(best)] = all_qids[rows[best]]
+        return distances, qids
+
+
+def fit_fusion(bundle: Bundle, split: str = "val", depth: int = DEPTH, bm25: BM25Retriever | None = None,
+               max_queries: int | None = None, seed: int = 0) -> Fusion:
+    """Fit the hybrid scorer on the ``split`` queries of the bundle's corpus (never test).
+
+    Each query's own row is left out of its candidates: it is trivially the nearest on both
+    sides and would teach the scorer nothing about paraphrases.
+    """
+    if split == "test":
+        raise QPRError("the fusion is fitted on val (or train) queries; test is for measuring it")
+    # Unfitted placeholder weights: only the candidate and feature machinery is used here.
+    placeholder = Fusion(mean=(0.0,) * len(FEATURES), scale=(1.0,) * len(FEATURES), coef=(0.0,) * len(FEATURES),
+                         intercept=0.0, depth=depth)
+    hybrid = HybridRetriever(bundle, placeholder, bm25)
+    queries = query_set(bundle.corpus, split)
+    if max_queries is not None and len(queries) > max_queries:
+        queries = queries.sample(max_queries, random_state=seed)
+    row_of = hybrid._row_of
+    cluster = bundle.corpus["cluster"].to_numpy(dtype=object, na_value=None)
+    tables, labels = [], []
+    for (text, qid, own_cluster), (rows, table) in zip(
+        queries[["question", "qid", "cluster"]].itertuples(index=False),
+        hybrid.candidates(queries["question"].tolist(), depth),
+    ):
+        keep = rows != row_of.get_loc(qid)
+        tables.append(table[keep])
+        labels.append(cluster[rows[keep]] == own_cluster)
+    x, y = np.concatenate(tables), np.concatenate(labels)
+    if y.all() or not y.any():
+        raise QPRError(f"the {split} queries' candidates are all {'positive' if y.all() else 'negative'}: "
+                       "a fusion needs both paraphrases and non-paraphrases among them")
+    mean, scale = x.mean(axis=0), x.std(axis=0) + 1e-9
+    model = LogisticRegression(max_iter=1000).fit((x - mean) / scale, y)
+    return Fusion(tuple(mean), tuple(scale), tuple(model.coef_[0]), float(model.intercept_[0]), depth)

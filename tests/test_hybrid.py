@@ -1,0 +1,81 @@
+import json
+import math
+
+import numpy as np
+import pytest
+
+from qpr.bundle import Bundle
+from qpr.cli import main
+from qpr.errors import QPRError
+from qpr.evaluate import evaluate
+from qpr.hybrid import FEATURES, Fusion, HybridRetriever, fit_fusion
+from qpr.service import BM25Retriever, DenseRetriever
+
+
+@pytest.fixture(scope="module")
+def fitted(tiny_bundle):
+    return tiny_bundle.with_fusion(fit_fusion(tiny_bundle).to_dict())
+
+
+def test_features_by_hand(fitted):
+    hybrid = HybridRetriever(fitted)
+    corpus = fitted.corpus
+    query, row = "how do i learn python ?", int(np.flatnonzero(corpus["question"] == "where should i start with python ?")[0])
+    dense_distance = ((hybrid.dense.encode([query]) - hybrid.dense.encode([corpus["question"][row]])) ** 2).sum()
+    (table,) = hybrid.features(query, np.array([row]), np.array([dense_distance]))
+    features = dict(zip(FEATURES, table))
+    idf = hybrid.lexical.idf
+    query_words, candidate_words = {"how", "do", "i", "learn", "python"}, {"where", "should", "i", "start", "with", "python"}
+    shared = idf["i"] + idf["python"]
+    assert features["dense_distance"] == pytest.approx(dense_distance)
+    assert features["bm25"] == pytest.approx(BM25Retriever(corpus).scores(query)[row])
+    assert features["jaccard"] == pytest.approx(2 / 9)
+    assert features["query_idf_shared"] == pytest.approx(shared / sum(idf[w] for w in query_words))
+    assert features["candidate_idf_shared"] == pytest.approx(shared / sum(idf[w] for w in candidate_words))
+    assert features["bm25_share"] == pytest.approx(features["bm25"] / sum(idf[w] for w in query_words))
+    assert features["length_gap"] == pytest.approx(1 / 6)
+    n = len(corpus)
+    assert idf["python"] == pytest.approx(math.log(1 + (n - 5 + 0.5) / 5.5))
+
+
+def test_fitted_hybrid_beats_both_of_its_parts_on_test(fitted):
+    # In this corpus every cluster shares its templates, so BM25 alone is lost and the small
+    # encoder is mediocre; the fusion, fitted on val only, must combine them into something better.
+    scores = {r.name: evaluate(r, fitted.corpus, "test")["MRR"]
+              for r in (DenseRetriever(fitted), BM25Retriever(fitted.corpus), HybridRetriever(fitted))}
+    assert scores["hybrid"] > max(scores["sdml"], scores["bm25"]) + 0.1, scores
+
+
+def test_hybrid_results_are_ranked_unique_and_k_long(fitted):
+    hits = HybridRetriever(fitted).search("how can i learn chess ?", k=7)
+    assert [h.rank for h in hits] == list(range(1, 8))
+    assert len({h.qid for h in hits}) == 7
+    assert [h.distance for h in hits] == sorted(h.distance for h in hits)
+    # k beyond the fusion depth still gets k results (both sides are asked for more).
+    assert len(HybridRetriever(fitted).search("how can i learn chess ?", k=40)) == 40
+
+
+def test_fusion_survives_save_and_load_and_is_required(fitted, tiny_bundle, tmp_path):
+    fitted.save(tmp_path / "b")
+    loaded = Bundle.load(tmp_path / "b")
+    assert Fusion.from_manifest(loaded.manifest) == Fusion.from_manifest(fitted.manifest)
+    with pytest.raises(QPRError, match="no fitted fusion"):
+        HybridRetriever(tiny_bundle)
+    stale = fitted.with_fusion(fitted.manifest["fusion"] | {"features": ["dense_distance"]})
+    with pytest.raises(QPRError, match="refit"):
+        HybridRetriever(stale)
+    with pytest.raises(QPRError, match="test is for measuring"):
+        fit_fusion(tiny_bundle, split="test")
+
+
+def test_cli_fuses_a_bundle_then_searches_and_evaluates_with_it(tiny_bundle, tmp_path, capsys):
+    path = tiny_bundle.save(tmp_path / "b")
+    assert main(["fuse", str(path)]) == 0
+    assert set(json.loads(capsys.readouterr().out)["fusion"]) == set(FEATURES)
+    assert main(["search", str(path), "how do i learn golf ?", "--hybrid", "-k", "3", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["hits"]) == 3
+    assert main(["eval", str(path), "--hybrid", "--split", "val"]) == 0
+    assert json.loads(capsys.readouterr().out)["system"] == "hybrid"
+    with pytest.raises(SystemExit):  # one retriever at a time
+        main(["eval", str(path), "--hybrid", "--bm25"])
+    assert "not allowed with" in capsys.readouterr().err
