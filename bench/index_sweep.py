@@ -1,8 +1,8 @@
 """Benchmark: recall and latency of approximate FAISS indexes against exact search.
 
 Uses a trained bundle (default bundles/quora from bench/quora_lite.py), encodes its corpus once,
-and for each IVF setting (nlist x nprobe) measures recall@20 against the exact index on the test
-queries, single-query search latency (p50/p99, encoding excluded: it is the same for all) and the
+and for each IVF setting (nlist x nprobe) and HNSW setting (M x efSearch) measures recall@20
+against the exact index on the test queries, single-query search latency (p50/p99, encoding excluded: it is the same for all) and the
 time to build the index. Writes bench/results/index_sweep.json and the table in docs/INDEX.md.
 
     python bench/index_sweep.py [--bundle bundles/quora]
@@ -25,6 +25,8 @@ from qpr.service import DenseRetriever  # noqa: E402
 
 NLISTS = (256, 512, 1024, 2000)
 NPROBES = (1, 5, 10, 20, 50, 100)
+HNSW_M = (16, 32)
+EF_SEARCH = (16, 32, 64, 128, 256, 512)
 LATENCY_QUERIES = 1000
 
 
@@ -58,6 +60,17 @@ def main() -> None:
             index = VectorIndex(ivf.index, ivf.factory, nprobe)
             p50, p99 = timed(index)
             rows.append({"index": index.describe(), "nlist": nlist, "nprobe": nprobe,
+                         "recall_at_20_vs_exact": index_recall(index, exact, queries),
+                         "latency_ms_p50": p50, "latency_ms_p99": p99, "build_seconds": round(build, 1)})
+            print(rows[-1], flush=True)
+    for m in HNSW_M:
+        start = time.perf_counter()
+        hnsw = VectorIndex.build(vectors, ids, IndexConfig(f"HNSW{m}"))
+        build = time.perf_counter() - start
+        for ef in EF_SEARCH:
+            index = VectorIndex(hnsw.index, hnsw.factory, hnsw.nprobe, ef)
+            p50, p99 = timed(index)
+            rows.append({"index": index.describe(), "hnsw_m": m, "ef_search": ef,
                          "recall_at_20_vs_exact": index_recall(index, exact, queries),
                          "latency_ms_p50": p50, "latency_ms_p99": p99, "build_seconds": round(build, 1)})
             print(rows[-1], flush=True)

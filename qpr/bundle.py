@@ -132,7 +132,9 @@ class Bundle:
             raise QPRError(f"{path}/encoder.pt does not match the manifest's encoder config: {str(err).splitlines()[0]}") from err
         encoder.eval()
         settings = manifest["index"]
-        index = VectorIndex.load(path / "index.faiss", settings["factory"], settings["nprobe"])
+        # Bundles written before HNSW support have no ef_search: the default applies.
+        index = VectorIndex.load(path / "index.faiss", settings["factory"], settings["nprobe"],
+                                 settings.get("ef_search", IndexConfig.ef_search))
         corpus = pd.read_parquet(path / "corpus.parquet")
         problems = []
         if index.dim != encoder_config.output_dim:

@@ -43,7 +43,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         _train_config(args),
         TextConfig(vocab_size=args.vocab_size, hash_bins=args.hash_bins, max_len=args.max_len, min_count=args.min_count),
         EncoderConfig(windows=tuple(args.windows), normalize=args.normalize),
-        IndexConfig(args.index, args.nprobe),
+        IndexConfig(args.index, args.nprobe, args.ef_search),
         data=str(args.data),
         progress=not args.quiet,
     )
@@ -56,7 +56,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    bundle = Bundle.load(args.bundle).with_index(IndexConfig(args.index, args.nprobe))
+    bundle = Bundle.load(args.bundle).with_index(IndexConfig(args.index, args.nprobe, args.ef_search))
     bundle.save(args.bundle)
     print(f"{args.bundle}: {bundle.index.describe()} over {len(bundle.index)} questions")
     return 0
@@ -241,8 +241,9 @@ def _retriever_args(p: argparse.ArgumentParser) -> None:
 
 def _index_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--index", default="auto", help="'auto' (exact up to 500k questions, IVF by the FAISS guidelines beyond; docs/INDEX.md), "
-                   "'Flat' (exact) or e.g. 'IVF2000,Flat'")
+                   "'Flat' (exact), e.g. 'IVF2000,Flat' or 'HNSW32'")
     p.add_argument("--nprobe", type=int, default=IndexConfig().nprobe, help="IVF lists searched per query")
+    p.add_argument("--ef-search", type=int, default=IndexConfig().ef_search, help="HNSW candidates searched per query")
 
 
 def run(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:

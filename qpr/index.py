@@ -5,8 +5,9 @@ Quora-lite (docs/INDEX.md): at 157k questions exact search answers in 5.5 ms (p5
 while an inverted file loses recall fast on these vectors (the paper's IVF2000 with 10 probes keeps
 only 72% of the exact top 20). So ``auto`` searches exactly up to ``EXACT_UP_TO`` questions (a linear
 scan, extrapolated to ~18 ms there) and only beyond that uses ``IVF{4*sqrt(N)},Flat``, the FAISS
-guideline (4*sqrt(N) to 16*sqrt(N) lists, at least 39 training points each). Any IVF factory can be
-asked for explicitly. Distances are squared Euclidean, the distance SDML trains with.
+guideline (4*sqrt(N) to 16*sqrt(N) lists, at least 39 training points each). Any IVF factory, or an
+HNSW graph (``HNSW{M}``, searched with ``ef_search`` candidates), can be asked for explicitly.
+Distances are squared Euclidean, the distance SDML trains with.
 """
 
 from __future__ import annotations
@@ -28,11 +29,12 @@ EXACT_UP_TO = 500_000
 
 @dataclass(frozen=True)
 class IndexConfig:
-    """``factory``: a FAISS factory string (``"Flat"``, ``"IVF2000,Flat"``...) or ``"auto"``;
-    ``nprobe``: inverted lists visited per query (paper: 10)."""
+    """``factory``: a FAISS factory string (``"Flat"``, ``"IVF2000,Flat"``, ``"HNSW32"``) or ``"auto"``;
+    ``nprobe``: inverted lists visited per query (paper: 10); ``ef_search``: HNSW search breadth."""
 
     factory: str = "auto"
     nprobe: int = 10
+    ef_search: int = 128
 
 
 def guideline_nlist(n: int) -> int:
@@ -54,15 +56,22 @@ def _nlist(factory: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def _is_hnsw(factory: str) -> bool:
+    return re.fullmatch(r"HNSW\d+", factory) is not None
+
+
 class VectorIndex:
     """FAISS index + the settings it was built with. Search returns (distances, question ids)."""
 
-    def __init__(self, index: faiss.Index, factory: str, nprobe: int) -> None:
+    def __init__(self, index: faiss.Index, factory: str, nprobe: int, ef_search: int = IndexConfig.ef_search) -> None:
         self.index = index
         self.factory = factory
         self.nprobe = nprobe
+        self.ef_search = ef_search
         if _nlist(factory) is not None:
             faiss.extract_index_ivf(index).nprobe = nprobe
+        if _is_hnsw(factory):
+            faiss.downcast_index(index.index).hnsw.efSearch = ef_search
 
     @classmethod
     def build(cls, vectors: np.ndarray, ids: np.ndarray, config: IndexConfig = IndexConfig()) -> "VectorIndex":
@@ -73,16 +82,16 @@ class VectorIndex:
             raise QPRError(f"need one vector per id and at least one: got {vectors.shape} vectors, {len(ids)} ids")
         factory = auto_factory(len(vectors)) if config.factory == "auto" else config.factory
         nlist = _nlist(factory)
-        if nlist is None and factory != "Flat":
-            raise QPRError(f"unsupported index {factory!r}: use 'auto', 'Flat' or 'IVF<nlist>,Flat'")
+        if nlist is None and factory != "Flat" and not _is_hnsw(factory):
+            raise QPRError(f"unsupported index {factory!r}: use 'auto', 'Flat', 'IVF<nlist>,Flat' or 'HNSW<M>'")
         if nlist is not None and len(vectors) < nlist:
             raise QPRError(f"{factory} needs at least {nlist} vectors to train, got {len(vectors)}; use 'auto' or 'Flat'")
-        # IDMap gives the exact index the same add_with_ids interface as IVF.
-        index = faiss.index_factory(vectors.shape[1], factory if nlist else "IDMap,Flat")
+        # IDMap gives exact search and HNSW the same add_with_ids interface as IVF.
+        index = faiss.index_factory(vectors.shape[1], factory if nlist else f"IDMap,{factory}")
         if nlist:
             index.train(vectors)
         index.add_with_ids(vectors, ids)
-        return cls(index, factory, config.nprobe)
+        return cls(index, factory, config.nprobe, config.ef_search)
 
     @property
     def dim(self) -> int:
@@ -101,20 +110,24 @@ class VectorIndex:
         return self.index.search(queries, min(k, len(self)))
 
     def describe(self) -> str:
-        """The label benchmarks use: ``exact`` or e.g. ``IVF2000,Flat/nprobe=10``."""
-        return "exact" if self.factory == "Flat" else f"{self.factory}/nprobe={self.nprobe}"
+        """The label benchmarks use: ``exact``, e.g. ``IVF2000,Flat/nprobe=10`` or ``HNSW32/efSearch=128``."""
+        if self.factory == "Flat":
+            return "exact"
+        if _is_hnsw(self.factory):
+            return f"{self.factory}/efSearch={self.ef_search}"
+        return f"{self.factory}/nprobe={self.nprobe}"
 
     def settings(self) -> dict:
-        return asdict(IndexConfig(self.factory, self.nprobe))
+        return asdict(IndexConfig(self.factory, self.nprobe, self.ef_search))
 
     def save(self, path: Path) -> None:
         with atomic_path(path) as tmp:
             faiss.write_index(self.index, str(tmp))
 
     @classmethod
-    def load(cls, path: Path, factory: str, nprobe: int) -> "VectorIndex":
+    def load(cls, path: Path, factory: str, nprobe: int, ef_search: int = IndexConfig.ef_search) -> "VectorIndex":
         try:
             index = faiss.read_index(str(path))
         except RuntimeError as err:
             raise QPRError(f"cannot read FAISS index {path}: {err.args[0].splitlines()[0]}") from err
-        return cls(index, factory, nprobe)
+        return cls(index, factory, nprobe, ef_search)

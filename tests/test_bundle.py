@@ -21,6 +21,16 @@ def test_bundle_round_trip_gives_identical_results(tiny_bundle, tmp_path):
         assert key in manifest
 
 
+def test_index_settings_survive_the_round_trip_and_older_manifests_load(tiny_bundle, tmp_path):
+    tiny_bundle.with_index(IndexConfig("HNSW8", ef_search=50)).save(tmp_path / "b")
+    assert Bundle.load(tmp_path / "b").index.describe() == "HNSW8/efSearch=50"
+    manifest_path = tmp_path / "b" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    del manifest["index"]["ef_search"]  # written before HNSW support
+    manifest_path.write_text(json.dumps(manifest))
+    assert Bundle.load(tmp_path / "b").index.ef_search == IndexConfig().ef_search
+
+
 def test_a_crash_while_saving_leaves_the_old_bundle(tiny_bundle, tmp_path, monkeypatch):
     tiny_bundle.save(tmp_path / "b")
     other = tiny_bundle.with_index(IndexConfig("Flat", nprobe=3))

@@ -42,13 +42,28 @@ def test_ivf_index_with_all_lists_probed_equals_exact(vectors, tmp_path):
     assert np.array_equal(loaded.search(vectors[:5], 4)[1], narrow.search(vectors[:5], 4)[1])
 
 
+def test_hnsw_index_keeps_ids_its_search_breadth_and_recall(vectors, tmp_path):
+    ids = np.arange(2000) * 3
+    exact = VectorIndex.build(vectors, ids, IndexConfig("Flat"))
+    wide = VectorIndex.build(vectors, ids, IndexConfig("HNSW16", ef_search=400))
+    assert wide.describe() == "HNSW16/efSearch=400"
+    assert index_recall(wide, exact, vectors[:50]) >= 0.99
+    narrow = VectorIndex.build(vectors, ids, IndexConfig("HNSW4", ef_search=1))
+    assert index_recall(narrow, exact, vectors[:50]) < index_recall(wide, exact, vectors[:50])
+    wide.save(tmp_path / "h.faiss")
+    loaded = VectorIndex.load(tmp_path / "h.faiss", "HNSW16", 10, 400)
+    assert loaded.settings() == {"factory": "HNSW16", "nprobe": 10, "ef_search": 400}
+    assert np.array_equal(loaded.search(vectors[:5], 4)[1], wide.search(vectors[:5], 4)[1])
+    assert set(loaded.search(vectors[:5], 4)[1].ravel()) <= set(ids)
+
+
 def test_index_errors_say_what_to_fix(vectors, tmp_path):
     with pytest.raises(QPRError, match="one vector per id"):
         VectorIndex.build(vectors, np.arange(5))
     with pytest.raises(QPRError, match="needs at least 5000 vectors"):
         VectorIndex.build(vectors, np.arange(2000), IndexConfig("IVF5000,Flat"))
     with pytest.raises(QPRError, match="unsupported index"):
-        VectorIndex.build(vectors, np.arange(2000), IndexConfig("HNSW32"))
+        VectorIndex.build(vectors, np.arange(2000), IndexConfig("PQ8"))
     index = VectorIndex.build(vectors, np.arange(2000))
     with pytest.raises(QPRError, match=r"expects \(n, 8\)"):
         index.search(np.zeros((1, 3), dtype=np.float32), 1)
