@@ -44,36 +44,28 @@ def main() -> None:
     exact = VectorIndex.build(vectors, ids, IndexConfig("Flat"))
     single = [queries[i : i + 1] for i in range(LATENCY_QUERIES)]
 
-    def timed(index: VectorIndex) -> tuple[float, float]:
-        return latency_ms(lambda vector: index.search(vector, TOP), single)
-
     rows = []
-    p50, p99 = timed(exact)
-    rows.append({"index": "exact", "nlist": None, "nprobe": None, "recall_at_20_vs_exact": 1.0,
-                 "latency_ms_p50": p50, "latency_ms_p99": p99, "build_seconds": 0.0})
-    print(rows[-1], flush=True)
+
+    def measure(index: VectorIndex, build_seconds: float, **setting) -> None:
+        p50, p99 = latency_ms(lambda vector: index.search(vector, TOP), single)
+        rows.append({"index": index.describe(), **setting, "recall_at_20_vs_exact": index_recall(index, exact, queries),
+                     "latency_ms_p50": p50, "latency_ms_p99": p99, "build_seconds": round(build_seconds, 1)})
+        print(rows[-1], flush=True)
+
+    def built(config: IndexConfig) -> tuple[VectorIndex, float]:
+        start = time.perf_counter()
+        index = VectorIndex.build(vectors, ids, config)
+        return index, time.perf_counter() - start
+
+    measure(exact, 0.0)
     for nlist in sorted(set(NLISTS) | {guideline_nlist(len(ids))}):
-        start = time.perf_counter()
-        ivf = VectorIndex.build(vectors, ids, IndexConfig(f"IVF{nlist},Flat", nprobe=1))
-        build = time.perf_counter() - start
+        ivf, seconds = built(IndexConfig(f"IVF{nlist},Flat"))
         for nprobe in NPROBES:
-            index = VectorIndex(ivf.index, ivf.factory, nprobe)
-            p50, p99 = timed(index)
-            rows.append({"index": index.describe(), "nlist": nlist, "nprobe": nprobe,
-                         "recall_at_20_vs_exact": index_recall(index, exact, queries),
-                         "latency_ms_p50": p50, "latency_ms_p99": p99, "build_seconds": round(build, 1)})
-            print(rows[-1], flush=True)
+            measure(VectorIndex(ivf.index, ivf.factory, nprobe), seconds, nlist=nlist, nprobe=nprobe)
     for m in HNSW_M:
-        start = time.perf_counter()
-        hnsw = VectorIndex.build(vectors, ids, IndexConfig(f"HNSW{m}"))
-        build = time.perf_counter() - start
+        hnsw, seconds = built(IndexConfig(f"HNSW{m}"))
         for ef in EF_SEARCH:
-            index = VectorIndex(hnsw.index, hnsw.factory, hnsw.nprobe, ef)
-            p50, p99 = timed(index)
-            rows.append({"index": index.describe(), "hnsw_m": m, "ef_search": ef,
-                         "recall_at_20_vs_exact": index_recall(index, exact, queries),
-                         "latency_ms_p50": p50, "latency_ms_p99": p99, "build_seconds": round(build, 1)})
-            print(rows[-1], flush=True)
+            measure(VectorIndex(hnsw.index, hnsw.factory, hnsw.nprobe, ef), seconds, hnsw_m=m, ef_search=ef)
 
     payload = {"dataset": "quora-lite", "bundle": bundle.version, "corpus_size": len(corpus), "queries": len(queries),
                "k": TOP, "machine": machine(), "runs": rows}
