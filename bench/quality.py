@@ -51,6 +51,7 @@ OPTIONS = {
     "windows 1,3,5": {"encoder": {"windows": (1, 3, 5)}},
     "cosine + learned temperature": {"encoder": {"normalize": True}, "train": {"distance": "cosine"}},
     "min_count 2 (trained hash bins)": {"text": {"min_count": 2}},
+    "50k hash bins": {"text": {"hash_bins": 50_000}},
     "cosine lr schedule": {"train": {"lr_schedule": "cosine"}},
 }
 
