@@ -97,24 +97,27 @@ class HybridRetriever(Retriever):
         """Per query: (corpus rows of its candidates, their ``FEATURES`` matrix)."""
         vectors = self.dense.encode(queries)
         distances, qids = self.bundle.index.search(vectors, depth)
-        _, bm25_qids = self.bm25.search_ids(queries, depth)
-        found = [(self._row_of.get_indexer(q[q >= 0]), d[q >= 0]) for q, d in zip(qids, distances)]
-        bm25_only = [np.setdiff1d(self._row_of.get_indexer(q[q >= 0]), rows) for q, (rows, _) in zip(bm25_qids, found)]
+        lists = []  # per query: candidate rows, their index distances (dense hits only), BM25 scores
+        for text, qid_row, dist_row in zip(queries, qids, distances):
+            dense_rows = self._row_of.get_indexer(qid_row[qid_row >= 0])
+            scores = self.bm25.scores(text)  # one BM25 pass gives the top rows and every candidate's score
+            rows = np.concatenate([dense_rows, np.setdiff1d(_top(scores, depth), dense_rows)])
+            lists.append((rows, dist_row[qid_row >= 0], scores[rows]))
         # BM25-only candidates have no index distance: encode them, all queries' at once.
-        extra_rows = np.unique(np.concatenate(bm25_only)) if bm25_only else np.array([], dtype=int)
+        extra_rows = np.unique(np.concatenate([rows[len(dist):] for rows, dist, _ in lists]))
         extra_vectors = self.dense.encode(self.corpus["question"].to_numpy()[extra_rows].tolist()) if len(extra_rows) else None
         out = []
-        for text, vector, (rows, dist), extra in zip(queries, vectors, found, bm25_only):
+        for text, vector, (rows, dist, bm25) in zip(queries, vectors, lists):
+            extra = rows[len(dist):]
             if len(extra):
-                extra_dist = ((extra_vectors[np.searchsorted(extra_rows, extra)] - vector) ** 2).sum(axis=1)
-                rows, dist = np.concatenate([rows, extra]), np.concatenate([dist, extra_dist])
-            out.append((rows, self.features(text, rows, dist)))
+                dist = np.concatenate([dist, ((extra_vectors[np.searchsorted(extra_rows, extra)] - vector) ** 2).sum(axis=1)])
+            out.append((rows, self.features(text, rows, dist, bm25)))
         return out
 
-    def features(self, text: str, rows: np.ndarray, dense_distance: np.ndarray) -> np.ndarray:
-        """The ``FEATURES`` of the corpus questions at ``rows`` for the query ``text``."""
+    def features(self, text: str, rows: np.ndarray, dense_distance: np.ndarray, bm25: np.ndarray) -> np.ndarray:
+        """The ``FEATURES`` of the corpus questions at ``rows`` for the query ``text``, given their
+        dense distances and BM25 scores."""
         query_words = frozenset(words(text))
-        bm25 = self.bm25.scores(text)[rows]
         query_weight = max(self.lexical.weight(query_words), 1e-9)
         table = np.empty((len(rows), len(FEATURES)))
         for i, row in enumerate(rows):
@@ -141,6 +144,12 @@ class HybridRetriever(Retriever):
             distances[i, : len(best)] = -score[best]
             qids[i, : len(best)] = all_qids[rows[best]]
         return distances, qids
+
+
+def _top(scores: np.ndarray, depth: int) -> np.ndarray:
+    """Rows of the ``depth`` highest positive scores (a score of 0 shares no word with the query)."""
+    top = np.argpartition(-scores, min(depth, len(scores) - 1))[:depth]
+    return top[scores[top] > 0]
 
 
 def fit_fusion(bundle: Bundle, split: str = "val", depth: int = DEPTH, bm25: BM25Retriever | None = None,

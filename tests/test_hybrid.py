@@ -22,13 +22,14 @@ def test_features_by_hand(fitted):
     corpus = fitted.corpus
     query, row = "how do i learn python ?", int(np.flatnonzero(corpus["question"] == "where should i start with python ?")[0])
     dense_distance = ((hybrid.dense.encode([query]) - hybrid.dense.encode([corpus["question"][row]])) ** 2).sum()
-    (table,) = hybrid.features(query, np.array([row]), np.array([dense_distance]))
+    bm25 = BM25Retriever(corpus).scores(query)[row]
+    (table,) = hybrid.features(query, np.array([row]), np.array([dense_distance]), np.array([bm25]))
     features = dict(zip(FEATURES, table))
     idf = hybrid.lexical.idf
     query_words, candidate_words = {"how", "do", "i", "learn", "python"}, {"where", "should", "i", "start", "with", "python"}
     shared = idf["i"] + idf["python"]
     assert features["dense_distance"] == pytest.approx(dense_distance)
-    assert features["bm25"] == pytest.approx(BM25Retriever(corpus).scores(query)[row])
+    assert features["bm25"] == pytest.approx(bm25)
     assert features["jaccard"] == pytest.approx(2 / 9)
     assert features["query_idf_shared"] == pytest.approx(shared / sum(idf[w] for w in query_words))
     assert features["candidate_idf_shared"] == pytest.approx(shared / sum(idf[w] for w in candidate_words))

@@ -1,0 +1,119 @@
+"""Benchmark (issue 6): what a judgment costs in the app's Annotate tab, driven in headless Chromium.
+
+Starts ``python app.py`` on the demo corpus with a fresh SQLite database, types an annotator name,
+clicks "Next cluster (the app picks)" and answers every candidate by keyboard until ``--judgments``
+judgments are recorded, clicking "Next cluster" again whenever a queue is finished. It counts the
+clicks and key presses, and times each judgment from the key press until the page shows the
+incremented count (the browser round trip plus the store's write: the machine's share of a
+judgment). A person's reading and deciding time is not measured here; docs/FEEDBACK_LOOP.md turns
+budgets into hours for stated decision times.
+
+    python bench/annotation_speed.py [--judgments 200]
+
+Writes bench/results/annotation_speed.json and the table in docs/FEEDBACK_LOOP.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json  # noqa: E402
+from bench.startup import start_app, stop_app  # noqa: E402
+from qpr.demo import cache_dir  # noqa: E402
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
+BUDGETS = (500, 2000, 5000)
+DECISION_SECONDS = (3, 5, 10)  # stated reading-and-deciding times, not measurements
+PROGRESS = "#annotate-progress"
+
+
+def counts(page) -> tuple[int, int]:
+    """(judged today, left in this queue) as the Annotate tab shows them."""
+    text = page.locator(PROGRESS).inner_text()
+    match = re.search(r"Judged today: (\d+) · left in this queue: (\d+)", text)
+    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+
+
+def wait_for_judged(page, n: int) -> None:
+    # Polled on every animation frame: Playwright's expect() polls at 100 ms and up, which would
+    # round every measurement up.
+    page.wait_for_function(
+        "([sel, n]) => (document.querySelector(sel)?.innerText || '').includes('Judged today: ' + n + ' ')",
+        arg=[PROGRESS, n], polling="raf", timeout=60_000)
+
+
+def run(judgments: int) -> dict:
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as tmp, sync_playwright() as playwright:
+        env = {"QPR_DB_URL": f"sqlite:///{Path(tmp) / 'annotations.db'}", "QPR_CACHE_DIR": str(cache_dir())}
+        process, url, _ = start_app(env, Path(tmp) / "app.log")
+        try:
+            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(url)
+            page.get_by_role("tab", name="Annotate").click()
+            page.get_by_label("Your name (needed to annotate)").fill("speed-test")
+            page.locator("h1").first.click()  # once: typing the name left the focus in a text field
+            clicks = queues = 0
+            times = []
+            start = time.perf_counter()
+            while len(times) < judgments:
+                judged, left = counts(page)
+                if left == 0:
+                    page.get_by_role("button", name="Next cluster (the app picks)").click()
+                    clicks += 1
+                    queues += 1
+                    page.wait_for_function(
+                        "(sel) => /left in this queue: [1-9]/.test(document.querySelector(sel)?.innerText || '')",
+                        arg=PROGRESS, polling="raf", timeout=60_000)
+                    continue
+                began = time.perf_counter()
+                page.keyboard.press("2")
+                clicks += 1
+                wait_for_judged(page, judged + 1)
+                times.append(time.perf_counter() - began)
+            total = time.perf_counter() - start
+            browser.close()
+        finally:
+            stop_app(process)
+    return {"judgments": len(times), "clicks": clicks, "queues": queues, "clicks_per_judgment": clicks / len(times),
+            "ms_per_judgment_p50": float(np.percentile(times, 50) * 1000),
+            "ms_per_judgment_p99": float(np.percentile(times, 99) * 1000),
+            "seconds_total": total, "machine": machine()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--judgments", type=int, default=200)
+    args = parser.parse_args()
+    result = run(args.judgments)
+    print(result, flush=True)
+    machine_seconds = result["seconds_total"] / result["judgments"]
+    rows = [{"decision": f"{t} s", "per_hour": 3600 / (t + machine_seconds),
+             **{f"hours_{b}": b * (t + machine_seconds) / 3600 for b in BUDGETS}} for t in DECISION_SECONDS]
+    write_json(result | {"hours": rows}, ROOT / "bench" / "results" / "annotation_speed.json")
+    table = markdown_table(rows, [("decision", "person's time per pair (assumed)"), ("per_hour", "judgments per hour")]
+                           + [(f"hours_{b}", f"hours for {b:,}") for b in BUDGETS])
+    note = (f"Measured in headless Chromium on the demo corpus: {result['judgments']} judgments over {result['queues']} "
+            f"queues took {result['clicks']} clicks and key presses ({result['clicks_per_judgment']:.2f} per judgment: one key per "
+            f"judgment plus one click per queue). The machine's share of a judgment, from key press to the "
+            f"updated count on screen: p50 {result['ms_per_judgment_p50']:.0f} ms, p99 {result['ms_per_judgment_p99']:.0f} ms "
+            f"({machine_seconds:.2f} s per judgment over the whole session, queue starts included). "
+            f"Machine: {result['machine']}. The hours below add a person's reading-and-deciding time, which was not "
+            "measured: the three values are assumptions to read the budgets by.")
+    replace_marked_section(ROOT / "docs" / "FEEDBACK_LOOP.md", "annotation-speed", f"{note}\n\n{table}")
+
+
+if __name__ == "__main__":
+    main()
