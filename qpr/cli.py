@@ -82,13 +82,13 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     bundle = Bundle.load(args.bundle)
-    if args.data:
+    corpus = load_corpus(args.data, seed=args.seed) if args.data else bundle.corpus
+    if args.data and not args.bm25:
         # Same encoder (and fitted fusion, if any) over another corpus.
-        corpus = load_corpus(args.data, seed=args.seed)
         rebuilt = Bundle.create(bundle.encoder, bundle.vocab, corpus, IndexConfig(**bundle.index.settings()))
         bundle = rebuilt.with_fusion(bundle.manifest["fusion"]) if "fusion" in bundle.manifest else rebuilt
-    retriever = _retriever(bundle, args)
-    metrics = evaluate(retriever, bundle.corpus, args.split)
+    retriever = BM25Retriever(corpus) if args.bm25 else _retriever(bundle, args)
+    metrics = evaluate(retriever, corpus, args.split)
     print(json.dumps({"system": retriever.name, "split": args.split} | metrics))
     return 0
 
@@ -122,6 +122,9 @@ def cmd_supervise(args: argparse.Namespace) -> int:
 
 def cmd_experiment(args: argparse.Namespace) -> int:
     corpus = load_corpus(args.data)
+    malformed = [condition for condition in args.where if "=" not in condition]
+    if malformed:
+        raise QPRError(f"--where {malformed[0]!r}: write FIELD=VALUE, e.g. --where noise=0")
     where = dict(condition.partition("=")[::2] for condition in args.where)
     rows = run_experiment(args.name, corpus, args.results, args.epochs, args.seeds, args.force,
                           progress=not args.quiet, where=where)

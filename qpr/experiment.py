@@ -90,6 +90,8 @@ def arms(name: str, seeds: list[int], where: dict[str, str] | None = None) -> li
         except ValueError as err:
             raise QPRError(f"{key}={text!r} is not a valid {kind.__name__}") from err
         selected = [arm for arm in selected if getattr(arm, key) == value]
+    if not selected:
+        raise QPRError(f"no arm of {name!r} has {', '.join(f'{k}={v}' for k, v in where.items())}")
     return selected
 
 

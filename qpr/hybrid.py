@@ -22,7 +22,6 @@ from dataclasses import asdict, dataclass
 from typing import Sequence
 
 import numpy as np
-import pandas as pd
 from sklearn.linear_model import LogisticRegression
 
 from qpr.bundle import Bundle
@@ -88,10 +87,14 @@ class HybridRetriever(Retriever):
         self.bundle = bundle
         self.corpus = bundle.corpus
         self.fusion = fusion or Fusion.from_manifest(bundle.manifest)
+        if self.fusion.depth < 1:
+            raise QPRError(f"the fusion's depth must be at least 1, got {self.fusion.depth}")
+        if bm25 is not None and not np.array_equal(bm25.corpus["qid"].to_numpy(), self.corpus["qid"].to_numpy()):
+            # Scores are read by corpus row: another corpus or row order would score the wrong questions.
+            raise QPRError("the BM25 retriever given was built on another corpus than the bundle's")
         self.dense = DenseRetriever(bundle)
         self.bm25 = bm25 or BM25Retriever(bundle.corpus)
         self.lexical = LexicalStats(self.corpus["question"].tolist())
-        self._row_of = pd.Index(self.corpus["qid"])
 
     def candidates(self, queries: Sequence[str], depth: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per query: (corpus rows of its candidates, their ``FEATURES`` matrix)."""
@@ -99,7 +102,7 @@ class HybridRetriever(Retriever):
         distances, qids = self.bundle.index.search(vectors, depth)
         lists = []  # per query: candidate rows, their index distances (dense hits only), BM25 scores
         for text, qid_row, dist_row in zip(queries, qids, distances):
-            dense_rows = self._row_of.get_indexer(qid_row[qid_row >= 0])
+            dense_rows = self._lookup[0].get_indexer(qid_row[qid_row >= 0])
             scores = self.bm25.scores(text)  # one BM25 pass gives the top rows and every candidate's score
             rows = np.concatenate([dense_rows, np.setdiff1d(_top(scores, depth), dense_rows)])
             lists.append((rows, dist_row[qid_row >= 0], scores[rows]))
@@ -161,6 +164,8 @@ def fit_fusion(bundle: Bundle, split: str = "val", depth: int = DEPTH, bm25: BM2
     """
     if split == "test":
         raise QPRError("the fusion is fitted on val (or train) queries; test is for measuring it")
+    if depth < 1 or (max_queries is not None and max_queries < 1):
+        raise QPRError(f"depth and max_queries must be at least 1, got {depth} and {max_queries}")
     # Unfitted placeholder weights: only the candidate and feature machinery is used here.
     placeholder = Fusion(mean=(0.0,) * len(FEATURES), scale=(1.0,) * len(FEATURES), coef=(0.0,) * len(FEATURES),
                          intercept=0.0, depth=depth)
@@ -168,7 +173,7 @@ def fit_fusion(bundle: Bundle, split: str = "val", depth: int = DEPTH, bm25: BM2
     queries = query_set(bundle.corpus, split)
     if max_queries is not None and len(queries) > max_queries:
         queries = queries.sample(max_queries, random_state=seed)
-    row_of = hybrid._row_of
+    row_of = hybrid._lookup[0]
     cluster = bundle.corpus["cluster"].to_numpy(dtype=object, na_value=None)
     tables, labels = [], []
     for (text, qid, own_cluster), (rows, table) in zip(

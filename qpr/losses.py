@@ -19,6 +19,7 @@ Distance = Literal["euclidean", "squared", "cosine"]
 # Initial inverse temperature of the cosine SDML softmax; learned from there. Cosine distances lie
 # in [0, 2], so without a scale the softmax could never become confident.
 COSINE_SCALE = 20.0
+MAX_COSINE_SCALE = 100.0
 
 
 def pairwise_distances(a: torch.Tensor, b: torch.Tensor, distance: Distance = "squared") -> torch.Tensor:
@@ -49,7 +50,8 @@ class SDMLLoss(nn.Module):
 
     With the paper's distances the vectors' norms set the softmax's sharpness. With "cosine" they
     cannot, so the distances are multiplied by a learned scale (an inverse temperature, stored as
-    its log, starting at ``COSINE_SCALE``); the trainer optimises it with the encoder.
+    its log, starting at ``COSINE_SCALE``, at most ``MAX_COSINE_SCALE``); the trainer optimises it
+    with the encoder.
 
     >>> loss = SDMLLoss(smoothing=0.3)
     >>> anchors, positives = torch.randn(4, 8), torch.randn(4, 8)
@@ -73,7 +75,8 @@ class SDMLLoss(nn.Module):
     def forward(self, anchors: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
         distances = pairwise_distances(anchors, positives, self.distance)
         if self.log_scale is not None:
-            distances = distances * self.log_scale.exp()
+            # Capped (as CLIP caps its logit scale) so a run of easy batches cannot inflate it without bound.
+            distances = distances * self.log_scale.clamp(max=math.log(MAX_COSINE_SCALE)).exp()
         log_probs = F.log_softmax(-distances, dim=1)
         return F.kl_div(log_probs, self.targets(len(anchors), anchors.device), reduction="batchmean")
 

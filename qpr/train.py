@@ -10,6 +10,7 @@ without improvement. Ctrl-C ends training early and returns the best epoch so fa
 from __future__ import annotations
 
 import copy
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable
@@ -203,8 +204,11 @@ def train(
             anchors, positives, owner = epoch_pairs(clusters, rng)
             batches = cluster_disjoint_batches(owner, config.batch_size, rng)
             if schedule is None and config.lr_schedule == "cosine":
-                # Epochs hold about the same number of batches, so the first one sets the horizon.
-                schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=len(batches) * config.max_epochs)
+                # Epochs hold about the same number of batches, so the first one sets the horizon;
+                # past it (a later epoch with a few more batches) the rate stays at zero.
+                horizon = len(batches) * config.max_epochs
+                schedule = torch.optim.lr_scheduler.LambdaLR(
+                    optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * min(step / horizon, 1.0))))
             total = 0.0
             bar = tqdm(batches, desc=f"epoch {epoch}/{config.max_epochs}", disable=not progress, leave=False)
             for batch in bar:

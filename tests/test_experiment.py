@@ -28,6 +28,8 @@ def test_arms_can_be_selected_by_field():
         arms("noise", [0], {"colour": "red"})
     with pytest.raises(QPRError, match="not a valid float"):
         arms("noise", [0], {"noise": "lots"})
+    with pytest.raises(QPRError, match="no arm of 'noise' has loss=SDML"):
+        arms("noise", [0], {"loss": "SDML"})
 
 
 def test_runs_are_written_and_resumable(tmp_path, monkeypatch):
@@ -80,6 +82,7 @@ def test_cli_runs_an_experiment_on_a_cluster_file(tmp_path, monkeypatch):
     out = tmp_path / "r.json"
     assert main(["experiment", "tiny", "--data", str(data), "--epochs", "1", "--results", str(out), "--quiet"]) == 0
     assert len(json.loads(out.read_text())["runs"]) == 2
+    assert main(["experiment", "tiny", "--data", str(data), "--where", "noise", "--results", str(out)]) == 2
 
 
 def test_corrupt_results_file_is_not_overwritten(tmp_path):

@@ -8,6 +8,7 @@ from qpr.bundle import Bundle
 from qpr.cli import main
 from qpr.errors import QPRError
 from qpr.evaluate import evaluate
+from qpr.index import IndexConfig
 from qpr.hybrid import FEATURES, Fusion, HybridRetriever, fit_fusion
 from qpr.service import BM25Retriever, DenseRetriever
 
@@ -39,6 +40,24 @@ def test_features_by_hand(fitted):
     assert idf["python"] == pytest.approx(math.log(1 + (n - 5 + 0.5) / 5.5))
 
 
+@pytest.mark.parametrize("index", ["Flat", "HNSW8"])
+def test_every_candidate_gets_its_own_distance_and_bm25_score(fitted, index):
+    bundle = fitted.with_index(IndexConfig(index))
+    hybrid = HybridRetriever(bundle)
+    queries = ["how do i learn python ?", "tips for chess", "a question about nothing in particular"]
+    bm25 = BM25Retriever(bundle.corpus)
+    dense = DenseRetriever(bundle)
+    for query, (rows, table) in zip(queries, hybrid.candidates(queries, depth=10)):
+        assert len(set(rows)) == len(rows) >= 10
+        texts = bundle.corpus["question"].to_numpy()[rows].tolist()
+        expected = ((dense.encode(texts) - dense.encode([query])) ** 2).sum(axis=1)
+        np.testing.assert_allclose(table[:, FEATURES.index("dense_distance")], expected, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(table[:, FEATURES.index("bm25")], bm25.scores(query)[rows], rtol=1e-5)
+        # The candidates include a BM25 top 10 (compared by score: many questions tie here).
+        scores = bm25.scores(query)
+        np.testing.assert_allclose(np.sort(scores[rows])[-10:], np.sort(scores)[-10:])
+
+
 def test_fitted_hybrid_beats_both_of_its_parts_on_test(fitted):
     # In this corpus every cluster shares its templates, so BM25 alone is lost and the small
     # encoder is mediocre; the fusion, fitted on val only, must combine them into something better.
@@ -67,6 +86,10 @@ def test_fusion_survives_save_and_load_and_is_required(fitted, tiny_bundle, tmp_
         HybridRetriever(stale)
     with pytest.raises(QPRError, match="test is for measuring"):
         fit_fusion(tiny_bundle, split="test")
+    with pytest.raises(QPRError, match="at least 1"):
+        fit_fusion(tiny_bundle, max_queries=0)
+    with pytest.raises(QPRError, match="another corpus"):
+        HybridRetriever(fitted, bm25=BM25Retriever(fitted.corpus.iloc[::-1]))
 
 
 def test_cli_fuses_a_bundle_then_searches_and_evaluates_with_it(tiny_bundle, tmp_path, capsys):
