@@ -19,10 +19,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from bench.common import ROOT, markdown_table, replace_marked_section  # noqa: E402
+from qpr.data import data_dir, load_corpus  # noqa: E402
+from qpr.experiment import NOISE_RATES  # noqa: E402
+from qpr.noise import SPLIT_SUFFIX, inject_false_negatives  # noqa: E402
+from qpr.train import cluster_disjoint_batches, cluster_members, epoch_pairs  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "reproduction.json"
 DOC = ROOT / "docs" / "REPRODUCTION.md"
@@ -48,15 +53,21 @@ def section(name: str, runs: pd.DataFrame) -> str:
     rows = summarise(runs[runs["experiment"] == name]).to_dict("records")
     if not rows:
         return f"### {name}\n\nNot run yet: `python -m qpr experiment {name}`.\n"
-    if name == "smoothing":
-        for row in rows:
-            paper = PAPER_TABLE_1.get(row["epsilon"], {}) if row["split"] == "val" else {}
-            row["paper_P1"], row["paper_MRR"] = paper.get("P@1"), paper.get("MRR")
     columns = [(k, k) for k in VARIES[name]] + [
         ("split", "split"), ("H1", "H@1"), ("H10", "H@10"), ("MRR", "MRR"), ("H1_spread", "H@1 spread"),
         ("seeds", "seeds"), ("epochs", "epochs")]
     if name == "smoothing":
+        for row in rows:
+            paper = PAPER_TABLE_1.get(row["epsilon"], {}) if row["split"] == "val" else {}
+            row["paper_P1"], row["paper_MRR"] = paper.get("P@1"), paper.get("MRR")
         columns += [("paper_P1", "paper P@1 (val)"), ("paper_MRR", "paper MRR (val)")]
+    if name == "noise":
+        # How much each arm loses to the noise: H@1 relative to the same arm without noise.
+        clean = {(r["loss"], r["epsilon"], r["split"]): r["H1"] for r in rows if r["noise"] == 0.0}
+        for row in rows:
+            base = clean.get((row["loss"], row["epsilon"], row["split"]))
+            row["H1_change"] = None if base is None else row["H1"] - base
+        columns.insert(columns.index(("H10", "H@10")), ("H1_change", "H@1 vs r=0"))
     return f"### {name}\n\n{markdown_table(rows, columns)}\n"
 
 
@@ -76,12 +87,42 @@ def noise_plot(runs: pd.DataFrame) -> bool:
     return True
 
 
+def exposure(corpus: pd.DataFrame, batch_size: int = 512, seed: int = 0) -> str:
+    """How often the injected false negatives actually serve as in-batch negatives.
+
+    Builds one epoch's pairs and cluster-disjoint batches exactly as training does, on the noisy
+    copy for each noise rate, and counts the (anchor, other positive) pairs of a batch that the
+    clean clusters call paraphrases. Only those can teach the model to push paraphrases apart.
+    """
+    clean = corpus["cluster"].to_numpy(dtype=object, na_value=None)
+    rows = []
+    for rate in NOISE_RATES[1:]:
+        noisy, chosen = inject_false_negatives(corpus, rate, seed=seed)
+        rng = np.random.default_rng(seed)
+        anchors, positives, owner = epoch_pairs(cluster_members(noisy, "train"), rng)
+        negatives = false = 0
+        for batch in cluster_disjoint_batches(owner, batch_size, rng):
+            same = clean[anchors[batch]][:, None] == clean[positives[batch]][None, :]
+            np.fill_diagonal(same, False)
+            false += int(same.sum())
+            negatives += len(batch) * (len(batch) - 1)
+        moved = int(noisy["cluster"].str.endswith(SPLIT_SUFFIX).sum())
+        rows.append({"noise": f"{rate:g}", "split": f"{len(chosen):,}", "moved": f"{moved:,}", "negatives": f"{negatives:,}",
+                     "false": f"{false:,}", "share": f"{false / negatives:.1e}", "per_anchor": f"{false / len(anchors):.4f}"})
+    return markdown_table(rows, [("noise", "r"), ("split", "clusters split"), ("moved", "questions moved"),
+                                 ("negatives", "in-batch negatives / epoch"), ("false", "of them false negatives"),
+                                 ("share", "share"), ("per_anchor", "per anchor")])
+
+
 def main() -> None:
     runs = pd.DataFrame(json.loads(RESULTS.read_text())["runs"])
     parts = [section(name, runs) for name in ("smoothing", "batch", "loss", "noise")]
     if noise_plot(runs):
         parts.append("![H@1 vs noise](reproduction/noise.png)\n")
     replace_marked_section(DOC, "reproduction", "\n".join(parts))
+    corpus = load_corpus(data_dir() / "quora-lite")
+    replace_marked_section(DOC, "exposure", f"One epoch of batches (N = 512, seed 0) on the noisy copies of "
+                           f"Quora-lite's {int((corpus['split'] == 'train').sum()):,} training questions:\n\n{exposure(corpus)}")
 
 
 if __name__ == "__main__":
