@@ -34,9 +34,9 @@ DOC = ROOT / "docs" / "REPRODUCTION.md"
 PLOT = ROOT / "docs" / "reproduction" / "noise.png"
 PAPER_TABLE_1 = {0.0: {"P@1": 0.5568, "MRR": 0.6217}, 0.1: {"P@1": 0.5901}, 0.2: {"P@1": 0.6030},
                  0.3: {"P@1": 0.6133, "MRR": 0.6837}, 0.4: {"P@1": 0.6107}}
-ARM = ["loss", "distance", "negatives", "epsilon", "batch", "noise"]
+ARM = ["loss", "distance", "negatives", "epsilon", "batch", "noise", "batching"]
 VARIES = {"smoothing": ["epsilon"], "batch": ["batch"], "loss": ["loss", "distance", "negatives"],
-          "noise": ["noise", "loss", "epsilon"]}
+          "noise": ["batching", "noise", "loss", "epsilon"]}
 
 
 def summarise(runs: pd.DataFrame) -> pd.DataFrame:
@@ -63,9 +63,9 @@ def section(name: str, runs: pd.DataFrame) -> str:
         columns += [("paper_P1", "paper P@1 (val)"), ("paper_MRR", "paper MRR (val)")]
     if name == "noise":
         # How much each arm loses to the noise: H@1 relative to the same arm without noise.
-        clean = {(r["loss"], r["epsilon"], r["split"]): r["H1"] for r in rows if r["noise"] == 0.0}
+        clean = {(r["batching"], r["loss"], r["epsilon"], r["split"]): r["H1"] for r in rows if r["noise"] == 0.0}
         for row in rows:
-            base = clean.get((row["loss"], row["epsilon"], row["split"]))
+            base = clean.get((row["batching"], row["loss"], row["epsilon"], row["split"]))
             row["H1_change"] = None if base is None else row["H1"] - base
         columns.insert(columns.index(("H10", "H@10")), ("H1_change", "H@1 vs r=0"))
     return f"### {name}\n\n{markdown_table(rows, columns)}\n"
@@ -75,13 +75,16 @@ def noise_plot(runs: pd.DataFrame) -> bool:
     noise = summarise(runs[(runs["experiment"] == "noise") & (runs["split"] == "test")])
     if noise.empty:
         return False
-    figure = Figure(figsize=(6, 4))
-    axes = figure.subplots()
-    for (loss, epsilon), arm in noise.groupby(["loss", "epsilon"]):
+    figure = Figure(figsize=(10, 4))
+    panels = dict(zip(("random", "grouped"), figure.subplots(1, 2, sharey=True)))
+    for (batching, loss, epsilon), arm in noise.groupby(["batching", "loss", "epsilon"]):
         label = f"SDML eps={epsilon:g}" if loss == "sdml" else "triplet (random, squared)"
-        axes.plot(arm["noise"], arm["H1"], marker="o", label=label)
-    axes.set(xlabel="share of train clusters split (false negatives)", ylabel="test H@1", title="H@1 vs label noise")
-    axes.legend()
+        panels[batching].plot(arm["noise"], arm["H1"], marker="o", label=label)
+    for batching, axes in panels.items():
+        axes.set(xlabel="share of train clusters split (false negatives)", ylabel="test H@1",
+                 title=f"{batching} batches")
+        if axes.lines:
+            axes.legend()
     PLOT.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(PLOT, dpi=80, bbox_inches="tight")
     return True
@@ -90,32 +93,38 @@ def noise_plot(runs: pd.DataFrame) -> bool:
 def exposure(corpus: pd.DataFrame, batch_size: int = 512, seed: int = 0) -> str:
     """How often the injected false negatives actually serve as in-batch negatives.
 
-    Builds one epoch's pairs and cluster-disjoint batches exactly as training does, on the noisy
-    copy for each noise rate, and counts the (anchor, other positive) pairs of a batch that the
-    clean clusters call paraphrases. Only those can teach the model to push paraphrases apart.
+    Builds one epoch's pairs and cluster-disjoint batches exactly as training does (random or
+    grouped by clean cluster), on the noisy copy for each noise rate, and counts the (anchor,
+    other positive) pairs of a batch that the clean clusters call paraphrases. Only those can
+    teach the model to push paraphrases apart.
     """
     clean = corpus["cluster"].to_numpy(dtype=object, na_value=None)
+    groups = corpus["cluster"].astype(object).fillna("").to_numpy()
     rows = []
-    for rate in NOISE_RATES[1:]:
-        noisy, chosen = inject_false_negatives(corpus, rate, seed=seed)
-        rng = np.random.default_rng(seed)
-        anchors, positives, owner = epoch_pairs(cluster_members(noisy, "train"), rng)
-        negatives = false = 0
-        for batch in cluster_disjoint_batches(owner, batch_size, rng):
-            same = clean[anchors[batch]][:, None] == clean[positives[batch]][None, :]
-            np.fill_diagonal(same, False)
-            false += int(same.sum())
-            negatives += len(batch) * (len(batch) - 1)
-        moved = int(noisy["cluster"].str.endswith(SPLIT_SUFFIX).sum())
-        rows.append({"noise": f"{rate:g}", "split": f"{len(chosen):,}", "moved": f"{moved:,}", "negatives": f"{negatives:,}",
-                     "false": f"{false:,}", "share": f"{false / negatives:.1e}", "per_anchor": f"{false / len(anchors):.4f}"})
-    return markdown_table(rows, [("noise", "r"), ("split", "clusters split"), ("moved", "questions moved"),
-                                 ("negatives", "in-batch negatives / epoch"), ("false", "of them false negatives"),
-                                 ("share", "share"), ("per_anchor", "per anchor")])
+    for batching in ("random", "grouped"):
+        for rate in NOISE_RATES[1:]:
+            noisy, chosen = inject_false_negatives(corpus, rate, seed=seed)
+            rng = np.random.default_rng(seed)
+            anchors, positives, owner = epoch_pairs(cluster_members(noisy, "train"), rng)
+            group = groups[anchors] if batching == "grouped" else None
+            negatives = false = 0
+            for batch in cluster_disjoint_batches(owner, batch_size, rng, group):
+                same = clean[anchors[batch]][:, None] == clean[positives[batch]][None, :]
+                np.fill_diagonal(same, False)
+                false += int(same.sum())
+                negatives += len(batch) * (len(batch) - 1)
+            moved = int(noisy["cluster"].str.endswith(SPLIT_SUFFIX).sum())
+            rows.append({"batching": batching, "noise": f"{rate:g}", "split": f"{len(chosen):,}", "moved": f"{moved:,}",
+                         "negatives": f"{negatives:,}", "false": f"{false:,}", "share": f"{false / negatives:.1e}",
+                         "per_anchor": f"{false / len(anchors):.4f}"})
+    return markdown_table(rows, [("batching", "batching"), ("noise", "r"), ("split", "clusters split"),
+                                 ("moved", "questions moved"), ("negatives", "in-batch negatives / epoch"),
+                                 ("false", "of them false negatives"), ("share", "share"), ("per_anchor", "per anchor")])
 
 
 def main() -> None:
     runs = pd.DataFrame(json.loads(RESULTS.read_text())["runs"])
+    runs["batching"] = runs["batching"].fillna("random") if "batching" in runs else "random"  # rows from before the field
     parts = [section(name, runs) for name in ("smoothing", "batch", "loss", "noise")]
     if noise_plot(runs):
         parts.append("![H@1 vs noise](reproduction/noise.png)\n")

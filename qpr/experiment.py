@@ -33,7 +33,12 @@ NOISE_RATES = (0.0, 0.1, 0.2, 0.4)
 
 @dataclass(frozen=True)
 class Arm:
-    """One configuration; ``negatives`` is "in-batch" for SDML, "random" or "hard" for triplet."""
+    """One configuration; ``negatives`` is "in-batch" for SDML, "random" or "hard" for triplet.
+
+    ``batching`` "grouped" batches the pairs of one clean cluster together (``qpr.train``'s
+    ``batch_groups``), so that the halves of a split cluster meet as false negatives in a batch;
+    "random" is the trainer's ordinary batching.
+    """
 
     experiment: str
     loss: str = "sdml"
@@ -42,6 +47,7 @@ class Arm:
     epsilon: float = 0.3
     batch: int = 512
     noise: float = 0.0
+    batching: str = "random"
     seed: int = 0
 
     def train_config(self, epochs: int) -> TrainConfig:
@@ -53,8 +59,9 @@ class Arm:
         )
 
 
-def _triplet(experiment: str, negatives: str, distance: str, noise: float = 0.0) -> Arm:
-    return Arm(experiment, loss="triplet", distance=distance, negatives=negatives, epsilon=0.0, noise=noise)
+def _triplet(experiment: str, negatives: str, distance: str, noise: float = 0.0, batching: str = "random") -> Arm:
+    return Arm(experiment, loss="triplet", distance=distance, negatives=negatives, epsilon=0.0, noise=noise,
+               batching=batching)
 
 
 EXPERIMENTS: dict[str, list[Arm]] = {
@@ -64,8 +71,10 @@ EXPERIMENTS: dict[str, list[Arm]] = {
     + [Arm("loss", distance=d) for d in ("euclidean", "squared")],
     "noise": [
         arm
+        for batching in ("random", "grouped")
         for r in NOISE_RATES
-        for arm in (Arm("noise", noise=r), Arm("noise", epsilon=0.0, noise=r), _triplet("noise", "random", "squared", r))
+        for arm in (Arm("noise", noise=r, batching=batching), Arm("noise", epsilon=0.0, noise=r, batching=batching),
+                    _triplet("noise", "random", "squared", r, batching))
     ],
 }
 
@@ -96,7 +105,8 @@ def arms(name: str, seeds: list[int], where: dict[str, str] | None = None) -> li
 
 
 def _arm_of(row: dict) -> Arm:
-    return Arm(**{key: row[key] for key in Arm.__dataclass_fields__})
+    # Rows written before a field existed get its default (e.g. batching "random").
+    return Arm(**{key: row.get(key, field.default) for key, field in Arm.__dataclass_fields__.items()})
 
 
 def _config(arm: Arm) -> Arm:
@@ -116,7 +126,8 @@ def load_results(path: Path) -> dict:
 def run_arm(arm: Arm, corpus: pd.DataFrame, epochs: int, progress: bool = True) -> list[dict]:
     """Train one arm and return its val and test rows."""
     train_corpus, _ = inject_false_negatives(corpus, arm.noise, seed=arm.seed)
-    result = train(train_corpus, arm.train_config(epochs), progress=progress, return_on_interrupt=False)
+    groups = corpus["cluster"] if arm.batching == "grouped" else None
+    result = train(train_corpus, arm.train_config(epochs), batch_groups=groups, progress=progress, return_on_interrupt=False)
     # The index and the queries use the clean corpus: noise only ever touches training labels.
     retriever = DenseRetriever(Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("Flat")))
     rows = []

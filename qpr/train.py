@@ -98,16 +98,24 @@ def epoch_pairs(clusters: list[np.ndarray], rng: np.random.Generator) -> tuple[n
     return np.concatenate(anchors), np.concatenate(positives), np.concatenate(owner)
 
 
-def cluster_disjoint_batches(owner: np.ndarray, batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
+def cluster_disjoint_batches(
+    owner: np.ndarray, batch_size: int, rng: np.random.Generator, group: np.ndarray | None = None
+) -> list[np.ndarray]:
     """Shuffle pair indices into batches of at most ``batch_size`` with distinct ``owner`` values.
 
     Greedy first fit: each pair goes to the first open batch that lacks its cluster, so a big
     cluster spreads over several batches. Batches of a single pair (no negative) are dropped.
+    With ``group`` (one label per pair), pairs are visited group by group (groups in random
+    order), so the pairs of one group's different clusters tend to share a batch.
     """
+    order = rng.permutation(len(owner))
+    if group is not None:
+        rank = rng.permutation(len(np.unique(group)))[np.unique(group, return_inverse=True)[1]]
+        order = order[np.argsort(rank[order], kind="stable")]
     batches: list[list[int]] = []
     seen: list[set] = []
     first_open = 0
-    for pair in rng.permutation(len(owner)):
+    for pair in order:
         c = owner[pair]
         b = first_open
         while b < len(batches) and (c in seen[b] or len(batches[b]) >= batch_size):
@@ -158,6 +166,7 @@ def train(
     text_config: TextConfig = TextConfig(),
     encoder_config: EncoderConfig = EncoderConfig(),
     warm_start: tuple[QuestionEncoder, Vocabulary] | None = None,
+    batch_groups: pd.Series | None = None,
     on_epoch: Callable[[dict], None] | None = None,
     progress: bool = True,
     return_on_interrupt: bool = True,
@@ -165,7 +174,11 @@ def train(
     """Train an encoder on the ``train`` clusters of ``corpus``; early-stop on ``val`` ROC AUC.
 
     ``warm_start`` continues from an existing encoder and keeps its vocabulary (retraining after
-    annotation). ``on_epoch`` receives each history row as it is made. Returns the best epoch's
+    annotation). ``batch_groups`` (a label per corpus row, aligned with ``corpus``) batches the
+    pairs of a group together (``cluster_disjoint_batches``): the noise experiment passes the
+    clean clusters, so that its injected false negatives meet in batches as they would where a
+    large paraphrase family is spread over many clusters. ``on_epoch`` receives each history row
+    as it is made. Returns the best epoch's
     encoder. Ctrl-C stops after the current batch and returns the best epoch so far (or re-raises
     if no epoch finished); ``return_on_interrupt=False`` always re-raises, for callers that run
     many trainings and must not record a cut-short one as a result.
@@ -192,6 +205,8 @@ def train(
     optimizer = torch.optim.Adam([*encoder.parameters(), *loss_fn.parameters()], lr=config.lr)
     val_a, val_b, val_labels = validation_pairs(corpus, config.val_pairs, config.seed)
     token_ids = [vocab.encode(q) for q in corpus["question"]]
+    # Unclustered rows never anchor a pair, so their (missing) group never matters.
+    groups = None if batch_groups is None else batch_groups.astype(object).fillna("").to_numpy()
 
     result = TrainResult(encoder=copy.deepcopy(encoder), vocab=vocab, best_auc=-1.0)
     best_state = copy.deepcopy(encoder.state_dict())
@@ -202,7 +217,7 @@ def train(
         for epoch in range(1, config.max_epochs + 1):
             encoder.train()
             anchors, positives, owner = epoch_pairs(clusters, rng)
-            batches = cluster_disjoint_batches(owner, config.batch_size, rng)
+            batches = cluster_disjoint_batches(owner, config.batch_size, rng, None if groups is None else groups[anchors])
             if schedule is None and config.lr_schedule == "cosine":
                 # Epochs hold about the same number of batches, so the first one sets the horizon;
                 # past it (a later epoch with a few more batches) the rate stays at zero.

@@ -15,15 +15,16 @@ def test_experiments_cover_the_papers_tables():
     losses = {(a.loss, a.negatives, a.distance) for a in EXPERIMENTS["loss"]}
     assert len(losses) == 6 and ("sdml", "in-batch", "squared") in losses
     assert {a.noise for a in EXPERIMENTS["noise"]} == {0.0, 0.1, 0.2, 0.4}
+    assert {a.batching for a in EXPERIMENTS["noise"]} == {"random", "grouped"}
     assert len(arms("all", [0, 1])) == 2 * sum(len(v) for v in EXPERIMENTS.values())
     with pytest.raises(QPRError, match="unknown experiment"):
         arms("nope", [0])
 
 
 def test_arms_can_be_selected_by_field():
-    clean = arms("noise", [1], {"noise": "0"})
-    assert len(clean) == 3 and {(a.noise, a.seed) for a in clean} == {(0.0, 1)}
-    assert [a.loss for a in arms("noise", [0], {"noise": "0.4", "loss": "triplet"})] == ["triplet"]
+    clean = arms("noise", [1], {"noise": "0", "batching": "random"})
+    assert len(clean) == 3 and {(a.noise, a.seed, a.batching) for a in clean} == {(0.0, 1, "random")}
+    assert [a.batching for a in arms("noise", [0], {"noise": "0.4", "loss": "triplet"})] == ["random", "grouped"]
     with pytest.raises(QPRError, match="cannot select arms by 'colour'"):
         arms("noise", [0], {"colour": "red"})
     with pytest.raises(QPRError, match="not a valid float"):
@@ -72,6 +73,27 @@ def test_an_arm_trained_under_another_experiment_is_reused_not_retrained(tmp_pat
     logged.clear()
     run_experiment("second", corpus, results, epochs=2, seeds=[0], progress=False, log=logged.append)
     assert all(line.startswith("run") for line in logged)
+
+
+def test_grouped_arms_batch_by_clean_cluster_and_old_rows_read_as_random(tmp_path, monkeypatch):
+    import qpr.experiment as module
+
+    seen = []
+    real_train = module.train
+
+    def spy(corpus, config, **kwargs):
+        seen.append(kwargs.get("batch_groups"))
+        return real_train(corpus, config, **kwargs)
+
+    monkeypatch.setattr(module, "train", spy)
+    monkeypatch.setattr(module, "EXPERIMENTS", {"tiny": [Arm("tiny", batch=16, noise=0.5, batching="grouped")]})
+    corpus = make_corpus()
+    run_experiment("tiny", corpus, tmp_path / "r.json", epochs=1, seeds=[0], progress=False, log=lambda _: None)
+    assert seen[0].equals(corpus["cluster"])  # the clean clusters, not the noisy copy's
+    row = json.loads((tmp_path / "r.json").read_text())["runs"][0]
+    assert row["batching"] == "grouped"
+    del row["batching"]
+    assert module._arm_of(row).batching == "random"
 
 
 def test_cli_runs_an_experiment_on_a_cluster_file(tmp_path, monkeypatch):

@@ -34,6 +34,24 @@ def test_batches_never_hold_two_pairs_of_one_cluster():
     assert len(used) >= len(owner) - 30  # only leftovers of the biggest cluster can be dropped
 
 
+def test_grouped_batches_put_a_groups_clusters_together_and_stay_cluster_disjoint():
+    # 40 groups, each of two clusters of 3 pairs: ordinary batching rarely puts a group's two
+    # clusters in one batch of 8; grouped batching almost always does.
+    owner = np.repeat(np.arange(80), 3)
+    group = owner // 2
+
+    def together(batches):
+        return np.mean([len(set(owner[b][group[b] == g])) == 2 for b in batches for g in set(group[b])])
+
+    rng = np.random.default_rng(0)
+    grouped = cluster_disjoint_batches(owner, 8, rng, group)
+    plain = cluster_disjoint_batches(owner, 8, np.random.default_rng(0))
+    for batches in (grouped, plain):
+        assert sorted(np.concatenate(batches)) == list(range(len(owner)))
+        assert all(len(set(owner[b])) == len(b) for b in batches)
+    assert together(grouped) > 0.8 > 0.3 > together(plain)
+
+
 def test_validation_negatives_come_from_other_clusters(tiny_corpus):
     a, b, labels = validation_pairs(tiny_corpus, 50, seed=0)
     cluster_of = dict(zip(tiny_corpus["question"], tiny_corpus["cluster"]))
