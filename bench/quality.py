@@ -20,6 +20,7 @@ replaced).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from dataclasses import asdict
@@ -53,6 +54,7 @@ OPTIONS = {
     "min_count 2 (trained hash bins)": {"text": {"min_count": 2}},
     "50k hash bins": {"text": {"hash_bins": 50_000}},
     "cosine lr schedule": {"train": {"lr_schedule": "cosine"}},
+    "neighbour batches (hard negatives)": {"train": {"batching": "neighbours"}},
 }
 
 
@@ -92,7 +94,9 @@ def ablation(args: argparse.Namespace) -> None:
     results = load_results(RESULTS)
     for variant in VARIANTS:
         def same_run(row: dict) -> bool:
-            return (row["variant"], row["epochs"], row["seed"]) == (variant, args.epochs, args.seed)
+            # Settings too: a variant whose definition changed since its row was written is run again.
+            settings = json.loads(json.dumps(VARIANTS[variant]))
+            return (row["variant"], row["epochs"], row["seed"], row["settings"]) == (variant, args.epochs, args.seed, settings)
 
         if any(same_run(r) for r in results["runs"]):
             print(f"skip (done): {variant}", flush=True)

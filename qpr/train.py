@@ -15,6 +15,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
+import faiss
 import numpy as np
 import pandas as pd
 import torch
@@ -33,8 +34,10 @@ class TrainConfig:
 
     ``distance`` is the distance the loss uses ("squared" for SDML; the triplet baselines use
     either; "cosine" needs an encoder that normalizes its vectors). ``lr_schedule`` "cosine" decays
-    the learning rate from ``lr`` to zero over ``max_epochs`` (paper: "constant"). ``val_pairs``
-    positive and as many negative pairs score each epoch by ROC AUC.
+    the learning rate from ``lr`` to zero over ``max_epochs`` (paper: "constant"). ``batching``
+    "neighbours" fills each batch with neighbouring clusters (``neighbour_groups``), so the
+    in-batch negatives are hard ones (paper: "random"). ``val_pairs`` positive and as many
+    negative pairs score each epoch by ROC AUC.
     """
 
     loss: str = "sdml"
@@ -45,6 +48,7 @@ class TrainConfig:
     batch_size: int = 512
     lr: float = 1e-3
     lr_schedule: str = "constant"
+    batching: str = "random"
     max_epochs: int = 10
     patience: int = 2
     val_pairs: int = 5000
@@ -57,6 +61,8 @@ class TrainConfig:
             raise QPRError("max_epochs and patience must be at least 1")
         if self.lr_schedule not in ("constant", "cosine"):
             raise QPRError(f"unknown lr_schedule {self.lr_schedule!r}: use 'constant' or 'cosine'")
+        if self.batching not in ("random", "neighbours"):
+            raise QPRError(f"unknown batching {self.batching!r}: use 'random' or 'neighbours'")
 
 
 @dataclass
@@ -131,6 +137,34 @@ def cluster_disjoint_batches(
     return [np.asarray(batches[i]) for i in order if len(batches[i]) >= 2]
 
 
+def neighbour_groups(
+    encoder: QuestionEncoder, token_ids: list[list[int]], clusters: list[np.ndarray], batch_size: int, seed: int
+) -> np.ndarray:
+    """A group label per training cluster: k-means (FAISS) over the clusters' mean vectors under
+    the current encoder, with about ``batch_size`` clusters per group.
+
+    Batching a group's pairs together makes a batch's negatives the clusters the encoder finds
+    most alike: harder negatives than random ones (and, with label noise, more false negatives,
+    which SDML's smoothing is meant to absorb).
+    """
+    k = len(clusters) // batch_size
+    if k < 2:
+        return np.zeros(len(clusters), dtype=np.int64)
+    rows = np.concatenate(clusters)
+    owner = np.repeat(np.arange(len(clusters)), [len(c) for c in clusters])
+    was_training = encoder.training
+    encoder.eval()
+    with torch.inference_mode():
+        vectors = encode_ids(encoder, [token_ids[i] for i in rows], chunk_size=512).numpy()
+    encoder.train(was_training)
+    centroids = np.zeros((len(clusters), vectors.shape[1]), dtype=np.float32)
+    np.add.at(centroids, owner, vectors)
+    centroids /= np.bincount(owner)[:, None]
+    kmeans = faiss.Kmeans(centroids.shape[1], k, niter=10, seed=seed)
+    kmeans.train(centroids)
+    return kmeans.index.search(centroids, 1)[1].ravel()
+
+
 def validation_pairs(corpus: pd.DataFrame, n: int, seed: int) -> tuple[list[str], list[str], np.ndarray]:
     """Up to ``n`` positive pairs from val clusters and as many negatives (questions of two
     different val clusters), as (texts a, texts b, labels 1/0)."""
@@ -186,6 +220,8 @@ def train(
     clusters = cluster_members(corpus, "train")
     if not clusters:
         raise QPRError("no training clusters: need questions with split 'train' in clusters of 2+")
+    if batch_groups is not None and config.batching != "random":
+        raise QPRError("batch_groups and batching='neighbours' both decide what shares a batch: use one")
     normalized = (warm_start[0].config if warm_start else encoder_config).normalize
     if config.distance == "cosine" and not normalized:
         # The index ranks by Euclidean distance, which is a cosine ranking only on unit vectors.
@@ -217,7 +253,11 @@ def train(
         for epoch in range(1, config.max_epochs + 1):
             encoder.train()
             anchors, positives, owner = epoch_pairs(clusters, rng)
-            batches = cluster_disjoint_batches(owner, config.batch_size, rng, None if groups is None else groups[anchors])
+            if config.batching == "neighbours":
+                group = neighbour_groups(encoder, token_ids, clusters, config.batch_size, config.seed + epoch)[owner]
+            else:
+                group = None if groups is None else groups[anchors]
+            batches = cluster_disjoint_batches(owner, config.batch_size, rng, group)
             if schedule is None and config.lr_schedule == "cosine":
                 # Epochs hold about the same number of batches, so the first one sets the horizon;
                 # past it (a later epoch with a few more batches) the rate stays at zero.

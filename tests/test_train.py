@@ -9,7 +9,7 @@ from qpr.bundle import Bundle
 from qpr.index import IndexConfig
 from qpr.service import DenseRetriever
 from qpr.train import (
-    TrainConfig, cluster_disjoint_batches, cluster_members, epoch_pairs, train, validation_pairs,
+    TrainConfig, cluster_disjoint_batches, cluster_members, epoch_pairs, neighbour_groups, train, validation_pairs,
 )
 
 SMALL = EncoderConfig(embedding_dim=32, channels=32, output_dim=16)
@@ -50,6 +50,28 @@ def test_grouped_batches_put_a_groups_clusters_together_and_stay_cluster_disjoin
         assert sorted(np.concatenate(batches)) == list(range(len(owner)))
         assert all(len(set(owner[b])) == len(b) for b in batches)
     assert together(grouped) > 0.8 > 0.3 > together(plain)
+
+
+def test_neighbour_groups_put_alike_clusters_together():
+    # Clusters 0-19 are made of one word, clusters 20-39 of another: two groups of 20 (batch size
+    # 20) must split exactly there, whatever the (untrained) encoder maps the words to.
+    torch.manual_seed(0)
+    encoder = QuestionEncoder(10, SMALL)
+    token_ids = [[3, 3]] * 40 + [[7, 7]] * 40
+    clusters = [np.array([2 * c, 2 * c + 1]) for c in range(40)]
+    group = neighbour_groups(encoder, token_ids, clusters, batch_size=20, seed=0)
+    assert len(set(group[:20])) == 1 and len(set(group[20:])) == 1 and group[0] != group[20]
+    assert encoder.training  # left as it was found
+    assert set(neighbour_groups(encoder, token_ids, clusters, batch_size=30, seed=0)) == {0}  # fewer than 2 groups
+
+
+def test_neighbour_batching_trains_and_excludes_fixed_groups(tiny_corpus):
+    config = TrainConfig(batching="neighbours", batch_size=4, max_epochs=1, val_pairs=100)
+    assert len(train(tiny_corpus, config, encoder_config=SMALL, progress=False).history) == 1
+    with pytest.raises(QPRError, match="use one"):
+        train(tiny_corpus, config, batch_groups=tiny_corpus["cluster"], progress=False)
+    with pytest.raises(QPRError, match="unknown batching"):
+        TrainConfig(batching="hard")
 
 
 def test_validation_negatives_come_from_other_clusters(tiny_corpus):
