@@ -63,6 +63,12 @@ document.addEventListener("keydown", (event) => {
 </script>
 """
 
+RESULT_LABELS = {
+    "hybrid": "Hybrid: SDML and BM25 candidates re-scored (distance: minus the fitted score)",
+    "sdml": "SDML encoder alone (distance: squared Euclidean)",
+    "bm25": "BM25 alone (distance: minus the BM25 score)",
+}
+
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
 
 
@@ -151,8 +157,9 @@ class QPRApp:
     # -- search -----------------------------------------------------------------------------
 
     @shows_errors
-    def search(self, query: str, k: float, with_bm25: bool):
-        """Top-k questions for ``query`` from the encoder and, when asked, from BM25."""
+    def search(self, query: str, k: float, compare: bool):
+        """Top-k questions for ``query`` from the served retriever (the hybrid when the bundle has
+        one) and, when asked, from its two parts alone: the encoder and BM25."""
         served = self.model.current()
         columns = ["rank", "question", "cluster", "distance"]
 
@@ -160,8 +167,11 @@ class QPRApp:
             hits = pd.DataFrame([vars(h) for h in retriever.search(query, int(k))], columns=columns)
             return _text_table(hits.assign(distance=hits["distance"].round(3)), columns)
 
-        bm25 = table(served.bm25) if with_bm25 else pd.DataFrame(columns=columns)
-        return table(served.dense), gr.Dataframe(value=bm25, visible=bool(with_bm25))
+        parts = [served.dense, served.bm25] if served.default is not served.dense else [served.bm25]
+        shown = {retriever.name: table(retriever) for retriever in parts} if compare else {}
+        empty = pd.DataFrame(columns=columns)
+        return table(served.default), *(gr.Dataframe(value=shown.get(name, empty), visible=name in shown)
+                                         for name in ("sdml", "bm25"))
 
     # -- annotate ---------------------------------------------------------------------------
 
@@ -370,8 +380,9 @@ class QPRApp:
             caption = f"Before and after {which}, on the same held-out queries (corrected clusters)."
         else:
             served = self.model.current().bundle
-            scores = pd.DataFrame([{"model": "served", "split": split} | values
-                                   for split, values in served.manifest.get("metrics", {}).items()])
+            # The served retriever's own scores: the hybrid's when the bundle has one.
+            measured = served.manifest.get("hybrid_metrics") or served.manifest.get("metrics", {})
+            scores = pd.DataFrame([{"model": "served", "split": split} | values for split, values in measured.items()])
             caption = "The served model on its held-out clusters (retrain to compare before and after)."
         bars = pd.DataFrame(
             [{"measure": f"{metric} {split} · {model}", "model": model, "value": row[metric]}
@@ -420,18 +431,20 @@ def build_ui(app: QPRApp) -> gr.Blocks:
             with gr.Row():
                 query = gr.Textbox(label="Question", placeholder="Type a question", scale=4)
                 k = gr.Slider(1, 50, value=10, step=1, label="Results")
-                with_bm25 = gr.Checkbox(label="Compare with BM25")
+                compare = gr.Checkbox(label="Compare with SDML alone and BM25")
             search = gr.Button("Search", variant="primary")
-            with gr.Row():
-                dense = gr.Dataframe(label="SDML encoder (distance: squared Euclidean)", elem_id="search-dense", datatype=["number", "str", "str", "number"],
-                                     interactive=False, wrap=True, column_widths=SEARCH_WIDTHS)
-                bm25 = gr.Dataframe(label="BM25 (distance: minus the BM25 score)", elem_id="search-bm25", datatype=["number", "str", "str", "number"],
-                                    interactive=False, wrap=True, visible=False, column_widths=SEARCH_WIDTHS)
-            gr.Examples([[q, 10, True] for q in app.examples], inputs=[query, k, with_bm25], outputs=[dense, bm25],
+            tables = [
+                gr.Dataframe(label=label, elem_id=elem_id, datatype=["number", "str", "str", "number"], interactive=False,
+                             wrap=True, visible=visible, column_widths=SEARCH_WIDTHS)
+                for label, elem_id, visible in ((RESULT_LABELS[app.model.current().default.name], "search-results", True),
+                                                (RESULT_LABELS["sdml"], "search-dense", False),
+                                                (RESULT_LABELS["bm25"], "search-bm25", False))
+            ]
+            gr.Examples([[q, 10, True] for q in app.examples], inputs=[query, k, compare], outputs=tables,
                         fn=app.search, run_on_click=True, cache_examples=False, visible_columns=[0],
-                        label="Examples (click to search with both retrievers)")
+                        label="Examples (click to search and compare)")
             for trigger in (search.click, query.submit):
-                trigger(app.search, [query, k, with_bm25], [dense, bm25])
+                trigger(app.search, [query, k, compare], tables)
 
         with gr.Tab("Annotate"):
             state = gr.State()

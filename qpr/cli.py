@@ -18,10 +18,10 @@ from qpr.encoder import EncoderConfig
 from qpr.errors import QPRError
 from qpr.evaluate import evaluate
 from qpr.experiment import run_experiment
-from qpr.hybrid import DEPTH, HybridRetriever, fit_fusion
+from qpr.hybrid import DEPTH, fit_fusion
 from qpr.index import IndexConfig
 from qpr.qalogs import PRESETS, read_log
-from qpr.retrain import train_bundle
+from qpr.retrain import serving_retriever, train_bundle
 from qpr.service import BM25Retriever, DenseRetriever
 from qpr.supervise import DEFAULT_MIN_COHERENCE, MULTI_ANSWER, supervise
 from qpr.supervise_report import write_report
@@ -51,7 +51,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(f"trained {len(run['history'])} epoch(s) in {run['seconds']:.0f}s ({run['stopped']}); "
           f"best epoch {run['best_epoch']}, val ROC AUC {run['best_auc']:.4f}", file=sys.stderr)
     bundle.save(args.out)
-    print(json.dumps({"bundle": str(args.out), "version": bundle.version, "metrics": bundle.manifest["metrics"]}, indent=2))
+    print(json.dumps({"bundle": str(args.out), "version": bundle.version, "metrics": bundle.manifest["metrics"],
+                      "hybrid_metrics": bundle.manifest.get("hybrid_metrics")}, indent=2))
     return 0
 
 
@@ -65,7 +66,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 def _retriever(bundle: Bundle, args: argparse.Namespace):
     if args.bm25:
         return BM25Retriever(bundle.corpus)
-    return HybridRetriever(bundle) if args.hybrid else DenseRetriever(bundle)
+    return DenseRetriever(bundle) if args.dense else serving_retriever(bundle)
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -196,8 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("fuse", help="fit the hybrid (dense + BM25) scorer of a bundle on its val queries",
                        description="Fit a logistic regression over dense and lexical features of each val query's "
-                       "dense and BM25 candidates, and store it in the bundle (atomically). Then "
-                       "`search --hybrid` and `eval --hybrid` use it.")
+                       "dense and BM25 candidates, and store it in the bundle (atomically); `search` and "
+                       "`eval` then use the hybrid unless told --dense or --bm25. `train` fits it already.")
     p.add_argument("bundle", type=Path)
     p.add_argument("--depth", type=int, default=DEPTH, help="candidates taken from each side per query")
     p.add_argument("--max-queries", type=int, help="fit on a random sample of this many val queries")
@@ -239,9 +240,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _retriever_args(p: argparse.ArgumentParser) -> None:
+    # Default: what the bundle serves (the hybrid when it has a fitted fusion, else the encoder).
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--bm25", action="store_true", help="use the BM25 baseline over the bundle's corpus")
-    which.add_argument("--hybrid", action="store_true", help="dense + BM25 candidates ranked by the fitted fusion (qpr fuse)")
+    which.add_argument("--dense", action="store_true", help="the encoder alone, even if the bundle has a fusion")
+    which.add_argument("--bm25", action="store_true", help="the BM25 baseline over the bundle's corpus")
 
 
 def _index_args(p: argparse.ArgumentParser) -> None:

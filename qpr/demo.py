@@ -31,6 +31,7 @@ from typing import Callable
 from qpr.bundle import Bundle
 from qpr.data import fingerprint, read_cluster_file
 from qpr.encoder import EncoderConfig
+from qpr.hybrid import FEATURES
 from qpr.errors import QPRError
 from qpr.retrain import train_bundle
 from qpr.text import TextConfig
@@ -75,8 +76,10 @@ def cache_dir() -> Path:
 
 
 def bundle_key(corpus_fingerprint: str) -> str:
-    """A short name that changes whenever the corpus or any demo training setting changes."""
-    settings = {"data": corpus_fingerprint, "train": asdict(DEMO_TRAIN), "text": asdict(DEMO_TEXT), "encoder": DEMO_ENCODER.to_dict()}
+    """A short name that changes whenever the corpus, any demo training setting or the hybrid's
+    features change."""
+    settings = {"data": corpus_fingerprint, "train": asdict(DEMO_TRAIN), "text": asdict(DEMO_TEXT), "encoder": DEMO_ENCODER.to_dict(),
+                "fusion": list(FEATURES)}
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -105,6 +108,7 @@ def demo_bundle(
     start = time.perf_counter()
     bundle = train_bundle(corpus, DEMO_TRAIN, DEMO_TEXT, DEMO_ENCODER, data=str(corpus_path), progress=progress)
     bundle.save(path)
-    metrics = ", ".join(f"{split} H@1 {m['H1']:.2f} MRR {m['MRR']:.2f}" for split, m in bundle.manifest["metrics"].items())
+    served = bundle.manifest.get("hybrid_metrics") or bundle.manifest["metrics"]
+    metrics = ", ".join(f"{split} H@1 {m['H1']:.2f} MRR {m['MRR']:.2f}" for split, m in served.items())
     log(f"built the demo bundle {bundle.version} in {time.perf_counter() - start:.1f} s ({metrics}); cached in {path}")
     return bundle

@@ -1,6 +1,6 @@
 """Training a servable bundle, retraining it on corrected clusters, and swapping it in safely.
 
-``train_bundle`` is train -> index -> held-out metrics in one call. ``retrain`` continues a served
+``train_bundle`` is train -> index -> hybrid fusion (fitted on val) -> held-out metrics in one call. ``retrain`` continues a served
 bundle's encoder (same vocabulary and layer sizes) on a corrected corpus, and ``compare`` scores
 the old and the new bundle on the same held-out clusters. ``ServedModel`` holds what the app
 serves: readers take a consistent snapshot without waiting, and a retrained bundle replaces it
@@ -19,8 +19,9 @@ from qpr.bundle import Bundle
 from qpr.encoder import EncoderConfig, QuestionEncoder
 from qpr.errors import QPRError
 from qpr.evaluate import evaluate
+from qpr.hybrid import HybridRetriever, fit_fusion
 from qpr.index import IndexConfig
-from qpr.service import BM25Retriever, DenseRetriever
+from qpr.service import BM25Retriever, DenseRetriever, Retriever
 from qpr.text import TextConfig, Vocabulary
 from qpr.train import TrainConfig, train
 
@@ -45,14 +46,30 @@ def train_bundle(
     progress: bool = True,
     on_epoch: Callable[[dict], None] | None = None,
 ) -> Bundle:
-    """Train an encoder on ``corpus`` (``qpr.train.train``), index every question, and record the
-    training run and the val/test metrics in the bundle's manifest. ``data`` names the source."""
+    """Train an encoder on ``corpus`` (``qpr.train.train``), index every question, fit the hybrid
+    scorer on the val clusters (``qpr.hybrid``; skipped, with the reason in the manifest, when val
+    cannot support it), and record the training run and the val/test metrics of the encoder
+    (``metrics``) and of the hybrid (``hybrid_metrics``) in the manifest. ``data`` names the source."""
     result = train(corpus, config, text_config, encoder_config, warm_start=warm_start, on_epoch=on_epoch, progress=progress)
     info = {"config": asdict(config), "data": data, "warm_start": warm_start is not None} | result.summary()
     bundle = Bundle.create(result.encoder, result.vocab, corpus, index_config, train_info=info)
-    retriever = DenseRetriever(bundle)
-    bundle.manifest["metrics"] = {split: evaluate(retriever, corpus, split) for split in held_out_splits(corpus)}
+    bm25 = BM25Retriever(bundle.corpus)
+    try:
+        bundle = bundle.with_fusion(fit_fusion(bundle, bm25=bm25).to_dict())
+    except QPRError as err:
+        bundle.manifest["fusion_skipped"] = str(err)
+    splits = held_out_splits(corpus)
+    bundle.manifest["metrics"] = {split: evaluate(DenseRetriever(bundle), corpus, split) for split in splits}
+    if "fusion" in bundle.manifest:
+        hybrid = HybridRetriever(bundle, bm25=bm25)
+        bundle.manifest["hybrid_metrics"] = {split: evaluate(hybrid, corpus, split) for split in splits}
     return bundle
+
+
+def serving_retriever(bundle: Bundle, bm25: BM25Retriever | None = None) -> Retriever:
+    """What a bundle answers queries with: the hybrid when it carries a fitted fusion (measured
+    better than either part: docs/QUALITY.md), else the encoder alone."""
+    return HybridRetriever(bundle, bm25=bm25) if "fusion" in bundle.manifest else DenseRetriever(bundle)
 
 
 def retrain(
@@ -80,13 +97,14 @@ def retrain(
 
 
 def compare(old: Bundle, new: Bundle, corpus: pd.DataFrame) -> pd.DataFrame:
-    """H@1 / H@10 / MRR of both bundles on the held-out clusters of ``corpus`` (the same queries
-    and the same relevance labels for both), one row per model and split (``METRIC_COLUMNS``)."""
+    """H@1 / H@10 / MRR of both bundles, each as it is served (``serving_retriever``), on the
+    held-out clusters of ``corpus`` (the same queries and the same relevance labels for both), one
+    row per model and split (``METRIC_COLUMNS``)."""
     splits = held_out_splits(corpus)
     if not splits:
         raise QPRError("the corpus has no val or test clusters: nothing held out to compare the models on")
     rows = [
-        {"model": name, "version": bundle.version, "split": split} | evaluate(DenseRetriever(bundle), corpus, split)
+        {"model": name, "version": bundle.version, "split": split} | evaluate(serving_retriever(bundle), corpus, split)
         for name, bundle in (("current", old), ("retrained", new))
         for split in splits
     ]
@@ -95,15 +113,21 @@ def compare(old: Bundle, new: Bundle, corpus: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Served:
-    """One consistent view of what is served: a bundle and the retrievers over its corpus."""
+    """One consistent view of what is served: a bundle and the retrievers over its corpus.
+
+    ``default`` answers searches (``serving_retriever``); ``dense`` and ``bm25`` are its parts,
+    shown for comparison, and ``dense`` ranks the annotation queue (encoder distances).
+    """
 
     bundle: Bundle
     dense: DenseRetriever
     bm25: BM25Retriever
+    default: Retriever
 
     @classmethod
     def of(cls, bundle: Bundle) -> "Served":
-        return cls(bundle, DenseRetriever(bundle), BM25Retriever(bundle.corpus))
+        bm25 = BM25Retriever(bundle.corpus)
+        return cls(bundle, DenseRetriever(bundle), bm25, serving_retriever(bundle, bm25))
 
 
 @dataclass(frozen=True)

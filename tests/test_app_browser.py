@@ -63,15 +63,16 @@ def test_search_annotate_merge_export_retrain(page, server, tmp_path):  # page f
     cluster_of = dict(zip(corpus["question"], corpus["cluster"].fillna("")))
     page.goto(url)
 
-    # Search: results from both retrievers; markup inside questions is shown as text.
+    # Search: the served hybrid's results and, compared, its two parts; markup inside questions is shown as text.
     page.get_by_label("Question").fill("Best way to get crispy roast potatoes?")
-    page.get_by_label("Compare with BM25").check()
+    page.get_by_label("Compare with SDML alone and BM25").check()
     page.get_by_role("button", name="Search", exact=True).click()
-    dense = page.locator("#search-dense")
-    expect(dense).to_contain_text("<b>Best</b> way to get crispy roast potatoes?")
-    expect(dense).to_contain_text("How do I make **really** crispy roast potatoes?")
+    results = page.locator("#search-results")
+    expect(results).to_contain_text("<b>Best</b> way to get crispy roast potatoes?")
+    expect(results).to_contain_text("How do I make **really** crispy roast potatoes?")
+    expect(page.locator("#search-dense")).to_contain_text("crispy")
     expect(page.locator("#search-bm25")).to_contain_text("crispy")
-    assert page.locator("#search-dense b, #search-dense strong, #search-bm25 b, #search-bm25 strong").count() == 0
+    assert page.locator(":is(#search-results, #search-dense, #search-bm25) :is(b, strong)").count() == 0
     shot(page, "1-search")
 
     # Annotate: the keyboard answers "unsure" until a question of the twin cluster comes up, then "same".

@@ -11,8 +11,13 @@ import pytest
 from qpr.bundle import Bundle
 from qpr.data import fingerprint, read_cluster_file
 from qpr.demo import DEMO_CORPUS, SPLIT_PARAPHRASES, bundle_key, demo_bundle
+from qpr.encoder import EncoderConfig
 from qpr.errors import QPRError
-from qpr.retrain import ServedModel, compare, held_out_splits, retrain
+from qpr.hybrid import HybridRetriever
+from qpr.retrain import ServedModel, compare, held_out_splits, retrain, serving_retriever, train_bundle
+from qpr.service import DenseRetriever
+from qpr.train import TrainConfig
+from conftest import make_corpus
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +60,28 @@ def test_demo_bundle_is_cached_by_content(bundle, demo_cache, corpus):
     edited.loc[0, "question"] = "How do I renew my passport quickly?"
     assert bundle_key(fingerprint(edited)) != bundle_key(fingerprint(corpus))
     assert set(bundle.manifest["metrics"]) == {"val", "test"}
+
+
+def test_the_demo_serves_the_hybrid_and_a_verbatim_question_finds_itself_first(bundle):
+    served = serving_retriever(bundle)
+    assert isinstance(served, HybridRetriever) and set(bundle.manifest["hybrid_metrics"]) == {"val", "test"}
+    _, top = served.search_ids(bundle.corpus["question"].tolist(), 1)
+    assert (top[:, 0] == bundle.corpus["qid"].to_numpy()).all()
+
+
+def test_a_bundle_whose_val_cannot_fit_a_fusion_serves_the_encoder(monkeypatch):
+    import qpr.retrain as module
+
+    def unfit(*args, **kwargs):
+        raise QPRError("the val queries' candidates are all negative")
+
+    monkeypatch.setattr(module, "fit_fusion", unfit)
+    small = TrainConfig(batch_size=16, max_epochs=1, val_pairs=100)
+    trained = train_bundle(make_corpus(), small, encoder_config=EncoderConfig(embedding_dim=16, channels=16, output_dim=8),
+                           progress=False)
+    assert "fusion" not in trained.manifest and "all negative" in trained.manifest["fusion_skipped"]
+    assert "hybrid_metrics" not in trained.manifest and set(trained.manifest["metrics"]) == {"val", "test"}
+    assert isinstance(serving_retriever(trained), DenseRetriever)
 
 
 def test_a_damaged_cached_bundle_is_rebuilt(bundle, demo_cache, tmp_path):

@@ -46,14 +46,15 @@ def judge_until(qpr_app, view, cluster, name="ann"):
 # -- search ----------------------------------------------------------------------------------
 
 
-def test_search_returns_ranked_tables_and_bm25_on_request(qpr_app):
-    dense, bm25 = qpr_app.search("how can I get my passport renewed?", 5, False)
-    assert list(dense.columns) == ["rank", "question", "cluster", "distance"]
-    assert list(dense["rank"]) == [1, 2, 3, 4, 5]
-    assert dense["distance"].is_monotonic_increasing
-    assert bm25.visible is False
-    _, bm25 = qpr_app.search("how can I get my passport renewed?", 5, True)
-    assert bm25.visible is True and len(bm25.value["data"]) == 5
+def test_search_serves_the_hybrid_and_shows_its_parts_on_request(qpr_app):
+    assert qpr_app.model.current().default.name == "hybrid"  # the demo bundle carries a fitted fusion
+    results, dense, bm25 = qpr_app.search("how can I get my passport renewed?", 5, False)
+    assert list(results.columns) == ["rank", "question", "cluster", "distance"]
+    assert list(results["rank"]) == [1, 2, 3, 4, 5]
+    assert results["distance"].is_monotonic_increasing
+    assert dense.visible is False and bm25.visible is False
+    _, dense, bm25 = qpr_app.search("how can I get my passport renewed?", 5, True)
+    assert dense.visible is True and bm25.visible is True and len(dense.value["data"]) == len(bm25.value["data"]) == 5
     assert "passport" in bm25.value["data"][0][1].lower()
 
 
@@ -65,15 +66,15 @@ def test_search_refuses_empty_and_huge_queries(qpr_app, query, message):
 
 @pytest.mark.parametrize("query", ["homemade pizza dough 🍕", "كيف أتعلم البرمجة من الصفر؟", "🍕"])
 def test_search_handles_emoji_and_right_to_left_text(qpr_app, query):
-    dense, bm25 = qpr_app.search(query, 3, True)
-    assert len(dense) == 3
+    results, _, bm25 = qpr_app.search(query, 3, True)
+    assert len(results) == 3
     if query != "🍕":  # a lone emoji shares no word with any question: BM25 finds nothing, no error
         assert query.split()[0] in bm25.value["data"][0][1]
 
 
 def test_questions_with_markup_come_back_verbatim(qpr_app):
-    dense, _ = qpr_app.search("How can I safely show user text that contains <script> tags on a web page?", 1, False)
-    assert dense.loc[0, "question"] == "How can I safely show user text that contains <script> tags on a web page?"
+    results, *_ = qpr_app.search("How can I safely show user text that contains <script> tags on a web page?", 1, False)
+    assert results.loc[0, "question"] == "How can I safely show user text that contains <script> tags on a web page?"
 
 
 def test_plain_escapes_markup_for_markdown():
@@ -264,8 +265,8 @@ def test_retrain_compares_then_swaps_only_on_confirm(qpr_app):
     assert served.version in set(qpr_app.store.bundle_versions()["version"])
     twins = served.corpus[served.corpus["cluster"].isin([TWIN_A, TWIN_B])]
     assert twins["cluster"].nunique() == 1, "the new bundle serves the corrected clusters"
-    dense, _ = qpr_app.search(twins["question"].iloc[0], 1, False)
-    assert dense.loc[0, "cluster"] == twins["cluster"].iloc[0]
+    results, *_ = qpr_app.search(twins["question"].iloc[0], 1, False)
+    assert results.loc[0, "cluster"] == twins["cluster"].iloc[0]
 
 
 def test_discard_keeps_the_served_model(qpr_app):
@@ -289,10 +290,10 @@ def test_searches_answer_while_retraining_runs(qpr_app, monkeypatch):
     worker = threading.Thread(target=qpr_app.retrain, args=(1, NO_PROGRESS))
     worker.start()
     assert started.wait(timeout=120)
-    dense, _ = qpr_app.search("cheap flights", 3, False)
+    results, *_ = qpr_app.search("cheap flights", 3, False)
     searched.set()
     worker.join(timeout=300)
-    assert len(dense) == 3 and qpr_app.model.candidate() is not None
+    assert len(results) == 3 and qpr_app.model.candidate() is not None
 
 
 # -- metrics and startup -----------------------------------------------------------------------
@@ -303,7 +304,8 @@ def test_metrics_show_the_served_model_before_any_retraining(qpr_app, bundle):  
     bars = plotted(plot)
     assert len(curves) == len(bundle.manifest["training"]["history"])
     assert list(bars["measure"]) == ["H1 val · served", "H1 test · served", "MRR val · served", "MRR test · served"]
-    assert bars.set_index("measure").loc["H1 test · served", "value"] == pytest.approx(bundle.manifest["metrics"]["test"]["H1"])
+    served = bundle.manifest["hybrid_metrics"]["test"]["H1"]  # the served retriever's, not the encoder's alone
+    assert bars.set_index("measure").loc["H1 test · served", "value"] == pytest.approx(served)
     assert "retrain to compare" in caption
 
 

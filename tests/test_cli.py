@@ -20,6 +20,7 @@ def trained(tmp_path_factory):
 def test_train_writes_a_bundle_with_metrics(trained):
     manifest = json.loads((trained / "bundle" / "manifest.json").read_text())
     assert set(manifest["metrics"]) == {"val", "test"}
+    assert set(manifest["hybrid_metrics"]) == {"val", "test"} and "fusion" in manifest  # train fits the hybrid
     assert manifest["training"]["config"]["batch_size"] == 16
 
 
@@ -29,11 +30,14 @@ def test_search_prints_hits(trained, capsys):
     assert line["query"] == "how do i learn chess ?" and len(line["hits"]) == 3
 
 
-def test_eval_reports_both_systems(trained, capsys):
-    for extra in ([], ["--bm25"]):
+def test_eval_reports_the_served_hybrid_and_each_part(trained, capsys):
+    for extra in ([], ["--dense"], ["--bm25"]):
         assert main(["eval", str(trained / "bundle"), "--split", "val", *extra]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [r["system"] for r in rows] == ["sdml", "bm25"] and all(r["queries"] > 0 for r in rows)
+    assert [r["system"] for r in rows] == ["hybrid", "sdml", "bm25"] and all(r["queries"] > 0 for r in rows)
+    with pytest.raises(SystemExit):  # one retriever at a time
+        main(["eval", str(trained / "bundle"), "--dense", "--bm25"])
+    assert "not allowed with" in capsys.readouterr().err
 
 
 def test_index_rebuilds_in_place(trained, capsys):
