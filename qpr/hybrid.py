@@ -184,8 +184,8 @@ def fit_fusion(bundle: Bundle, split: str = "val", depth: int = DEPTH, bm25: BM2
     row_of = hybrid._lookup[0]
     cluster = bundle.corpus["cluster"].to_numpy(dtype=object, na_value=None)
     tables, labels = [], []
-    for (text, qid, own_cluster), (rows, table) in zip(
-        queries[["question", "qid", "cluster"]].itertuples(index=False),
+    for (qid, own_cluster), (rows, table) in zip(
+        queries[["qid", "cluster"]].itertuples(index=False),
         hybrid.candidates(queries["question"].tolist(), depth),
     ):
         keep = rows != row_of.get_loc(qid)
