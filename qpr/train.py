@@ -104,33 +104,48 @@ def epoch_pairs(clusters: list[np.ndarray], rng: np.random.Generator) -> tuple[n
     return np.concatenate(anchors), np.concatenate(positives), np.concatenate(owner)
 
 
+def batch_units(
+    owner: np.ndarray, batch_size: int, rng: np.random.Generator, group: np.ndarray | None = None
+) -> list[list[int]]:
+    """Pair indices in random order, cut into units that go into a batch whole.
+
+    Without ``group`` each pair is a unit of its own. With ``group`` (one label per pair) a unit
+    is one round of a group: the k-th pair of each of the group's clusters, cut at random into
+    chunks of at most ``batch_size``. So a unit's clusters are distinct and alike, and a group's
+    later rounds are placed independently, in other batches, beside other groups' units.
+    """
+    order = rng.permutation(len(owner))
+    if group is None:
+        return [[pair] for pair in order.tolist()]
+    frame = pd.DataFrame({"pair": order, "owner": owner[order], "group": group[order]})
+    frame["round"] = frame.groupby("owner").cumcount()
+    frame["chunk"] = frame.groupby(["group", "round"]).cumcount() // batch_size
+    units = [pairs.tolist() for _, pairs in frame.groupby(["group", "round", "chunk"])["pair"]]
+    return [units[i] for i in rng.permutation(len(units))]
+
+
 def cluster_disjoint_batches(
     owner: np.ndarray, batch_size: int, rng: np.random.Generator, group: np.ndarray | None = None
 ) -> list[np.ndarray]:
     """Shuffle pair indices into batches of at most ``batch_size`` with distinct ``owner`` values.
 
-    Greedy first fit: each pair goes to the first open batch that lacks its cluster, so a big
-    cluster spreads over several batches. Batches of a single pair (no negative) are dropped.
-    With ``group`` (one label per pair), pairs are visited group by group (groups in random
-    order), so the pairs of one group's different clusters tend to share a batch.
+    Greedy first fit of ``batch_units``: each unit goes to the first open batch with room for it
+    that holds none of its clusters, so a big cluster spreads over several batches. With ``group``
+    the clusters of one group share batches. Batches of a single pair (no negative) are dropped.
     """
-    order = rng.permutation(len(owner))
-    if group is not None:
-        rank = rng.permutation(len(np.unique(group)))[np.unique(group, return_inverse=True)[1]]
-        order = order[np.argsort(rank[order], kind="stable")]
     batches: list[list[int]] = []
     seen: list[set] = []
     first_open = 0
-    for pair in order:
-        c = owner[pair]
+    for unit in batch_units(owner, batch_size, rng, group):
+        clusters = owner[unit].tolist()
         b = first_open
-        while b < len(batches) and (c in seen[b] or len(batches[b]) >= batch_size):
+        while b < len(batches) and (len(batches[b]) + len(unit) > batch_size or not seen[b].isdisjoint(clusters)):
             b += 1
         if b == len(batches):
             batches.append([])
             seen.append(set())
-        batches[b].append(pair)
-        seen[b].add(c)
+        batches[b].extend(unit)
+        seen[b].update(clusters)
         while first_open < len(batches) and len(batches[first_open]) >= batch_size:
             first_open += 1
     order = rng.permutation(len(batches))

@@ -1,3 +1,6 @@
+from collections import Counter
+from itertools import combinations
+
 import numpy as np
 import pytest
 import torch
@@ -9,7 +12,7 @@ from qpr.bundle import Bundle
 from qpr.index import IndexConfig
 from qpr.service import DenseRetriever
 from qpr.train import (
-    TrainConfig, cluster_disjoint_batches, cluster_members, epoch_pairs, neighbour_groups, train, validation_pairs,
+    TrainConfig, batch_units, cluster_disjoint_batches, cluster_members, epoch_pairs, neighbour_groups, train, validation_pairs,
 )
 
 SMALL = EncoderConfig(embedding_dim=32, channels=32, output_dim=16)
@@ -50,6 +53,31 @@ def test_grouped_batches_put_a_groups_clusters_together_and_stay_cluster_disjoin
         assert sorted(np.concatenate(batches)) == list(range(len(owner)))
         assert all(len(set(owner[b])) == len(b) for b in batches)
     assert together(grouped) > 0.8 > 0.3 > together(plain)
+
+
+def test_grouped_batches_mix_unrelated_clusters_afresh_in_each_batch():
+    # 200 groups of two clusters of 4 pairs, batches of 16: each cluster lands in 4 batches. A
+    # batcher that fills batches group after group would put the same unrelated clusters beside
+    # each other in all 4 (every such meeting repeated 4 times); dealing each group's rounds
+    # independently makes two unrelated clusters meet about once.
+    owner = np.repeat(np.arange(400), 4)
+    group = owner // 2
+    meetings = Counter()
+    for batch in cluster_disjoint_batches(owner, 16, np.random.default_rng(0), group):
+        clusters = sorted(set(owner[batch].tolist()))
+        meetings.update((x, y) for x, y in combinations(clusters, 2) if x // 2 != y // 2)
+    assert np.mean(list(meetings.values())) < 1.2
+
+
+def test_batch_units_are_one_groups_distinct_clusters_and_cover_every_pair_once():
+    owner = np.repeat(np.arange(30), np.random.default_rng(2).integers(2, 9, size=30))
+    group = owner % 4
+    units = batch_units(owner, 5, np.random.default_rng(0), group)
+    assert sorted(p for unit in units for p in unit) == list(range(len(owner)))
+    for unit in units:
+        assert 1 <= len(unit) <= 5
+        assert len(set(owner[unit])) == len(unit) and len(set(group[unit])) == 1
+    assert [len(u) for u in batch_units(owner, 5, np.random.default_rng(0))] == [1] * len(owner)
 
 
 def test_neighbour_groups_put_alike_clusters_together():
