@@ -55,6 +55,7 @@ OPTIONS = {
     "50k hash bins": {"text": {"hash_bins": 50_000}},
     "cosine lr schedule": {"train": {"lr_schedule": "cosine"}},
     "neighbour batches (hard negatives)": {"train": {"batching": "neighbours"}},
+    "subword trigrams": {"text": {"subword_ngrams": 3}},
 }
 
 

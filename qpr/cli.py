@@ -41,7 +41,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     bundle = train_bundle(
         load_corpus(args.data, seed=args.seed),
         _train_config(args),
-        TextConfig(vocab_size=args.vocab_size, hash_bins=args.hash_bins, max_len=args.max_len, min_count=args.min_count),
+        TextConfig(vocab_size=args.vocab_size, hash_bins=args.hash_bins, max_len=args.max_len, min_count=args.min_count,
+                   subword_ngrams=args.subword_ngrams),
         EncoderConfig(windows=tuple(args.windows), normalize=args.normalize),
         IndexConfig(args.index, args.nprobe, args.ef_search),
         data=str(args.data),
@@ -164,6 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-len", type=int, default=defaults_x.max_len, help="tokens kept per question")
     p.add_argument("--min-count", type=int, default=defaults_x.min_count,
                    help="training occurrences a token needs for its own id (rarer ones share hash bins)")
+    p.add_argument("--subword-ngrams", type=int, default=defaults_x.subword_ngrams, metavar="N",
+                   help="also hash each word's character N-grams into the bins (0: off)")
     p.add_argument("--windows", type=int, nargs="+", default=list(defaults_e.windows), help="convolution window sizes")
     p.add_argument("--normalize", action="store_true", help="unit-length question vectors (for --distance cosine)")
     _index_args(p)

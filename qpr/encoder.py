@@ -69,9 +69,18 @@ class QuestionEncoder(nn.Module):
         self.projection = nn.Linear(config.channels * len(config.windows), config.output_dim)
 
     def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
+        """``token_ids``: ``(batch, length)``, or ``(batch, length, ids per token)`` with subwords,
+        where a token's vector is the mean of its non-padding ids' embeddings."""
         length = token_ids.shape[1]
-        mask = (token_ids != PAD_ID).unsqueeze(1)  # (batch, 1, length)
-        embedded = self.embedding(token_ids).transpose(1, 2)  # (batch, dim, length)
+        if token_ids.dim() == 3:
+            present = (token_ids != PAD_ID).sum(dim=2, keepdim=True)  # (batch, length, 1)
+            # The padding row is zero, so the sum covers only real ids.
+            embedded = self.embedding(token_ids).sum(dim=2) / present.clamp(min=1)
+            mask = (present.squeeze(2) > 0).unsqueeze(1)
+        else:
+            embedded = self.embedding(token_ids)
+            mask = (token_ids != PAD_ID).unsqueeze(1)  # (batch, 1, length)
+        embedded = embedded.transpose(1, 2)  # (batch, dim, length)
         pooled = []
         for conv in self.convs:
             features = torch.tanh(conv(embedded)[:, :, :length])
@@ -80,13 +89,21 @@ class QuestionEncoder(nn.Module):
         return F.normalize(vectors, dim=1) if self.config.normalize else vectors
 
 
-def pad_batch(id_lists: Sequence[Sequence[int]]) -> torch.Tensor:
-    """Right-pad token-id lists with PAD_ID into one ``(batch, longest)`` LongTensor."""
+def pad_batch(id_lists: Sequence[Sequence]) -> torch.Tensor:
+    """Right-pad token-id lists with PAD_ID into one ``(batch, longest)`` LongTensor, or, when each
+    token is a list of ids (subwords), into ``(batch, longest, most ids of a token)``."""
     longest = max(len(ids) for ids in id_lists)
-    batch = torch.full((len(id_lists), longest), PAD_ID, dtype=torch.long)
+    if not isinstance(id_lists[0][0], list):
+        batch = torch.full((len(id_lists), longest), PAD_ID, dtype=torch.long)
+        for row, ids in enumerate(id_lists):
+            batch[row, : len(ids)] = torch.as_tensor(ids, dtype=torch.long)
+        return batch
+    widest = max(len(token) for ids in id_lists for token in ids)
+    batch = np.full((len(id_lists), longest, widest), PAD_ID, dtype=np.int64)
     for row, ids in enumerate(id_lists):
-        batch[row, : len(ids)] = torch.as_tensor(ids, dtype=torch.long)
-    return batch
+        for position, token in enumerate(ids):
+            batch[row, position, : len(token)] = token
+    return torch.from_numpy(batch)
 
 
 def encode_ids(encoder: QuestionEncoder, id_lists: Sequence[Sequence[int]], chunk_size: int = 128) -> torch.Tensor:

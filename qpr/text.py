@@ -5,6 +5,10 @@ V+1..V+m are m hash bins.
 Every token outside the vocabulary lands in a bin chosen by a stable hash (CRC32 of its UTF-8
 bytes, not Python's per-process salted ``hash()``), so a word never seen in training still maps to
 a learned vector, and the same word maps to the same bin on every machine and run.
+
+With ``subword_ngrams`` n > 0 each token also carries the bins of its character n-grams (as in
+fastText), and the encoder averages the vectors of a token's ids: a misspelt or unseen word then
+shares some of its ids with the words it resembles instead of landing on one unrelated bin.
 """
 
 from __future__ import annotations
@@ -51,6 +55,18 @@ def stable_bucket(token: str, bins: int) -> int:
     return zlib.crc32(token.encode("utf-8")) % bins
 
 
+def char_ngrams(token: str, n: int, limit: int) -> list[str]:
+    """The first ``limit`` character ``n``-grams of ``token`` between word boundary marks.
+
+    >>> char_ngrams("cat", 3, 16)
+    ['<ca', 'cat', 'at>']
+    >>> char_ngrams("a", 3, 16)
+    ['<a>']
+    """
+    marked = f"<{token}>"
+    return [marked[i : i + n] for i in range(max(len(marked) - n + 1, 1))][:limit]
+
+
 @dataclass(frozen=True)
 class TextConfig:
     """Vocabulary size V, number of hash bins m and the token limit per question (paper: 50k + 5k).
@@ -59,18 +75,25 @@ class TextConfig:
     with fewer than V distinct tokens (Quora-lite's train split has 26k) leaves every bin
     untrained, so words first seen at query time land on random vectors; a higher count sends
     the rare training words to the bins and trains them.
+
+    ``subword_ngrams`` n > 0 adds the bins of up to ``max_ngrams`` character n-grams to every
+    token (0: off, the paper's encoder).
     """
 
     vocab_size: int = 50_000
     hash_bins: int = 5_000
     max_len: int = 64
     min_count: int = 1
+    subword_ngrams: int = 0
+    max_ngrams: int = 16
 
     def __post_init__(self) -> None:
         if self.vocab_size < 0 or self.hash_bins < 1 or self.max_len < 1 or self.min_count < 1:
             raise QPRError(
                 f"invalid text config {self}: need vocab_size >= 0, hash_bins >= 1, max_len >= 1, min_count >= 1"
             )
+        if self.subword_ngrams < 0 or self.max_ngrams < 1:
+            raise QPRError(f"invalid text config {self}: need subword_ngrams >= 0 (0 = off) and max_ngrams >= 1")
 
 
 class Vocabulary:
@@ -102,13 +125,27 @@ class Vocabulary:
             return known
         return 1 + len(self.tokens) + stable_bucket(token, self.config.hash_bins)
 
-    def encode(self, text: str) -> list[int]:
-        """Token ids of ``text``, truncated to ``max_len``; raises QPRError if it has no tokens."""
+    def subword_ids(self, token: str) -> list[int]:
+        """The hash-bin ids of ``token``'s character n-grams (``subword_ngrams``; empty when off)."""
+        n = self.config.subword_ngrams
+        if n == 0:
+            return []
+        # The prefix keeps an n-gram out of the bin of the whole word spelt the same ("cat" in "<cat>").
+        return [1 + len(self.tokens) + stable_bucket("\x00" + gram, self.config.hash_bins)
+                for gram in char_ngrams(token, n, self.config.max_ngrams)]
+
+    def encode(self, text: str) -> list[int] | list[list[int]]:
+        """Token ids of ``text``, truncated to ``max_len``; raises QPRError if it has no tokens.
+
+        With subwords on, one list per token instead: its own id, then its n-grams' bin ids.
+        """
         if not isinstance(text, str):
             raise QPRError(f"a question must be a string, got {type(text).__name__}")
         tokens = tokenize(text)[: self.config.max_len]
         if not tokens:
             raise QPRError(f"the question {text[:40]!r} is empty: it contains no words or symbols")
+        if self.config.subword_ngrams:
+            return [[self.token_id(token), *self.subword_ids(token)] for token in tokens]
         return [self.token_id(token) for token in tokens]
 
     def save(self, path: Path) -> None:

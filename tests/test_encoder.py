@@ -30,6 +30,22 @@ def test_padding_never_changes_a_vector(windows):
     torch.testing.assert_close(alone, padded)
 
 
+def test_subword_batches_average_a_tokens_ids_and_ignore_their_padding():
+    torch.manual_seed(0)
+    encoder = QuestionEncoder(50, SMALL).eval()
+    plain = torch.tensor([[5, 6, 7, 0], [9, 0, 0, 0]])
+    torch.testing.assert_close(encoder(plain), encoder(plain.unsqueeze(2)))  # one id per token
+    alone = encoder(pad_batch([[[5, 11, 12], [6]]]))
+    padded = encoder(pad_batch([[[5, 11, 12], [6]], [[1, 2, 3, 4], [5], [6], [7]]]))[:1]
+    torch.testing.assert_close(alone, padded)
+    # A token's vector is the mean of its ids' embeddings: [5, 11, 12] acts as one averaged token.
+    averaged = encoder.embedding.weight[[5, 11, 12]].mean(dim=0)
+    assert not torch.allclose(alone, encoder(pad_batch([[[5], [6]]])))
+    with torch.no_grad():
+        encoder.embedding.weight[5] = averaged
+    torch.testing.assert_close(alone, encoder(pad_batch([[[5], [6]]])))
+
+
 def test_encode_ids_keeps_input_order_across_chunks():
     torch.manual_seed(0)
     encoder = QuestionEncoder(50, SMALL).eval()

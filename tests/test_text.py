@@ -68,3 +68,31 @@ def test_loading_a_malformed_vocabulary_says_so(tmp_path):
     (tmp_path / "v.json").write_text("{not json")
     with pytest.raises(QPRError, match="cannot read vocabulary"):
         Vocabulary.load(tmp_path / "v.json")
+
+
+def test_subwords_are_off_by_default_and_add_ngram_bins_after_each_token_id():
+    texts = ["how do i learn python", "what is python"]
+    assert Vocabulary.build(texts).encode("learn python") == [6, 1]  # flat ids, one per token
+    vocab = Vocabulary.build(texts, TextConfig(subword_ngrams=3, hash_bins=1_000_003))
+    ids = vocab.encode("learn pythn")
+    assert [token[0] for token in ids] == [vocab.token_id("learn"), vocab.token_id("pythn")]
+    assert ids[1][1:] == vocab.subword_ids("pythn") and len(ids[1]) == 1 + len("<pythn>") - 2
+    # A typo keeps most of the word's n-grams: '<py', 'pyt', 'yth' of 'python' are in 'pythn'.
+    assert len(set(vocab.subword_ids("pythn")) & set(vocab.subword_ids("python"))) == 3
+
+
+def test_an_ngram_never_shares_the_bin_of_the_word_spelt_the_same():
+    vocab = Vocabulary.build(["x"], TextConfig(subword_ngrams=3, hash_bins=1_000_003))
+    # 'cat' is both an unseen word and the middle trigram of '<cat>'.
+    assert vocab.subword_ids("cat")[1] != vocab.token_id("cat")
+
+
+def test_subword_settings_are_checked_and_survive_save_and_load(tmp_path):
+    with pytest.raises(QPRError, match="subword_ngrams"):
+        TextConfig(subword_ngrams=-1)
+    vocab = Vocabulary.build(["how do i learn python"], TextConfig(subword_ngrams=3, max_ngrams=4))
+    vocab.save(tmp_path / "vocab.json")
+    loaded = Vocabulary.load(tmp_path / "vocab.json")
+    assert loaded.config == vocab.config
+    assert loaded.encode("internationalization") == vocab.encode("internationalization")
+    assert len(loaded.encode("internationalization")[0]) == 1 + 4

@@ -5,12 +5,13 @@ import numpy as np
 import pytest
 import torch
 
-from qpr.encoder import EncoderConfig, QuestionEncoder
+from qpr.encoder import EncoderConfig, QuestionEncoder, encode_texts
 from qpr.errors import QPRError
 from qpr.evaluate import evaluate
 from qpr.bundle import Bundle
 from qpr.index import IndexConfig
 from qpr.service import DenseRetriever
+from qpr.text import TextConfig
 from qpr.train import (
     TrainConfig, batch_units, cluster_disjoint_batches, cluster_members, epoch_pairs, neighbour_groups, train, validation_pairs,
 )
@@ -222,3 +223,13 @@ def test_ctrl_c_can_be_asked_to_propagate(tiny_corpus):
     with pytest.raises(KeyboardInterrupt):
         train(tiny_corpus, FAST, encoder_config=SMALL, on_epoch=interrupt_after_first, progress=False,
               return_on_interrupt=False)
+
+
+def test_subword_training_round_trips_through_a_bundle(tiny_corpus, tmp_path):
+    result = train(tiny_corpus, FAST, TextConfig(subword_ngrams=3), SMALL, progress=False)
+    Bundle.create(result.encoder, result.vocab, tiny_corpus, IndexConfig("Flat")).save(tmp_path / "b")
+    loaded = DenseRetriever(Bundle.load(tmp_path / "b"))
+    assert loaded.bundle.vocab.config.subword_ngrams == 3
+    queries = ["how do i lern pythn?", tiny_corpus["question"].iloc[0]]
+    expected = encode_texts(result.encoder, result.vocab, queries)
+    np.testing.assert_allclose(loaded.encode(queries), expected, rtol=1e-5, atol=1e-6)
