@@ -56,6 +56,7 @@ OPTIONS = {
     "cosine lr schedule": {"train": {"lr_schedule": "cosine"}},
     "neighbour batches (hard negatives)": {"train": {"batching": "neighbours"}},
     "subword trigrams": {"text": {"subword_ngrams": 3}},
+    "unlabeled questions (word-dropout views)": {"train": {"unlabeled_dropout": 0.2}},
 }
 
 

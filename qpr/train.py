@@ -42,7 +42,9 @@ class TrainConfig:
     the learning rate from ``lr`` to zero over ``max_epochs`` (paper: "constant"). ``batching``
     "neighbours" fills each batch with neighbouring clusters (``neighbour_groups``), so the
     in-batch negatives are hard ones (paper: "random"). ``val_pairs`` positive and as many
-    negative pairs score each epoch by ROC AUC.
+    negative pairs score each epoch by ROC AUC. ``unlabeled_dropout`` p > 0 adds, every epoch, a
+    self-supervised pair per question that is in no training pair and no val/test query: two
+    views of it, each dropping every token with probability p (``view_pairs``; 0: off).
     """
 
     loss: str = "sdml"
@@ -57,6 +59,7 @@ class TrainConfig:
     max_epochs: int = 10
     patience: int = 2
     val_pairs: int = 5000
+    unlabeled_dropout: float = 0.0
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -68,6 +71,8 @@ class TrainConfig:
             raise QPRError(f"unknown lr_schedule {self.lr_schedule!r}: use 'constant' or 'cosine'")
         if self.batching not in ("random", "neighbours"):
             raise QPRError(f"unknown batching {self.batching!r}: use 'random' or 'neighbours'")
+        if not 0.0 <= self.unlabeled_dropout < 1.0:
+            raise QPRError(f"unlabeled_dropout must be in [0, 1) (0: off), got {self.unlabeled_dropout}")
 
 
 @dataclass
@@ -107,6 +112,28 @@ def epoch_pairs(clusters: list[np.ndarray], rng: np.random.Generator) -> tuple[n
         positives.append(members[partner])
         owner.append(np.full(n, c))
     return np.concatenate(anchors), np.concatenate(positives), np.concatenate(owner)
+
+
+def unlabeled_rows(corpus: pd.DataFrame, clusters: list[np.ndarray]) -> np.ndarray:
+    """Rows of the questions that anchor no training pair and are not val/test questions (those
+    are the queries), one row per distinct text: the material for self-supervised pairs."""
+    paired = np.zeros(len(corpus), dtype=bool)
+    paired[np.concatenate(clusters)] = True
+    rows = np.flatnonzero(~paired & ~corpus["split"].isin(["val", "test"]).to_numpy())
+    _, first = np.unique(corpus["question"].to_numpy()[rows].astype(str), return_index=True)
+    return np.sort(rows[first])
+
+
+def view_pairs(id_lists: list[list], dropout: float, rng: np.random.Generator) -> tuple[list[list], list[list]]:
+    """Two views of each token-id list, each keeping every token with probability 1 - ``dropout``
+    (at least one token), as (first views, second views)."""
+    def view(ids: list) -> list:
+        keep = rng.random(len(ids)) >= dropout
+        if not keep.any():
+            keep[rng.integers(len(ids))] = True
+        return [token for token, kept in zip(ids, keep) if kept]
+
+    return [view(ids) for ids in id_lists], [view(ids) for ids in id_lists]
 
 
 def batch_units(
@@ -261,6 +288,7 @@ def train(
     optimizer = torch.optim.Adam([*encoder.parameters(), *loss_fn.parameters()], lr=config.lr)
     val_a, val_b, val_labels = validation_pairs(corpus, config.val_pairs, config.seed)
     token_ids = [vocab.encode(q) for q in corpus["question"]]
+    unlabeled = unlabeled_rows(corpus, clusters) if config.unlabeled_dropout else np.array([], dtype=np.int64)
     # Unclustered rows never anchor a pair, so their (missing) group never matters.
     groups = None if batch_groups is None else batch_groups.astype(object).fillna("").to_numpy()
 
@@ -276,7 +304,17 @@ def train(
             if config.batching == "neighbours":
                 group = neighbour_groups(encoder, token_ids, clusters, config.batch_size, config.seed + epoch)[owner]
             else:
-                group = None if groups is None else groups[anchors]
+                group = None if groups is None else pd.factorize(groups[anchors], sort=True)[0]
+            anchor_ids = [token_ids[i] for i in anchors]
+            positive_ids = [token_ids[i] for i in positives]
+            if len(unlabeled):
+                # Each unlabeled question is a cluster (and a group) of its own.
+                first, second = view_pairs([token_ids[i] for i in unlabeled], config.unlabeled_dropout, rng)
+                anchor_ids += first
+                positive_ids += second
+                owner = np.concatenate([owner, len(clusters) + np.arange(len(unlabeled))])
+                if group is not None:
+                    group = np.concatenate([group, group.max() + 1 + np.arange(len(unlabeled))])
             batches = cluster_disjoint_batches(owner, config.batch_size, rng, group)
             if schedule is None and config.lr_schedule == "cosine":
                 # Epochs hold about the same number of batches, so the first one sets the horizon;
@@ -287,8 +325,8 @@ def train(
             total = 0.0
             bar = tqdm(batches, desc=f"epoch {epoch}/{config.max_epochs}", disable=not progress, leave=False)
             for batch in bar:
-                a = encode_ids(encoder, [token_ids[i] for i in anchors[batch]])
-                p = encode_ids(encoder, [token_ids[i] for i in positives[batch]])
+                a = encode_ids(encoder, [anchor_ids[i] for i in batch])
+                p = encode_ids(encoder, [positive_ids[i] for i in batch])
                 loss = loss_fn(a, p)
                 optimizer.zero_grad()
                 loss.backward()

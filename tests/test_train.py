@@ -2,10 +2,11 @@ from collections import Counter
 from itertools import combinations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
-from qpr.encoder import EncoderConfig, QuestionEncoder, encode_texts
+from qpr.encoder import EncoderConfig, QuestionEncoder, encode_ids, encode_texts
 from qpr.errors import QPRError
 from qpr.evaluate import evaluate
 from qpr.bundle import Bundle
@@ -13,7 +14,8 @@ from qpr.index import IndexConfig
 from qpr.service import DenseRetriever
 from qpr.text import TextConfig
 from qpr.train import (
-    TrainConfig, batch_units, cluster_disjoint_batches, cluster_members, epoch_pairs, neighbour_groups, train, validation_pairs,
+    TrainConfig, batch_units, cluster_disjoint_batches, cluster_members, epoch_pairs, neighbour_groups, train,
+    unlabeled_rows, validation_pairs, view_pairs,
 )
 
 SMALL = EncoderConfig(embedding_dim=32, channels=32, output_dim=16)
@@ -233,3 +235,60 @@ def test_subword_training_round_trips_through_a_bundle(tiny_corpus, tmp_path):
     queries = ["how do i lern pythn?", tiny_corpus["question"].iloc[0]]
     expected = encode_texts(result.encoder, result.vocab, queries)
     np.testing.assert_allclose(loaded.encode(queries), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_unlabeled_rows_are_the_unpaired_non_query_questions_once_per_text(tiny_corpus):
+    corpus = pd.concat([tiny_corpus, pd.DataFrame({
+        "qid": [900, 901, 902], "question": ["is number 3 a lucky number ?", "a val question alone", "a lone train one"],
+        "cluster": pd.array([None, None, "c-lone"], dtype="string"), "split": ["none", "val", "train"],
+    })], ignore_index=True)
+    rows = unlabeled_rows(corpus, cluster_members(corpus, "train"))
+    distractors = np.flatnonzero((tiny_corpus["split"] == "none").to_numpy())
+    # The repeated distractor text counts once; val questions are queries; a one-question train
+    # cluster anchors no pair, so it is material too.
+    assert rows.tolist() == distractors.tolist() + [len(corpus) - 1]
+
+
+def test_views_drop_tokens_but_never_all_of_them():
+    ids = [[3, 4, 5, 6, 7, 8], [9], [[1, 2], [3]]]
+    first, second = view_pairs(ids, 0.5, np.random.default_rng(0))
+    for original, a, b in zip(ids, first, second):
+        for view in (a, b):
+            assert view and all(token in original for token in view)
+    assert view_pairs(ids, 0.5, np.random.default_rng(0)) == (first, second)  # seeded
+    assert view_pairs(ids, 0.0, np.random.default_rng(1)) == (ids, ids)
+    assert first != second
+
+
+def test_unlabeled_questions_join_training_as_pairs_of_their_own_two_views(tiny_corpus, monkeypatch):
+    made, encoded = [], []
+    real_views, real_encode = view_pairs, encode_ids
+
+    def recording_views(id_lists, dropout, rng):
+        out = real_views(id_lists, dropout, rng)
+        made.append((id_lists, *out))
+        return out
+
+    def recording_encode(encoder, id_lists, *args, **kwargs):
+        encoded.append(list(id_lists))
+        return real_encode(encoder, id_lists, *args, **kwargs)
+
+    monkeypatch.setattr("qpr.train.view_pairs", recording_views)
+    monkeypatch.setattr("qpr.train.encode_ids", recording_encode)
+    config = TrainConfig(batch_size=16, max_epochs=1, val_pairs=100, unlabeled_dropout=0.3)
+    result = train(tiny_corpus, config, encoder_config=SMALL, progress=False)
+    originals, first, second = made[0]
+    rows = unlabeled_rows(tiny_corpus, cluster_members(tiny_corpus, "train"))
+    assert originals == [result.vocab.encode(q) for q in tiny_corpus["question"].to_numpy()[rows]]
+    # Training encodes anchors then positives for each batch: every first view is an anchor exactly
+    # once, with the second view of the same question at the same position among the positives.
+    seen = 0
+    for anchors, positives in zip(encoded[::2], encoded[1::2]):
+        for a, p in zip(anchors, positives):
+            if a in first:
+                i = first.index(a)
+                assert p == second[i]
+                seen += 1
+    assert seen == len(rows)
+    with pytest.raises(QPRError, match="unlabeled_dropout"):
+        TrainConfig(unlabeled_dropout=1.0)
