@@ -114,6 +114,7 @@ def ablation(args: argparse.Namespace) -> None:
                   "encode_qps": round(encode_rate(retriever.encode, encode_sample(corpus, args.seed)))}
         rows = [shared | {"split": split} | evaluate(retriever, corpus, split) for split in ("val", "test")]
         print(rows, flush=True)
+        results = load_results(RESULTS)  # afresh: `final` may have written to it meanwhile
         results["runs"] = [r for r in results["runs"] if not same_run(r)] + rows
         results["machine"] = machine()
         write_json(results, RESULTS)
