@@ -9,15 +9,19 @@ knows the clean clusters judges that many candidate pairs from the noisy model's
 model trains with the same settings and seed and is scored on the untouched test clusters with an
 exact index over the clean corpus. Nothing is tuned on the test clusters.
 
-    python -m bench.feedback_loop                 # the full run: writes bench/results/feedback_loop.json,
-                                                  # docs/feedback_loop/gap_recovered.png, docs/FEEDBACK_LOOP.md
+    python -m bench.feedback_loop --noise 0.4 --budgets 500 2000   # the headline run: writes
+        # bench/results/feedback_loop.json, docs/feedback_loop/gap_recovered_noise_0.4.png and the
+        # doc's section marked feedback-loop-noise-0.4
     python -m bench.feedback_loop --quick         # a small slice and a small encoder, about a minute;
                                                   # writes only into a new temporary folder
-    python -m bench.feedback_loop --render-only   # redo the plot and the doc table from the results file
+    python -m bench.feedback_loop --render-only --results bench/results/feedback_loop_noise_0.2.json
+                                                  # redo a plot and doc section from a results file
 
-The full run trains 2 + strategies x budgets models. Trained models and finished runs are kept in
-``--work`` (default runs/feedback-loop), so an interrupted run continues where it stopped when
-started again with the same settings.
+Each noise rate has its own doc section and plot, so runs at several rates stand side by side
+(the r = 0.2 run is kept in bench/results/feedback_loop_noise_0.2.json). The full run trains
+2 + strategies x budgets models. Trained models and finished runs are kept in ``--work`` (default
+runs/feedback-loop-noise-R), so an interrupted run continues where it stopped when started again
+with the same settings.
 """
 
 from __future__ import annotations
@@ -51,8 +55,9 @@ from qpr.train import TrainConfig
 
 RESULTS = ROOT / "bench" / "results" / "feedback_loop.json"
 DOC = ROOT / "docs" / "FEEDBACK_LOOP.md"
-PLOT = ROOT / "docs" / "feedback_loop" / "gap_recovered.png"
-MARKER = "feedback-loop"
+# One doc section and one plot per noise rate, so results at several rates stand side by side.
+PLOT = "gap_recovered_noise_{noise:g}.png"
+MARKER = "feedback-loop-noise-{noise:g}"
 BUDGETS = (500, 2000, 5000)
 BAR_SHARE = 0.02  # the issue's bar: at most 2% of the training questions in judgments...
 BAR_GAP, BAR_PRECISION = 0.5, 5.0  # ...recovering half the gap; and 5x the precision of random picks
@@ -280,7 +285,8 @@ def markdown(results: dict, plot_name: str) -> str:
 
 def render(results: dict, doc: Path, plot_path: Path) -> None:
     plot(results, plot_path)
-    replace_marked_section(doc, MARKER, markdown(results, plot_path.relative_to(doc.parent).as_posix()))
+    marker = MARKER.format(noise=results["noise"])
+    replace_marked_section(doc, marker, markdown(results, plot_path.relative_to(doc.parent).as_posix()))
 
 
 def main() -> None:
@@ -297,7 +303,7 @@ def main() -> None:
     parser.add_argument("--patience", type=int, default=TrainConfig().patience)
     parser.add_argument("--batch-size", type=int, help="default: TrainConfig's, quick 128")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--work", type=Path, help="models and finished runs, for resuming (default runs/feedback-loop)")
+    parser.add_argument("--work", type=Path, help="models and finished runs, for resuming (default runs/feedback-loop-noise-R)")
     parser.add_argument("--results", type=Path, help=f"results file (default {RESULTS.relative_to(ROOT)})")
     parser.add_argument("--doc", type=Path, help=f"doc whose marked section is rewritten (default {DOC.relative_to(ROOT)})")
     args = parser.parse_args()
@@ -309,16 +315,16 @@ def main() -> None:
                     "results": scratch / RESULTS.name, "doc": scratch / DOC.name}
     else:
         defaults = {"budgets": list(BUDGETS), "epochs": EPOCHS, "batch_size": TrainConfig().batch_size,
-                    "work": ROOT / "runs" / "feedback-loop", "results": RESULTS, "doc": DOC}
+                    "work": ROOT / "runs" / f"feedback-loop-noise-{args.noise:g}", "results": RESULTS, "doc": DOC}
     for name, value in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
-    plot_path = args.doc.parent / "feedback_loop" / PLOT.name
     if args.render_only:
         results = json.loads(args.results.read_text())
     else:
         results = run(args, args.work, log=lambda line: print(line, file=sys.stderr, flush=True))
         write_json(results, args.results)
+    plot_path = args.doc.parent / "feedback_loop" / PLOT.format(noise=results["noise"])
     render(results, args.doc, plot_path)
     print(f"results {args.results}, doc {args.doc}, plot {plot_path}", file=sys.stderr)
 
