@@ -1,6 +1,6 @@
 """Benchmark for issue 8: encoder ablations, then the product's best configuration against BM25 and MiniLM.
 
-    python bench/quality.py ablation [--epochs 3]   # each option alone and all together (val + test)
+    python bench/quality.py ablation [--epochs 3] [--variants NAME ...]   # each option alone and all together
     python bench/quality.py final [--variant all] [--epochs 10] [--reuse]
     python bench/quality.py render                  # docs/QUALITY.md from bench/results/quality.json
 
@@ -94,7 +94,10 @@ def encode_rate(encode, texts: list[str]) -> float:
 def ablation(args: argparse.Namespace) -> None:
     corpus = load_corpus(data_dir() / "quora-lite")
     results = load_results(RESULTS)
-    for variant in VARIANTS:
+    unknown = [v for v in args.variants or [] if v not in VARIANTS]
+    if unknown:
+        raise SystemExit(f"unknown variant {unknown[0]!r}: choose from {', '.join(VARIANTS)}")
+    for variant in args.variants or VARIANTS:
         def same_run(row: dict) -> bool:
             # Settings too: a variant whose definition changed since its row was written is run again.
             settings = json.loads(json.dumps(VARIANTS[variant]))
@@ -229,6 +232,7 @@ def main() -> None:
     p = sub.add_parser("ablation")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--variants", nargs="+", metavar="VARIANT", help="only these (default: all of VARIANTS)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=ablation)
     p = sub.add_parser("final")

@@ -34,8 +34,8 @@ class TrainConfig:
 
     They are also what docs/REPRODUCTION.md measured best on Quora-lite at an equal 3-epoch
     budget: eps 0.3 of 0-0.4, N 512 of 32-1024, squared over Euclidean distance for SDML. The
-    triplet baseline's ``negatives`` defaults to "hard", which beat random negatives by 28 (Euclidean)
-    and 30 (squared) points of val H@1 there.
+    triplet baseline's ``negatives`` defaults to "hard", which beat random negatives by 28
+    (Euclidean) and 30 (squared) points of val H@1 there.
 
     ``distance`` is the distance the loss uses ("squared" for SDML; the triplet baselines use
     either; "cosine" needs an encoder that normalizes its vectors). ``lr_schedule`` "cosine" decays
