@@ -68,7 +68,14 @@ def _merge(settings: list[dict]) -> dict:
     return merged
 
 
-VARIANTS = {"paper": _merge([])} | {name: _merge([s]) for name, s in OPTIONS.items()} | {"all": _merge(list(OPTIONS.values()))}
+# The two options that each gained most alone (val), together: does their gain add up?
+PAIRS = {"windows 1,3,5 + subword trigrams": ("windows 1,3,5", "subword trigrams")}
+VARIANTS = (
+    {"paper": _merge([])}
+    | {name: _merge([s]) for name, s in OPTIONS.items()}
+    | {name: _merge([OPTIONS[o] for o in options]) for name, options in PAIRS.items()}
+    | {"all": _merge(list(OPTIONS.values()))}
+)
 
 
 def configs(variant: str, epochs: int, patience: int, seed: int) -> tuple[TrainConfig, TextConfig, EncoderConfig]:
