@@ -20,16 +20,19 @@ from qpr.text import PAD_ID, Vocabulary
 
 @dataclass(frozen=True)
 class EncoderConfig:
-    """Layer sizes (paper: 300-d embeddings, one convolution of window 5, 300-d output).
+    """Layer sizes: 300-d embeddings, convolutions of windows 1, 3 and 5, 300-d output.
 
     ``windows`` may list several window sizes; each gets ``channels`` filters and their pooled
-    features are concatenated before the projection. ``normalize`` puts every output vector on the
+    features are concatenated before the projection. The paper used one window of 5
+    (``PAPER_ENCODER``); windows 1, 3 and 5 scored 9 points of val H@1 more on Quora-lite at
+    the same epoch budget and as much when trained to convergence, while still encoding 18x
+    faster than all-MiniLM-L6-v2 (docs/QUALITY.md), so they are the default. ``normalize`` puts every output vector on the
     unit sphere, so that the index's Euclidean ranking is a cosine ranking (needed by the cosine
     distance in training).
     """
 
     embedding_dim: int = 300
-    windows: tuple[int, ...] = (5,)
+    windows: tuple[int, ...] = (1, 3, 5)
     channels: int = 300
     output_dim: int = 300
     normalize: bool = False
@@ -43,6 +46,10 @@ class EncoderConfig:
 
     def to_dict(self) -> dict:
         return asdict(self) | {"windows": list(self.windows)}
+
+
+# The paper's encoder: what the reproduction experiments (and their recorded results) use.
+PAPER_ENCODER = EncoderConfig(windows=(5,))
 
 
 class QuestionEncoder(nn.Module):

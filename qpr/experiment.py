@@ -20,6 +20,7 @@ from typing import Callable
 import pandas as pd
 
 from qpr.bundle import Bundle
+from qpr.encoder import PAPER_ENCODER
 from qpr.errors import QPRError
 from qpr.evaluate import evaluate
 from qpr.fsutil import atomic_path
@@ -127,7 +128,8 @@ def run_arm(arm: Arm, corpus: pd.DataFrame, epochs: int, progress: bool = True) 
     """Train one arm and return its val and test rows."""
     train_corpus, _ = inject_false_negatives(corpus, arm.noise, seed=arm.seed)
     groups = corpus["cluster"] if arm.batching == "grouped" else None
-    result = train(train_corpus, arm.train_config(epochs), batch_groups=groups, progress=progress, return_on_interrupt=False)
+    result = train(train_corpus, arm.train_config(epochs), encoder_config=PAPER_ENCODER, batch_groups=groups,
+                   progress=progress, return_on_interrupt=False)
     # The index and the queries use the clean corpus: noise only ever touches training labels.
     retriever = DenseRetriever(Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("Flat")))
     rows = []

@@ -2,15 +2,16 @@ import numpy as np
 import pytest
 import torch
 
-from qpr.encoder import EncoderConfig, QuestionEncoder, encode_ids, encode_texts, pad_batch
+from qpr.encoder import PAPER_ENCODER, EncoderConfig, QuestionEncoder, encode_ids, encode_texts, pad_batch
 from qpr.errors import QPRError
 from qpr.text import Vocabulary
 
 SMALL = EncoderConfig(embedding_dim=16, windows=(5,), channels=8, output_dim=6)
 
 
-def test_output_shape_and_paper_defaults():
-    assert EncoderConfig() == EncoderConfig(embedding_dim=300, windows=(5,), channels=300, output_dim=300)
+def test_output_shape_and_defaults():
+    assert EncoderConfig() == EncoderConfig(embedding_dim=300, windows=(1, 3, 5), channels=300, output_dim=300)
+    assert PAPER_ENCODER == EncoderConfig(windows=(5,))
     encoder = QuestionEncoder(50, SMALL)
     assert encoder(torch.tensor([[3, 4, 5], [6, 0, 0]])).shape == (2, 6)
 
