@@ -50,8 +50,9 @@ def test_a_trained_encoder_beats_a_random_one_by_a_wide_margin(sliced):
 
 def test_the_hybrid_fitted_on_val_beats_both_of_its_parts_on_test(sliced):
     # On the full split (docs/QUALITY.md) the hybrid gains several points of H@1 over BM25. This
-    # slice's small index is easy for BM25 (H@1 ~0.9) and its 3-epoch encoder weak (~0.6): the
-    # fitted fusion must still lose nothing to the better part and clearly beat the weaker one.
+    # slice's small index is easy for BM25 (H@1 ~0.9) and its 3-epoch encoder weaker (~0.8 with
+    # the default windows 1,3,5; ~0.6 with the paper's window 5): the fitted fusion must still lose
+    # nothing to the better part and clearly beat the weaker one.
     corpus, result = sliced
     bundle = Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("Flat"))
     bm25 = BM25Retriever(corpus)
@@ -60,4 +61,4 @@ def test_the_hybrid_fitted_on_val_beats_both_of_its_parts_on_test(sliced):
     print({name: (round(m["H1"], 3), round(m["MRR"], 3)) for name, m in scores.items()})
     for metric in ("H1", "MRR"):
         assert scores["hybrid"][metric] >= max(scores["sdml"][metric], scores["bm25"][metric]) - 0.005
-        assert scores["hybrid"][metric] > min(scores["sdml"][metric], scores["bm25"][metric]) + 0.1
+        assert scores["hybrid"][metric] > min(scores["sdml"][metric], scores["bm25"][metric]) + 0.05
