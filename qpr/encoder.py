@@ -25,10 +25,10 @@ class EncoderConfig:
     ``windows`` may list several window sizes; each gets ``channels`` filters and their pooled
     features are concatenated before the projection. The paper used one window of 5
     (``PAPER_ENCODER``); windows 1, 3 and 5 scored 9 points of val H@1 more on Quora-lite at
-    the same epoch budget and as much when trained to convergence, while still encoding 18x
-    faster than all-MiniLM-L6-v2 (docs/QUALITY.md), so they are the default. ``normalize`` puts every output vector on the
-    unit sphere, so that the index's Euclidean ranking is a cosine ranking (needed by the cosine
-    distance in training).
+    the same epoch budget and as much when trained to convergence, while still encoding about
+    10-18x faster than all-MiniLM-L6-v2 (docs/QUALITY.md), so they are the default.
+    ``normalize`` puts every output vector on the unit sphere, so that the index's Euclidean
+    ranking is a cosine ranking (needed by the cosine distance in training).
     """
 
     embedding_dim: int = 300
