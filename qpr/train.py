@@ -289,6 +289,7 @@ def train(
     val_a, val_b, val_labels = validation_pairs(corpus, config.val_pairs, config.seed)
     token_ids = [vocab.encode(q) for q in corpus["question"]]
     unlabeled = unlabeled_rows(corpus, clusters) if config.unlabeled_dropout else np.array([], dtype=np.int64)
+    unlabeled_ids = [token_ids[i] for i in unlabeled]
     # Unclustered rows never anchor a pair, so their (missing) group never matters.
     groups = None if batch_groups is None else batch_groups.astype(object).fillna("").to_numpy()
 
@@ -309,7 +310,7 @@ def train(
             positive_ids = [token_ids[i] for i in positives]
             if len(unlabeled):
                 # Each unlabeled question is a cluster (and a group) of its own.
-                first, second = view_pairs([token_ids[i] for i in unlabeled], config.unlabeled_dropout, rng)
+                first, second = view_pairs(unlabeled_ids, config.unlabeled_dropout, rng)
                 anchor_ids += first
                 positive_ids += second
                 owner = np.concatenate([owner, len(clusters) + np.arange(len(unlabeled))])
