@@ -103,6 +103,7 @@ class HybridRetriever(Retriever):
         self.dense = DenseRetriever(bundle)
         self.bm25 = bm25 or BM25Retriever(bundle.corpus)
         self.lexical = LexicalStats(self.corpus["question"].tolist())
+        self._qids = self.corpus["qid"].to_numpy()
 
     def candidates(self, queries: Sequence[str], depth: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per query: (corpus rows of its candidates, their ``FEATURES`` matrix)."""
@@ -114,9 +115,9 @@ class HybridRetriever(Retriever):
             scores = self.bm25.scores(text)  # one BM25 pass gives the top rows and every candidate's score
             rows = np.concatenate([dense_rows, np.setdiff1d(_top(scores, depth), dense_rows)])
             lists.append((rows, dist_row[qid_row >= 0], scores[rows]))
-        # BM25-only candidates have no index distance: encode them, all queries' at once.
+        # BM25-only candidates have no search distance: score them with their indexed vectors.
         extra_rows = np.unique(np.concatenate([rows[len(dist):] for rows, dist, _ in lists]))
-        extra_vectors = self.dense.encode(self.corpus["question"].to_numpy()[extra_rows].tolist()) if len(extra_rows) else None
+        extra_vectors = self.bundle.index.vectors(self._qids[extra_rows]) if len(extra_rows) else None
         out = []
         for text, vector, (rows, dist, bm25) in zip(queries, vectors, lists):
             extra = rows[len(dist):]
@@ -148,12 +149,11 @@ class HybridRetriever(Retriever):
         depth = max(self.fusion.depth, k)
         distances = np.full((len(queries), k), np.inf)
         qids = np.full((len(queries), k), -1, dtype=np.int64)
-        all_qids = self.corpus["qid"].to_numpy()
         for i, (rows, table) in enumerate(self.candidates(queries, depth)):
             score = self.fusion.score(table)
             best = np.argsort(-score, kind="stable")[:k]
             distances[i, : len(best)] = -score[best]
-            qids[i, : len(best)] = all_qids[rows[best]]
+            qids[i, : len(best)] = self._qids[rows[best]]
         return distances, qids
 
 

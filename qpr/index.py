@@ -12,6 +12,7 @@ Distances are squared Euclidean, the distance SDML trains with.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import asdict, dataclass
@@ -69,7 +70,11 @@ class VectorIndex:
         self.nprobe = nprobe
         self.ef_search = ef_search
         if _nlist(factory) is not None:
-            faiss.extract_index_ivf(index).nprobe = nprobe
+            ivf = faiss.extract_index_ivf(index)
+            ivf.nprobe = nprobe
+            if ivf.direct_map.type == faiss.DirectMap.NoMap:
+                # For ``vectors``: an id -> list position table (qids are not 0..n-1, so a hash).
+                ivf.set_direct_map_type(faiss.DirectMap.Hashtable)
         if _is_hnsw(factory):
             faiss.downcast_index(index.index).hnsw.efSearch = ef_search
 
@@ -107,7 +112,40 @@ class VectorIndex:
             raise QPRError(f"query vectors have shape {queries.shape}; this index expects (n, {self.dim})")
         if k < 1:
             raise QPRError(f"k must be at least 1, got {k}")
-        return self.index.search(queries, min(k, len(self)))
+        if len(queries) > 1:
+            return self.index.search(queries, min(k, len(self)))
+        # One query (what a user waits for) on one thread: FAISS would split its scan over all
+        # threads, and on 2 cores the hand-over cost more than it saved (docs/QUALITY.md, latency).
+        # The OpenMP thread count set here belongs to the calling thread only.
+        threads = faiss.omp_get_max_threads()
+        faiss.omp_set_num_threads(1)
+        try:
+            return self.index.search(queries, min(k, len(self)))
+        finally:
+            faiss.omp_set_num_threads(threads)
+
+    def vectors(self, ids: np.ndarray) -> np.ndarray:
+        """The indexed vectors of the question ``ids``, as ``(len(ids), dim)`` float32: scoring a
+        known question against a query then needs no second encoding of it."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if _nlist(self.factory) is not None:
+            try:
+                return self.index.reconstruct_batch(ids)
+            except RuntimeError as err:
+                raise QPRError(f"question ids not in this index: {ids.tolist()[:5]}") from err
+        order, stored = self._ids_by_value
+        found = np.minimum(np.searchsorted(stored, ids), len(stored) - 1)
+        missing = ids[stored[found] != ids]
+        if len(missing):
+            raise QPRError(f"question ids not in this index: {missing.tolist()[:5]}")
+        return faiss.downcast_index(self.index.index).reconstruct_batch(order[found])
+
+    @functools.cached_property
+    def _ids_by_value(self) -> tuple[np.ndarray, np.ndarray]:
+        # IDMap indexes (exact, HNSW) keep their vectors in insertion order and the ids beside them.
+        ids = faiss.vector_to_array(self.index.id_map)
+        order = np.argsort(ids, kind="stable")
+        return order, ids[order]
 
     def describe(self) -> str:
         """The label benchmarks use: ``exact``, e.g. ``IVF2000,Flat/nprobe=10`` or ``HNSW32/efSearch=128``."""

@@ -72,3 +72,29 @@ def test_index_errors_say_what_to_fix(vectors, tmp_path):
     (tmp_path / "bad.faiss").write_bytes(b"garbage")
     with pytest.raises(QPRError, match="cannot read FAISS index"):
         VectorIndex.load(tmp_path / "bad.faiss", "Flat", 10)
+
+
+@pytest.mark.parametrize("factory", ["Flat", "HNSW16", "IVF20,Flat"])
+def test_vectors_returns_what_was_indexed_for_any_ids_in_any_order(vectors, tmp_path, factory):
+    ids = np.arange(2000) * 5 + 3
+    index = VectorIndex.build(vectors, ids, IndexConfig(factory))
+    wanted = np.array([9998, 3, 508, 8])  # rows 1999, 0, 101, 1
+    assert np.array_equal(index.vectors(ids[[1999, 0, 101, 1]]), vectors[[1999, 0, 101, 1]])
+    index.save(tmp_path / "i.faiss")
+    loaded = VectorIndex.load(tmp_path / "i.faiss", factory, 10)
+    assert np.array_equal(loaded.vectors(wanted), vectors[[1999, 0, 101, 1]])
+    with pytest.raises(QPRError, match="not in this index"):
+        loaded.vectors(np.array([3, 4]))
+
+
+def test_single_query_search_matches_batch_search_and_leaves_the_thread_count_alone(vectors):
+    import faiss
+
+    index = VectorIndex.build(vectors, np.arange(2000))
+    threads = faiss.omp_get_max_threads()
+    batch = index.search(vectors[:4], 5)
+    for row in range(4):
+        distances, ids = index.search(vectors[row : row + 1], 5)
+        assert np.array_equal(ids[0], batch[1][row])
+        assert np.allclose(distances[0], batch[0][row])
+    assert faiss.omp_get_max_threads() == threads
