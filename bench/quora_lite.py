@@ -22,6 +22,7 @@ from qpr.bundle import Bundle  # noqa: E402
 from qpr.data import data_dir, fingerprint, load_corpus  # noqa: E402
 from qpr.evaluate import evaluate, index_recall, query_set  # noqa: E402
 from qpr.encoder import PAPER_ENCODER  # noqa: E402
+from qpr.text import PAPER_TEXT  # noqa: E402
 from qpr.index import IndexConfig  # noqa: E402
 from qpr.service import BM25Retriever, DenseRetriever  # noqa: E402
 from qpr.train import TrainConfig, train  # noqa: E402
@@ -55,7 +56,7 @@ def main() -> None:
             raise SystemExit(f"{args.bundle} was not trained on this Quora-lite split: run without --reuse")
     else:
         config = TrainConfig(max_epochs=args.epochs, seed=args.seed)
-        result = train(corpus, config, encoder_config=PAPER_ENCODER)  # the engine issue's paper-faithful baseline
+        result = train(corpus, config, PAPER_TEXT, PAPER_ENCODER)  # the engine issue's paper-faithful baseline
         info = {"config": asdict(config)} | result.summary()
         bundle = Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("Flat"), train_info=info)
         bundle.save(args.bundle)

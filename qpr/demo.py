@@ -66,6 +66,8 @@ EXAMPLE_QUERIES = (
 # Sized for a few hundred questions: single-word windows (questions are short and the corpus too
 # small to learn longer patterns), 128 dimensions, small batches; early stopping on val ROC AUC.
 DEMO_TRAIN = TrainConfig(batch_size=32, max_epochs=20, patience=3, val_pairs=1000, seed=0)
+# Trigrams on (the product default): on this corpus they raised val H@1 of the hybrid from 0.49 to
+# 0.58 (53 queries; test 0.64 -> 0.61 on 56) for 0.7 s more training.
 DEMO_TEXT = TextConfig(hash_bins=1000)
 DEMO_ENCODER = EncoderConfig(embedding_dim=128, windows=(1,), channels=128, output_dim=128)
 

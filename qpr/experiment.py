@@ -27,6 +27,7 @@ from qpr.fsutil import atomic_path
 from qpr.index import IndexConfig
 from qpr.noise import inject_false_negatives
 from qpr.service import DenseRetriever
+from qpr.text import PAPER_TEXT
 from qpr.train import TrainConfig, train
 
 NOISE_RATES = (0.0, 0.1, 0.2, 0.4)
@@ -128,8 +129,8 @@ def run_arm(arm: Arm, corpus: pd.DataFrame, epochs: int, progress: bool = True) 
     """Train one arm and return its val and test rows."""
     train_corpus, _ = inject_false_negatives(corpus, arm.noise, seed=arm.seed)
     groups = corpus["cluster"] if arm.batching == "grouped" else None
-    result = train(train_corpus, arm.train_config(epochs), encoder_config=PAPER_ENCODER, batch_groups=groups,
-                   progress=progress, return_on_interrupt=False)
+    result = train(train_corpus, arm.train_config(epochs), text_config=PAPER_TEXT, encoder_config=PAPER_ENCODER,
+                   batch_groups=groups, progress=progress, return_on_interrupt=False)
     # The index and the queries use the clean corpus: noise only ever touches training labels.
     retriever = DenseRetriever(Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("Flat")))
     rows = []

@@ -1,3 +1,4 @@
+import json
 import os
 import subprocess
 import sys
@@ -5,7 +6,7 @@ import sys
 import pytest
 
 from qpr.errors import QPRError
-from qpr.text import TextConfig, Vocabulary, stable_bucket, tokenize, words
+from qpr.text import PAPER_TEXT, TextConfig, Vocabulary, stable_bucket, tokenize, words
 
 
 def test_tokenize_lowercases_and_splits_punctuation():
@@ -30,7 +31,7 @@ def test_stable_bucket_is_the_same_in_processes_with_different_hash_seeds():
 
 
 def test_vocabulary_keeps_most_frequent_and_hashes_the_rest():
-    vocab = Vocabulary.build(["a a a b b c", "a b d"], TextConfig(vocab_size=2, hash_bins=7))
+    vocab = Vocabulary.build(["a a a b b c", "a b d"], TextConfig(vocab_size=2, hash_bins=7, subword_ngrams=0))
     assert vocab.tokens == ["a", "b"]
     assert vocab.encode("a b") == [1, 2]
     rare, unseen = vocab.token_id("c"), vocab.token_id("never-seen")
@@ -70,9 +71,11 @@ def test_loading_a_malformed_vocabulary_says_so(tmp_path):
         Vocabulary.load(tmp_path / "v.json")
 
 
-def test_subwords_are_off_by_default_and_add_ngram_bins_after_each_token_id():
+def test_trigrams_are_the_default_and_add_ngram_bins_after_each_token_id():
     texts = ["how do i learn python", "what is python"]
-    assert Vocabulary.build(texts).encode("learn python") == [6, 1]  # flat ids, one per token
+    assert Vocabulary.build(texts, PAPER_TEXT).encode("learn python") == [6, 1]  # flat ids, one per token
+    assert Vocabulary.build(texts).encode("learn python")[1][0] == 1  # the word's id first, then its trigrams
+    assert TextConfig().subword_ngrams == 3
     vocab = Vocabulary.build(texts, TextConfig(subword_ngrams=3, hash_bins=1_000_003))
     ids = vocab.encode("learn pythn")
     assert [token[0] for token in ids] == [vocab.token_id("learn"), vocab.token_id("pythn")]
@@ -96,3 +99,9 @@ def test_subword_settings_are_checked_and_survive_save_and_load(tmp_path):
     assert loaded.config == vocab.config
     assert loaded.encode("internationalization") == vocab.encode("internationalization")
     assert len(loaded.encode("internationalization")[0]) == 1 + 4
+
+
+def test_a_vocabulary_saved_before_subwords_existed_loads_without_them(tmp_path):
+    (tmp_path / "old.json").write_text(json.dumps({"config": {"vocab_size": 10, "hash_bins": 5, "max_len": 64, "min_count": 1},
+                                                    "tokens": ["how", "python"]}))
+    assert Vocabulary.load(tmp_path / "old.json").encode("how python") == [1, 2]
