@@ -80,10 +80,12 @@ class QuestionEncoder(nn.Module):
         where a token's vector is the mean of its non-padding ids' embeddings."""
         length = token_ids.shape[1]
         if token_ids.dim() == 3:
-            present = (token_ids != PAD_ID).sum(dim=2, keepdim=True)  # (batch, length, 1)
-            # The padding row is zero, so the sum covers only real ids.
-            embedded = self.embedding(token_ids).sum(dim=2) / present.clamp(min=1)
-            mask = (present.squeeze(2) > 0).unsqueeze(1)
+            batch, _, widest = token_ids.shape
+            # One bag per token, averaged over its non-padding ids: never materialises the
+            # (batch, length, ids, dim) tensor that an embedding lookup then a mean would.
+            embedded = F.embedding_bag(token_ids.reshape(-1, widest), self.embedding.weight, mode="mean",
+                                       padding_idx=PAD_ID).view(batch, length, -1)
+            mask = (token_ids[:, :, 0] != PAD_ID).unsqueeze(1)  # a token's own id comes first
         else:
             embedded = self.embedding(token_ids)
             mask = (token_ids != PAD_ID).unsqueeze(1)  # (batch, 1, length)

@@ -105,3 +105,10 @@ def test_a_vocabulary_saved_before_subwords_existed_loads_without_them(tmp_path)
     (tmp_path / "old.json").write_text(json.dumps({"config": {"vocab_size": 10, "hash_bins": 5, "max_len": 64, "min_count": 1},
                                                     "tokens": ["how", "python"]}))
     assert Vocabulary.load(tmp_path / "old.json").encode("how python") == [1, 2]
+
+
+def test_encoded_subword_lists_are_fresh_even_though_words_are_remembered():
+    vocab = Vocabulary.build(["how do i learn python"])
+    first = vocab.encode("python python")
+    first[0].append(-1)
+    assert vocab.encode("python")[0] == first[1] and -1 not in vocab.encode("python")[0]
