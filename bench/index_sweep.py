@@ -25,8 +25,8 @@ from qpr.service import DenseRetriever  # noqa: E402
 
 NLISTS = (256, 512, 1024, 2000)
 NPROBES = (1, 5, 10, 20, 50, 100)
-HNSW_M = (16, 32)
-EF_SEARCH = (16, 32, 64, 128, 256, 512)
+HNSW_M = (16, 32, 48)
+EF_SEARCH = (16, 32, 64, 128, 256, 512, 1024)
 LATENCY_QUERIES = 1000
 
 

@@ -254,7 +254,7 @@ def _retriever_args(p: argparse.ArgumentParser) -> None:
 
 
 def _index_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--index", default="auto", help="'auto' (exact up to 500k questions, IVF by the FAISS guidelines beyond; docs/INDEX.md), "
+    p.add_argument("--index", default="auto", help="'auto' (exact up to 50k questions, HNSW48 beyond; docs/INDEX.md), "
                    "'Flat' (exact), e.g. 'IVF2000,Flat' or 'HNSW32'")
     p.add_argument("--nprobe", type=int, default=IndexConfig().nprobe, help="IVF lists searched per query")
     p.add_argument("--ef-search", type=int, default=IndexConfig().ef_search, help="HNSW candidates searched per query")

@@ -6,12 +6,12 @@ from qpr.evaluate import index_recall
 from qpr.index import EXACT_UP_TO, IndexConfig, VectorIndex, auto_factory
 
 
-def test_auto_factory_searches_exactly_up_to_the_measured_size_then_follows_the_faiss_guidelines():
+def test_auto_factory_searches_small_corpora_exactly_and_larger_ones_with_the_measured_graph():
     assert auto_factory(500) == "Flat"
-    assert auto_factory(157_023) == "Flat"  # exact: 5.5 ms and no recall lost (docs/INDEX.md)
     assert auto_factory(EXACT_UP_TO) == "Flat"
-    assert auto_factory(EXACT_UP_TO + 1) == "IVF2828,Flat"  # 4*sqrt(N) lists, 39+ points each
-    assert auto_factory(1_000_000) == "IVF4000,Flat"
+    assert auto_factory(EXACT_UP_TO + 1) == "HNSW48"
+    assert auto_factory(157_023) == "HNSW48"  # recall@20 0.994 in 2.3 ms, exact 13 ms (docs/INDEX.md)
+    assert IndexConfig().ef_search == 512
 
 
 @pytest.fixture
