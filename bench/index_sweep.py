@@ -11,6 +11,7 @@ time to build the index. Writes bench/results/index_sweep.json and the table in 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
@@ -20,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import ROOT, latency_ms, machine, markdown_table, replace_marked_section, write_json  # noqa: E402
 from qpr.bundle import Bundle  # noqa: E402
 from qpr.evaluate import TOP, index_recall, query_set  # noqa: E402
-from qpr.index import IndexConfig, VectorIndex, guideline_nlist  # noqa: E402
+from qpr.index import IndexConfig, VectorIndex  # noqa: E402
 from qpr.service import DenseRetriever  # noqa: E402
 
 NLISTS = (256, 512, 1024, 2000)
@@ -28,6 +29,11 @@ NPROBES = (1, 5, 10, 20, 50, 100)
 HNSW_M = (16, 32, 48)
 EF_SEARCH = (16, 32, 64, 128, 256, 512, 1024)
 LATENCY_QUERIES = 1000
+
+
+def guideline_nlist(n: int) -> int:
+    """The FAISS guideline's smallest list count for ``n`` vectors: 4*sqrt(n)."""
+    return int(round(4 * math.sqrt(n)))
 
 
 def main() -> None:

@@ -14,7 +14,6 @@ Distances are squared Euclidean, the distance SDML trains with.
 from __future__ import annotations
 
 import functools
-import math
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -38,11 +37,6 @@ class IndexConfig:
     factory: str = "auto"
     nprobe: int = 10
     ef_search: int = 512
-
-
-def guideline_nlist(n: int) -> int:
-    """The FAISS guideline's smallest list count for ``n`` vectors: 4*sqrt(n)."""
-    return int(round(4 * math.sqrt(n)))
 
 
 def auto_factory(n: int) -> str:
