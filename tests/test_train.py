@@ -14,7 +14,7 @@ from qpr.index import IndexConfig
 from qpr.service import DenseRetriever
 from qpr.text import TextConfig
 from qpr.train import (
-    TrainConfig, batch_units, cluster_disjoint_batches, cluster_members, epoch_pairs, neighbour_groups, train,
+    TrainConfig, all_pairs, batch_units, cluster_disjoint_batches, cluster_members, epoch_pairs, neighbour_groups, train,
     unlabeled_rows, validation_pairs, view_pairs,
 )
 
@@ -29,6 +29,53 @@ def test_epoch_pairs_stay_inside_clusters(tiny_corpus):
     assert (anchors != positives).all()
     cluster = tiny_corpus["cluster"].to_numpy()
     assert (cluster[anchors] == cluster[positives]).all()
+
+
+def test_all_pairs_takes_each_pair_of_a_cluster_once_in_either_direction():
+    # 10 + 3 + 1 + 10 pairs in batches of 2: 12 batches, room for the 10 pairs of the biggest cluster.
+    clusters = [np.arange(5), np.arange(5, 8)] + [8 + 2 * i + np.arange(2) for i in range(11)]
+    anchors, positives, owner = all_pairs(clusters, 2, np.random.default_rng(0))
+    expected = {frozenset(pair) for members in clusters for pair in combinations(members.tolist(), 2)}
+    taken = [frozenset(pair) for pair in zip(anchors.tolist(), positives.tolist())]
+    assert len(taken) == len(expected) == 24 and set(taken) == expected
+    assert all(owner[i] == next(c for c, m in enumerate(clusters) if anchors[i] in m) for i in range(len(owner)))
+    assert (anchors < positives).any() and (anchors > positives).any()  # both directions occur
+
+
+def test_all_pairs_caps_a_cluster_at_the_epochs_batch_count():
+    # One cluster of 30 (435 pairs) beside 20 of 3 (60 pairs), batches of 16: capped at 5, the
+    # epoch's 65 pairs fill 5 batches, each with one pair of the big cluster. (A cap from the
+    # uncapped 495 pairs, 31, would leave 26 of its pairs alone in batches without negatives.)
+    clusters = [np.arange(30)] + [30 + 3 * i + np.arange(3) for i in range(20)]
+    anchors, positives, owner = all_pairs(clusters, 16, np.random.default_rng(0))
+    big = owner == 0
+    assert big.sum() == 5 and len({frozenset(p) for p in zip(anchors[big], positives[big])}) == 5
+    assert (~big).sum() == 60
+    batches = cluster_disjoint_batches(owner, 16, np.random.default_rng(0))
+    assert len(batches) == 5 and sum(len(b) for b in batches) == len(owner)
+
+
+def test_training_on_all_pairs_feeds_every_pair_of_every_cluster_once_per_epoch(tiny_corpus, monkeypatch):
+    encoded = []
+    real_encode = encode_ids
+
+    def recording_encode(encoder, id_lists, *args, **kwargs):
+        encoded.append([repr(ids) for ids in id_lists])
+        return real_encode(encoder, id_lists, *args, **kwargs)
+
+    monkeypatch.setattr("qpr.train.encode_ids", recording_encode)
+    config = TrainConfig(batch_size=16, max_epochs=1, val_pairs=100, pairs="all")
+    result = train(tiny_corpus, config, encoder_config=SMALL, progress=False)
+    ids = {row: repr(result.vocab.encode(q)) for row, q in enumerate(tiny_corpus["question"])}
+    expected = Counter(frozenset((ids[a], ids[b])) for members in cluster_members(tiny_corpus, "train")
+                       for a, b in combinations(members.tolist(), 2))
+    fed = Counter(frozenset(pair) for anchors, positives in zip(encoded[::2], encoded[1::2])
+                  for pair in zip(anchors, positives))
+    # Each of the 24 clusters' 10 pairs at most once; only a last batch left with a single pair
+    # (no negative) is dropped, as in partner mode.
+    assert set(fed) <= set(expected) and max(fed.values()) == 1 and len(expected) == 240 and len(fed) >= 239
+    with pytest.raises(QPRError, match="pairs"):
+        TrainConfig(pairs="every")
 
 
 def test_batches_never_hold_two_pairs_of_one_cluster():
