@@ -69,10 +69,11 @@ def _merge(settings: list[dict]) -> dict:
     return merged
 
 
-# The two options that each gained most alone (val), together: does their gain add up? And an
-# option measured later, on top of that pair (the product default since).
+# The two options that each gained most alone (val), together: does their gain add up? And each
+# other option on top of that pair (the product default since): does it still add?
 PAIR = ("windows 1,3,5", "subword trigrams")
-COMBINATIONS = {" + ".join(PAIR): PAIR, " + ".join(PAIR) + " + all pairs per cluster": (*PAIR, "all pairs per cluster")}
+COMBINATIONS = {" + ".join(PAIR): PAIR} | {
+    " + ".join((*PAIR, option)): (*PAIR, option) for option in OPTIONS if option not in PAIR}
 VARIANTS = (
     {"paper": _merge([])}
     | {name: _merge([s]) for name, s in OPTIONS.items()}
