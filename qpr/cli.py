@@ -159,7 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batching", choices=["random", "neighbours"], default=defaults_t.batching,
                    help="neighbours: batches of similar clusters (harder in-batch negatives)")
     p.add_argument("--pairs", choices=["partner", "all"], default=defaults_t.pairs,
-                   help="per epoch, each question with one random cluster-mate (partner) or every pair of each cluster (all)")
+                   help="per epoch, each question with one random cluster-mate (partner) or every pair of each cluster, "
+                   "large clusters capped (all)")
     p.add_argument("--unlabeled-dropout", type=float, default=defaults_t.unlabeled_dropout, metavar="P",
                    help="also train on questions that anchor no training pair and are not val/test queries, "
                    "as two views that each drop every word with probability P (0: off)")

@@ -1,10 +1,11 @@
 """Training the encoder on clusters: pairs per epoch, cluster-disjoint batches, early stopping.
 
-Each epoch pairs every training question with a random other member of its cluster and packs the
-pairs into batches of ``batch_size`` in which no two pairs share a cluster (otherwise a true
-paraphrase would serve as a negative). After each epoch the encoder is scored by ROC AUC on
-held-out validation pairs; the best epoch is kept and training stops after ``patience`` epochs
-without improvement. Ctrl-C ends training early and returns the best epoch so far.
+Each epoch pairs every training question with a random other member of its cluster (or, with
+``pairs="all"``, takes every pair of each cluster) and packs the pairs into batches of
+``batch_size`` in which no two pairs share a cluster (otherwise a true paraphrase would serve as a
+negative). After each epoch the encoder is scored by ROC AUC on held-out validation pairs; the
+best epoch is kept and training stops after ``patience`` epochs without improvement. Ctrl-C ends
+training early and returns the best epoch so far.
 """
 
 from __future__ import annotations
@@ -122,31 +123,37 @@ def epoch_pairs(clusters: list[np.ndarray], rng: np.random.Generator) -> tuple[n
 def all_pairs(
     clusters: list[np.ndarray], batch_size: int, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every unordered pair of each cluster once, each in a random direction.
+    """Every unordered pair of each cluster once, each in a random direction; large clusters capped.
 
     A batch holds one pair per cluster, so a cluster with more pairs than the epoch has batches
     would stretch the epoch into near-empty batches (Quora-lite's largest training cluster has
-    5,778 pairs): such a cluster gives a random subset of as many pairs as the epoch has batches.
-    That cap is the fixed point of cap = ceil(sum of min(pairs, cap) / batch_size), since capping
-    shrinks the epoch (Quora-lite: 69 clusters capped at 267 pairs, 136k pairs per epoch against
-    110k with one partner per question). Returns (anchor rows, positive rows, cluster index of
-    each pair), as ``epoch_pairs`` does.
+    5,778 pairs): such a cluster gives a random subset of pairs. Its cap is the fixed point of
+    cap = ceil(sum of min(pairs, cap) / pairs a batch can hold), the fewest batches the capped
+    epoch needs (capping shrinks the epoch, hence the fixed point; a batch holds at most
+    ``batch_size`` pairs and one per cluster, so fewer clusters than ``batch_size`` hold fewer).
+    On Quora-lite 69 clusters are capped at 267 pairs.
+    Returns (anchor rows, positive rows, cluster index of each pair), as ``epoch_pairs`` does.
     """
     sizes = np.array([len(members) for members in clusters])
     pair_counts = sizes * (sizes - 1) // 2
-    cap = math.ceil(pair_counts.sum() / batch_size)
-    while (smaller := math.ceil(np.minimum(pair_counts, cap).sum() / batch_size)) < cap:
+    per_batch = min(batch_size, len(clusters))
+
+    cap = math.ceil(pair_counts.sum() / per_batch)
+    while (smaller := math.ceil(np.minimum(pair_counts, cap).sum() / per_batch)) < cap:
         cap = smaller
     anchors, positives, owner = [], [], []
-    for c, members in enumerate(clusters):
-        first, second = np.triu_indices(len(members), k=1)
-        if len(first) > cap:
-            keep = rng.choice(len(first), cap, replace=False)
-            first, second = first[keep], second[keep]
-        swap = rng.random(len(first)) < 0.5
+    for c, (members, total) in enumerate(zip(clusters, pair_counts)):
+        take = min(total, cap)
+        # Pair t of the row-major upper triangle, drawn without building all n(n-1)/2 pairs.
+        t = rng.choice(total, take, replace=False) if take < total else np.arange(total)
+        n = len(members)
+        row_start = np.arange(n) * n - np.arange(n) * (np.arange(n) + 1) // 2
+        first = np.searchsorted(row_start, t, side="right") - 1
+        second = t - row_start[first] + first + 1
+        swap = rng.random(len(t)) < 0.5
         anchors.append(members[np.where(swap, second, first)])
         positives.append(members[np.where(swap, first, second)])
-        owner.append(np.full(len(first), c))
+        owner.append(np.full(len(t), c))
     return np.concatenate(anchors), np.concatenate(positives), np.concatenate(owner)
 
 

@@ -32,7 +32,8 @@ def test_epoch_pairs_stay_inside_clusters(tiny_corpus):
 
 
 def test_all_pairs_takes_each_pair_of_a_cluster_once_in_either_direction():
-    # 10 + 3 + 1 + 10 pairs in batches of 2: 12 batches, room for the 10 pairs of the biggest cluster.
+    # Clusters of 5, 3 and eleven of 2 (10 + 3 + 11 pairs) in batches of 2: 12 batches, room for
+    # the 10 pairs of the biggest cluster.
     clusters = [np.arange(5), np.arange(5, 8)] + [8 + 2 * i + np.arange(2) for i in range(11)]
     anchors, positives, owner = all_pairs(clusters, 2, np.random.default_rng(0))
     expected = {frozenset(pair) for members in clusters for pair in combinations(members.tolist(), 2)}
@@ -49,10 +50,21 @@ def test_all_pairs_caps_a_cluster_at_the_epochs_batch_count():
     clusters = [np.arange(30)] + [30 + 3 * i + np.arange(3) for i in range(20)]
     anchors, positives, owner = all_pairs(clusters, 16, np.random.default_rng(0))
     big = owner == 0
-    assert big.sum() == 5 and len({frozenset(p) for p in zip(anchors[big], positives[big])}) == 5
+    sampled = {frozenset(p) for p in zip(anchors[big].tolist(), positives[big].tolist())}
+    assert big.sum() == 5 and len(sampled) == 5 and all(len(p) == 2 and max(p) < 30 for p in sampled)
     assert (~big).sum() == 60
     batches = cluster_disjoint_batches(owner, 16, np.random.default_rng(0))
     assert len(batches) == 5 and sum(len(b) for b in batches) == len(owner)
+
+
+def test_all_pairs_keeps_every_pair_when_clusters_are_fewer_than_the_batch_size():
+    # 10 clusters of 5 with batches of 16: a batch holds at most 10 pairs (one per cluster), so
+    # the 100 pairs make 10 full batches and no cluster is capped.
+    clusters = [5 * i + np.arange(5) for i in range(10)]
+    anchors, _, owner = all_pairs(clusters, 16, np.random.default_rng(0))
+    assert len(anchors) == 100 and (np.bincount(owner) == 10).all()
+    batches = cluster_disjoint_batches(owner, 16, np.random.default_rng(0))
+    assert sorted(len(b) for b in batches) == [10] * 10
 
 
 def test_training_on_all_pairs_feeds_every_pair_of_every_cluster_once_per_epoch(tiny_corpus, monkeypatch):
