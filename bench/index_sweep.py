@@ -3,14 +3,17 @@
 Uses a trained bundle (default bundles/quora from bench/quora_lite.py), encodes its corpus once,
 and for each IVF setting (nlist x nprobe) and HNSW setting (M x efSearch) measures recall@20
 against the exact index on the test queries, single-query search latency (p50/p99, encoding excluded: it is the same for all) and the
-time to build the index. Writes bench/results/index_sweep.json and the table in docs/INDEX.md.
+time to build the index. Writes bench/results/index_sweep.json and the table in docs/INDEX.md and
+docs/QUALITY.md (issue 8 asks for it beside the quality results).
 
     python bench/index_sweep.py [--bundle bundles/quora]
+    python bench/index_sweep.py --render     # the tables again from bench/results/index_sweep.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 import time
@@ -29,6 +32,7 @@ NPROBES = (1, 5, 10, 20, 50, 100)
 HNSW_M = (16, 32, 48)
 EF_SEARCH = (16, 32, 64, 128, 256, 512, 1024)
 LATENCY_QUERIES = 1000
+RESULTS = ROOT / "bench" / "results" / "index_sweep.json"
 
 
 def guideline_nlist(n: int) -> int:
@@ -39,7 +43,11 @@ def guideline_nlist(n: int) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bundle", type=Path, default=ROOT / "bundles" / "quora")
+    parser.add_argument("--render", action="store_true", help="only rewrite the tables from the saved results")
     args = parser.parse_args()
+    if args.render:
+        render(json.loads(RESULTS.read_text()))
+        return
 
     bundle = Bundle.load(args.bundle)
     corpus = bundle.corpus
@@ -74,13 +82,20 @@ def main() -> None:
             measure(VectorIndex(hnsw.index, hnsw.factory, hnsw.nprobe, ef), seconds, hnsw_m=m, ef_search=ef)
 
     payload = {"dataset": "quora-lite", "bundle": bundle.version, "corpus_size": len(corpus), "queries": len(queries),
-               "k": TOP, "machine": machine(), "runs": rows}
-    write_json(payload, ROOT / "bench" / "results" / "index_sweep.json")
-    table = markdown_table(rows, [("index", "index"), ("recall_at_20_vs_exact", "recall@20 vs exact"),
-                                  ("latency_ms_p50", "p50 ms"), ("latency_ms_p99", "p99 ms"), ("build_seconds", "build s")])
-    note = (f"{len(corpus):,} questions indexed, {len(queries):,} test queries for recall, {LATENCY_QUERIES} single-query "
-            f"searches for latency (vectors pre-encoded), bundle {bundle.version}. Machine: {payload['machine']}.")
-    replace_marked_section(ROOT / "docs" / "INDEX.md", "index-sweep", f"{note}\n\n{table}")
+               "latency_queries": LATENCY_QUERIES, "k": TOP, "machine": machine(), "runs": rows}
+    write_json(payload, RESULTS)
+    render(payload)
+
+
+def render(payload: dict) -> None:
+    table = markdown_table(payload["runs"], [
+        ("index", "index"), ("recall_at_20_vs_exact", "recall@20 vs exact"), ("latency_ms_p50", "p50 ms"),
+        ("latency_ms_p99", "p99 ms"), ("build_seconds", "build s")])
+    note = (f"{payload['corpus_size']:,} questions indexed, {payload['queries']:,} test queries for recall, "
+            f"{payload.get('latency_queries', LATENCY_QUERIES)} single-query searches for latency (vectors pre-encoded), "
+            f"bundle {payload['bundle']}. Machine: {payload['machine']}.")
+    for doc in ("INDEX.md", "QUALITY.md"):
+        replace_marked_section(ROOT / "docs" / doc, "index-sweep", f"{note}\n\n{table}")
 
 
 if __name__ == "__main__":
