@@ -67,6 +67,7 @@ OPTIONS = {
     "subword trigrams": {"text": {"subword_ngrams": 3}},
     "unlabeled questions (word-dropout views)": {"train": {"unlabeled_dropout": 0.2}},
     "all pairs per cluster": {"train": {"pairs": "all"}},
+    "corpus word vectors (skip-gram init)": {"train": {"word_vectors": True}},
 }
 
 

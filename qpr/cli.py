@@ -34,7 +34,7 @@ def _train_config(args: argparse.Namespace) -> TrainConfig:
         loss=args.loss, smoothing=args.smoothing, margin=args.margin, distance=args.distance,
         negatives=args.negatives, batch_size=args.batch_size, lr=args.lr, lr_schedule=args.lr_schedule,
         batching=args.batching, pairs=args.pairs, max_epochs=args.epochs, patience=args.patience, seed=args.seed,
-        unlabeled_dropout=args.unlabeled_dropout,
+        unlabeled_dropout=args.unlabeled_dropout, word_vectors=args.word_vectors,
     )
 
 
@@ -164,6 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--unlabeled-dropout", type=float, default=defaults_t.unlabeled_dropout, metavar="P",
                    help="also train on questions that anchor no training pair and are not val/test queries, "
                    "as two views that each drop every word with probability P (0: off)")
+    p.add_argument("--word-vectors", action="store_true",
+                   help="start the embeddings from skip-gram vectors trained on the corpus (needs gensim)")
     p.add_argument("--epochs", type=int, default=defaults_t.max_epochs, help="maximum epochs")
     p.add_argument("--patience", type=int, default=defaults_t.patience, help="epochs without val AUC gain before stopping")
     p.add_argument("--seed", type=int, default=defaults_t.seed)

@@ -27,6 +27,7 @@ from qpr.errors import QPRError
 from qpr.evaluate import pair_auc
 from qpr.losses import make_loss
 from qpr.text import TextConfig, Vocabulary
+from qpr.word_vectors import word_vector_rows
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,9 @@ class TrainConfig:
     negative pairs score each epoch by ROC AUC. ``unlabeled_dropout`` p > 0 adds, every epoch, a
     self-supervised pair per question that is in no training pair and no val/test query: two
     views of it, each dropping every token with probability p (``view_pairs``; 0: off).
+    ``word_vectors`` starts the embeddings from skip-gram vectors trained on the questions that
+    are not val/test queries, unlabeled ones included (``qpr.word_vectors``; needs gensim); a warm
+    start keeps its own embeddings, so retraining a bundle trained with it needs no gensim.
     """
 
     loss: str = "sdml"
@@ -64,6 +68,7 @@ class TrainConfig:
     patience: int = 2
     val_pairs: int = 5000
     unlabeled_dropout: float = 0.0
+    word_vectors: bool = False
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -322,6 +327,11 @@ def train(
         train_texts = corpus.loc[corpus["split"] == "train", "question"]
         vocab = Vocabulary.build(train_texts, text_config)
         encoder = QuestionEncoder(vocab.size, encoder_config)
+        if config.word_vectors:
+            queries = corpus["split"].isin(["val", "test"])
+            ids, rows = word_vector_rows(corpus.loc[~queries, "question"], vocab, encoder_config.embedding_dim, config.seed)
+            with torch.no_grad():
+                encoder.embedding.weight[torch.from_numpy(ids)] = torch.from_numpy(rows)
     else:
         encoder, vocab = copy.deepcopy(warm_start[0]), warm_start[1]
     loss_fn = make_loss(

@@ -59,3 +59,15 @@ def test_user_errors_print_one_line_and_exit_2(trained, capsys, argv, message):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and "Traceback" not in err
+
+
+def test_train_options_beyond_the_paper_reach_the_training_config():
+    from qpr.cli import _train_config, build_parser
+
+    args = build_parser().parse_args(["train", "--data", "d", "--out", "o", "--pairs", "all", "--lr-schedule", "cosine",
+                                      "--batching", "neighbours", "--unlabeled-dropout", "0.2", "--word-vectors"])
+    config = _train_config(args)
+    assert (config.pairs, config.lr_schedule, config.batching, config.unlabeled_dropout, config.word_vectors) == (
+        "all", "cosine", "neighbours", 0.2, True)
+    plain = _train_config(build_parser().parse_args(["train", "--data", "d", "--out", "o"]))
+    assert not plain.word_vectors and plain.pairs == "partner"
