@@ -42,7 +42,8 @@ def skipgram_vectors(texts: Iterable[str], dim: int, seed: int) -> tuple[list[st
         raise QPRError("no word occurs twice in the text for word vectors: give more questions")
     model.train(sentences, total_examples=model.corpus_count, epochs=model.epochs)
     # Skip-gram vectors share one large common direction (on Quora-lite random word pairs have a
-    # mean cosine of 0.76, 0.06 once centred): uncentred, every word would start almost alike.
+    # mean cosine of 0.76, 0.06 once centred). Centring keeps words from starting almost alike;
+    # it did not make the option gain (docs/QUALITY.md).
     centred = model.wv.vectors - model.wv.vectors.mean(axis=0)
     return list(model.wv.index_to_key), (centred / centred.std()).astype(np.float32)
 
