@@ -1,9 +1,10 @@
 """Word vectors trained on the corpus's own questions, to initialise the encoder's embeddings.
 
-Skip-gram (gensim's Word2Vec) runs over questions that need no label, unlabeled ones included, so
-the encoder starts from vectors in which words used alike are close, instead of random ones.
-gensim is an optional dependency (``requirements-bench.txt``, ``requirements-dev.txt``): only
-this option needs it.
+Skip-gram (gensim's Word2Vec) runs over the corpus's questions, unlabeled ones included, so the
+encoder starts from vectors in which words used alike are close, instead of random ones. On
+Quora-lite that cost 13-18 points of val H@1 (docs/QUALITY.md), so ``TrainConfig.word_vectors``
+is off by default. gensim is an optional dependency (``requirements-bench.txt``,
+``requirements-dev.txt``): only this option needs it.
 """
 
 from __future__ import annotations
