@@ -306,12 +306,14 @@ def pair_weights(args: argparse.Namespace) -> None:
         epoch_pairs(clusters, rng), all_pairs(clusters, TrainConfig().batch_size, rng)))
     query_sizes = {split: np.array([len(c) for c in cluster_members(corpus, split)]) for split in ("val", "test")}
 
+    def inside(size_of: np.ndarray, low: int, high: int | None) -> np.ndarray:
+        return (size_of >= low) & (size_of <= (high or size_of.max()))
+
     def share(size_of: np.ndarray, weight: np.ndarray, low: int, high: int | None) -> float:
-        inside = (size_of >= low) & (size_of <= (high or size_of.max()))
-        return float(weight[inside].sum() / weight.sum())
+        return float(weight[inside(size_of, low, high)].sum() / weight.sum())
 
     rows = [{"sizes": f"{low}" if low == high else f"{low}-{high or ''}",
-             "train_clusters": int(((sizes >= low) & (sizes <= (high or sizes.max()))).sum()),
+             "train_clusters": int(inside(sizes, low, high).sum()),
              "partner_pairs": share(sizes, partner, low, high), "all_pairs": share(sizes, everything, low, high),
              **{f"{split}_queries": share(q, q, low, high) for split, q in query_sizes.items()}}
             for low, high in SIZE_BINS]

@@ -142,7 +142,6 @@ def all_pairs(
     sizes = np.array([len(members) for members in clusters])
     pair_counts = sizes * (sizes - 1) // 2
     per_batch = min(batch_size, len(clusters))
-
     cap = math.ceil(pair_counts.sum() / per_batch)
     while (smaller := math.ceil(np.minimum(pair_counts, cap).sum() / per_batch)) < cap:
         cap = smaller
