@@ -12,7 +12,7 @@ trains an encoder on that noisy copy. Then, each round:
    applies ``annotations.merge.corrected_clusters``), and the exported file is read back with
    ``qpr.data.read_cluster_file``: the training data of the next model;
 4. the encoder is retrained on it (from scratch, or continuing the previous one with
-   ``warm_start``) and scored on the untouched test clusters with an exact index over the clean
+   ``warm_start``) through the app's own ``qpr.bundle_training`` functions, and scored on the untouched test clusters with an exact index over the clean
    corpus (``qpr.evaluate``).
 
 Issue 6 names this ``python -m qpr loop``; it is ``python -m annotations loop`` instead, because
@@ -38,15 +38,16 @@ from annotations.queue import judged_pairs
 from annotations.store import AnnotationStore
 from annotations.strategies import STRATEGIES, candidate_pool, select
 from qpr.bundle import Bundle
+from qpr.bundle_training import retrain_bundle, train_bundle
 from qpr.data import read_cluster_file
 from qpr.encoder import EncoderConfig
 from qpr.evaluate import evaluate
 from qpr.fsutil import atomic_path
 from qpr.index import IndexConfig
 from qpr.noise import inject_false_negatives
-from qpr.service import MAX_K, DenseRetriever
-from qpr.text import TextConfig
-from qpr.train import TrainConfig, train
+from qpr.retrievers import DenseRetriever
+from qpr.text import MAX_K, TextConfig
+from qpr.train import TrainConfig
 
 DB_NAME = "annotations.db"
 SUMMARY_NAME = "loop.json"
@@ -97,16 +98,22 @@ def fit(
     text_config: TextConfig = TextConfig(),
     encoder_config: EncoderConfig = EncoderConfig(),
     warm_start: Model | None = None,
+    labels: dict | None = None,
     progress: bool = False,
 ) -> Model:
-    """Train on ``corpus``' clusters (continuing ``warm_start`` if given) and score H@1 / H@10 /
-    MRR on the test clusters of ``clean``, searching all of ``clean`` exactly: whatever labels
-    the model learned from, it is judged against the same clean queries and relevance."""
-    start = None if warm_start is None else (warm_start.bundle.encoder, warm_start.bundle.vocab)
-    result = train(corpus, config, text_config, encoder_config, warm_start=start, progress=progress,
-                   return_on_interrupt=False)
-    retriever = DenseRetriever(Bundle.create(result.encoder, result.vocab, clean, IndexConfig("Flat"), train_info=result.summary()))
-    return Model(retriever, evaluate(retriever, clean, "test"), result.summary())
+    """Train on ``corpus``' clusters (continuing ``warm_start`` if given) through the functions
+    the app trains and retrains with (``qpr.bundle_training``), behind an exact index, and score
+    H@1 / H@10 / MRR on the test clusters of ``clean``: whatever labels the model learned from, it
+    is judged against the same clean queries and relevance. ``corpus`` holds the questions of
+    ``clean`` (only clusters differ), so the index searches all of them. ``labels``: the export the
+    corpus came from, for the bundle's manifest."""
+    common = {"labels": labels, "fuse": False, "progress": progress, "return_on_interrupt": False}
+    if warm_start is None:
+        bundle = train_bundle(corpus, config, text_config, encoder_config, IndexConfig("Flat"), data="simulated loop", **common)
+    else:
+        bundle = retrain_bundle(warm_start.bundle, corpus, **common)
+    retriever = DenseRetriever(bundle)
+    return Model(retriever, evaluate(retriever, clean, "test"), bundle.manifest["training"])
 
 
 @dataclass
@@ -232,7 +239,8 @@ def run_loop(
             row |= measures(done, store.judgments(annotator=annotator.name), clean, split)
             log(f"round {round_no}: {row['judgments']} judged, precision {row['precision']}, {row['reconnected']} of "
                 f"{len(split)} split clusters reconnected; retraining")
-            model = fit(corpus, clean, **fitting, warm_start=model if config.warm_start else None)
+            labels = {key: done.manifest[key] for key in ("export_id", "cluster_file", "judgment_ids")}
+            model = fit(corpus, clean, **fitting, warm_start=model if config.warm_start else None, labels=labels)
             summary["runs"].append(row | scores(model, summary["H1_noisy"], summary["H1_clean"]))
             with atomic_path(out_dir / SUMMARY_NAME) as tmp:
                 tmp.write_text(json.dumps(summary, indent=2) + "\n")

@@ -92,7 +92,7 @@ class Judgment(Base):
     __table_args__ = (
         ForeignKeyConstraint(["bundle_version", "candidate_qid"], ["corpus_questions.bundle_version", "corpus_questions.qid"]),
         ForeignKeyConstraint(["bundle_version", "query_qid"], ["corpus_questions.bundle_version", "corpus_questions.qid"]),
-        CheckConstraint("label IN ('same', 'different', 'unsure')", name="ck_judgments_label"),
+        CheckConstraint(f"label IN ({', '.join(repr(label) for label in LABELS)})", name="ck_judgments_label"),
         CheckConstraint("(query_qid IS NULL) <> (query_text IS NULL)", name="ck_judgments_one_query"),
         CheckConstraint("is_current IS NULL OR (superseded_by IS NULL AND withdrawn_at IS NULL)", name="ck_judgments_current"),
         UniqueConstraint("annotator_id", "item_key", "is_current", name="uq_judgments_one_current"),

@@ -13,8 +13,9 @@ import pandas as pd
 
 from annotations.errors import AnnotationError
 from annotations.store import AnnotationStore
-from qpr.service import Retriever, check_queries
-from qpr.supervise import cluster_coherence
+from qpr.retrievers import Retriever
+from qpr.text import check_queries
+from qpr.coherence import cluster_coherence
 
 QUEUE_COLUMNS = ["query_qid", "query_text", "candidate_qid", "question", "cluster", "distance", "rank", "suspicion"]
 

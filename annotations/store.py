@@ -27,8 +27,9 @@ from annotations.models import (
     LABELS, MAX_NAME_CHARS, Annotator, BundleVersion, CorpusQuestion, Export, ExportJudgment, Judgment,
     MergeDecision, utcnow,
 )
-from qpr.data import COLUMNS, SPLITS, fingerprint
+from qpr.data import COLUMNS, check_corpus, fingerprint
 from qpr.errors import QPRError
+from qpr.text import check_queries
 
 T = TypeVar("T")
 WRITE_PATIENCE_S = 60.0  # how long a write keeps retrying a busy database before giving up
@@ -201,9 +202,6 @@ class AnnotationStore:
             if query_qid == candidate_qid:
                 raise AnnotationError(f"question {query_qid} cannot be judged against itself")
         else:
-            # Lazy: qpr.service pulls in torch; only free-text queries need its query rules.
-            from qpr.service import check_queries
-
             try:
                 check_queries([query_text], 1)
             except QPRError as err:
@@ -371,20 +369,11 @@ def _bundle_version(version: object) -> str:
 
 
 def _snapshot(corpus: pd.DataFrame) -> pd.DataFrame:
-    """The corpus columns to register, checked: unique integer qids, known splits."""
-    missing = [c for c in ("qid", "question", "cluster") if c not in corpus.columns]
-    if missing:
-        raise AnnotationError(f"the corpus lacks column(s) {', '.join(missing)}")
-    if "split" not in corpus.columns:
-        corpus = corpus.assign(split="none")
-    snapshot = corpus[COLUMNS]
-    snapshot = snapshot.astype({"qid": "int64", "question": str, "cluster": "string", "split": str})
-    if snapshot["qid"].duplicated().any():
-        raise AnnotationError(f"the corpus repeats qid {snapshot.loc[snapshot['qid'].duplicated(), 'qid'].iloc[0]}")
-    bad = sorted(set(snapshot["split"]) - set(SPLITS))
-    if bad:
-        raise AnnotationError(f"the corpus has unknown split value(s) {bad}; use {', '.join(SPLITS)}")
-    return snapshot.reset_index(drop=True)
+    """The corpus columns to register, checked by the corpus schema's one validator."""
+    try:
+        return check_corpus(corpus, "the corpus")
+    except QPRError as err:
+        raise AnnotationError(str(err)) from None
 
 
 def _check_known(session: Session, version: str, qids: list[int]) -> None:

@@ -21,7 +21,7 @@ import pandas as pd
 
 from annotations.errors import AnnotationError
 from annotations.queue import hit_rows, reference_distances
-from qpr.service import Retriever
+from qpr.retrievers import Retriever
 
 STRATEGIES = ("random", "nearest", "suspicion")
 POOL_COLUMNS = ["query_qid", "candidate_qid", "distance", "rank", "suspicion"]

@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json  # noqa: E402
 from bench.startup import start_app, stop_app  # noqa: E402
-from qpr.demo import cache_dir  # noqa: E402
+from ui.demo import cache_dir  # noqa: E402
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync"]

@@ -28,7 +28,7 @@ from qpr.bundle import Bundle
 from qpr.evaluate import evaluate
 from qpr.index import IndexConfig
 from qpr.qalogs import PRESETS, read_log
-from qpr.service import BM25Retriever, DenseRetriever
+from qpr.retrievers import BM25Retriever, DenseRetriever
 from qpr.supervise import MULTI_ANSWER, supervise
 from qpr.supervise_report import render_markdown, summary, write_report
 from qpr.train import TrainConfig, train

@@ -50,7 +50,7 @@ from qpr.data import data_dir, load_corpus
 from qpr.encoder import PAPER_ENCODER, EncoderConfig
 from qpr.fsutil import atomic_path
 from qpr.noise import SPLIT_SUFFIX, inject_false_negatives
-from qpr.service import DenseRetriever
+from qpr.retrievers import DenseRetriever
 from qpr.text import PAPER_TEXT
 from qpr.train import TrainConfig
 

@@ -25,7 +25,7 @@ from bench.common import ROOT, latency_ms, machine, markdown_table, replace_mark
 from qpr.bundle import Bundle  # noqa: E402
 from qpr.evaluate import TOP, index_recall, query_set  # noqa: E402
 from qpr.index import IndexConfig, VectorIndex  # noqa: E402
-from qpr.service import DenseRetriever  # noqa: E402
+from qpr.retrievers import DenseRetriever  # noqa: E402
 
 NLISTS = (256, 512, 1024, 2000)
 NPROBES = (1, 5, 10, 20, 50, 100)
@@ -75,11 +75,11 @@ def main() -> None:
     for nlist in sorted(set(NLISTS) | {guideline_nlist(len(ids))}):
         ivf, seconds = built(IndexConfig(f"IVF{nlist},Flat"))
         for nprobe in NPROBES:
-            measure(VectorIndex(ivf.index, ivf.factory, nprobe), seconds, nlist=nlist, nprobe=nprobe)
+            measure(VectorIndex(ivf.index, ivf.factory, f"nprobe={nprobe}"), seconds, nlist=nlist, nprobe=nprobe)
     for m in HNSW_M:
         hnsw, seconds = built(IndexConfig(f"HNSW{m}"))
         for ef in EF_SEARCH:
-            measure(VectorIndex(hnsw.index, hnsw.factory, hnsw.nprobe, ef), seconds, hnsw_m=m, ef_search=ef)
+            measure(VectorIndex(hnsw.index, hnsw.factory, f"efSearch={ef}"), seconds, hnsw_m=m, ef_search=ef)
 
     payload = {"dataset": "quora-lite", "bundle": bundle.version, "corpus_size": len(corpus), "queries": len(queries),
                "latency_queries": LATENCY_QUERIES, "k": TOP, "machine": machine(), "runs": rows}

@@ -46,10 +46,11 @@ from qpr.encoder import PAPER_ENCODER, EncoderConfig  # noqa: E402
 from qpr.evaluate import evaluate, index_recall, query_set  # noqa: E402
 from qpr.experiment import load_results  # noqa: E402
 from qpr.hybrid import HybridRetriever, fit_fusion  # noqa: E402
-from qpr.index import IndexConfig, VectorIndex, auto_factory  # noqa: E402
-from qpr.service import BM25Retriever, DenseRetriever, Retriever  # noqa: E402
+from qpr.index import IndexConfig, VectorIndex, auto_config  # noqa: E402
+from qpr.retrievers import BM25Retriever, DenseRetriever, Retriever  # noqa: E402
 from qpr.text import PAPER_TEXT, TextConfig  # noqa: E402
-from qpr.train import TrainConfig, all_pairs, cluster_members, epoch_pairs, train  # noqa: E402
+from qpr.sampling import all_pairs, cluster_members, epoch_pairs  # noqa: E402
+from qpr.train import TrainConfig, train  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "quality.json"
 ENGINE_RESULTS = ROOT / "bench" / "results" / "quora_lite.json"
@@ -218,7 +219,7 @@ def final(args: argparse.Namespace) -> None:
     trained = {"train_seconds": round(run["seconds"], 1), "epochs": len(run["history"]),
                "encode_qps": round(encode_rate(dense.encode, sample_texts)), "index": bundle.index.describe()}
     index = bundle.index.describe()
-    is_default = is_default and bundle.index.settings() == asdict(replace(IndexConfig(), factory=auto_factory(len(corpus))))
+    is_default = is_default and bundle.index.config == auto_config(len(corpus))
     if index != "exact":
         qids = corpus["qid"].to_numpy()
         exact = VectorIndex.build(bundle.index.vectors(qids), qids, IndexConfig("Flat"))

@@ -24,7 +24,7 @@ from qpr.evaluate import evaluate, index_recall, query_set  # noqa: E402
 from qpr.encoder import PAPER_ENCODER  # noqa: E402
 from qpr.experiment import load_results  # noqa: E402
 from qpr.index import IndexConfig  # noqa: E402
-from qpr.service import BM25Retriever, DenseRetriever  # noqa: E402
+from qpr.retrievers import BM25Retriever, DenseRetriever  # noqa: E402
 from qpr.text import PAPER_TEXT  # noqa: E402
 from qpr.train import TrainConfig, train  # noqa: E402
 
@@ -71,7 +71,7 @@ def main() -> None:
     trained = {"train_seconds": round(run["seconds"], 1), "epochs": len(run["history"]), "encode_qps": round(encode_qps)}
 
     runs = measure("sdml", exact, corpus, "exact", trained, sample)
-    ivf = DenseRetriever(bundle.with_index(IndexConfig("IVF2000,Flat", nprobe=10)))
+    ivf = DenseRetriever(bundle.with_index(IndexConfig("IVF2000,Flat", "nprobe=10")))
     recall = index_recall(ivf.bundle.index, bundle.index, exact.encode(list(query_set(corpus, "test")["question"])))
     runs += measure("sdml", ivf, corpus, ivf.bundle.index.describe(), trained | {"recall_at_20_vs_exact": recall}, sample)
     start = time.perf_counter()

@@ -27,7 +27,7 @@ from bench.common import ROOT, markdown_table, replace_marked_section  # noqa: E
 from qpr.data import data_dir, load_corpus  # noqa: E402
 from qpr.experiment import NOISE_RATES  # noqa: E402
 from qpr.noise import SPLIT_SUFFIX, inject_false_negatives  # noqa: E402
-from qpr.train import cluster_disjoint_batches, cluster_members, epoch_pairs  # noqa: E402
+from qpr.sampling import cluster_disjoint_batches, cluster_members, epoch_pairs  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "reproduction.json"
 DOC = ROOT / "docs" / "REPRODUCTION.md"

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from qpr.data import read_cluster_file  # noqa: E402  (after the path setup above)
-from qpr.demo import DEMO_CORPUS  # noqa: E402
+from ui.demo import DEMO_CORPUS  # noqa: E402
 from qpr.fsutil import atomic_path  # noqa: E402
 
 

@@ -131,10 +131,7 @@ class Bundle:
         except (RuntimeError, OSError, EOFError) as err:
             raise QPRError(f"{path}/encoder.pt does not match the manifest's encoder config: {str(err).splitlines()[0]}") from err
         encoder.eval()
-        settings = manifest["index"]
-        # Bundles written before HNSW support have no ef_search: the default applies.
-        index = VectorIndex.load(path / "index.faiss", settings["factory"], settings["nprobe"],
-                                 settings.get("ef_search", IndexConfig.ef_search))
+        index = VectorIndex.load(path / "index.faiss", manifest["index"])
         corpus = pd.read_parquet(path / "corpus.parquet")
         problems = []
         if index.dim != encoder_config.output_dim:

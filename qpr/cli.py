@@ -21,8 +21,9 @@ from qpr.experiment import run_experiment
 from qpr.hybrid import DEPTH, fit_fusion
 from qpr.index import IndexConfig
 from qpr.qalogs import PRESETS, read_log
-from qpr.retrain import serving_retriever, train_bundle
-from qpr.service import BM25Retriever, DenseRetriever
+from qpr.bundle_training import train_bundle
+from qpr.retrievers import BM25Retriever, DenseRetriever
+from qpr.serving import serving_retriever
 from qpr.supervise import DEFAULT_MIN_COHERENCE, MULTI_ANSWER, supervise
 from qpr.supervise_report import write_report
 from qpr.text import TextConfig
@@ -45,7 +46,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         TextConfig(vocab_size=args.vocab_size, hash_bins=args.hash_bins, max_len=args.max_len, min_count=args.min_count,
                    subword_ngrams=args.subword_ngrams),
         EncoderConfig(windows=tuple(args.windows), normalize=args.normalize),
-        IndexConfig(args.index, args.nprobe, args.ef_search),
+        IndexConfig(args.index, args.search),
         data=str(args.data),
         progress=not args.quiet,
     )
@@ -59,7 +60,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    bundle = Bundle.load(args.bundle).with_index(IndexConfig(args.index, args.nprobe, args.ef_search))
+    bundle = Bundle.load(args.bundle).with_index(IndexConfig(args.index, args.search))
     bundle.save(args.bundle)
     print(f"{args.bundle}: {bundle.index.describe()} over {len(bundle.index)} questions")
     return 0
@@ -88,7 +89,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     corpus = load_corpus(args.data, seed=args.seed) if args.data else bundle.corpus
     if args.data and not args.bm25:
         # Same encoder (and fitted fusion, if any) over another corpus.
-        rebuilt = Bundle.create(bundle.encoder, bundle.vocab, corpus, IndexConfig(**bundle.index.settings()))
+        rebuilt = Bundle.create(bundle.encoder, bundle.vocab, corpus, bundle.index.config)
         bundle = rebuilt.with_fusion(bundle.manifest["fusion"]) if "fusion" in bundle.manifest else rebuilt
     retriever = BM25Retriever(corpus) if args.bm25 else _retriever(bundle, args)
     metrics = evaluate(retriever, corpus, args.split)
@@ -261,8 +262,9 @@ def _retriever_args(p: argparse.ArgumentParser) -> None:
 def _index_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--index", default="auto", help="'auto' (exact up to 50k questions, HNSW48 beyond; docs/INDEX.md), "
                    "'Flat' (exact), e.g. 'IVF2000,Flat' or 'HNSW32'")
-    p.add_argument("--nprobe", type=int, default=IndexConfig().nprobe, help="IVF lists searched per query")
-    p.add_argument("--ef-search", type=int, default=IndexConfig().ef_search, help="HNSW candidates searched per query")
+    p.add_argument("--search", default="", metavar="PARAMS",
+                   help="search-time parameters as one FAISS ParameterSpace string, e.g. 'nprobe=10' (IVF) or "
+                   "'efSearch=512' (HNSW); default: those two for their index types")
 
 
 def run(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:

@@ -79,8 +79,14 @@ def _require_columns(frame: pd.DataFrame, needed: list[str], path: Path | str) -
         )
 
 
-def _normalise(frame: pd.DataFrame, source: Path | str) -> pd.DataFrame:
-    """Coerce a frame with the corpus columns to the canonical dtypes, checking ids and splits."""
+def check_corpus(frame: pd.DataFrame, source: Path | str) -> pd.DataFrame:
+    """The corpus columns of ``frame`` (``COLUMNS``) in their canonical dtypes, checked: unique
+    integer qids and known splits (a missing ``split`` column means "none"). The one check of the
+    corpus schema, for files read here and for corpora registered in the annotation store;
+    raises QPRError naming ``source`` and what to fix."""
+    _require_columns(frame, ["qid", "question", "cluster"], source)
+    if "split" not in frame.columns:
+        frame = frame.assign(split="none")
     out = frame[COLUMNS].copy()
     try:
         out["qid"] = pd.to_numeric(out["qid"], errors="raise").astype("int64")
@@ -193,7 +199,7 @@ def read_cluster_file(path: str | Path, seed: int = 0) -> pd.DataFrame:
     has_split = "split" in frame.columns
     if not has_split:
         frame = frame.assign(split="none")
-    corpus, _ = _drop_empty_questions(_normalise(frame, path))
+    corpus, _ = _drop_empty_questions(check_corpus(frame, path))
     if corpus.empty:
         raise QPRError(f"{path}: no questions in the file")
     return corpus if has_split else split_clusters(corpus, seed)

@@ -26,7 +26,7 @@ from qpr.evaluate import evaluate
 from qpr.fsutil import atomic_path
 from qpr.index import IndexConfig
 from qpr.noise import inject_false_negatives
-from qpr.service import DenseRetriever
+from qpr.retrievers import DenseRetriever
 from qpr.text import PAPER_TEXT
 from qpr.train import TrainConfig, train
 

@@ -32,7 +32,7 @@ from scipy.special import expit
 from qpr.bundle import Bundle
 from qpr.errors import QPRError
 from qpr.evaluate import query_set
-from qpr.service import BM25Retriever, DenseRetriever, Retriever
+from qpr.retrievers import BM25Retriever, DenseRetriever, Retriever
 from qpr.text import words
 
 FEATURES = ("dense_distance", "bm25", "bm25_share", "jaccard", "query_idf_shared", "candidate_idf_shared", "length_gap")

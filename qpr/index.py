@@ -7,14 +7,15 @@ recall fast on these vectors (the paper's IVF2000 with 10 probes keeps 82% of th
 100 probes 91%); an HNSW graph with M=48 searched with 512 candidates keeps 99.4% in 2.3 ms and
 builds in 17 s. So ``auto`` searches exactly up to ``EXACT_UP_TO`` questions (a linear scan,
 about 4 ms there by extrapolation) and uses ``HNSW48`` with efSearch 512 beyond. Any IVF factory
-(``IVF{nlist},Flat``, probed ``nprobe`` lists) or other ``HNSW{M}`` can be asked for explicitly.
+(``IVF{nlist},Flat``, ``IVF{nlist}_HNSW32,Flat``, ...) or other ``HNSW{M}`` can be asked for
+explicitly, with its search-time parameters as one FAISS ``ParameterSpace`` string
+(``nprobe=10``, ``efSearch=512``), which is also the index's label in benchmarks.
 Distances are squared Euclidean, the distance SDML trains with.
 """
 
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -26,17 +27,19 @@ from qpr.fsutil import atomic_path
 
 EXACT_UP_TO = 50_000
 AUTO_GRAPH = "HNSW48"
+# Search-time parameters when none are given, by index type: the paper's 10 probes for an inverted
+# file; 512 HNSW candidates, the least measured that kept 99% of the exact top 20 (docs/INDEX.md).
+DEFAULT_SEARCH = {"ivf": "nprobe=10", "hnsw": "efSearch=512", "exact": ""}
 
 
 @dataclass(frozen=True)
 class IndexConfig:
     """``factory``: a FAISS factory string (``"Flat"``, ``"IVF2000,Flat"``, ``"HNSW32"``) or ``"auto"``;
-    ``nprobe``: inverted lists visited per query (paper: 10); ``ef_search``: HNSW search breadth
-    (512: the least measured that kept 99% of the exact top 20 with M 32 or 48)."""
+    ``search``: the search-time parameters as one FAISS ``ParameterSpace`` string (``"nprobe=10"``,
+    ``"efSearch=512"``, several joined by commas); empty: ``DEFAULT_SEARCH`` for the index type."""
 
     factory: str = "auto"
-    nprobe: int = 10
-    ef_search: int = 512
+    search: str = ""
 
 
 def auto_factory(n: int) -> str:
@@ -44,31 +47,63 @@ def auto_factory(n: int) -> str:
     return "Flat" if n <= EXACT_UP_TO else AUTO_GRAPH
 
 
-def _nlist(factory: str) -> int | None:
-    match = re.fullmatch(r"IVF(\d+),Flat", factory)
-    return int(match.group(1)) if match else None
+def auto_config(n: int) -> IndexConfig:
+    """What ``auto`` builds for ``n`` vectors: its factory with that type's default search parameters."""
+    factory = auto_factory(n)
+    return IndexConfig(factory, DEFAULT_SEARCH["exact" if factory == "Flat" else "hnsw"])
 
 
-def _is_hnsw(factory: str) -> bool:
-    return re.fullmatch(r"HNSW\d+", factory) is not None
+def index_kind(index: faiss.Index) -> str | None:
+    """"ivf", "hnsw" or "exact" for the index types this module serves (read from the FAISS
+    object itself, ids map unwrapped), None for any other."""
+    if faiss.try_extract_index_ivf(index) is not None:
+        return "ivf"
+    inner = faiss.downcast_index(index.index) if isinstance(index, faiss.IndexIDMap) else index
+    if isinstance(inner, faiss.IndexHNSW):
+        return "hnsw"
+    return "exact" if isinstance(inner, faiss.IndexFlat) else None
+
+
+def _factory_index(dim: int, factory: str) -> faiss.Index:
+    """A new FAISS index for ``factory``, with question ids: inverted files carry ids themselves,
+    exact and HNSW indexes get an ids map (the same ``add_with_ids`` interface)."""
+    unsupported = QPRError(f"unsupported index {factory!r}: use 'auto', 'Flat', an IVF factory such as 'IVF2000,Flat', or 'HNSW<M>'")
+    try:
+        probe = faiss.index_factory(dim, factory)
+    except RuntimeError:
+        raise unsupported from None
+    kind = index_kind(probe)
+    if kind is None:
+        raise unsupported
+    return probe if kind == "ivf" else faiss.index_factory(dim, f"IDMap,{factory}")
 
 
 class VectorIndex:
     """FAISS index + the settings it was built with. Search returns (distances, question ids)."""
 
-    def __init__(self, index: faiss.Index, factory: str, nprobe: int, ef_search: int = IndexConfig.ef_search) -> None:
+    def __init__(self, index: faiss.Index, factory: str, search: str = "") -> None:
+        kind = index_kind(index)
+        if kind is None:
+            raise QPRError(f"the FAISS index ({type(index).__name__}) is not one this version serves; rebuild it with `python -m qpr index`")
         self.index = index
         self.factory = factory
-        self.nprobe = nprobe
-        self.ef_search = ef_search
-        if _nlist(factory) is not None:
+        self.kind = kind
+        self.search_params = search or DEFAULT_SEARCH[kind]
+        if self.search_params:
+            try:
+                faiss.ParameterSpace().set_index_parameters(index, self.search_params)
+            except RuntimeError:
+                raise QPRError(f"search parameters {self.search_params!r} do not apply to a {factory} index "
+                               f"(for example: {DEFAULT_SEARCH['ivf']!r} for IVF, {DEFAULT_SEARCH['hnsw']!r} for HNSW)") from None
+        if kind == "ivf":
             ivf = faiss.extract_index_ivf(index)
-            ivf.nprobe = nprobe
             if ivf.direct_map.type == faiss.DirectMap.NoMap:
                 # For ``vectors``: an id -> list position table (qids are not 0..n-1, so a hash).
                 ivf.set_direct_map_type(faiss.DirectMap.Hashtable)
-        if _is_hnsw(factory):
-            faiss.downcast_index(index.index).hnsw.efSearch = ef_search
+
+    @property
+    def config(self) -> IndexConfig:
+        return IndexConfig(self.factory, self.search_params)
 
     @classmethod
     def build(cls, vectors: np.ndarray, ids: np.ndarray, config: IndexConfig = IndexConfig()) -> "VectorIndex":
@@ -78,17 +113,14 @@ class VectorIndex:
         if vectors.ndim != 2 or len(vectors) != len(ids) or len(ids) == 0:
             raise QPRError(f"need one vector per id and at least one: got {vectors.shape} vectors, {len(ids)} ids")
         factory = auto_factory(len(vectors)) if config.factory == "auto" else config.factory
-        nlist = _nlist(factory)
-        if nlist is None and factory != "Flat" and not _is_hnsw(factory):
-            raise QPRError(f"unsupported index {factory!r}: use 'auto', 'Flat', 'IVF<nlist>,Flat' or 'HNSW<M>'")
-        if nlist is not None and len(vectors) < nlist:
-            raise QPRError(f"{factory} needs at least {nlist} vectors to train, got {len(vectors)}; use 'auto' or 'Flat'")
-        # IDMap gives exact search and HNSW the same add_with_ids interface as IVF.
-        index = faiss.index_factory(vectors.shape[1], factory if nlist else f"IDMap,{factory}")
-        if nlist:
+        index = _factory_index(vectors.shape[1], factory)
+        if not index.is_trained:
+            nlist = faiss.extract_index_ivf(index).nlist
+            if len(vectors) < nlist:
+                raise QPRError(f"{factory} needs at least {nlist} vectors to train, got {len(vectors)}; use 'auto' or 'Flat'")
             index.train(vectors)
         index.add_with_ids(vectors, ids)
-        return cls(index, factory, config.nprobe, config.ef_search)
+        return cls(index, factory, config.search)
 
     @property
     def dim(self) -> int:
@@ -120,7 +152,7 @@ class VectorIndex:
         """The indexed vectors of the question ``ids``, as ``(len(ids), dim)`` float32: scoring a
         known question against a query then needs no second encoding of it."""
         ids = np.asarray(ids, dtype=np.int64)
-        if _nlist(self.factory) is not None:
+        if self.kind == "ivf":
             try:
                 return self.index.reconstruct_batch(ids)
             except RuntimeError as err:
@@ -140,24 +172,29 @@ class VectorIndex:
         return order, ids[order]
 
     def describe(self) -> str:
-        """The label benchmarks use: ``exact``, e.g. ``IVF2000,Flat/nprobe=10`` or ``HNSW32/efSearch=128``."""
-        if self.factory == "Flat":
-            return "exact"
-        if _is_hnsw(self.factory):
-            return f"{self.factory}/efSearch={self.ef_search}"
-        return f"{self.factory}/nprobe={self.nprobe}"
+        """The label benchmarks use: ``exact``, else the factory and the search parameters, e.g.
+        ``IVF2000,Flat/nprobe=10`` or ``HNSW32/efSearch=128``."""
+        return "exact" if self.kind == "exact" else f"{self.factory}/{self.search_params}"
 
     def settings(self) -> dict:
-        return asdict(IndexConfig(self.factory, self.nprobe, self.ef_search))
+        """What a bundle's manifest records to rebuild this index (``IndexConfig``'s fields)."""
+        return asdict(self.config)
 
     def save(self, path: Path) -> None:
         with atomic_path(path) as tmp:
             faiss.write_index(self.index, str(tmp))
 
     @classmethod
-    def load(cls, path: Path, factory: str, nprobe: int, ef_search: int = IndexConfig.ef_search) -> "VectorIndex":
+    def load(cls, path: Path, settings: dict) -> "VectorIndex":
+        """Read the index at ``path`` with the manifest's ``settings`` (``settings()``; bundles
+        written before search strings kept ``nprobe`` and ``ef_search`` apart, and the index type
+        decides which of those applies)."""
         try:
             index = faiss.read_index(str(path))
         except RuntimeError as err:
             raise QPRError(f"cannot read FAISS index {path}: {err.args[0].splitlines()[0]}") from err
-        return cls(index, factory, nprobe, ef_search)
+        search = settings.get("search")
+        if search is None:
+            legacy = {"ivf": f"nprobe={settings.get('nprobe', 10)}", "hnsw": f"efSearch={settings.get('ef_search', 512)}"}
+            search = legacy.get(index_kind(index), "")
+        return cls(index, settings["factory"], search)

@@ -21,7 +21,7 @@ Decisions, each for a reason:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -29,26 +29,13 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from qpr.data import COLUMNS, split_clusters
+from qpr.coherence import cluster_coherence
 from qpr.errors import QPRError
 from qpr.text import tokenize, words
 
 DEFAULT_MIN_COHERENCE = 0.1
 THRESHOLDS = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5)
 MULTI_ANSWER = ("join", "exclude")
-
-
-def cluster_coherence(questions: Iterable[str]) -> float:
-    """The paper's cluster coherence c = (1/n) * sum_q |T_q ∩ S| / |S|.
-
-    T_q is the set of unique word tokens of question q and S the union of all T_q, so c is 1
-    for identical questions and 1/n for n questions with disjoint words of equal count.
-    Questions without words contribute 0; an empty input is 0.
-    """
-    token_sets = [set(words(q)) for q in questions]
-    union = set().union(*token_sets) if token_sets else set()
-    if not union:
-        return 0.0
-    return sum(len(t & union) for t in token_sets) / (len(token_sets) * len(union))
 
 
 def normalise_answer(answer: str) -> str:

@@ -20,7 +20,7 @@ import zlib
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from qpr.errors import QPRError
 
@@ -31,6 +31,8 @@ _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 PAD_ID = 0
+MAX_QUERY_CHARS = 2000
+MAX_K = 1000
 
 
 def tokenize(text: str) -> list[str]:
@@ -49,6 +51,17 @@ def words(text: str) -> list[str]:
     ['how', 'do', 'i', 'learn', 'python', 'fast']
     """
     return _WORD.findall(text.lower())
+
+
+def check_queries(queries: Sequence[str], k: int) -> None:
+    """Refuse what no retriever can answer, with a message that says what to change."""
+    if not 1 <= k <= MAX_K:
+        raise QPRError(f"k must be between 1 and {MAX_K}, got {k}")
+    for text in queries:
+        if not isinstance(text, str) or not tokenize(text):
+            raise QPRError("the query is empty: type a question")
+        if len(text) > MAX_QUERY_CHARS:
+            raise QPRError(f"the query has {len(text):,} characters; shorten it to at most {MAX_QUERY_CHARS:,}")
 
 
 def stable_bucket(token: str, bins: int) -> int:

@@ -92,7 +92,7 @@ def demo_cache(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def bundle(demo_cache):
-    """The bundle ``python app.py`` serves by default (``qpr.demo.demo_bundle``), built once per session."""
-    from qpr.demo import demo_bundle
+    """The bundle ``python app.py`` serves by default (``ui.demo.demo_bundle``), built once per session."""
+    from ui.demo import demo_bundle
 
     return demo_bundle(cache=demo_cache, progress=False, log=lambda _: None)

@@ -144,9 +144,9 @@ def test_same_version_with_another_corpus_is_refused_and_newest_version_is_the_d
 
 
 def test_corpus_with_duplicate_qids_or_missing_columns_is_refused(store, corpus):
-    with pytest.raises(AnnotationError, match="repeats qid"):
+    with pytest.raises(AnnotationError, match="appears more than once"):
         store.register_corpus("bad", pd.concat([corpus, corpus.head(1)]))
-    with pytest.raises(AnnotationError, match="lacks column"):
+    with pytest.raises(AnnotationError, match="missing column"):
         store.register_corpus("bad", corpus.drop(columns="cluster"))
     assert store.bundle_versions()["version"].tolist() == [VERSION]
 

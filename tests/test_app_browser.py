@@ -14,7 +14,7 @@ import pytest
 from annotations.db import open_store
 from bench.startup import start_app, stop_app
 from qpr.data import read_cluster_file
-from qpr.demo import DEMO_CORPUS, SPLIT_PARAPHRASES
+from ui.demo import DEMO_CORPUS, SPLIT_PARAPHRASES
 
 pytestmark = pytest.mark.browser
 

@@ -1,5 +1,5 @@
 """The demo corpus (hand-written data the app serves by default), the demo bundle cache, and
-retraining / swapping the served model (qpr.demo, qpr.retrain)."""
+retraining / swapping the served model (ui.demo, qpr.bundle_training, qpr.serving)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ import pytest
 
 from qpr.bundle import Bundle
 from qpr.data import fingerprint, read_cluster_file
-from qpr.demo import DEMO_CORPUS, SPLIT_PARAPHRASES, bundle_key, demo_bundle
+from ui.demo import DEMO_CORPUS, SPLIT_PARAPHRASES, bundle_key, demo_bundle
 from qpr.encoder import EncoderConfig
 from qpr.errors import QPRError
 from qpr.hybrid import HybridRetriever
-from qpr.retrain import ServedModel, compare, held_out_splits, retrain, serving_retriever, train_bundle
-from qpr.service import DenseRetriever
+from qpr.bundle_training import compare_bundles, held_out_splits, retrain_bundle, train_bundle
+from qpr.retrievers import DenseRetriever
+from qpr.serving import ServedModel, serving_retriever
 from qpr.train import TrainConfig
 from conftest import make_corpus
 
@@ -70,7 +71,7 @@ def test_the_demo_serves_the_hybrid_and_a_verbatim_question_finds_itself_first(b
 
 
 def test_a_bundle_whose_val_cannot_fit_a_fusion_serves_the_encoder(monkeypatch):
-    import qpr.retrain as module
+    import qpr.bundle_training as module
 
     def unfit(*args, **kwargs):
         raise QPRError("the val queries' candidates are all negative")
@@ -99,12 +100,12 @@ def test_retrain_continues_the_encoder_and_compares_on_the_same_queries(bundle):
     merged = bundle.corpus.copy()
     a, b = SPLIT_PARAPHRASES[0]
     merged.loc[merged["cluster"] == b, "cluster"] = a
-    new = retrain(bundle, merged, max_epochs=1, progress=False)
+    new = retrain_bundle(bundle, merged, max_epochs=1, progress=False)
     assert new.version != bundle.version
     assert new.vocab.tokens == bundle.vocab.tokens and new.encoder.config == bundle.encoder.config
     assert new.manifest["training"]["warm_start"] is True
     assert len(new.manifest["training"]["history"]) == 1
-    table = compare(bundle, new, merged)
+    table = compare_bundles(bundle, new, merged)
     assert list(table["model"]) == ["current"] * 2 + ["retrained"] * 2
     assert list(table["split"]) == ["val", "test"] * 2
     for split in ("val", "test"):
@@ -117,7 +118,7 @@ def test_compare_refuses_a_corpus_without_held_out_clusters(bundle):
     train_only = bundle.corpus.assign(split="train")
     assert held_out_splits(train_only) == []
     with pytest.raises(QPRError, match="nothing held out"):
-        compare(bundle, bundle, train_only)
+        compare_bundles(bundle, bundle, train_only)
 
 
 def test_served_model_swaps_only_on_confirm(bundle):

@@ -10,14 +10,19 @@ import gradio as gr
 import pandas as pd
 import pytest
 
-import app as app_module
+import ui.retrain_tab as retrain_module
+import ui.startup as startup
 from annotations.db import open_store
-from app import QPRApp, build_ui, identity_mode, parse_auth, plain, served_bundle
+from qpr.coherence import cluster_coherence
 from qpr.data import read_cluster_file
-from qpr.demo import EXAMPLE_QUERIES, SPLIT_PARAPHRASES
 from qpr.errors import QPRError
-from qpr.retrain import ServedModel
-from qpr.supervise import cluster_coherence
+from qpr.retrievers import BM25Retriever
+from qpr.serving import ServedModel
+from ui.annotate_tab import AnnotateSession
+from ui.common import AppContext, identity_mode, parse_auth, plain
+from ui.demo import EXAMPLE_QUERIES, SPLIT_PARAPHRASES
+from ui.page import QPRPage
+from ui.startup import served_bundle
 
 TWIN_A, TWIN_B = SPLIT_PARAPHRASES[0]
 NO_PROGRESS = lambda *args, **kwargs: None  # noqa: E731  (stands in for gr.Progress outside an event)
@@ -26,8 +31,25 @@ NO_PROGRESS = lambda *args, **kwargs: None  # noqa: E731  (stands in for gr.Prog
 @pytest.fixture
 def qpr_app(bundle, tmp_path):
     store = open_store(f"sqlite:///{tmp_path / 'annotations.db'}")
-    yield QPRApp(ServedModel(bundle), store, "name", EXAMPLE_QUERIES, cache=tmp_path)
+    page = QPRPage(AppContext(ServedModel(bundle), store, "name", EXAMPLE_QUERIES, cache=tmp_path))
+    page.build()
+    yield page
     store.close()
+
+
+def page_for(bundle, store, identity, tmp_path) -> QPRPage:
+    page = QPRPage(AppContext(ServedModel(bundle), store, identity, cache=tmp_path))
+    page.build()
+    return page
+
+
+def shown(output: dict, *components) -> tuple:
+    """The values a handler gave ``components``, in that order."""
+    return tuple(output[component] for component in components)
+
+
+def session(view: dict) -> AnnotateSession:
+    return next(value for value in view.values() if isinstance(value, AnnotateSession))
 
 
 def plotted(plot: gr.BarPlot) -> pd.DataFrame:
@@ -36,24 +58,29 @@ def plotted(plot: gr.BarPlot) -> pd.DataFrame:
 
 def judge_until(qpr_app, view, cluster, name="ann"):
     """Answer "unsure" until the current candidate belongs to ``cluster``; returns that view."""
-    while view[0]["position"] < len(view[0]["queue"]):
-        if view[0]["queue"]["cluster"].fillna("").iloc[view[0]["position"]] == cluster:
+    while session(view).left:
+        if session(view).current()[["cluster"]].fillna("").iloc[0] == cluster:
             return view
-        view = qpr_app.judge("unsure", view[0], name, None, None)
+        view = qpr_app.annotate.judge("unsure", session(view), name, None, None)
     raise AssertionError(f"no candidate from {cluster} in the queue")
 
 
 # -- search ----------------------------------------------------------------------------------
 
 
+def search(qpr_app, query, k, compare):
+    tab = qpr_app.search
+    return shown(tab.search(query, k, compare), tab.results, tab.dense, tab.bm25)
+
+
 def test_search_serves_the_hybrid_and_shows_its_parts_on_request(qpr_app):
-    assert qpr_app.model.current().default.name == "hybrid"  # the demo bundle carries a fitted fusion
-    results, dense, bm25 = qpr_app.search("how can I get my passport renewed?", 5, False)
+    assert qpr_app.ctx.model.current().default.name == "hybrid"  # the demo bundle carries a fitted fusion
+    results, dense, bm25 = search(qpr_app, "how can I get my passport renewed?", 5, False)
     assert list(results.columns) == ["rank", "question", "cluster", "distance"]
     assert list(results["rank"]) == [1, 2, 3, 4, 5]
     assert results["distance"].is_monotonic_increasing
     assert dense.visible is False and bm25.visible is False
-    _, dense, bm25 = qpr_app.search("how can I get my passport renewed?", 5, True)
+    _, dense, bm25 = search(qpr_app, "how can I get my passport renewed?", 5, True)
     assert dense.visible is True and bm25.visible is True and len(dense.value["data"]) == len(bm25.value["data"]) == 5
     assert "passport" in bm25.value["data"][0][1].lower()
 
@@ -61,54 +88,57 @@ def test_search_serves_the_hybrid_and_shows_its_parts_on_request(qpr_app):
 @pytest.mark.parametrize("query, message", [("", "empty"), ("   \n\t", "empty"), ("why " * 2500, "shorten")])
 def test_search_refuses_empty_and_huge_queries(qpr_app, query, message):
     with pytest.raises(gr.Error, match=message):
-        qpr_app.search(query, 10, True)
+        search(qpr_app, query, 10, True)
 
 
 @pytest.mark.parametrize("query", ["homemade pizza dough 🍕", "كيف أتعلم البرمجة من الصفر؟", "🍕"])
 def test_search_handles_emoji_and_right_to_left_text(qpr_app, query):
-    results, _, bm25 = qpr_app.search(query, 3, True)
+    results, _, bm25 = search(qpr_app, query, 3, True)
     assert len(results) == 3
     if query != "🍕":  # a lone emoji shares no word with any question: BM25 finds nothing, no error
         assert query.split()[0] in bm25.value["data"][0][1]
 
 
 def test_questions_with_markup_come_back_verbatim(qpr_app):
-    results, *_ = qpr_app.search("How can I safely show user text that contains <script> tags on a web page?", 1, False)
+    results, *_ = search(qpr_app, "How can I safely show user text that contains <script> tags on a web page?", 1, False)
     assert results.loc[0, "question"] == "How can I safely show user text that contains <script> tags on a web page?"
 
 
 def test_plain_escapes_markup_for_markdown():
-    shown = plain("<b>bold</b> **x** [link](http://e.x) `code`")
-    assert "<b>" not in shown and "**" not in shown and "[link]" not in shown and "`" not in shown.replace("\\`", "")
+    escaped = plain("<b>bold</b> **x** [link](http://e.x) `code`")
+    assert "<b>" not in escaped and "**" not in escaped and "[link]" not in escaped and "`" not in escaped.replace("\\`", "")
 
 
 # -- identity ----------------------------------------------------------------------------------
 
 
 def test_anonymous_users_can_search_but_not_annotate(qpr_app):
-    qpr_app.search("cheap flights", 3, False)
+    search(qpr_app, "cheap flights", 3, False)
     with pytest.raises(gr.Error, match="type your name"):
-        qpr_app.start_cluster(TWIN_A, "   ", None, None)
+        qpr_app.annotate.start_cluster(TWIN_A, "   ", None, None)
     with pytest.raises(gr.Error, match="type your name"):
-        qpr_app.judge("same", None, "", None, None)
-    assert qpr_app.store.judgments().empty
+        qpr_app.annotate.judge("same", None, "", None, None)
+    assert qpr_app.ctx.store.judgments().empty
 
 
-def test_logins_and_hugging_face_profiles_name_the_annotator(bundle, tmp_path):  # noqa: F811
+@pytest.mark.filterwarnings("ignore:Gradio does not support OAuth features outside of a Space")
+def test_logins_and_hugging_face_profiles_name_the_annotator(bundle, tmp_path, monkeypatch):  # noqa: F811
+    # Off Spaces, Gradio mocks the Hugging Face login with the machine's HF token; there is none here.
+    monkeypatch.setattr(gr.oauth, "_get_mocked_oauth_info", lambda: {"userinfo": {}, "access_token": "", "scope": ""})
     store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
-    by_login = QPRApp(ServedModel(bundle), store, "auth", cache=tmp_path)
+    by_login = page_for(bundle, store, "auth", tmp_path).annotate
     with pytest.raises(gr.Error, match="sign in"):
         by_login.start_cluster(TWIN_A, "typed name is ignored", gr.Request(), None)
     view = by_login.start_cluster(TWIN_A, "", gr.Request(username="alice"), None)
-    by_login.judge("different", view[0], "", gr.Request(username="alice"), None)
-    by_hub = QPRApp(ServedModel(bundle), store, "oauth", cache=tmp_path)
+    by_login.judge("different", session(view), "", gr.Request(username="alice"), None)
+    by_hub = page_for(bundle, store, "oauth", tmp_path)
     profile = gr.OAuthProfile({"name": "Bo", "preferred_username": "bo-hf", "profile": "", "picture": ""})
     with pytest.raises(gr.Error, match="Hugging Face"):
-        by_hub.start_cluster(TWIN_A, "bo", None, None)
-    view = by_hub.start_cluster(TWIN_A, "", None, profile)
-    by_hub.judge("unsure", view[0], "", None, profile)
+        by_hub.annotate.start_cluster(TWIN_A, "bo", None, None)
+    view = by_hub.annotate.start_cluster(TWIN_A, "", None, profile)
+    by_hub.annotate.judge("unsure", session(view), "", None, profile)
     assert sorted(store.judgments()["annotator"]) == ["alice", "bo-hf"]
-    assert plain("bo-hf") in by_hub.whoami(None, profile) and "Not signed in" in by_hub.whoami(None, None)
+    assert plain("bo-hf") in by_hub.ctx.whoami(None, profile) and "Not signed in" in by_hub.ctx.whoami(None, None)
     store.close()
 
 
@@ -129,89 +159,91 @@ def test_parse_auth_and_identity_mode(monkeypatch):
 
 
 def test_spot_check_records_a_false_negative_and_undo_withdraws_it(qpr_app):
-    view = qpr_app.start_cluster(TWIN_A, "ann", None, None)
-    state, status, members, query, candidate, details, queue, progress = view
-    assert set(members["question"]) == set(qpr_app.model.current().bundle.corpus.query("cluster == @TWIN_A")["question"])
+    tab = qpr_app.annotate
+    view = tab.start_cluster(TWIN_A, "ann", None, None)
+    members, query, candidate = shown(view, tab.members, tab.query, tab.candidate)
+    assert set(members["question"]) == set(qpr_app.ctx.model.current().bundle.corpus.query("cluster == @TWIN_A")["question"])
     assert query in set(members["question"]) and candidate
-    assert (state["queue"]["cluster"].fillna("") != TWIN_A).all(), "only questions from other clusters are proposed"
-    assert state["queue"]["suspicion"].is_monotonic_decreasing
+    assert (session(view).queue["cluster"].fillna("") != TWIN_A).all(), "only questions from other clusters are proposed"
+    assert session(view).queue["suspicion"].is_monotonic_decreasing
     view = judge_until(qpr_app, view, TWIN_B)
-    row = view[0]["queue"].iloc[view[0]["position"]]
-    view = qpr_app.judge("same", view[0], "ann", None, None)
-    mine = qpr_app.store.judgments(annotator="ann")
+    row = session(view).current()
+    view = tab.judge("same", session(view), "ann", None, None)
+    mine = qpr_app.ctx.store.judgments(annotator="ann")
     last = mine.iloc[-1]
     assert (last["label"], last["candidate_qid"], last["query_qid"]) == ("same", row["candidate_qid"], row["query_qid"])
     assert (last["query_cluster"], last["candidate_cluster"]) == (TWIN_A, TWIN_B)
-    assert f"Judged today: **{len(mine)}**" in view[7]
-    assert view[0]["position"] == len(mine)
-    view = qpr_app.undo(view[0], "ann", None, None)
-    assert "Withdrew" in view[1] and view[0]["position"] == len(mine) - 1, "undo steps back to the withdrawn pair"
-    assert view[4] == row["question"]
-    assert len(qpr_app.store.judgments(annotator="ann")) == len(mine) - 1
+    assert f"Judged today: **{len(mine)}**" in view[tab.progress]
+    assert session(view).position == len(mine)
+    view = tab.undo(session(view), "ann", None, None)
+    assert "Withdrew" in view[tab.status] and session(view).position == len(mine) - 1, "undo steps back to the withdrawn pair"
+    assert view[tab.candidate] == row["question"]
+    assert len(qpr_app.ctx.store.judgments(annotator="ann")) == len(mine) - 1
 
 
 def test_the_app_picks_a_cluster_when_none_is_given(qpr_app):
-    state = qpr_app.start_cluster("", "ann", None, None)[0]
-    assert state["cluster"] in set(qpr_app.model.current().bundle.corpus["cluster"].dropna())
-    assert len(state["queue"]) > 0
+    picked = session(qpr_app.annotate.start_cluster("", "ann", None, None))
+    assert picked.cluster in set(qpr_app.ctx.model.current().bundle.corpus["cluster"].dropna())
+    assert len(picked.queue) > 0
 
 
 def test_unknown_cluster_and_nothing_to_judge_or_undo(qpr_app):
     with pytest.raises(gr.Error, match="not in the corpus"):
-        qpr_app.start_cluster("no-such-cluster", "ann", None, None)
+        qpr_app.annotate.start_cluster("no-such-cluster", "ann", None, None)
     with pytest.raises(gr.Error, match="Nothing to judge"):
-        qpr_app.judge("same", None, "ann", None, None)
-    assert qpr_app.undo(None, "ann", None, None)[1] == "Nothing to undo."
+        qpr_app.annotate.judge("same", None, "ann", None, None)
+    assert qpr_app.annotate.undo(None, "ann", None, None)[qpr_app.annotate.status] == "Nothing to undo."
 
 
 @pytest.mark.parametrize("query", ["<script>alert('x')</script> reset my router", "🍕 pizza dough", "كيف أتعلم البرمجة؟"])
 def test_typed_queries_are_judged_and_stored_verbatim(qpr_app, query):
-    view = qpr_app.start_query(query, "ann", None, None)
-    assert view[3] == query, "the query box shows the text as typed"
-    qpr_app.judge("different", view[0], "ann", None, None)
-    stored = qpr_app.store.judgments(annotator="ann")
+    view = qpr_app.annotate.start_query(query, "ann", None, None)
+    assert view[qpr_app.annotate.query] == query, "the query box shows the text as typed"
+    qpr_app.annotate.judge("different", session(view), "ann", None, None)
+    stored = qpr_app.ctx.store.judgments(annotator="ann")
     assert stored["query_text"].tolist() == [query] and stored["query_qid"].isna().all()
 
 
 @pytest.mark.parametrize("query, message", [("", "empty"), ("x" * 10_000, "shorten")])
 def test_typed_queries_refuse_empty_and_huge_text(qpr_app, query, message):
     with pytest.raises(gr.Error, match=message):
-        qpr_app.start_query(query, "ann", None, None)
+        qpr_app.annotate.start_query(query, "ann", None, None)
 
 
 # -- clusters ----------------------------------------------------------------------------------
 
 
 def test_cluster_view_shows_members_coherence_and_judgments(qpr_app):
-    view = judge_until(qpr_app, qpr_app.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
-    qpr_app.judge("same", view[0], "ann", None, None)
-    summary, members, touching = qpr_app.show_cluster(f"  {TWIN_B} ")
-    corpus = qpr_app.model.current().bundle.corpus
+    tab = qpr_app.clusters
+    view = judge_until(qpr_app, qpr_app.annotate.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
+    qpr_app.annotate.judge("same", session(view), "ann", None, None)
+    summary, members, touching = shown(tab.show_cluster(f"  {TWIN_B} "), tab.summary, tab.members, tab.touching)
+    corpus = qpr_app.ctx.model.current().bundle.corpus
     expected = corpus[corpus["cluster"] == TWIN_B]
     assert f"{len(expected)} questions" in summary and f"{cluster_coherence(expected['question']):.3f}" in summary
     assert set(members["qid"]) == set(expected["qid"])
     same = touching[touching["label"] == "same"]
     assert len(same) == 1 and same.iloc[0]["candidate_cluster"] == TWIN_B and same.iloc[0]["annotator"] == "ann"
-    weakest, merges, conflicts = qpr_app.overview()
+    weakest, merges, conflicts = shown(tab.overview(), tab.weakest, tab.merges, tab.conflicts)
     assert weakest["coherence"].is_monotonic_increasing
     assert {tuple(sorted(p)) for p in merges[["cluster_a", "cluster_b"]].values} == {tuple(sorted((TWIN_A, TWIN_B)))}
     assert conflicts.empty
-    picked = qpr_app.pick_cluster(gr.SelectData(None, {"index": [0, 0], "value": weakest.iloc[0, 0],
-                                                      "row_value": list(weakest.iloc[0])}))
-    assert picked[0] == weakest.iloc[0]["cluster"] and "coherence" in picked[1]
+    picked = tab.pick_cluster(gr.SelectData(None, {"index": [0, 0], "value": weakest.iloc[0, 0],
+                                                  "row_value": list(weakest.iloc[0])}))
+    assert picked[tab.cluster] == weakest.iloc[0]["cluster"] and "coherence" in picked[tab.summary]
 
 
 @pytest.mark.parametrize("cluster, message", [("", "Type a cluster id"), ("nope", "no cluster 'nope'")])
 def test_cluster_view_bad_input(qpr_app, cluster, message):
     with pytest.raises(gr.Error, match=message):
-        qpr_app.show_cluster(cluster)
+        qpr_app.clusters.show_cluster(cluster)
 
 
 def test_conflicting_judgments_are_listed_for_review(qpr_app):
-    view = judge_until(qpr_app, qpr_app.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
-    qpr_app.judge("same", view[0], "ann", None, None)
-    qpr_app.judge("different", view[0], "bob", None, None)  # same pair, another annotator disagrees
-    _, merges, conflicts = qpr_app.overview()
+    view = judge_until(qpr_app, qpr_app.annotate.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
+    qpr_app.annotate.judge("same", session(view), "ann", None, None)
+    qpr_app.annotate.judge("different", session(view), "bob", None, None)  # same pair, another annotator disagrees
+    merges, conflicts = shown(qpr_app.clusters.overview(), qpr_app.clusters.merges, qpr_app.clusters.conflicts)
     assert merges.empty and list(conflicts["kind"]) == ["tie"]
 
 
@@ -220,87 +252,123 @@ def test_conflicting_judgments_are_listed_for_review(qpr_app):
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
 def test_export_contains_the_merged_cluster(qpr_app, fmt):
-    view = judge_until(qpr_app, qpr_app.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
-    qpr_app.judge("same", view[0], "ann", None, None)
-    files, note = qpr_app.export_clusters(fmt)
+    view = judge_until(qpr_app, qpr_app.annotate.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
+    qpr_app.annotate.judge("same", session(view), "ann", None, None)
+    files, note = shown(qpr_app.retrain.export_clusters(fmt), qpr_app.retrain.files, qpr_app.retrain.export_note)
     exported = read_cluster_file(files[0])
-    corpus = qpr_app.model.current().bundle.corpus
+    corpus = qpr_app.ctx.model.current().bundle.corpus
     twins = exported[exported["qid"].isin(corpus.loc[corpus["cluster"].isin([TWIN_A, TWIN_B]), "qid"])]
     assert twins["cluster"].nunique() == 1
     assert exported["cluster"].nunique() == corpus["cluster"].nunique() - 1
     manifest = json.loads(open(files[2]).read())
-    assert manifest["judgment_ids"] == sorted(qpr_app.store.judgments()["id"].tolist())
+    assert manifest["judgment_ids"] == sorted(qpr_app.ctx.store.judgments()["id"].tolist())
     assert "1 merge(s)" in note
 
 
 def test_export_refuses_an_unknown_format(qpr_app):
     with pytest.raises(gr.Error, match="unknown export format"):
-        qpr_app.export_clusters("xlsx")
+        qpr_app.retrain.export_clusters("xlsx")
+
+
+def metrics(qpr_app):
+    tab = qpr_app.metrics
+    return shown(tab.metrics(), tab.auc, tab.loss, tab.bars, tab.caption)
 
 
 def test_retrain_compares_then_swaps_only_on_confirm(qpr_app):
-    old_version = qpr_app.model.current().bundle.version
-    view = judge_until(qpr_app, qpr_app.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
-    qpr_app.judge("same", view[0], "ann", None, None)
+    tab = qpr_app.retrain
+    old_version = qpr_app.ctx.model.current().bundle.version
+    view = judge_until(qpr_app, qpr_app.annotate.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
+    qpr_app.annotate.judge("same", session(view), "ann", None, None)
     with pytest.raises(gr.Error, match="No retrained model"):
-        qpr_app.confirm()
+        tab.confirm()
     steps = []
-    table, note, confirm, discard = qpr_app.retrain(1, lambda fraction, desc: steps.append((fraction, desc)))
+    table, note, confirm, discard = shown(tab.retrain(1, lambda fraction, desc: steps.append((fraction, desc))),
+                                          tab.comparison, tab.note, tab.confirm_button, tab.discard_button)
     assert steps[0][0] == 0 and steps[-1][0] == 1.0
     assert any(desc.startswith("Epoch 1 of at most 1: validation ROC AUC") for _, desc in steps)
     assert list(table["model"]) == ["current", "current", "retrained", "retrained"]
     assert confirm.interactive and discard.interactive and "1 merge(s)" in note
-    assert qpr_app.model.current().bundle.version == old_version, "nothing changes before confirming"
-    curves, _, plot, caption = qpr_app.metrics()
+    assert qpr_app.ctx.model.current().bundle.version == old_version, "nothing changes before confirming"
+    curves, _, plot, caption = metrics(qpr_app)
     bars = plotted(plot)
     assert set(bars["model"]) == {"before", "after"} and "Before and after" in caption
     assert plot.sort == list(bars["measure"]), "bars keep their order: before next to after"
     assert curves["model"].str.startswith("retrained").any()
-    note, confirm, _ = qpr_app.confirm()
-    served = qpr_app.model.current().bundle
+    note, confirm = shown(tab.confirm(), tab.note, tab.confirm_button)
+    served = qpr_app.ctx.model.current().bundle
     assert served.version != old_version and plain(served.version) in note and not confirm.interactive
-    assert (qpr_app.cache / "bundles" / served.version / "manifest.json").is_file()
-    curves = qpr_app.metrics()[0]
+    assert (qpr_app.ctx.cache / "bundles" / served.version / "manifest.json").is_file()
+    curves = metrics(qpr_app)[0]
     assert {m.split()[0] for m in curves["model"]} == {"replaced", "served"}
-    assert served.version in set(qpr_app.store.bundle_versions()["version"])
+    assert served.version in set(qpr_app.ctx.store.bundle_versions()["version"])
     twins = served.corpus[served.corpus["cluster"].isin([TWIN_A, TWIN_B])]
     assert twins["cluster"].nunique() == 1, "the new bundle serves the corrected clusters"
-    results, *_ = qpr_app.search(twins["question"].iloc[0], 1, False)
+    results, *_ = search(qpr_app, twins["question"].iloc[0], 1, False)
     assert results.loc[0, "cluster"] == twins["cluster"].iloc[0]
 
 
+def test_a_retrained_bundle_names_the_judgments_and_export_it_learned_from(qpr_app):
+    view = judge_until(qpr_app, qpr_app.annotate.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
+    qpr_app.annotate.judge("same", session(view), "ann", None, None)
+    qpr_app.retrain.retrain(1, NO_PROGRESS)
+    labels = qpr_app.ctx.model.candidate().served.bundle.manifest["labels"]
+    judged = sorted(qpr_app.ctx.store.judgments()["id"].tolist())
+    assert labels["judgment_ids"] == judged and len(judged) >= 2
+    export_manifest = json.loads(open(f"{labels['export_file']}.manifest.json").read())
+    assert export_manifest["export_id"] == labels["export_id"] and export_manifest["judgment_ids"] == judged
+    qpr_app.retrain.confirm()
+    saved = json.loads((qpr_app.ctx.cache / "bundles" / qpr_app.ctx.model.current().bundle.version / "manifest.json").read_text())
+    assert saved["labels"] == labels, "the saved bundle keeps its trace to the labels"
+
+
+def test_a_retrain_builds_bm25_once(qpr_app, monkeypatch):
+    builds = []
+    real_init = BM25Retriever.__init__
+
+    def counted(self, corpus):
+        builds.append(len(corpus))
+        real_init(self, corpus)
+
+    monkeypatch.setattr(BM25Retriever, "__init__", counted)
+    qpr_app.retrain.retrain(1, NO_PROGRESS)
+    qpr_app.retrain.confirm()
+    assert builds == [len(qpr_app.ctx.model.current().bundle.corpus)], "one BM25 over the corrected corpus, reused throughout"
+
+
 def test_discard_keeps_the_served_model(qpr_app):
-    old_version = qpr_app.model.current().bundle.version
-    qpr_app.retrain(1, NO_PROGRESS)
-    note, confirm, _ = qpr_app.discard()
+    tab = qpr_app.retrain
+    old_version = qpr_app.ctx.model.current().bundle.version
+    tab.retrain(1, NO_PROGRESS)
+    note, confirm = shown(tab.discard(), tab.note, tab.confirm_button)
     assert "Discarded" in note and not confirm.interactive
-    assert qpr_app.model.candidate() is None and qpr_app.model.current().bundle.version == old_version
+    assert qpr_app.ctx.model.candidate() is None and qpr_app.ctx.model.current().bundle.version == old_version
 
 
 def test_searches_answer_while_retraining_runs(qpr_app, monkeypatch):
     started, searched = threading.Event(), threading.Event()
-    real_retrain = app_module.retrain
+    real_retrain = retrain_module.retrain_bundle
 
     def slow_retrain(*args, **kwargs):
         started.set()
         assert searched.wait(timeout=120), "the search never finished while retraining was running"
         return real_retrain(*args, **kwargs)
 
-    monkeypatch.setattr(app_module, "retrain", slow_retrain)
-    worker = threading.Thread(target=qpr_app.retrain, args=(1, NO_PROGRESS))
+    monkeypatch.setattr(retrain_module, "retrain_bundle", slow_retrain)
+    worker = threading.Thread(target=qpr_app.retrain.retrain, args=(1, NO_PROGRESS))
     worker.start()
     assert started.wait(timeout=120)
-    results, *_ = qpr_app.search("cheap flights", 3, False)
+    results, *_ = search(qpr_app, "cheap flights", 3, False)
     searched.set()
     worker.join(timeout=300)
-    assert len(results) == 3 and qpr_app.model.candidate() is not None
+    assert len(results) == 3 and qpr_app.ctx.model.candidate() is not None
 
 
 # -- metrics and startup -----------------------------------------------------------------------
 
 
 def test_metrics_show_the_served_model_before_any_retraining(qpr_app, bundle):  # noqa: F811
-    curves, _, plot, caption = qpr_app.metrics()
+    curves, _, plot, caption = metrics(qpr_app)
     bars = plotted(plot)
     assert len(curves) == len(bundle.manifest["training"]["history"])
     assert list(bars["measure"]) == ["H1 val · served", "H1 test · served", "MRR val · served", "MRR test · served"]
@@ -315,7 +383,7 @@ def test_the_ui_builds_in_every_identity_mode(bundle, tmp_path, identity, monkey
     # Off Spaces, Gradio mocks the Hugging Face login with the machine's HF token; there is none here.
     monkeypatch.setattr(gr.oauth, "_get_mocked_oauth_info", lambda: {"userinfo": {}, "access_token": "", "scope": ""})
     store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
-    demo = build_ui(QPRApp(ServedModel(bundle), store, identity, EXAMPLE_QUERIES, cache=tmp_path))
+    demo = QPRPage(AppContext(ServedModel(bundle), store, identity, EXAMPLE_QUERIES, cache=tmp_path)).build()
     labels = {getattr(block, "label", None) for block in demo.blocks.values()}
     assert {"Search", "Annotate", "Clusters", "Retrain & export", "Metrics"} <= labels
     assert any(isinstance(block, gr.LoginButton) for block in demo.blocks.values()) == (identity == "oauth")
@@ -337,19 +405,19 @@ def test_served_bundle_from_qpr_bundle(bundle, tmp_path, monkeypatch):  # noqa: 
 def test_main_reports_a_bad_database_url_in_one_line(monkeypatch, capsys):
     monkeypatch.setenv("QPR_DB_URL", "nosuchdb://x")
     monkeypatch.delenv("QPR_AUTH", raising=False)
-    assert app_module.main() == 2
+    assert startup.main() == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
 
 
 def test_main_reports_bad_qpr_auth(monkeypatch, capsys):
     monkeypatch.setenv("QPR_AUTH", "alice")
-    assert app_module.main() == 2
+    assert startup.main() == 2
     assert "user:password" in capsys.readouterr().err
 
 
 def test_question_tables_are_plain_text_columns(qpr_app):
-    demo = build_ui(qpr_app)
+    demo = qpr_app.build()
     tables = [b for b in demo.blocks.values() if isinstance(b, gr.Dataframe)]
     for table in tables:
         kinds = table.datatype if isinstance(table.datatype, list) else [table.datatype]
@@ -359,13 +427,13 @@ def test_question_tables_are_plain_text_columns(qpr_app):
 
 def test_error_messages_show_typed_markup_as_text(qpr_app):
     with pytest.raises(gr.Error) as raised:
-        qpr_app.show_cluster("<img src=x onerror=alert(1)>")
+        qpr_app.clusters.show_cluster("<img src=x onerror=alert(1)>")
     assert "<img" not in raised.value.message and "&lt;img src=x" in raised.value.message
 
 
 def test_a_discarded_retraining_leaves_no_before_and_after(qpr_app):
-    judge_until(qpr_app, qpr_app.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
-    qpr_app.retrain(1, lambda fraction, desc: None)
-    assert "waiting for your decision" in qpr_app.metrics()[3]
-    qpr_app.discard()
-    assert "Before and after" not in qpr_app.metrics()[3]
+    judge_until(qpr_app, qpr_app.annotate.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
+    qpr_app.retrain.retrain(1, lambda fraction, desc: None)
+    assert "waiting for your decision" in metrics(qpr_app)[3]
+    qpr_app.retrain.discard()
+    assert "Before and after" not in metrics(qpr_app)[3]

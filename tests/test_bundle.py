@@ -5,7 +5,7 @@ import pytest
 from qpr.bundle import Bundle
 from qpr.errors import QPRError
 from qpr.index import IndexConfig
-from qpr.service import DenseRetriever
+from qpr.retrievers import DenseRetriever
 
 QUERIES = ["how do i learn chess ?", "tips for photography beginners"]
 
@@ -22,18 +22,22 @@ def test_bundle_round_trip_gives_identical_results(tiny_bundle, tmp_path):
 
 
 def test_index_settings_survive_the_round_trip_and_older_manifests_load(tiny_bundle, tmp_path):
-    tiny_bundle.with_index(IndexConfig("HNSW8", ef_search=50)).save(tmp_path / "b")
+    tiny_bundle.with_index(IndexConfig("HNSW8", "efSearch=50")).save(tmp_path / "b")
     assert Bundle.load(tmp_path / "b").index.describe() == "HNSW8/efSearch=50"
     manifest_path = tmp_path / "b" / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
-    del manifest["index"]["ef_search"]  # written before HNSW support
+    del manifest["index"]["search"]  # written before search strings: nprobe and ef_search apart
+    manifest["index"] |= {"nprobe": 10, "ef_search": 60}
     manifest_path.write_text(json.dumps(manifest))
-    assert Bundle.load(tmp_path / "b").index.ef_search == IndexConfig().ef_search
+    assert Bundle.load(tmp_path / "b").index.describe() == "HNSW8/efSearch=60"
+    del manifest["index"]["ef_search"]  # written before HNSW support: the default applies
+    manifest_path.write_text(json.dumps(manifest))
+    assert Bundle.load(tmp_path / "b").index.describe() == "HNSW8/efSearch=512"
 
 
 def test_a_crash_while_saving_leaves_the_old_bundle(tiny_bundle, tmp_path, monkeypatch):
     tiny_bundle.save(tmp_path / "b")
-    other = tiny_bundle.with_index(IndexConfig("Flat", nprobe=3))
+    other = tiny_bundle.with_index(IndexConfig("HNSW8", "efSearch=3"))
 
     def crash(self, path):
         raise KeyboardInterrupt
@@ -47,8 +51,8 @@ def test_a_crash_while_saving_leaves_the_old_bundle(tiny_bundle, tmp_path, monke
 
 def test_replacing_a_bundle_swaps_it_whole(tiny_bundle, tmp_path):
     tiny_bundle.save(tmp_path / "b")
-    tiny_bundle.with_index(IndexConfig("Flat", nprobe=3)).save(tmp_path / "b")
-    assert Bundle.load(tmp_path / "b").index.nprobe == 3
+    tiny_bundle.with_index(IndexConfig("HNSW8", "efSearch=3")).save(tmp_path / "b")
+    assert Bundle.load(tmp_path / "b").index.search_params == "efSearch=3"
     assert [p.name for p in tmp_path.iterdir()] == ["b"]
 
 

@@ -41,8 +41,8 @@ def test_eval_reports_the_served_hybrid_and_each_part(trained, capsys):
 
 
 def test_index_rebuilds_in_place(trained, capsys):
-    assert main(["index", str(trained / "bundle"), "--index", "Flat", "--nprobe", "4"]) == 0
-    assert "exact over 160 questions" in capsys.readouterr().out
+    assert main(["index", str(trained / "bundle"), "--index", "HNSW8", "--search", "efSearch=4"]) == 0
+    assert "HNSW8/efSearch=4 over 160 questions" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from qpr.cli import main
 from qpr.errors import QPRError
 from qpr.index import IndexConfig
 from qpr.hybrid import FEATURES, SIGNS, Fusion, HybridRetriever, fit_fusion
-from qpr.service import BM25Retriever, DenseRetriever
+from qpr.retrievers import BM25Retriever, DenseRetriever
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ def test_auto_factory_searches_small_corpora_exactly_and_larger_ones_with_the_me
     assert auto_factory(EXACT_UP_TO) == "Flat"
     assert auto_factory(EXACT_UP_TO + 1) == "HNSW48"
     assert auto_factory(157_023) == "HNSW48"  # recall@20 0.994 in 2.3 ms, exact 13 ms (docs/INDEX.md)
-    assert IndexConfig().ef_search == 512
+    assert IndexConfig().search == "" and VectorIndex.build(np.zeros((1, 2), np.float32), np.arange(1), IndexConfig("HNSW8")).search_params == "efSearch=512"
 
 
 @pytest.fixture
@@ -32,27 +32,27 @@ def test_exact_index_returns_corpus_ids_and_squared_distances(vectors):
 def test_ivf_index_with_all_lists_probed_equals_exact(vectors, tmp_path):
     ids = np.arange(2000)
     exact = VectorIndex.build(vectors, ids, IndexConfig("Flat"))
-    ivf = VectorIndex.build(vectors, ids, IndexConfig("IVF20,Flat", nprobe=20))
+    ivf = VectorIndex.build(vectors, ids, IndexConfig("IVF20,Flat", "nprobe=20"))
     assert ivf.describe() == "IVF20,Flat/nprobe=20"
     assert index_recall(ivf, exact, vectors[:50]) == 1.0
-    narrow = VectorIndex.build(vectors, ids, IndexConfig("IVF20,Flat", nprobe=1))
+    narrow = VectorIndex.build(vectors, ids, IndexConfig("IVF20,Flat", "nprobe=1"))
     assert index_recall(narrow, exact, vectors[:50]) < 1.0
     narrow.save(tmp_path / "i.faiss")
-    loaded = VectorIndex.load(tmp_path / "i.faiss", "IVF20,Flat", 1)
+    loaded = VectorIndex.load(tmp_path / "i.faiss", narrow.settings())
     assert np.array_equal(loaded.search(vectors[:5], 4)[1], narrow.search(vectors[:5], 4)[1])
 
 
 def test_hnsw_index_keeps_ids_its_search_breadth_and_recall(vectors, tmp_path):
     ids = np.arange(2000) * 3
     exact = VectorIndex.build(vectors, ids, IndexConfig("Flat"))
-    wide = VectorIndex.build(vectors, ids, IndexConfig("HNSW16", ef_search=400))
+    wide = VectorIndex.build(vectors, ids, IndexConfig("HNSW16", "efSearch=400"))
     assert wide.describe() == "HNSW16/efSearch=400"
     assert index_recall(wide, exact, vectors[:50]) >= 0.99
-    narrow = VectorIndex.build(vectors, ids, IndexConfig("HNSW4", ef_search=1))
+    narrow = VectorIndex.build(vectors, ids, IndexConfig("HNSW4", "efSearch=1"))
     assert index_recall(narrow, exact, vectors[:50]) < index_recall(wide, exact, vectors[:50])
     wide.save(tmp_path / "h.faiss")
-    loaded = VectorIndex.load(tmp_path / "h.faiss", "HNSW16", 10, 400)
-    assert loaded.settings() == {"factory": "HNSW16", "nprobe": 10, "ef_search": 400}
+    loaded = VectorIndex.load(tmp_path / "h.faiss", wide.settings())
+    assert loaded.settings() == {"factory": "HNSW16", "search": "efSearch=400"}
     assert np.array_equal(loaded.search(vectors[:5], 4)[1], wide.search(vectors[:5], 4)[1])
     assert set(loaded.search(vectors[:5], 4)[1].ravel()) <= set(ids)
 
@@ -64,6 +64,12 @@ def test_index_errors_say_what_to_fix(vectors, tmp_path):
         VectorIndex.build(vectors, np.arange(2000), IndexConfig("IVF5000,Flat"))
     with pytest.raises(QPRError, match="unsupported index"):
         VectorIndex.build(vectors, np.arange(2000), IndexConfig("PQ8"))
+    with pytest.raises(QPRError, match="unsupported index"):
+        VectorIndex.build(vectors, np.arange(2000), IndexConfig("NoSuchIndex12"))
+    with pytest.raises(QPRError, match="do not apply to a HNSW16 index"):
+        VectorIndex.build(vectors, np.arange(2000), IndexConfig("HNSW16", "nprobe=4"))
+    with pytest.raises(QPRError, match="do not apply"):
+        VectorIndex.build(vectors, np.arange(2000), IndexConfig("IVF20,Flat", "efSearch=banana"))
     index = VectorIndex.build(vectors, np.arange(2000))
     with pytest.raises(QPRError, match=r"expects \(n, 8\)"):
         index.search(np.zeros((1, 3), dtype=np.float32), 1)
@@ -71,7 +77,7 @@ def test_index_errors_say_what_to_fix(vectors, tmp_path):
         index.search(vectors[:1], 0)
     (tmp_path / "bad.faiss").write_bytes(b"garbage")
     with pytest.raises(QPRError, match="cannot read FAISS index"):
-        VectorIndex.load(tmp_path / "bad.faiss", "Flat", 10)
+        VectorIndex.load(tmp_path / "bad.faiss", {"factory": "Flat"})
 
 
 @pytest.mark.parametrize("factory", ["Flat", "HNSW16", "IVF20,Flat"])
@@ -81,7 +87,7 @@ def test_vectors_returns_what_was_indexed_for_any_ids_in_any_order(vectors, tmp_
     wanted = np.array([9998, 3, 508, 8])  # rows 1999, 0, 101, 1
     assert np.array_equal(index.vectors(ids[[1999, 0, 101, 1]]), vectors[[1999, 0, 101, 1]])
     index.save(tmp_path / "i.faiss")
-    loaded = VectorIndex.load(tmp_path / "i.faiss", factory, 10)
+    loaded = VectorIndex.load(tmp_path / "i.faiss", index.settings())
     assert np.array_equal(loaded.vectors(wanted), vectors[[1999, 0, 101, 1]])
     with pytest.raises(QPRError, match="not in this index"):
         loaded.vectors(np.array([3, 4]))

@@ -10,7 +10,7 @@ from qpr.encoder import QuestionEncoder
 from qpr.evaluate import evaluate
 from qpr.index import IndexConfig
 from qpr.hybrid import HybridRetriever, fit_fusion
-from qpr.service import BM25Retriever, DenseRetriever
+from qpr.retrievers import BM25Retriever, DenseRetriever
 from qpr.train import TrainConfig, train
 
 pytestmark = pytest.mark.integration

@@ -8,7 +8,8 @@ from qpr.cli import main
 from qpr.data import read_cluster_file, read_table
 from qpr.errors import QPRError
 from qpr.qalogs import PRESETS, read_log, read_qa_log
-from qpr.supervise import cluster_coherence, group_by_answer, supervise, threshold_table
+from qpr.coherence import cluster_coherence
+from qpr.supervise import group_by_answer, supervise, threshold_table
 from qpr.supervise_report import write_report
 from qpr.text import tokenize
 

@@ -11,12 +11,13 @@ from qpr.errors import QPRError
 from qpr.evaluate import evaluate
 from qpr.bundle import Bundle
 from qpr.index import IndexConfig
-from qpr.service import DenseRetriever
+from qpr.retrievers import DenseRetriever
 from qpr.text import TextConfig
-from qpr.train import (
-    TrainConfig, all_pairs, batch_units, cluster_disjoint_batches, cluster_members, epoch_pairs, neighbour_groups, train,
-    unlabeled_rows, validation_pairs, view_pairs,
+from qpr.sampling import (
+    all_pairs, batch_units, cluster_disjoint_batches, cluster_members, epoch_pairs, neighbour_groups, unlabeled_rows,
+    validation_pairs, view_pairs,
 )
+from qpr.train import TrainConfig, train
 
 SMALL = EncoderConfig(embedding_dim=32, channels=32, output_dim=16)
 FAST = TrainConfig(batch_size=16, max_epochs=2, patience=2, val_pairs=100)

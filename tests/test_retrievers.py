@@ -1,7 +1,8 @@
 import pytest
 
 from qpr.errors import QPRError
-from qpr.service import BM25Retriever, DenseRetriever, Hit, MAX_QUERY_CHARS
+from qpr.retrievers import BM25Retriever, DenseRetriever, Hit
+from qpr.text import MAX_QUERY_CHARS
 
 
 @pytest.fixture(params=["sdml", "bm25"])

@@ -33,7 +33,7 @@ from qpr.data import fingerprint, read_cluster_file
 from qpr.encoder import EncoderConfig
 from qpr.hybrid import FEATURES
 from qpr.errors import QPRError
-from qpr.retrain import train_bundle
+from qpr.bundle_training import train_bundle
 from qpr.text import TextConfig
 from qpr.train import TrainConfig
 

@@ -1,4 +1,4 @@
-"""Search: the same interface over the trained encoder (FAISS) and a BM25 baseline.
+"""Retrievers: the same search interface over the trained encoder (FAISS) and a BM25 baseline.
 
 ``retriever.search("text", k)`` returns a ranked list of ``Hit``; a list of texts returns one
 list per text. ``search_ids`` is the array form that evaluation uses. For both retrievers lower
@@ -19,11 +19,7 @@ import pandas as pd
 from qpr.bundle import Bundle
 from qpr.encoder import encode_texts
 from qpr.errors import QPRError
-from qpr.text import tokenize, words
-
-MAX_QUERY_CHARS = 2000
-MAX_K = 1000
-
+from qpr.text import check_queries, words
 
 @dataclass(frozen=True)
 class Hit:
@@ -32,17 +28,6 @@ class Hit:
     question: str
     cluster: str | None
     distance: float
-
-
-def check_queries(queries: Sequence[str], k: int) -> None:
-    """Refuse what no retriever can answer, with a message that says what to change."""
-    if not 1 <= k <= MAX_K:
-        raise QPRError(f"k must be between 1 and {MAX_K}, got {k}")
-    for text in queries:
-        if not isinstance(text, str) or not tokenize(text):
-            raise QPRError("the query is empty: type a question")
-        if len(text) > MAX_QUERY_CHARS:
-            raise QPRError(f"the query has {len(text):,} characters; shorten it to at most {MAX_QUERY_CHARS:,}")
 
 
 class Retriever:

@@ -1,0 +1,134 @@
+"""Training a servable bundle, the first time or again on corrected clusters, and comparing two.
+
+``train_bundle`` is train -> index -> hybrid fusion (fitted on val) -> held-out metrics in one
+call. ``retrain_bundle`` continues a bundle's encoder on a corrected corpus with the settings it
+was trained with, so old and new are comparable; ``compare_bundles`` scores two bundles, each as
+it is served, on the same held-out clusters.
+
+BM25 over a corpus is built once and handed along (``bm25``): the fusion fit, the hybrid's
+metrics, the comparison and the served retrievers of the new bundle all read the same one, since
+a retrain changes which cluster a question is in, never the questions BM25 indexes.
+
+``labels`` says what a bundle was trained from (the judgment ids and the export of corrected
+clusters, for a retrained one) and is kept in the manifest, so any model can be traced back to
+the judgments that made it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, replace
+from typing import Callable
+
+import pandas as pd
+
+from qpr.bundle import Bundle
+from qpr.encoder import EncoderConfig, QuestionEncoder
+from qpr.errors import QPRError
+from qpr.evaluate import evaluate
+from qpr.hybrid import HybridRetriever, fit_fusion
+from qpr.index import IndexConfig
+from qpr.retrievers import BM25Retriever, DenseRetriever
+from qpr.serving import serving_retriever
+from qpr.text import TextConfig, Vocabulary
+from qpr.train import TrainConfig, train
+
+HELD_OUT = ("val", "test")
+METRIC_COLUMNS = ["model", "version", "split", "H1", "H10", "MRR", "queries"]
+
+
+def held_out_splits(corpus: pd.DataFrame) -> list[str]:
+    """The held-out splits of ``corpus`` that have clustered questions to query."""
+    clustered = corpus[corpus["cluster"].notna()]
+    return [split for split in HELD_OUT if (clustered["split"] == split).any()]
+
+
+def train_bundle(
+    corpus: pd.DataFrame,
+    config: TrainConfig,
+    text_config: TextConfig = TextConfig(),
+    encoder_config: EncoderConfig = EncoderConfig(),
+    index_config: IndexConfig = IndexConfig(),
+    warm_start: tuple[QuestionEncoder, Vocabulary] | None = None,
+    data: str = "",
+    labels: dict | None = None,
+    bm25: BM25Retriever | None = None,
+    fuse: bool = True,
+    progress: bool = True,
+    on_epoch: Callable[[dict], None] | None = None,
+    return_on_interrupt: bool = True,
+) -> Bundle:
+    """Train an encoder on ``corpus`` (``qpr.train.train``), index every question, fit the hybrid
+    scorer on the val clusters (``qpr.hybrid``; skipped, with the reason in the manifest, when val
+    cannot support it or ``fuse`` is off), and record the training run and the val/test metrics of
+    the encoder (``metrics``) and of the hybrid (``hybrid_metrics``) in the manifest.
+
+    ``data`` names the source and ``labels`` what it was labelled from (module doc); ``bm25``, a
+    BM25 retriever over ``corpus`` already built, saves building another.
+    """
+    result = train(corpus, config, text_config, encoder_config, warm_start=warm_start, on_epoch=on_epoch,
+                   progress=progress, return_on_interrupt=return_on_interrupt)
+    info = {"config": asdict(config), "data": data, "warm_start": warm_start is not None} | result.summary()
+    bundle = Bundle.create(result.encoder, result.vocab, corpus, index_config, train_info=info)
+    if labels is not None:
+        bundle.manifest["labels"] = labels
+    splits = held_out_splits(corpus)
+    bundle.manifest["metrics"] = {split: evaluate(DenseRetriever(bundle), corpus, split) for split in splits}
+    if not fuse:
+        bundle.manifest["fusion_skipped"] = "not asked for"
+        return bundle
+    bm25 = bm25 or BM25Retriever(bundle.corpus)
+    try:
+        bundle = bundle.with_fusion(fit_fusion(bundle, bm25=bm25).to_dict())
+    except QPRError as err:
+        bundle.manifest["fusion_skipped"] = str(err)
+        return bundle
+    hybrid = HybridRetriever(bundle, bm25=bm25)
+    bundle.manifest["hybrid_metrics"] = {split: evaluate(hybrid, corpus, split) for split in splits}
+    return bundle
+
+
+def retrain_bundle(
+    bundle: Bundle,
+    corpus: pd.DataFrame,
+    max_epochs: int | None = None,
+    labels: dict | None = None,
+    bm25: BM25Retriever | None = None,
+    fuse: bool = True,
+    progress: bool = True,
+    on_epoch: Callable[[dict], None] | None = None,
+    return_on_interrupt: bool = True,
+) -> Bundle:
+    """A new bundle whose encoder continues ``bundle``'s on ``corpus`` (e.g. corrected clusters).
+
+    Training settings are the ones the bundle was trained with (``max_epochs`` may override);
+    vocabulary, layer sizes and index settings stay the same, so old and new are comparable.
+    The other arguments are ``train_bundle``'s.
+    """
+    settings = bundle.manifest.get("training", {}).get("config", {})
+    known = {name: value for name, value in settings.items() if name in TrainConfig.__dataclass_fields__}
+    config = TrainConfig(**known)
+    if max_epochs is not None:
+        config = replace(config, max_epochs=max_epochs)
+    return train_bundle(
+        corpus, config, bundle.vocab.config, bundle.encoder.config, bundle.index.config,
+        warm_start=(bundle.encoder, bundle.vocab), data="corrected clusters", labels=labels, bm25=bm25, fuse=fuse,
+        progress=progress, on_epoch=on_epoch, return_on_interrupt=return_on_interrupt,
+    )
+
+
+def compare_bundles(old: Bundle, new: Bundle, corpus: pd.DataFrame, bm25: BM25Retriever | None = None) -> pd.DataFrame:
+    """H@1 / H@10 / MRR of both bundles, each as it is served (``serving_retriever``), on the
+    held-out clusters of ``corpus`` (the same queries and the same relevance labels for both), one
+    row per model and split (``METRIC_COLUMNS``). ``bm25``: a BM25 retriever over ``corpus``'s
+    questions, built here if not given."""
+    splits = held_out_splits(corpus)
+    if not splits:
+        raise QPRError("the corpus has no val or test clusters: nothing held out to compare the models on")
+    bm25 = bm25 or BM25Retriever(corpus)
+    rows = [
+        {"model": name, "version": bundle.version, "split": split} | evaluate(retriever, corpus, split)
+        for name, bundle in (("current", old), ("retrained", new))
+        for retriever in [serving_retriever(bundle, bm25)]
+        for split in splits
+    ]
+    return pd.DataFrame(rows, columns=METRIC_COLUMNS)

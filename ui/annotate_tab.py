@@ -1,0 +1,193 @@
+"""The Annotate tab: spot-check a cluster (or a typed query) one retrieved question at a time.
+
+An ``AnnotateSession`` is what one browser tab is working through: the queue of (query,
+candidate) items, how far it got, and the cluster's members. It lives in a ``gr.State``; the
+handlers take it and return a new one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import gradio as gr
+import pandas as pd
+
+from annotations.queue import next_cluster, spot_check
+from annotations.store import item_key
+from qpr.errors import QPRError
+from ui.common import AppContext, plain, shows_errors, text_table
+
+LABEL_BUTTONS = (("same", "Same meaning", "1 / S"), ("different", "Different", "2 / D"), ("unsure", "Unsure", "3 / U"))
+QUEUE_COLUMNS = ["question", "cluster", "distance", "suspicion"]
+MEMBER_COLUMNS = ["qid", "question"]
+
+# Keyboard shortcuts: a key clicks the matching button while it is on screen, unless the user is
+# typing in a field. Given to ``launch(head=...)``.
+SHORTCUTS = """
+<script>
+document.addEventListener("keydown", (event) => {
+  if (event.ctrlKey || event.metaKey || event.altKey || event.repeat) return;
+  const target = event.target;
+  if (target && (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName))) return;
+  const ids = {"1": "judge-same", "s": "judge-same", "2": "judge-different", "d": "judge-different",
+               "3": "judge-unsure", "u": "judge-unsure", "z": "judge-undo"};
+  const button = document.getElementById(ids[event.key.toLowerCase()]);
+  if (button && button.offsetParent !== null && !button.disabled) {
+    event.preventDefault();
+    button.click();
+  }
+});
+</script>
+"""
+
+
+@dataclass(frozen=True)
+class AnnotateSession:
+    """A spot-check queue being worked through: items of the served bundle ``version``, the
+    ``cluster`` checked (None for a typed query) and its ``members``, the ``position`` of the
+    current item, and the last ``message`` shown."""
+
+    version: str | None = None
+    cluster: str | None = None
+    members: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=MEMBER_COLUMNS))
+    queue: pd.DataFrame = field(default_factory=pd.DataFrame)
+    position: int = 0
+    message: str = ""
+
+    @property
+    def left(self) -> int:
+        return max(len(self.queue) - self.position, 0)
+
+    def current(self) -> pd.Series | None:
+        """The item to judge now, or None when the queue is finished or empty."""
+        return self.queue.iloc[self.position] if self.left else None
+
+    def previous_key(self) -> str | None:
+        """The store's item key of the item judged just before the current one."""
+        if self.position == 0:
+            return None
+        row = self.queue.iloc[self.position - 1]
+        if pd.isna(row["query_qid"]):
+            return item_key(int(row["candidate_qid"]), query_text=str(row["query_text"]))
+        return item_key(int(row["candidate_qid"]), query_qid=int(row["query_qid"]))
+
+
+class AnnotateTab:
+    """Layout and handlers of the Annotate tab. Handlers take the identity inputs last
+    (typed name, login request, Hugging Face profile) and return the whole view."""
+
+    def __init__(self, ctx: AppContext) -> None:
+        self.ctx = ctx
+
+    def render(self, name: gr.Textbox) -> None:
+        """Lay out the tab (inside a gr.Blocks); ``name`` is the page's 'Your name' box."""
+        with gr.Tab("Annotate"):
+            self.session = gr.State()
+            gr.Markdown("The app picks a cluster (or give one, or a query). For each question retrieved from "
+                        "**another** cluster, say whether it means the same as the query. Keys: **1/S** same, "
+                        "**2/D** different, **3/U** unsure, **Z** undo.")
+            with gr.Row(equal_height=True):
+                next_button = gr.Button("Next cluster (the app picks)", variant="primary")
+                pick = gr.Textbox(label="…or a cluster id", scale=2)
+                pick_button = gr.Button("Check cluster")
+                typed = gr.Textbox(label="…or a query", scale=2)
+                typed_button = gr.Button("Check query")
+            self.status = gr.Markdown(elem_id="annotate-status")
+            self.progress = gr.Markdown(elem_id="annotate-progress")
+            with gr.Row():
+                self.members = gr.Dataframe(label="The cluster's questions", datatype=["number", "str"], interactive=False, wrap=True)
+                with gr.Column():
+                    self.query = gr.Textbox(label="Query", interactive=False, lines=2, elem_id="annotate-query")
+                    self.candidate = gr.Textbox(label="Retrieved from another cluster: same meaning?", interactive=False,
+                                                lines=2, elem_id="annotate-candidate")
+                    self.details = gr.Markdown()
+                    with gr.Row():
+                        label_buttons = {label: gr.Button(f"{text} ({keys})", elem_id=f"judge-{label}",
+                                                          variant="primary" if label == "same" else "secondary")
+                                         for label, text, keys in LABEL_BUTTONS}
+                        undo = gr.Button("Undo last (Z)", elem_id="judge-undo")
+            self.queue = gr.Dataframe(label="Queue, most suspicious first", datatype=["str", "str", "number", "number"],
+                                      interactive=False, wrap=True)
+        view = [self.session, self.status, self.members, self.query, self.candidate, self.details, self.queue, self.progress]
+        next_button.click(self.start_cluster, [gr.State(""), name], view)
+        gr.on([pick_button.click, pick.submit], self.start_cluster, [pick, name], view)
+        gr.on([typed_button.click, typed.submit], self.start_query, [typed, name], view)
+        for label, button in label_buttons.items():
+            button.click(self.judge, [gr.State(label), self.session, name], view)
+        undo.click(self.undo, [self.session, name], view)
+
+    @shows_errors
+    def start_cluster(self, cluster: str, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
+        """A spot-check queue for ``cluster`` (or for a cluster the app picks when it is empty)."""
+        who = self.ctx.annotator(name, request, profile)
+        served = self.ctx.model.current()
+        corpus = served.bundle.corpus
+        cluster = (cluster or "").strip() or next_cluster(self.ctx.store, corpus, who, retriever=served.dense)
+        queue = spot_check(self.ctx.store, served.dense, corpus, who, cluster=cluster)
+        members = text_table(corpus[corpus["cluster"] == cluster], MEMBER_COLUMNS)
+        return self.view(AnnotateSession(served.bundle.version, cluster, members, queue,
+                                         message=f"Spot-checking cluster {plain(cluster)}."), who)
+
+    @shows_errors
+    def start_query(self, query: str, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
+        """A spot-check queue of what the encoder retrieves for a typed query."""
+        who = self.ctx.annotator(name, request, profile)
+        served = self.ctx.model.current()
+        queue = spot_check(self.ctx.store, served.dense, served.bundle.corpus, who, query_text=query)
+        return self.view(AnnotateSession(served.bundle.version, queue=queue, message="Checking what your query retrieves."), who)
+
+    @shows_errors
+    def judge(self, label: str, session: AnnotateSession | None, name: str, request: gr.Request,
+              profile: gr.OAuthProfile | None) -> dict:
+        """Record ``label`` for the current (query, candidate) item and move to the next one."""
+        who = self.ctx.annotator(name, request, profile)
+        row = session.current() if session else None
+        if row is None:
+            raise QPRError("Nothing to judge: pick a cluster or check a query first.")
+        judgment = self.ctx.store.record(
+            who, int(row["candidate_qid"]), label, session.version,
+            query_qid=None if pd.isna(row["query_qid"]) else int(row["query_qid"]),
+            query_text=None if pd.isna(row["query_text"]) else str(row["query_text"]),
+            rank=int(row["rank"]), distance=float(row["distance"]),
+        )
+        return self.view(replace(session, position=session.position + 1, message=f"Recorded judgment #{judgment}: {label}."), who)
+
+    @shows_errors
+    def undo(self, session: AnnotateSession | None, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
+        """Withdraw this annotator's last judgment; step back if it was the previous item here."""
+        who = self.ctx.annotator(name, request, profile)
+        session = session or AnnotateSession()
+        withdrawn = self.ctx.store.undo_last(who)
+        if withdrawn is None:
+            return self.view(replace(session, message="Nothing to undo."), who)
+        position = session.position - 1 if session.previous_key() == withdrawn["item_key"] else session.position
+        message = f"Withdrew judgment #{withdrawn['id']} ({withdrawn['label']})."
+        return self.view(replace(session, position=position, message=message), who)
+
+    def view(self, session: AnnotateSession, who: str) -> dict:
+        """The tab's outputs for ``session``: the session itself, status, members, the current
+        item and its details, the rest of the queue and the annotator's progress."""
+        progress = self.ctx.store.progress(who)
+        row = session.current()
+        shown = {self.session: session, self.status: session.message, self.members: session.members,
+                 self.progress: f"Judged today: **{progress['today']}** · left in this queue: **{session.left}** · "
+                                f"labelled in total: **{progress['total']}**"}
+        if row is None:
+            finished = "Queue finished: pick the next cluster or check a query." if len(session.queue) else ""
+            return shown | {self.query: "", self.candidate: "", self.details: finished,
+                            self.queue: pd.DataFrame(columns=QUEUE_COLUMNS)}
+        queue = session.queue
+        cluster = plain(row["cluster"]) if pd.notna(row["cluster"]) else "none"
+        rest = queue.iloc[session.position:].assign(distance=queue["distance"].round(3), suspicion=queue["suspicion"].round(3))
+        return shown | {
+            self.query: row["query_text"] if pd.isna(row["query_qid"]) else self._question(int(row["query_qid"])),
+            self.candidate: row["question"],
+            self.details: f"Candidate {session.position + 1} of {len(queue)} · its cluster: **{cluster}** · "
+                          f"rank {int(row['rank'])} · distance {row['distance']:.3f} · suspicion {row['suspicion']:.3f}",
+            self.queue: text_table(rest, QUEUE_COLUMNS),
+        }
+
+    def _question(self, qid: int) -> str:
+        corpus = self.ctx.model.current().bundle.corpus
+        found = corpus.loc[corpus["qid"] == qid, "question"]
+        return str(found.iloc[0]) if len(found) else f"(question {qid} is not in the served corpus)"

@@ -1,0 +1,46 @@
+"""The whole page: a header with who is annotating, and the tabs, each from its own module.
+
+``QPRPage(ctx).build()`` returns the ``gr.Blocks`` to launch. Each tab object keeps its
+components, and its handlers return ``{component: value}``; tests build the page and call the
+handlers directly, without a browser.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from ui.annotate_tab import AnnotateTab
+from ui.clusters_tab import ClustersTab
+from ui.common import AppContext
+from ui.metrics_tab import MetricsTab
+from ui.retrain_tab import RetrainTab
+from ui.search_tab import SearchTab
+
+
+class QPRPage:
+    """The tabs over one ``AppContext``; ``build`` lays them out and wires them."""
+
+    def __init__(self, ctx: AppContext) -> None:
+        self.ctx = ctx
+        self.search = SearchTab(ctx)
+        self.annotate = AnnotateTab(ctx)
+        self.clusters = ClustersTab(ctx)
+        self.retrain = RetrainTab(ctx)
+        self.metrics = MetricsTab(ctx)
+
+    def build(self) -> gr.Blocks:
+        with gr.Blocks(title="Question paraphrase retrieval", fill_width=True) as demo:
+            gr.Markdown("# Question paraphrase retrieval\nFind questions that mean the same, mark the ones filed "
+                        "under the wrong cluster, retrain on the corrected clusters.")
+            with gr.Row():
+                name = gr.Textbox(label="Your name (needed to annotate)", visible=self.ctx.identity == "name", scale=2)
+                if self.ctx.identity == "oauth":
+                    gr.LoginButton()
+                who = gr.Markdown()
+            self.search.render()
+            self.annotate.render(name)
+            self.clusters.render()
+            self.retrain.render()
+            self.metrics.render()
+            demo.load(self.ctx.whoami, None, [who])
+        return demo

@@ -1,0 +1,119 @@
+"""The Retrain & export tab: export the corrected clusters; retrain on them, compare old and new
+on the same held-out clusters, and swap the new model in only when the user confirms.
+
+A retraining first exports the corrected clusters (so the database records which judgments it
+used) and trains on that export read back, so the new bundle's manifest can name the export and
+its judgment ids (``labels``). BM25 over the corrected corpus is built once and shared by the
+fusion fit, the comparison and the new served retrievers.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import gradio as gr
+
+from annotations.export import export, manifest_path, pairs_path
+from qpr.bundle_training import compare_bundles, retrain_bundle
+from qpr.data import read_cluster_file
+from qpr.errors import QPRError
+from qpr.retrievers import BM25Retriever
+from ui.common import AppContext, plain, shows_errors, text_table
+
+
+class RetrainTab:
+    """Layout and handlers of the Retrain & export tab."""
+
+    def __init__(self, ctx: AppContext) -> None:
+        self.ctx = ctx
+
+    def render(self) -> None:
+        """Lay out the tab (inside a gr.Blocks) and wire it to the handlers."""
+        with gr.Tab("Retrain & export"):
+            gr.Markdown("Corrected clusters = the original clusters joined by confirmed false negatives, never "
+                        "across a 'different' judgment.")
+            with gr.Row():
+                fmt = gr.Radio(["csv", "jsonl", "parquet"], value="csv", label="Export format")
+                export_button = gr.Button("Export corrected clusters", variant="primary")
+            self.export_note = gr.Markdown()
+            self.files = gr.File(label="Download", file_count="multiple", interactive=False, elem_id="export-files")
+            with gr.Row():
+                epochs = gr.Slider(1, 20, value=5, step=1, label="Maximum epochs")
+                retrain_button = gr.Button("Retrain on corrected clusters", variant="primary")
+            self.note = gr.Markdown(elem_id="retrain-note")
+            self.comparison = gr.Dataframe(label="Old and new model on the same held-out clusters", interactive=False)
+            with gr.Row():
+                self.confirm_button = gr.Button("Use the retrained model", interactive=False, variant="primary")
+                self.discard_button = gr.Button("Discard it", interactive=False)
+        export_button.click(self.export_clusters, [fmt], [self.files, self.export_note])
+        decided = [self.note, self.confirm_button, self.discard_button]
+        retrain_button.click(self.retrain, [epochs], [self.comparison, *decided], concurrency_limit=1, concurrency_id="retrain")
+        self.confirm_button.click(self.confirm, None, decided)
+        self.discard_button.click(self.discard, None, decided)
+
+    def _export(self, fmt: str) -> tuple[Path, dict]:
+        """Export the served corpus' corrected clusters under the cache; the file and its manifest."""
+        served = self.ctx.model.current()
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        out = self.ctx.cache / "exports" / f"corrected-{stamp}.{fmt}"
+        export(self.ctx.store, served.bundle.corpus, fmt, out, bundle_version=served.bundle.version)
+        return out, json.loads(manifest_path(out).read_text())
+
+    @shows_errors
+    def export_clusters(self, fmt: str) -> dict:
+        """Corrected clusters (plus training pairs and the manifest) as files to download."""
+        out, done = self._export(fmt)
+        note = (f"Exported {done['questions']} questions: {done['clusters_before']} clusters before, "
+                f"{done['clusters_after']} after {len(done['merges'])} merge(s); {len(done['judgment_ids'])} judgment(s) "
+                f"included, {len(done['conflicts'])} conflict(s) left for review.")
+        return {self.files: [str(out), str(pairs_path(out)), str(manifest_path(out))], self.export_note: note}
+
+    @shows_errors
+    def retrain(self, epochs: float, progress=gr.Progress(track_tqdm=True)) -> dict:
+        """Retrain on the corrected clusters in the background of searches; compare old and new
+        on the same held-out clusters; hold the new model until the user confirms."""
+        progress(0, desc="Exporting the corrected clusters")
+        served = self.ctx.model.current()
+        out, done = self._export("parquet")
+        corrected = read_cluster_file(out)
+        labels = {"export_id": done["export_id"], "export_file": str(out), "judgment_ids": done["judgment_ids"]}
+        epochs = int(epochs)
+
+        def epoch_done(row: dict) -> None:
+            progress(row["epoch"] / epochs, desc=f"Epoch {row['epoch']} of at most {epochs}: validation ROC AUC {row['val_auc']:.3f}")
+
+        bm25 = BM25Retriever(corrected)
+        new = retrain_bundle(served.bundle, corrected, max_epochs=epochs, labels=labels, bm25=bm25, on_epoch=epoch_done)
+        progress(1.0, desc="Evaluating both models on the held-out clusters")
+        comparison = compare_bundles(served.bundle, new, corrected, bm25)
+        self.ctx.model.propose(new, comparison, bm25)
+        note = (f"Retrained on {len(done['merges'])} merge(s) from {len(done['judgment_ids'])} judgment(s) (export "
+                f"#{done['export_id']}): model **{plain(new.version)}** is ready. Both models are scored on the same "
+                "held-out queries with the corrected clusters. Nothing changes until you press 'Use the retrained model'.")
+        return {self.comparison: text_table(comparison.round(3)), self.note: note} | self._decision_buttons(True)
+
+    @shows_errors
+    def confirm(self) -> dict:
+        """Save the retrained bundle and serve it from now on (one atomic swap)."""
+        candidate = self.ctx.model.candidate()
+        if candidate is None:
+            raise QPRError("No retrained model is waiting: press 'Retrain' first.")
+        bundle = candidate.served.bundle
+        path = bundle.save(self.ctx.cache / "bundles" / bundle.version)
+        self.ctx.store.register_corpus(bundle.version, bundle.corpus)
+        # Raises, leaving the served model as it was, if another confirmation or retraining
+        # replaced the candidate in the meantime.
+        self.ctx.model.confirm(bundle.version)
+        note = (f"Now serving **{plain(bundle.version)}**, saved in **{plain(path)}**. "
+                "Start the app with QPR_BUNDLE set to that folder to serve it after a restart.")
+        return {self.note: note} | self._decision_buttons(False)
+
+    def discard(self) -> dict:
+        """Drop the retrained model waiting for a decision; the served one stays."""
+        self.ctx.model.discard()
+        return {self.note: "Discarded the retrained model; the served one is unchanged."} | self._decision_buttons(False)
+
+    def _decision_buttons(self, waiting: bool) -> dict:
+        return {self.confirm_button: gr.Button(interactive=waiting), self.discard_button: gr.Button(interactive=waiting)}

@@ -1,0 +1,59 @@
+"""Starting the app: which bundle to serve, the annotation store, identity, and launch.
+
+Environment:
+
+- ``QPR_BUNDLE``: serve this saved bundle instead of the demo (e.g. one trained on Quora-lite);
+- ``QPR_DB_URL``: the annotation database (default ``sqlite:///data/annotations.db``);
+- ``QPR_AUTH``: ``user:password`` pairs separated by commas; the whole app then asks for a login
+  and judgments carry the login name. On Hugging Face Spaces without it, annotators sign in with
+  their Hugging Face account; elsewhere they type a name. Anyone can search; only a known
+  annotator can record judgments;
+- ``QPR_CACHE_DIR``: where the demo bundle, retrained bundles and exports are kept (default ``runs``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+
+from annotations.db import open_store
+from qpr.bundle import Bundle
+from qpr.errors import QPRError
+from qpr.serving import ServedModel
+from ui.annotate_tab import SHORTCUTS
+from ui.common import AppContext, identity_mode, parse_auth
+from ui.demo import EXAMPLE_QUERIES, cache_dir, demo_bundle
+from ui.page import QPRPage
+
+
+def served_bundle() -> tuple[Bundle, tuple[str, ...]]:
+    """The bundle to serve (``QPR_BUNDLE`` or the demo) and example queries for it."""
+    path = os.environ.get("QPR_BUNDLE")
+    if not path:
+        # The demo model is tiny: a second thread costs more in synchronisation than it saves, and
+        # far more when another process holds a core (demo training: 2.6 s on one thread, 106 s on two).
+        torch.set_num_threads(1)
+        return demo_bundle(), EXAMPLE_QUERIES
+    bundle = Bundle.load(path)
+    held_out = bundle.corpus[bundle.corpus["split"] == "test"]["question"]
+    examples = held_out.sample(min(5, len(held_out)), random_state=0) if len(held_out) else bundle.corpus["question"].head(5)
+    return bundle, tuple(examples)
+
+
+def main() -> int:
+    """Serve the app; a configuration error prints one line and returns 2."""
+    try:
+        auth = parse_auth(os.environ.get("QPR_AUTH"))
+        store = open_store()
+        bundle, examples = served_bundle()
+        ctx = AppContext(ServedModel(bundle), store, identity_mode(auth), examples, cache_dir())
+    except QPRError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    demo = QPRPage(ctx).build()
+    # Searches and judgments are short: several run at once; retraining runs one at a time.
+    demo.queue(default_concurrency_limit=8)
+    demo.launch(auth=auth, head=SHORTCUTS, allowed_paths=[str(ctx.cache / "exports")])
+    return 0
