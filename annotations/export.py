@@ -52,6 +52,22 @@ def training_pairs(result: MergeResult, corpus: pd.DataFrame) -> pd.DataFrame:
     }, columns=QUORA_COLUMNS)
 
 
+def cluster_counts(before: pd.DataFrame, after: pd.DataFrame) -> dict:
+    """Questions and clusters before and after the merges, in terms that add up:
+    ``clusters_after = clusters_before - clusters_absorbed + clusters_formed``, where a cluster is
+    absorbed when a merge folds it into another and formed when unclustered questions judged the
+    same become a cluster of their own (named ``new-<qid>``)."""
+    old = set(before["cluster"].dropna())
+    new = set(after["cluster"].dropna())
+    return {
+        "questions": len(after),
+        "clusters_before": len(old),
+        "clusters_after": len(new),
+        "clusters_absorbed": len(old - new),
+        "clusters_formed": len(new - old),
+    }
+
+
 def export(
     store: AnnotationStore, corpus: pd.DataFrame, fmt: str, out: str | Path, bundle_version: str | None = None
 ) -> Path:
@@ -70,13 +86,10 @@ def export(
     manifest_path(out).unlink(missing_ok=True)
     write_cluster_file(result.corpus, out)
     write_table(training_pairs(result, corpus), pairs_path(out))
-    counts = {
-        "questions": len(result.corpus),
-        "clusters_before": int(corpus["cluster"].nunique()),
-        "clusters_after": int(result.corpus["cluster"].nunique()),
-    }
+    counts = cluster_counts(corpus, result.corpus)
     export_id = store.record_export(
-        bundle_version, fmt, str(out.resolve()), counts, result.judgment_ids, result.decisions()
+        bundle_version, fmt, str(out.resolve()), {key: counts[key] for key in ("questions", "clusters_before", "clusters_after")},
+        result.judgment_ids, result.decisions()
     )
     manifest = {
         "export_id": export_id,

@@ -18,8 +18,10 @@ The rule, in order:
    scipy's DisjointSet), i.e. connected components, so A~B and B~C put A, B and C together. A merge
    that would put two cannot-linked clusters into one group is skipped and reported
    (``cannot_link``): better-supported merges win, and nothing is resolved silently.
-5. **Labels and splits.** A merged group takes the label of its largest original cluster (ties:
-   smallest label), or ``new-<smallest qid>`` if it holds only unclustered questions. Questions
+5. **Labels and splits.** Only merged groups (two or more original groups joined by "same")
+   are relabelled: a question judged only "different" keeps its cluster, or stays in none. A
+   merged group takes the label of its largest original cluster (ties: smallest label), or
+   ``new-<smallest qid>`` if it holds only unclustered questions. Questions
    keep their split, so no evaluation question moves into training; questions with split "none"
    take the split of the group's label cluster ("train" for a group made only of such questions).
 """
@@ -193,6 +195,10 @@ def _relabel(corpus: pd.DataFrame, node_of: dict[int, Node], groups: DisjointSet
     label_of: dict[Node, str] = {}
     group_split: dict[str, str] = {}
     for members in groups.subsets():
+        if len(members) < 2:
+            # Only a confirmed "same" joins or forms a cluster: a question that was merely judged
+            # (say "different" from a cluster) stays as it was, unclustered if it was.
+            continue
         clusters = sorted((-sizes[node[2:]], node[2:]) for node in members if node.startswith("c:"))
         if clusters:
             label = clusters[0][1]

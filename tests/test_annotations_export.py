@@ -188,3 +188,16 @@ def test_cli_as_a_process_prints_one_line_and_no_traceback(tmp_path):
     )
     assert done.returncode == 2
     assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_the_manifest_counts_add_up_and_a_different_distractor_gets_no_cluster(store, corpus, tmp_path):
+    judge_some(store, corpus)
+    a = first_qids(corpus, "train")[0]
+    lonely = int(corpus.loc[corpus["cluster"].isna(), "qid"].iloc[1])
+    store.record("ann", lonely, "different", VERSION, query_qid=a)
+    manifest = json.loads(manifest_path(export(store, corpus, "csv", tmp_path / "c.csv")).read_text())
+    exported = read_cluster_file(tmp_path / "c.csv").set_index("qid")
+    assert pd.isna(exported.loc[lonely, "cluster"]) and exported.loc[lonely, "split"] == "none"
+    assert manifest["clusters_after"] == manifest["clusters_before"] - manifest["clusters_absorbed"] + manifest["clusters_formed"]
+    assert manifest["clusters_absorbed"] == 1 and manifest["clusters_formed"] == 0  # one merge of two clusters; the
+    # joined distractor went into an existing cluster

@@ -178,3 +178,11 @@ def test_random_judgments_never_join_clusters_a_majority_judged_different(tmp_pa
     for merge in result.merges.itertuples():
         assert corrected[first_member[merge.cluster_a]] == corrected[first_member[merge.cluster_b]] == merge.into
     assert n_clusters - result.corpus["cluster"].nunique() <= len(result.merges)
+
+
+def test_a_question_judged_only_different_keeps_its_cluster_or_stays_in_none(store):
+    judge(store, "ann", 1, 10, "different")  # an unclustered distractor is not like cluster A
+    judge(store, "ann", 4, 8, "different")  # B is not D
+    result = corrected_clusters(store, hand_corpus())
+    assert result.corpus.equals(hand_corpus()), "nothing joins or forms a cluster without a 'same'"
+    assert result.merges.empty
