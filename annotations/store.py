@@ -241,18 +241,20 @@ class AnnotationStore:
 
         return self._write(work)
 
-    def undo_last(self, annotator: str) -> dict | None:
+    def undo_last(self, annotator: str, among: list[int] | None = None) -> dict | None:
         """Withdraw the annotator's most recent judgment still in force and return it (None if none).
 
+        ``among`` limits it to those judgment ids that are still the current label of their item
+        (the app passes what one page recorded, so a page never withdraws work done elsewhere).
         The row stays as history (``withdrawn_at`` set). A label it had replaced becomes current again.
         """
         name = annotator_name(annotator)
 
         def work(session: Session) -> int | None:
-            last = session.scalar(
-                select(Judgment).join(Annotator).where(Annotator.name == name, Judgment.withdrawn_at.is_(None))
-                .order_by(Judgment.id.desc()).limit(1)
-            )
+            query = select(Judgment).join(Annotator).where(Annotator.name == name, Judgment.withdrawn_at.is_(None))
+            if among is not None:
+                query = query.where(Judgment.id.in_([int(i) for i in among]), Judgment.is_current.is_(True))
+            last = session.scalar(query.order_by(Judgment.id.desc()).limit(1))
             if last is None:
                 return None
             last.is_current = None

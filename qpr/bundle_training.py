@@ -24,7 +24,7 @@ import pandas as pd
 from qpr.bundle import Bundle
 from qpr.encoder import EncoderConfig, QuestionEncoder
 from qpr.errors import QPRError
-from qpr.evaluate import evaluate
+from qpr.evaluate import evaluate, h1_change, hit_matrix, query_set, rank_metrics
 from qpr.hybrid import HybridRetriever, fit_fusion
 from qpr.index import IndexConfig
 from qpr.retrievers import BM25Retriever, DenseRetriever
@@ -34,6 +34,7 @@ from qpr.train import TrainConfig, train
 
 HELD_OUT = ("val", "test")
 METRIC_COLUMNS = ["model", "version", "split", "H1", "H10", "MRR", "queries"]
+CHANGE_COLUMNS = ["H1_change", "H1_change_low", "H1_change_high"]
 
 
 def held_out_splits(corpus: pd.DataFrame) -> list[str]:
@@ -119,16 +120,39 @@ def retrain_bundle(
 def compare_bundles(old: Bundle, new: Bundle, corpus: pd.DataFrame, bm25: BM25Retriever | None = None) -> pd.DataFrame:
     """H@1 / H@10 / MRR of both bundles, each as it is served (``serving_retriever``), on the
     held-out clusters of ``corpus`` (the same queries and the same relevance labels for both), one
-    row per model and split (``METRIC_COLUMNS``). ``bm25``: a BM25 retriever over ``corpus``'s
-    questions, built here if not given."""
+    row per model and split (``METRIC_COLUMNS``); the retrained rows also carry the change in H@1
+    and its 95% paired bootstrap interval (``qpr.evaluate.h1_change``). ``bm25``: a BM25 retriever
+    over ``corpus``'s questions, built here if not given."""
     splits = held_out_splits(corpus)
     if not splits:
         raise QPRError("the corpus has no val or test clusters: nothing held out to compare the models on")
     bm25 = bm25 or BM25Retriever(corpus)
-    rows = [
-        {"model": name, "version": bundle.version, "split": split} | evaluate(retriever, corpus, split)
-        for name, bundle in (("current", old), ("retrained", new))
-        for retriever in [serving_retriever(bundle, bm25)]
-        for split in splits
-    ]
-    return pd.DataFrame(rows, columns=METRIC_COLUMNS)
+    retrievers = {"current": serving_retriever(old, bm25), "retrained": serving_retriever(new, bm25)}
+    rows = []
+    for split in splits:
+        queries = query_set(corpus, split)
+        hits = {name: hit_matrix(retriever, corpus, queries) for name, retriever in retrievers.items()}
+        change, low, high = h1_change(hits["current"], hits["retrained"])
+        for name, bundle in (("current", old), ("retrained", new)):
+            extra = {"H1_change": change, "H1_change_low": low, "H1_change_high": high} if name == "retrained" else {}
+            rows.append({"model": name, "version": bundle.version, "split": split} | rank_metrics(hits[name]) | extra)
+    order = {"current": 0, "retrained": 1}
+    table = pd.DataFrame(rows, columns=METRIC_COLUMNS + CHANGE_COLUMNS)
+    return table.sort_values("model", key=lambda m: m.map(order), kind="stable").reset_index(drop=True)
+
+
+def verdict(comparison: pd.DataFrame) -> tuple[str, bool]:
+    """In words, whether the retrained model of ``compare_bundles``' table is better on held-out
+    data and by how much (test split, else val), and whether it is worse beyond doubt."""
+    retrained = comparison[comparison["model"] == "retrained"].set_index("split")
+    split = "test" if "test" in retrained.index else retrained.index[0]
+    row = retrained.loc[split]
+    change, low, high = (100 * row[key] for key in CHANGE_COLUMNS)
+    span = f"{change:+.1f} points of H@1 on {int(row['queries'])} held-out {split} queries (95% interval {low:+.1f} to {high:+.1f})"
+    if low > 0:
+        return f"The retrained model is better: {span}.", False
+    if high < 0:
+        return f"The retrained model is worse: {span}. Discard it unless you know why.", True
+    return (f"No clear difference: {span}; the interval includes zero, so the queries cannot tell this change "
+            "from luck. Retraining the same clusters with another batch order alone moved Quora-lite's test H@1 by "
+            "about 2 points (docs/FEEDBACK_LOOP.md)."), False

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from scipy.stats import bootstrap
 from sklearn.metrics import roc_auc_score
 
 from qpr.encoder import QuestionEncoder, encode_texts
@@ -57,6 +58,21 @@ def evaluate(retriever, corpus: pd.DataFrame, split: str = "test") -> dict:
     """H@1 / H@10 / MRR (top 20) of ``retriever`` over the ``split`` queries of ``corpus``."""
     queries = query_set(corpus, split)
     return rank_metrics(hit_matrix(retriever, corpus, queries))
+
+
+def h1_change(before: np.ndarray, after: np.ndarray, seed: int = 0) -> tuple[float, float, float]:
+    """H@1 of ``after`` minus that of ``before`` (``hit_matrix`` results over the same queries, in
+    the same order) and its 95% confidence interval by a paired bootstrap over the queries
+    (``scipy.stats.bootstrap``, percentile): how much of a change the number of queries can tell
+    from luck."""
+    first_before, first_after = before[:, 0].astype(float), after[:, 0].astype(float)
+    change = float(first_after.mean() - first_before.mean())
+    if np.array_equal(first_before, first_after):
+        return change, change, change  # no query changed: nothing to resample
+    interval = bootstrap((first_before, first_after), lambda b, a, axis: a.mean(axis=axis) - b.mean(axis=axis),
+                         paired=True, vectorized=True, n_resamples=2000, confidence_level=0.95, method="percentile",
+                         random_state=np.random.default_rng(seed)).confidence_interval
+    return change, float(interval.low), float(interval.high)
 
 
 def pair_auc(encoder: QuestionEncoder, vocab: Vocabulary, a: list[str], b: list[str], labels: np.ndarray) -> float:

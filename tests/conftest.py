@@ -90,6 +90,17 @@ def demo_cache(tmp_path_factory):
     return tmp_path_factory.getbasetemp() / "demo-cache"
 
 
+@pytest.fixture
+def app_cache(bundle, demo_cache, tmp_path) -> Path:
+    """A cache folder of the app's own for one test, holding the already trained demo bundle:
+    what one app run writes there (retrained bundles, exports, the confirmed bundle) stays in it."""
+    import shutil
+
+    cache = tmp_path / "app-cache"
+    shutil.copytree(demo_cache / "demo-bundle", cache / "demo-bundle")
+    return cache
+
+
 @pytest.fixture(scope="session")
 def bundle(demo_cache):
     """The bundle ``python app.py`` serves by default (``ui.demo.demo_bundle``), built once per session."""

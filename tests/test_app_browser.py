@@ -28,10 +28,10 @@ RETRAIN_LIMIT_MS = 240_000  # generous: only a guard against a retraining that n
 
 
 @pytest.fixture
-def server(bundle, demo_cache, tmp_path):  # noqa: F811  (bundle: the demo cache is filled before the app starts)
+def server(app_cache, tmp_path):
     db_url = f"sqlite:///{tmp_path / 'annotations.db'}"
     try:
-        process, url, _ = start_app({"QPR_DB_URL": db_url, "QPR_CACHE_DIR": str(demo_cache)}, tmp_path / "app.log")
+        process, url, _ = start_app({"QPR_DB_URL": db_url, "QPR_CACHE_DIR": str(app_cache)}, tmp_path / "app.log")
     except RuntimeError as err:
         pytest.fail(str(err))
     yield url, db_url

@@ -15,6 +15,7 @@ import ui.startup as startup
 from annotations.db import open_store
 from qpr.coherence import cluster_coherence
 from qpr.data import read_cluster_file
+from qpr.bundle_training import verdict
 from qpr.errors import QPRError
 from qpr.retrievers import BM25Retriever
 from qpr.serving import ServedModel
@@ -44,7 +45,10 @@ def page_for(bundle, store, identity, tmp_path) -> QPRPage:
 
 
 def shown(output: dict, *components) -> tuple:
-    """The values a handler gave ``components``, in that order."""
+    """The values a handler gave ``components``, in that order (None each when it refused the
+    input and left the page as it was)."""
+    if output == gr.skip():
+        return (None,) * len(components)
     return tuple(output[component] for component in components)
 
 
@@ -87,7 +91,7 @@ def test_search_serves_the_hybrid_and_shows_its_parts_on_request(qpr_app):
 
 @pytest.mark.parametrize("query, message", [("", "empty"), ("   \n\t", "empty"), ("why " * 2500, "shorten")])
 def test_search_refuses_empty_and_huge_queries(qpr_app, query, message):
-    with pytest.raises(gr.Error, match=message):
+    with pytest.warns(UserWarning, match=message):
         search(qpr_app, query, 10, True)
 
 
@@ -114,9 +118,9 @@ def test_plain_escapes_markup_for_markdown():
 
 def test_anonymous_users_can_search_but_not_annotate(qpr_app):
     search(qpr_app, "cheap flights", 3, False)
-    with pytest.raises(gr.Error, match="type your name"):
+    with pytest.warns(UserWarning, match="type your name"):
         qpr_app.annotate.start_cluster(TWIN_A, "   ", None, None)
-    with pytest.raises(gr.Error, match="type your name"):
+    with pytest.warns(UserWarning, match="type your name"):
         qpr_app.annotate.judge("same", None, "", None, None)
     assert qpr_app.ctx.store.judgments().empty
 
@@ -127,18 +131,18 @@ def test_logins_and_hugging_face_profiles_name_the_annotator(bundle, tmp_path, m
     monkeypatch.setattr(gr.oauth, "_get_mocked_oauth_info", lambda: {"userinfo": {}, "access_token": "", "scope": ""})
     store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
     by_login = page_for(bundle, store, "auth", tmp_path).annotate
-    with pytest.raises(gr.Error, match="sign in"):
+    with pytest.warns(UserWarning, match="sign in"):
         by_login.start_cluster(TWIN_A, "typed name is ignored", gr.Request(), None)
     view = by_login.start_cluster(TWIN_A, "", gr.Request(username="alice"), None)
     by_login.judge("different", session(view), "", gr.Request(username="alice"), None)
     by_hub = page_for(bundle, store, "oauth", tmp_path)
     profile = gr.OAuthProfile({"name": "Bo", "preferred_username": "bo-hf", "profile": "", "picture": ""})
-    with pytest.raises(gr.Error, match="Hugging Face"):
+    with pytest.warns(UserWarning, match="Hugging Face"):
         by_hub.annotate.start_cluster(TWIN_A, "bo", None, None)
     view = by_hub.annotate.start_cluster(TWIN_A, "", None, profile)
     by_hub.annotate.judge("unsure", session(view), "", None, profile)
     assert sorted(store.judgments()["annotator"]) == ["alice", "bo-hf"]
-    assert plain("bo-hf") in by_hub.ctx.whoami(None, profile) and "Not signed in" in by_hub.ctx.whoami(None, None)
+    assert plain("bo-hf") in by_hub.ctx.whoami(None, None, profile) and "Not signed in" in by_hub.ctx.whoami(None, None, None)
     store.close()
 
 
@@ -188,11 +192,11 @@ def test_the_app_picks_a_cluster_when_none_is_given(qpr_app):
 
 
 def test_unknown_cluster_and_nothing_to_judge_or_undo(qpr_app):
-    with pytest.raises(gr.Error, match="not in the corpus"):
+    with pytest.warns(UserWarning, match="not in the corpus"):
         qpr_app.annotate.start_cluster("no-such-cluster", "ann", None, None)
-    with pytest.raises(gr.Error, match="Nothing to judge"):
+    with pytest.warns(UserWarning, match="Nothing to judge"):
         qpr_app.annotate.judge("same", None, "ann", None, None)
-    assert qpr_app.annotate.undo(None, "ann", None, None)[qpr_app.annotate.status] == "Nothing to undo."
+    assert qpr_app.annotate.undo(None, "ann", None, None)[qpr_app.annotate.status].startswith("Nothing to undo")
 
 
 @pytest.mark.parametrize("query", ["<script>alert('x')</script> reset my router", "🍕 pizza dough", "كيف أتعلم البرمجة؟"])
@@ -206,7 +210,7 @@ def test_typed_queries_are_judged_and_stored_verbatim(qpr_app, query):
 
 @pytest.mark.parametrize("query, message", [("", "empty"), ("x" * 10_000, "shorten")])
 def test_typed_queries_refuse_empty_and_huge_text(qpr_app, query, message):
-    with pytest.raises(gr.Error, match=message):
+    with pytest.warns(UserWarning, match=message):
         qpr_app.annotate.start_query(query, "ann", None, None)
 
 
@@ -235,7 +239,7 @@ def test_cluster_view_shows_members_coherence_and_judgments(qpr_app):
 
 @pytest.mark.parametrize("cluster, message", [("", "Type a cluster id"), ("nope", "no cluster 'nope'")])
 def test_cluster_view_bad_input(qpr_app, cluster, message):
-    with pytest.raises(gr.Error, match=message):
+    with pytest.warns(UserWarning, match=message):
         qpr_app.clusters.show_cluster(cluster)
 
 
@@ -266,7 +270,7 @@ def test_export_contains_the_merged_cluster(qpr_app, fmt):
 
 
 def test_export_refuses_an_unknown_format(qpr_app):
-    with pytest.raises(gr.Error, match="unknown export format"):
+    with pytest.warns(UserWarning, match="unknown export format"):
         qpr_app.retrain.export_clusters("xlsx")
 
 
@@ -280,13 +284,14 @@ def test_retrain_compares_then_swaps_only_on_confirm(qpr_app):
     old_version = qpr_app.ctx.model.current().bundle.version
     view = judge_until(qpr_app, qpr_app.annotate.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
     qpr_app.annotate.judge("same", session(view), "ann", None, None)
-    with pytest.raises(gr.Error, match="No retrained model"):
+    with pytest.warns(UserWarning, match="No retrained model"):
         tab.confirm()
     steps = []
     table, note, confirm, discard = shown(tab.retrain(1, lambda fraction, desc: steps.append((fraction, desc))),
                                           tab.comparison, tab.note, tab.confirm_button, tab.discard_button)
     assert steps[0][0] == 0 and steps[-1][0] == 1.0
-    assert any(desc.startswith("Epoch 1 of at most 1: validation ROC AUC") for _, desc in steps)
+    assert any(desc.startswith("Epoch 1 of at most 1 · 50% · about ") and "validation ROC AUC" in desc for _, desc in steps)
+    assert all("it/s" not in desc for _, desc in steps), "the whole run, no library's inner steps"
     assert list(table["model"]) == ["current", "current", "retrained", "retrained"]
     assert confirm.interactive and discard.interactive and "1 merge(s)" in note
     assert qpr_app.ctx.model.current().bundle.version == old_version, "nothing changes before confirming"
@@ -426,9 +431,18 @@ def test_question_tables_are_plain_text_columns(qpr_app):
 
 
 def test_error_messages_show_typed_markup_as_text(qpr_app):
-    with pytest.raises(gr.Error) as raised:
+    with pytest.warns(UserWarning) as caught:
         qpr_app.clusters.show_cluster("<img src=x onerror=alert(1)>")
-    assert "<img" not in raised.value.message and "&lt;img src=x" in raised.value.message
+    message = str(caught[0].message)
+    assert "<img" not in message and "&lt;img src=x" in message
+
+
+def test_an_input_error_leaves_the_page_as_it_was_and_logs_one_line(qpr_app, caplog):
+    with pytest.warns(UserWarning, match="empty"):
+        refused = qpr_app.search.search("   ", 10, False)
+    assert refused == gr.skip(), "no output is touched, so none shows an error state"
+    logged = [r for r in caplog.records if r.name == "qpr.app"]
+    assert len(logged) == 1 and "\n" not in logged[0].getMessage() and logged[0].exc_info is None
 
 
 def test_a_discarded_retraining_leaves_no_before_and_after(qpr_app):
@@ -437,3 +451,109 @@ def test_a_discarded_retraining_leaves_no_before_and_after(qpr_app):
     assert "waiting for your decision" in metrics(qpr_app)[3]
     qpr_app.retrain.discard()
     assert "Before and after" not in metrics(qpr_app)[3]
+
+
+# -- the annotator's day: regressions ----------------------------------------------------------
+
+
+def test_a_model_waiting_for_a_decision_can_be_decided_after_a_reload(qpr_app):
+    qpr_app.retrain.retrain(1, NO_PROGRESS)
+    reloaded = QPRPage(qpr_app.ctx)  # a new page over the same app, as after a reload
+    reloaded.build()
+    tab = reloaded.retrain
+    comparison, note, confirm, discard = shown(tab.restore(), *tab.decision_outputs)
+    assert confirm.interactive and discard.interactive and "waiting for your decision" in note
+    assert list(comparison["model"]) == ["current", "current", "retrained", "retrained"]
+    assert "Now serving" in shown(tab.confirm(), tab.note)[0]
+    fresh = QPRPage(qpr_app.ctx)
+    fresh.build()
+    _, note, confirm, _ = shown(fresh.retrain.restore(), *fresh.retrain.decision_outputs)
+    assert not confirm.interactive and note == ""
+
+
+def test_undo_reaches_only_this_pages_judgments_and_names_what_it_withdrew(qpr_app):
+    tab = qpr_app.annotate
+    elsewhere = session(tab.start_cluster(TWIN_A, "ann", None, None))
+    tab.judge("different", elsewhere, "ann", None, None)  # another tab of the same annotator
+    here = tab.start_cluster(TWIN_B, "ann", None, None)
+    assert shown(tab.undo(session(here), "ann", None, None), tab.status)[0].endswith(
+        "Nothing to undo on this page: undo reaches the last 10 judgments made here and still in force.")
+    assert len(qpr_app.ctx.store.judgments(annotator="ann")) == 1, "the other tab's judgment stays"
+    view = here
+    for _ in range(12):
+        view = tab.judge("unsure", session(view), "ann", None, None)
+    assert len(session(view).judged) == 10, "undo is bounded"
+    judged_last = session(view).queue.iloc[session(view).position - 1]
+    view = tab.undo(session(view), "ann", None, None)
+    assert f"\u201c{judged_last['question']}\u201d" in view[tab.status] and view[tab.candidate] == judged_last["question"]
+    for _ in range(9):
+        view = tab.undo(session(view), "ann", None, None)
+    assert "Nothing to undo" in tab.undo(session(view), "ann", None, None)[tab.status]
+    assert len(qpr_app.ctx.store.judgments(annotator="ann")) == 3, "1 elsewhere + 12 here - 10 undone"
+
+
+def test_the_checked_cluster_stays_named_after_judging(qpr_app):
+    tab = qpr_app.annotate
+    view = tab.judge("unsure", session(tab.start_cluster(TWIN_A, "ann", None, None)), "ann", None, None)
+    assert plain(TWIN_A) in view[tab.status] and "Recorded judgment" in view[tab.status]
+
+
+def test_judging_buttons_follow_the_queue(qpr_app):
+    tab = qpr_app.annotate
+    assert all(not button.interactive for button in tab.busy().values())
+    off = tab.buttons_for(None)
+    assert all(not button.interactive for button in off.values())
+    view = tab.start_cluster(TWIN_A, "ann", None, None)
+    on = tab.buttons_for(session(view))
+    assert [on[b].interactive for b in tab.buttons] == [True, True, True, False], "nothing to undo yet"
+    view = tab.judge("unsure", session(view), "ann", None, None)
+    assert tab.buttons_for(session(view))[tab.buttons[-1]].interactive
+
+
+def test_the_header_names_the_annotator_once_typed(qpr_app):
+    assert "type your name" in qpr_app.ctx.whoami("", None, None)
+    assert "Annotating as **Bob**" in qpr_app.ctx.whoami(" Bob ", None, None)
+    assert "not verified" in qpr_app.ctx.whoami("Bob", None, None)
+
+
+def test_discard_clears_the_comparison(qpr_app):
+    tab = qpr_app.retrain
+    tab.retrain(1, NO_PROGRESS)
+    comparison, note, confirm, discard = shown(tab.discard(), *tab.decision_outputs)
+    assert comparison.empty and not confirm.interactive and not discard.interactive
+
+
+def test_a_confirmed_model_is_served_again_after_a_restart(qpr_app, monkeypatch):
+    qpr_app.retrain.retrain(1, NO_PROGRESS)
+    qpr_app.retrain.confirm()
+    monkeypatch.delenv("QPR_BUNDLE", raising=False)
+    monkeypatch.setenv("QPR_CACHE_DIR", str(qpr_app.ctx.cache))
+    restarted, _ = served_bundle()
+    assert restarted.version == qpr_app.ctx.model.current().bundle.version
+    monkeypatch.setenv("QPR_BUNDLE", str(qpr_app.ctx.cache / "nowhere"))
+    with pytest.raises(QPRError, match="no bundle directory"):
+        served_bundle()  # QPR_BUNDLE says otherwise, and wins
+
+
+def test_the_comparison_says_in_words_whether_the_new_model_is_better():
+    def table(change, low, high):
+        return pd.DataFrame([{"model": "current", "split": "test", "queries": 50},
+                             {"model": "retrained", "split": "test", "queries": 50, "H1_change": change,
+                              "H1_change_low": low, "H1_change_high": high}])
+
+    said, worse = verdict(table(0.06, 0.02, 0.10))
+    assert said.startswith("The retrained model is better: +6.0 points of H@1 on 50 held-out test queries") and not worse
+    said, worse = verdict(table(-0.06, -0.10, -0.02))
+    assert said.startswith("The retrained model is worse") and worse
+    said, worse = verdict(table(0.02, -0.02, 0.06))
+    assert said.startswith("No clear difference") and "includes zero" in said and not worse
+
+
+def test_discard_is_the_primary_choice_when_the_new_model_is_worse(qpr_app, monkeypatch):
+    worse = pd.DataFrame([{"model": "current", "version": "a", "split": "test", "H1": 0.9, "H10": 1, "MRR": 0.9, "queries": 50},
+                          {"model": "retrained", "version": "b", "split": "test", "H1": 0.5, "H10": 1, "MRR": 0.5,
+                           "queries": 50, "H1_change": -0.4, "H1_change_low": -0.5, "H1_change_high": -0.3}])
+    monkeypatch.setattr(retrain_module, "compare_bundles", lambda *args: worse)
+    out = qpr_app.retrain.retrain(1, NO_PROGRESS)
+    assert out[qpr_app.retrain.discard_button].variant == "primary" and out[qpr_app.retrain.confirm_button].variant == "secondary"
+    assert "worse" in out[qpr_app.retrain.note]

@@ -13,13 +13,13 @@ import gradio as gr
 import pandas as pd
 
 from annotations.queue import next_cluster, spot_check
-from annotations.store import item_key
 from qpr.errors import QPRError
 from ui.common import AppContext, plain, shows_errors, text_table
 
 LABEL_BUTTONS = (("same", "Same meaning", "1 / S"), ("different", "Different", "2 / D"), ("unsure", "Unsure", "3 / U"))
 QUEUE_COLUMNS = ["question", "cluster", "distance", "suspicion"]
 MEMBER_COLUMNS = ["qid", "question"]
+UNDO_STEPS = 10  # how far back one page's undo reaches
 
 # Keyboard shortcuts: a key clicks the matching button while it is on screen, unless the user is
 # typing in a field. Given to ``launch(head=...)``.
@@ -45,7 +45,8 @@ document.addEventListener("keydown", (event) => {
 class AnnotateSession:
     """A spot-check queue being worked through: items of the served bundle ``version``, the
     ``cluster`` checked (None for a typed query) and its ``members``, the ``position`` of the
-    current item, and the last ``message`` shown."""
+    current item, the last ``message`` shown, and ``judged``: (judgment id, position) of the last
+    ``UNDO_STEPS`` judgments this page recorded, the only ones its undo may withdraw."""
 
     version: str | None = None
     cluster: str | None = None
@@ -53,23 +54,35 @@ class AnnotateSession:
     queue: pd.DataFrame = field(default_factory=pd.DataFrame)
     position: int = 0
     message: str = ""
+    judged: tuple[tuple[int, int], ...] = ()
 
     @property
     def left(self) -> int:
         return max(len(self.queue) - self.position, 0)
 
+    @property
+    def heading(self) -> str:
+        """What this page is checking, shown above every message."""
+        if self.version is None:
+            return ""
+        return f"Spot-checking cluster **{plain(self.cluster)}**" if self.cluster is not None else "Checking what your query retrieves"
+
     def current(self) -> pd.Series | None:
         """The item to judge now, or None when the queue is finished or empty."""
         return self.queue.iloc[self.position] if self.left else None
 
-    def previous_key(self) -> str | None:
-        """The store's item key of the item judged just before the current one."""
-        if self.position == 0:
-            return None
-        row = self.queue.iloc[self.position - 1]
-        if pd.isna(row["query_qid"]):
-            return item_key(int(row["candidate_qid"]), query_text=str(row["query_text"]))
-        return item_key(int(row["candidate_qid"]), query_qid=int(row["query_qid"]))
+    def after_judging(self, judgment: int, label: str) -> "AnnotateSession":
+        """This session once the current item got ``label`` as judgment ``judgment``."""
+        judged = (*self.judged, (judgment, self.position))[-UNDO_STEPS:]
+        return replace(self, position=self.position + 1, judged=judged, message=f"Recorded judgment #{judgment}: {label}.")
+
+    def after_undo(self, withdrawn: dict) -> "AnnotateSession":
+        """This session once judgment ``withdrawn`` (a store row) was withdrawn: back at its item."""
+        position = dict(self.judged)[int(withdrawn["id"])]
+        judged = tuple(pair for pair in self.judged if pair[0] != withdrawn["id"])
+        message = (f"Withdrew judgment #{withdrawn['id']} ({withdrawn['label']}) of \u201c{withdrawn['candidate_question']}\u201d; "
+                   "judge it again.")
+        return replace(self, position=position, judged=judged, message=message)
 
 
 class AnnotateTab:
@@ -102,19 +115,38 @@ class AnnotateTab:
                                                 lines=2, elem_id="annotate-candidate")
                     self.details = gr.Markdown()
                     with gr.Row():
-                        label_buttons = {label: gr.Button(f"{text} ({keys})", elem_id=f"judge-{label}",
+                        # Off until a queue shows an item (``buttons_for``).
+                        label_buttons = {label: gr.Button(f"{text} ({keys})", elem_id=f"judge-{label}", interactive=False,
                                                           variant="primary" if label == "same" else "secondary")
                                          for label, text, keys in LABEL_BUTTONS}
-                        undo = gr.Button("Undo last (Z)", elem_id="judge-undo")
+                        undo = gr.Button("Undo last (Z)", elem_id="judge-undo", interactive=False)
             self.queue = gr.Dataframe(label="Queue, most suspicious first", datatype=["str", "str", "number", "number"],
                                       interactive=False, wrap=True)
+        self.buttons = [*label_buttons.values(), undo]
         view = [self.session, self.status, self.members, self.query, self.candidate, self.details, self.queue, self.progress]
-        next_button.click(self.start_cluster, [gr.State(""), name], view)
-        gr.on([pick_button.click, pick.submit], self.start_cluster, [pick, name], view)
-        gr.on([typed_button.click, typed.submit], self.start_query, [typed, name], view)
+
+        def wire(triggers, handler, inputs) -> None:
+            # Keys and buttons are off from the click until the new item shows (queue=False: at
+            # once, not behind other events), so a key pressed meanwhile cannot judge a stale item.
+            gr.on(triggers, self.busy, None, self.buttons, queue=False).then(
+                handler, inputs, view).then(self.buttons_for, [self.session], self.buttons, queue=False)
+
+        wire([next_button.click], self.start_cluster, [gr.State(""), name])
+        wire([pick_button.click, pick.submit], self.start_cluster, [pick, name])
+        wire([typed_button.click, typed.submit], self.start_query, [typed, name])
         for label, button in label_buttons.items():
-            button.click(self.judge, [gr.State(label), self.session, name], view)
-        undo.click(self.undo, [self.session, name], view)
+            wire([button.click], self.judge, [gr.State(label), self.session, name])
+        wire([undo.click], self.undo, [self.session, name])
+
+    def busy(self) -> dict:
+        """Every judging button off, while an event is on its way."""
+        return {button: gr.Button(interactive=False) for button in self.buttons}
+
+    def buttons_for(self, session: AnnotateSession | None) -> dict:
+        """The judging buttons on when there is an item to judge, undo when this page judged something."""
+        judging = session is not None and session.current() is not None
+        undoing = session is not None and bool(session.judged)
+        return {button: gr.Button(interactive=undoing if button is self.buttons[-1] else judging) for button in self.buttons}
 
     @shows_errors
     def start_cluster(self, cluster: str, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
@@ -125,8 +157,7 @@ class AnnotateTab:
         cluster = (cluster or "").strip() or next_cluster(self.ctx.store, corpus, who, retriever=served.dense)
         queue = spot_check(self.ctx.store, served.dense, corpus, who, cluster=cluster)
         members = text_table(corpus[corpus["cluster"] == cluster], MEMBER_COLUMNS)
-        return self.view(AnnotateSession(served.bundle.version, cluster, members, queue,
-                                         message=f"Spot-checking cluster {plain(cluster)}."), who)
+        return self.view(AnnotateSession(served.bundle.version, cluster, members, queue, message=_queue_message(queue)), who)
 
     @shows_errors
     def start_query(self, query: str, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
@@ -134,7 +165,7 @@ class AnnotateTab:
         who = self.ctx.annotator(name, request, profile)
         served = self.ctx.model.current()
         queue = spot_check(self.ctx.store, served.dense, served.bundle.corpus, who, query_text=query)
-        return self.view(AnnotateSession(served.bundle.version, queue=queue, message="Checking what your query retrieves."), who)
+        return self.view(AnnotateSession(served.bundle.version, queue=queue, message=_queue_message(queue)), who)
 
     @shows_errors
     def judge(self, label: str, session: AnnotateSession | None, name: str, request: gr.Request,
@@ -150,26 +181,27 @@ class AnnotateTab:
             query_text=None if pd.isna(row["query_text"]) else str(row["query_text"]),
             rank=int(row["rank"]), distance=float(row["distance"]),
         )
-        return self.view(replace(session, position=session.position + 1, message=f"Recorded judgment #{judgment}: {label}."), who)
+        return self.view(session.after_judging(judgment, label), who)
 
     @shows_errors
     def undo(self, session: AnnotateSession | None, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
-        """Withdraw this annotator's last judgment; step back if it was the previous item here."""
+        """Withdraw the last judgment this page recorded that is still in force (at most
+        ``UNDO_STEPS`` back), name it, and go back to its item."""
         who = self.ctx.annotator(name, request, profile)
         session = session or AnnotateSession()
-        withdrawn = self.ctx.store.undo_last(who)
+        withdrawn = self.ctx.store.undo_last(who, among=[judgment for judgment, _ in session.judged])
         if withdrawn is None:
-            return self.view(replace(session, message="Nothing to undo."), who)
-        position = session.position - 1 if session.previous_key() == withdrawn["item_key"] else session.position
-        message = f"Withdrew judgment #{withdrawn['id']} ({withdrawn['label']})."
-        return self.view(replace(session, position=position, message=message), who)
+            message = (f"Nothing to undo on this page: undo reaches the last {UNDO_STEPS} judgments made here and still in force.")
+            return self.view(replace(session, judged=(), message=message), who)
+        return self.view(session.after_undo(withdrawn), who)
 
     def view(self, session: AnnotateSession, who: str) -> dict:
         """The tab's outputs for ``session``: the session itself, status, members, the current
         item and its details, the rest of the queue and the annotator's progress."""
         progress = self.ctx.store.progress(who)
         row = session.current()
-        shown = {self.session: session, self.status: session.message, self.members: session.members,
+        status = " · ".join(part for part in (session.heading, session.message) if part)
+        shown = {self.session: session, self.status: status, self.members: session.members,
                  self.progress: f"Judged today: **{progress['today']}** · left in this queue: **{session.left}** · "
                                 f"labelled in total: **{progress['total']}**"}
         if row is None:
@@ -191,3 +223,9 @@ class AnnotateTab:
         corpus = self.ctx.model.current().bundle.corpus
         found = corpus.loc[corpus["qid"] == qid, "question"]
         return str(found.iloc[0]) if len(found) else f"(question {qid} is not in the served corpus)"
+
+
+def _queue_message(queue: pd.DataFrame) -> str:
+    if queue.empty:
+        return "Everything retrieved here is judged already (by you): nothing left to check."
+    return f"{len(queue)} retrieved question(s) to check."

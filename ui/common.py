@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 import html
+import json
+import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +22,12 @@ from gradio.utils import get_space
 
 from annotations.store import AnnotationStore, annotator_name
 from qpr.errors import QPRError
+from qpr.fsutil import atomic_path
 from qpr.serving import ServedModel
 from ui.demo import cache_dir
 
+log = logging.getLogger("qpr.app")
+SERVED_POINTER = "served-bundle.json"  # under the cache: the last bundle a user confirmed
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
 
 
@@ -55,14 +60,17 @@ class AppContext:
             raise QPRError(f"To record judgments, {how}. Anyone can search without it.")
         return annotator_name(who)
 
-    def whoami(self, request: gr.Request, profile: gr.OAuthProfile | None) -> str:
-        """The page header's line about who is annotating."""
+    def whoami(self, name: str | None, request: gr.Request | None, profile: gr.OAuthProfile | None) -> str:
+        """The page header's line about who is annotating (``name``: the 'Your name' box)."""
         try:
-            return f"Annotating as **{plain(self.annotator(None, request, profile))}**"
+            who = self.annotator(name, request, profile)
         except QPRError:
             if self.identity == "name":
                 return "Anyone can search; type your name to annotate."
             return "Not signed in: you can search, but sign in to annotate."
+        if self.identity == "name":
+            return f"Annotating as **{plain(who)}** (names are not verified)"
+        return f"Annotating as **{plain(who)}**"
 
 
 def plain(text: object) -> str:
@@ -71,15 +79,19 @@ def plain(text: object) -> str:
 
 
 def shows_errors(handler):
-    """Show the library's QPRError (input a user must fix) as an error message in the page."""
+    """Input a user must fix (QPRError) becomes a warning in the page and one line in the server
+    log, and the handler's outputs are left as they were (no error state on them); any other
+    exception is a bug and keeps its traceback."""
 
     @functools.wraps(handler)
     def wrapper(*args, **kwargs):
         try:
             return handler(*args, **kwargs)
         except QPRError as err:
-            # gr.Error renders its message as HTML, and messages can echo what the user typed.
-            raise gr.Error(html.escape(str(err), quote=False)) from err
+            log.warning("%s refused input: %s", handler.__name__, str(err).splitlines()[0])
+            # gr.Warning renders its message as HTML, and messages can echo what the user typed.
+            gr.Warning(html.escape(str(err), quote=False), title="Please check")
+            return gr.skip()
 
     return wrapper
 
@@ -113,3 +125,20 @@ def identity_mode(auth: list[tuple[str, str]] | None) -> str:
     if auth:
         return "auth"
     return "oauth" if get_space() else "name"
+
+
+def remember_served(cache: Path, bundle_path: Path) -> None:
+    """Note ``bundle_path`` as the confirmed bundle to serve after a restart (``SERVED_POINTER``
+    under ``cache``, replaced atomically)."""
+    with atomic_path(Path(cache) / SERVED_POINTER) as tmp:
+        tmp.write_text(json.dumps({"bundle": str(Path(bundle_path).resolve())}) + "\n")
+
+
+def remembered_bundle(cache: Path) -> Path | None:
+    """The last confirmed bundle noted under ``cache``, if any and still there."""
+    pointer = Path(cache) / SERVED_POINTER
+    try:
+        path = Path(json.loads(pointer.read_text())["bundle"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return path if path.is_dir() else None

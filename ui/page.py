@@ -42,5 +42,6 @@ class QPRPage:
             self.clusters.render()
             self.retrain.render()
             self.metrics.render()
-            demo.load(self.ctx.whoami, None, [who])
+            gr.on([demo.load, name.change], self.ctx.whoami, [name], [who])
+            demo.load(self.retrain.restore, None, self.retrain.decision_outputs)
         return demo

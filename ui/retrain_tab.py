@@ -10,17 +10,19 @@ fusion fit, the comparison and the new served retrievers.
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 import gradio as gr
+import pandas as pd
 
 from annotations.export import export, manifest_path, pairs_path
-from qpr.bundle_training import compare_bundles, retrain_bundle
+from qpr.bundle_training import compare_bundles, retrain_bundle, verdict
 from qpr.data import read_cluster_file
 from qpr.errors import QPRError
 from qpr.retrievers import BM25Retriever
-from ui.common import AppContext, plain, shows_errors, text_table
+from ui.common import AppContext, plain, remember_served, shows_errors, text_table
 
 
 class RetrainTab:
@@ -48,10 +50,9 @@ class RetrainTab:
                 self.confirm_button = gr.Button("Use the retrained model", interactive=False, variant="primary")
                 self.discard_button = gr.Button("Discard it", interactive=False)
         export_button.click(self.export_clusters, [fmt], [self.files, self.export_note])
-        decided = [self.note, self.confirm_button, self.discard_button]
-        retrain_button.click(self.retrain, [epochs], [self.comparison, *decided], concurrency_limit=1, concurrency_id="retrain")
-        self.confirm_button.click(self.confirm, None, decided)
-        self.discard_button.click(self.discard, None, decided)
+        retrain_button.click(self.retrain, [epochs], self.decision_outputs, concurrency_limit=1, concurrency_id="retrain")
+        self.confirm_button.click(self.confirm, None, self.decision_outputs)
+        self.discard_button.click(self.discard, None, self.decision_outputs)
 
     def _export(self, fmt: str) -> tuple[Path, dict]:
         """Export the served corpus' corrected clusters under the cache; the file and its manifest."""
@@ -72,7 +73,7 @@ class RetrainTab:
         return {self.files: [str(out), str(pairs_path(out)), str(manifest_path(out))], self.export_note: note}
 
     @shows_errors
-    def retrain(self, epochs: float, progress=gr.Progress(track_tqdm=True)) -> dict:
+    def retrain(self, epochs: float, progress=gr.Progress()) -> dict:
         """Retrain on the corrected clusters in the background of searches; compare old and new
         on the same held-out clusters; hold the new model until the user confirms."""
         progress(0, desc="Exporting the corrected clusters")
@@ -81,23 +82,52 @@ class RetrainTab:
         corrected = read_cluster_file(out)
         labels = {"export_id": done["export_id"], "export_file": str(out), "judgment_ids": done["judgment_ids"]}
         epochs = int(epochs)
+        started = time.monotonic()
 
         def epoch_done(row: dict) -> None:
-            progress(row["epoch"] / epochs, desc=f"Epoch {row['epoch']} of at most {epochs}: validation ROC AUC {row['val_auc']:.3f}")
+            # The whole run in one bar: epochs, then the comparison (counted as one more step).
+            share = row["epoch"] / (epochs + 1)
+            left = (time.monotonic() - started) * (1 - share) / share
+            progress(share, desc=f"Epoch {row['epoch']} of at most {epochs} · {100 * share:.0f}% · about {left:.0f} s left "
+                                 f"· validation ROC AUC {row['val_auc']:.3f}")
 
         bm25 = BM25Retriever(corrected)
-        new = retrain_bundle(served.bundle, corrected, max_epochs=epochs, labels=labels, bm25=bm25, on_epoch=epoch_done)
-        progress(1.0, desc="Evaluating both models on the held-out clusters")
+        new = retrain_bundle(served.bundle, corrected, max_epochs=epochs, labels=labels, bm25=bm25, progress=False,
+                             on_epoch=epoch_done)
+        progress(epochs / (epochs + 1), desc="Evaluating both models on the held-out clusters")
         comparison = compare_bundles(served.bundle, new, corrected, bm25)
         self.ctx.model.propose(new, comparison, bm25)
+        progress(1.0, desc="Done")
         note = (f"Retrained on {len(done['merges'])} merge(s) from {len(done['judgment_ids'])} judgment(s) (export "
-                f"#{done['export_id']}): model **{plain(new.version)}** is ready. Both models are scored on the same "
-                "held-out queries with the corrected clusters. Nothing changes until you press 'Use the retrained model'.")
-        return {self.comparison: text_table(comparison.round(3)), self.note: note} | self._decision_buttons(True)
+                f"#{done['export_id']}): model **{plain(new.version)}** is ready. Nothing changes until you press "
+                "'Use the retrained model'.")
+        return self._waiting(note, comparison)
+
+    def _waiting(self, note: str, comparison) -> dict:
+        """The tab while a retrained model waits: the comparison, what it says, the two choices
+        (discard first when the new model is worse beyond doubt)."""
+        said, worse = verdict(comparison)
+        return {self.comparison: text_table(comparison.round(3)), self.note: f"{note}\n\n{said}",
+                self.confirm_button: gr.Button(interactive=True, variant="secondary" if worse else "primary"),
+                self.discard_button: gr.Button(interactive=True, variant="primary" if worse else "secondary")}
+
+    @property
+    def decision_outputs(self) -> list:
+        return [self.comparison, self.note, self.confirm_button, self.discard_button]
+
+    def restore(self) -> dict:
+        """On page load: a retrained model still waiting for a decision (made before a reload,
+        or in another tab) is shown with its comparison and can be decided."""
+        candidate = self.ctx.model.candidate()
+        if candidate is None:
+            return self._decided("")
+        note = f"A retrained model, **{plain(candidate.served.bundle.version)}**, is waiting for your decision."
+        return self._waiting(note, candidate.comparison)
 
     @shows_errors
     def confirm(self) -> dict:
-        """Save the retrained bundle and serve it from now on (one atomic swap)."""
+        """Save the retrained bundle and serve it from now on (one atomic swap); the app serves it
+        again after a restart unless ``QPR_BUNDLE`` names another."""
         candidate = self.ctx.model.candidate()
         if candidate is None:
             raise QPRError("No retrained model is waiting: press 'Retrain' first.")
@@ -107,14 +137,18 @@ class RetrainTab:
         # Raises, leaving the served model as it was, if another confirmation or retraining
         # replaced the candidate in the meantime.
         self.ctx.model.confirm(bundle.version)
-        note = (f"Now serving **{plain(bundle.version)}**, saved in **{plain(path)}**. "
-                "Start the app with QPR_BUNDLE set to that folder to serve it after a restart.")
-        return {self.note: note} | self._decision_buttons(False)
+        remember_served(self.ctx.cache, path)
+        note = (f"Now serving **{plain(bundle.version)}**, saved in **{plain(path)}**; the app serves it again after a "
+                "restart (unless QPR_BUNDLE names another bundle).")
+        return self._decided(note) | {self.comparison: text_table(candidate.comparison.round(3))}
 
     def discard(self) -> dict:
         """Drop the retrained model waiting for a decision; the served one stays."""
         self.ctx.model.discard()
-        return {self.note: "Discarded the retrained model; the served one is unchanged."} | self._decision_buttons(False)
+        return self._decided("Discarded the retrained model; the served one is unchanged.")
 
-    def _decision_buttons(self, waiting: bool) -> dict:
-        return {self.confirm_button: gr.Button(interactive=waiting), self.discard_button: gr.Button(interactive=waiting)}
+    def _decided(self, note: str) -> dict:
+        """The tab with no model waiting: no comparison, both choices off."""
+        return {self.comparison: pd.DataFrame(), self.note: note,
+                self.confirm_button: gr.Button(interactive=False, variant="primary"),
+                self.discard_button: gr.Button(interactive=False, variant="secondary")}

@@ -2,7 +2,8 @@
 
 Environment:
 
-- ``QPR_BUNDLE``: serve this saved bundle instead of the demo (e.g. one trained on Quora-lite);
+- ``QPR_BUNDLE``: serve this saved bundle (e.g. one trained on Quora-lite); without it the app
+  serves the last bundle confirmed in its Retrain tab, or else the demo;
 - ``QPR_DB_URL``: the annotation database (default ``sqlite:///data/annotations.db``);
 - ``QPR_AUTH``: ``user:password`` pairs separated by commas; the whole app then asks for a login
   and judgments carry the login name. On Hugging Face Spaces without it, annotators sign in with
@@ -23,23 +24,37 @@ from qpr.bundle import Bundle
 from qpr.errors import QPRError
 from qpr.serving import ServedModel
 from ui.annotate_tab import SHORTCUTS
-from ui.common import AppContext, identity_mode, parse_auth
+from ui.common import AppContext, identity_mode, parse_auth, remembered_bundle
 from ui.demo import EXAMPLE_QUERIES, cache_dir, demo_bundle
 from ui.page import QPRPage
 
 
 def served_bundle() -> tuple[Bundle, tuple[str, ...]]:
-    """The bundle to serve (``QPR_BUNDLE`` or the demo) and example queries for it."""
-    path = os.environ.get("QPR_BUNDLE")
-    if not path:
-        # The demo model is tiny: a second thread costs more in synchronisation than it saves, and
-        # far more when another process holds a core (demo training: 2.6 s on one thread, 106 s on two).
-        torch.set_num_threads(1)
-        return demo_bundle(), EXAMPLE_QUERIES
-    bundle = Bundle.load(path)
+    """The bundle to serve and example queries for it: ``QPR_BUNDLE``, else the last bundle
+    confirmed in the app (if it still loads), else the demo."""
+    if os.environ.get("QPR_BUNDLE"):
+        bundle = Bundle.load(os.environ["QPR_BUNDLE"])
+    else:
+        bundle = _last_confirmed()
+        if bundle is None:
+            # The demo model is tiny: a second thread costs more in synchronisation than it saves, and
+            # far more when another process holds a core (demo training: 2.6 s on one thread, 106 s on two).
+            torch.set_num_threads(1)
+            return demo_bundle(), EXAMPLE_QUERIES
     held_out = bundle.corpus[bundle.corpus["split"] == "test"]["question"]
     examples = held_out.sample(min(5, len(held_out)), random_state=0) if len(held_out) else bundle.corpus["question"].head(5)
     return bundle, tuple(examples)
+
+
+def _last_confirmed() -> Bundle | None:
+    path = remembered_bundle(cache_dir())
+    if path is None:
+        return None
+    try:
+        return Bundle.load(path)
+    except QPRError as err:
+        print(f"[qpr] serving the demo, not the last confirmed bundle: {err}", file=sys.stderr)
+        return None
 
 
 def main() -> int:
