@@ -1,14 +1,21 @@
 """The Metrics tab: training curves, and H@1 / MRR of the served model or before and after a
-retraining."""
+retraining.
+
+The plots are drawn with matplotlib and sent as images. Gradio's native plots redraw a new value
+inside the colour domain of their first one, so after a swap the new models' lines vanished and
+the legend kept the old names until a reload; an image is drawn whole every time.
+"""
 
 from __future__ import annotations
 
 import gradio as gr
 import pandas as pd
+from matplotlib.figure import Figure
 
 from ui.common import AppContext
 
 CURVE_COLUMNS = ["model", "epoch", "val ROC AUC", "loss"]
+BAR_COLUMNS = ["measure", "model", "value"]
 
 
 class MetricsTab:
@@ -22,16 +29,16 @@ class MetricsTab:
         with gr.Tab("Metrics") as tab:
             self.caption = gr.Markdown()
             with gr.Row():
-                self.auc = gr.LinePlot(x="epoch", y="val ROC AUC", color="model", label="Validation ROC AUC per epoch",
-                                       x_axis_format="d")
-                self.loss = gr.LinePlot(x="epoch", y="loss", color="model", label="Training loss per epoch", x_axis_format="d")
-            self.bars = gr.BarPlot(x="measure", y="value", color="model", label="H@1 and MRR", y_lim=[0, 1], x_label_angle=-30)
+                self.auc = gr.Plot(label="Validation ROC AUC per epoch", elem_id="metrics-auc")
+                self.loss = gr.Plot(label="Training loss per epoch", elem_id="metrics-loss")
+            self.bars = gr.Plot(label="H@1 and MRR", elem_id="metrics-bars")
         tab.select(self.metrics, None, [self.auc, self.loss, self.bars, self.caption])
 
-    def metrics(self) -> dict:
-        """Training curves of the served model (and of the one it replaced, or of a retrained one
-        waiting), and H@1 / MRR before and after the waiting or else the last confirmed retraining
-        (a discarded one is not shown)."""
+    def tables(self) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+        """What the tab plots: training curves of the served model (and of the one it replaced,
+        or of a retrained one waiting; ``CURVE_COLUMNS``), H@1 / MRR before and after the waiting
+        or else the last confirmed retraining, or of the served model alone (``BAR_COLUMNS``; a
+        discarded retraining is not shown), and a caption saying which."""
         model = self.ctx.model
         served, candidate, swap = model.current().bundle, model.candidate(), model.last_swap()
         bundles = [("replaced", swap.replaced if swap else None), ("served", served)]
@@ -54,10 +61,48 @@ class MetricsTab:
             scores = pd.DataFrame([{"model": "served", "split": split} | values for split, values in measured.items()])
             caption = "The served model on its held-out clusters (retrain to compare before and after)."
         bars = pd.DataFrame(
-            [{"measure": f"{metric} {split} · {model}", "model": model, "value": row[metric]}
+            [{"measure": f"{metric} {split}", "model": model, "value": row[metric]}
              for metric in ("H1", "MRR") for split in scores["split"].unique()
              for model, row in scores[scores["split"] == split].set_index("model").iterrows()],
-            columns=["measure", "model", "value"],
+            columns=BAR_COLUMNS,
         )
-        return {self.auc: curves, self.loss: curves, self.bars: gr.BarPlot(value=bars, sort=list(bars["measure"])),
-                self.caption: caption}
+        return curves, bars, caption
+
+    def metrics(self) -> dict:
+        """The tab's plots and caption, drawn afresh."""
+        curves, bars, caption = self.tables()
+        return {self.auc: line_figure(curves, "val ROC AUC"), self.loss: line_figure(curves, "loss"),
+                self.bars: bar_figure(bars), self.caption: caption}
+
+
+def line_figure(curves: pd.DataFrame, measure: str) -> Figure:
+    """One line per model of ``measure`` against the epoch."""
+    figure = Figure(figsize=(6, 3.2), layout="constrained")
+    axes = figure.subplots()
+    for model, rows in curves.groupby("model", sort=False):
+        axes.plot(rows["epoch"], rows[measure], marker="o", markersize=3, label=model)
+    axes.set_xlabel("epoch")
+    axes.set_ylabel(measure)
+    axes.xaxis.get_major_locator().set_params(integer=True)
+    if len(curves):
+        axes.legend(fontsize="small")
+    return figure
+
+
+def bar_figure(bars: pd.DataFrame) -> Figure:
+    """Grouped bars: one group per measure, one bar per model, values written on the bars."""
+    figure = Figure(figsize=(10, 3.2), layout="constrained")
+    axes = figure.subplots()
+    measures = list(dict.fromkeys(bars["measure"]))
+    models = list(dict.fromkeys(bars["model"]))
+    width = 0.8 / max(len(models), 1)
+    for i, model in enumerate(models):
+        values = bars[bars["model"] == model].set_index("measure")["value"].reindex(measures)
+        drawn = axes.bar([m + (i - (len(models) - 1) / 2) * width for m in range(len(measures))], values, width, label=model)
+        axes.bar_label(drawn, fmt="%.3f", fontsize="small")
+    axes.set_xticks(range(len(measures)), measures)
+    axes.set_ylim(0, 1.05)
+    axes.set_ylabel("value")
+    if models:
+        axes.legend(fontsize="small")
+    return figure
