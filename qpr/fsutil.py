@@ -1,46 +1,310 @@
-"""Atomic file and directory writes: readers see the old version or the new one, never half."""
+"""Atomic file and directory writes that survive ``kill -9``: readers see the old version or the new one.
+
+``atomic_path(target)`` is the one write primitive of the project. The new version is written into a
+temporary sibling and moved into place only when it is complete; the names of what a write leaves
+beside ``target`` say whose they are:
+
+- ``.{name}.tmp-{pid}-{token}``: the new version being written (a file, or a directory);
+- ``.{name}.old-{pid}-{token}``: an existing directory moved aside during a swap;
+- ``.{name}.del-{pid}-{token}``: a dead process's leftover being deleted.
+
+A file replaces its target in one ``os.replace``. A directory cannot replace a non-empty one in one
+rename, so a swap takes two (old aside, new in) and a kill between them leaves no directory at
+``target`` but both complete versions beside it. ``recover(target)`` finishes such a swap: the new
+version is complete before the old is moved aside, so it moves ``tmp`` in (or, if that is gone,
+``old`` back). ``qpr.bundle.Bundle.load`` calls it when a bundle is missing, and every write calls
+it first; so after a kill at any instant the next reader or writer finds a complete directory.
+
+Every write also removes the leftovers of processes that no longer run (``_writer_alive``). A
+leftover is claimed by renaming it to ``del`` before it is deleted, so a concurrent recovery can
+never move a half-deleted directory into place. The pid test is per machine: a folder shared by
+processes in different pid namespaces (containers) should not be written by more than one of them.
+"""
 
 from __future__ import annotations
 
 import os
+import re
+import secrets
 import shutil
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
+
+from qpr.errors import QPRError
+
+KINDS = ("tmp", "old", "del")
+SWAP_WAIT_S = 30.0  # how long a reader waits for a live writer to finish a swap it found half-done
+_OURS: set[str] = set()  # leftovers this process is writing now (a past process may have had our pid)
+
+
+def _token() -> str:
+    return secrets.token_hex(4)
+
+
+def _leftover_name(target: Path, kind: str, pid: int | None = None, token: str | None = None) -> Path:
+    return target.with_name(f".{target.name}.{kind}-{os.getpid() if pid is None else pid}-{token or _token()}")
+
+
+def leftovers(target: str | os.PathLike) -> list[tuple[Path, str, int, str]]:
+    """``(path, kind, pid, token)`` of every write leftover beside ``target`` (see the module doc).
+
+    Names of the older ``.{name}.tmp-{random}`` form are listed with pid 0 (no such process)."""
+    target = Path(target)
+    found = []
+    try:
+        entries = list(os.scandir(target.parent))
+    except OSError:
+        return []
+    for entry in entries:
+        for kind in KINDS:
+            prefix = f".{target.name}.{kind}-"
+            if not entry.name.startswith(prefix):
+                continue
+            rest = entry.name[len(prefix):]
+            match = re.fullmatch(r"(\d+)-(\w+)", rest)
+            if match:
+                found.append((Path(entry.path), kind, int(match.group(1)), match.group(2)))
+            elif kind == "tmp" and re.fullmatch(r"\w{8}", rest):  # tempfile's name before pids were added
+                found.append((Path(entry.path), kind, 0, rest))
+            elif kind == "old" and rest.isdigit():  # a swap's old directory before tokens were added
+                found.append((Path(entry.path), kind, int(rest), ""))
+    return sorted(found)
+
+
+def _process_start(pid: int) -> float | None:
+    """When process ``pid`` started (epoch seconds; Linux), or None where that cannot be read.
+    A zombie (exited, not yet reaped) counts as not started: -inf is never returned, so use inf."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields[0] in ("Z", "X"):
+            return float("inf")
+        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))
+        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def _writer_alive(path: Path, pid: int) -> bool:
+    """Whether the process that made leftover ``path`` may still be writing it.
+
+    Our own pid counts only for the leftovers this process registered (after a restart, a container
+    often gets the pid its predecessor had). Another pid is alive if ``os.kill(pid, 0)`` finds it,
+    unless (on Linux) it is a zombie or started after the leftover was last changed: then the pid
+    was reused by a process that cannot have made it (1 s of slack for the clocks' resolution)."""
+    if pid == os.getpid():
+        return str(path) in _OURS
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process: it exists
+    except OverflowError:
+        return False
+    started = _process_start(pid)
+    if started is None:
+        return True
+    try:
+        changed = path.lstat().st_mtime
+    except FileNotFoundError:
+        return False
+    return started <= changed + 1.0
+
+
+def _claim_and_remove(path: Path, target: Path) -> None:
+    """Delete a dead writer's leftover: rename it first, so no one moves it in while it is deleted."""
+    claimed = _leftover_name(target, "del")
+    try:
+        os.rename(path, claimed)
+    except OSError:
+        return  # someone else claimed or recovered it
+    _OURS.add(str(claimed))
+    try:
+        if claimed.is_dir() and not claimed.is_symlink():
+            shutil.rmtree(claimed, ignore_errors=True)
+        else:
+            claimed.unlink(missing_ok=True)
+    finally:
+        _OURS.discard(str(claimed))
+
+
+def clean_leftovers(target: str | os.PathLike) -> list[Path]:
+    """Remove the leftovers of dead writers of ``target`` (never a live writer's); returns them.
+
+    An interrupted swap is finished first (``recover``), so its leftovers are not lost with it."""
+    target = Path(target)
+    recover(target, wait=0)
+    removed = []
+    for path, _kind, pid, _token_ in leftovers(target):
+        if not _writer_alive(path, pid):
+            _claim_and_remove(path, target)
+            removed.append(path)
+    return removed
+
+
+def recover(target: str | os.PathLike, wait: float = SWAP_WAIT_S) -> bool:
+    """Finish a directory swap that a dead writer left half-done; True if ``target`` exists after.
+
+    With ``target`` missing and ``.{name}.old-{pid}-{token}`` beside it, the writer died between
+    its two renames. Its ``tmp`` of the same token is complete (old is moved aside only after the
+    new version was written and synced), so it is moved in; failing that, ``old`` is moved back.
+    If the writer still runs, its second rename is imminent: wait up to ``wait`` seconds for it.
+    """
+    target = Path(target)
+    deadline = time.monotonic() + wait
+    while True:
+        if target.exists() or target.is_symlink():
+            return True
+        aside = [(path, pid, token) for path, kind, pid, token in leftovers(target) if kind == "old"]
+        if not aside:
+            return False
+        live = False
+        for old, pid, token in aside:
+            if _writer_alive(old, pid):
+                live = True
+                continue
+            new = _leftover_name(target, "tmp", pid, token)
+            for candidate in (new, old):
+                if candidate.is_dir():
+                    try:
+                        os.rename(candidate, target)
+                    except OSError:
+                        pass  # another process recovered it first, or target reappeared
+                    if target.exists():
+                        _fsync_dir(target.parent)
+                        return True
+        if not live or time.monotonic() >= deadline:
+            return target.exists()
+        time.sleep(0.05)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        handle = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(handle)
+    except OSError:
+        pass  # some file systems cannot sync a directory; the rename is still atomic
+    finally:
+        os.close(handle)
+
+
+def _fsync_tree(path: Path) -> None:
+    """Flush a written file, or every file and folder of a written directory, to the disk."""
+    if path.is_dir():
+        for root, _dirs, files in os.walk(path):
+            for name in files:
+                with open(os.path.join(root, name), "rb") as handle:
+                    os.fsync(handle.fileno())
+            _fsync_dir(Path(root))
+    else:
+        with open(path, "rb") as handle:
+            os.fsync(handle.fileno())
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _check_target(target: Path, directory: bool) -> None:
+    """Refuse to replace something of another kind: that would move a user's file or folder away."""
+    if target.is_symlink():
+        raise QPRError(f"{target} is a symbolic link; give the path it points to, or a new path (nothing was changed)")
+    if directory and target.exists() and not target.is_dir():
+        raise QPRError(f"{target} is an existing file, not a folder; choose a new path (nothing was changed)")
+    if not directory and target.is_dir():
+        raise QPRError(f"{target} is an existing folder; give a file name (nothing was changed)")
+
+
+def check_writable(target: str | os.PathLike) -> None:
+    """Raise QPRError unless ``target``'s folder exists and can be written, or can be created.
+
+    Probes the nearest existing ancestor by creating and removing a temporary folder there, so a
+    long job (training) is refused before it starts rather than failing at its end."""
+    target = Path(target).absolute()
+    ancestor = target.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise QPRError(f"cannot write {target}: {ancestor} is a file, not a folder; choose another path")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=f".{target.name}.probe-", dir=ancestor))
+    except OSError as err:
+        raise QPRError(f"cannot write {target}: {err.strerror or err} in {ancestor}; choose a path in a folder you "
+                       "can write") from err
 
 
 @contextmanager
 def atomic_path(target: str | os.PathLike, directory: bool = False) -> Iterator[Path]:
     """Yield a temporary sibling of ``target`` to write; move it into place only on success.
 
-    The temporary lives in the same folder so the final rename is atomic on one file system.
-    A file replaces its target with one ``os.replace``. A directory replacing an existing one is
-    swapped in two renames (old aside, new in), so at every instant either a complete old or a
-    complete new directory exists under ``target`` or beside it. On any exception (Ctrl-C too)
-    the temporary is removed and ``target`` is untouched.
+    The temporary lives in the same folder so the final rename is atomic on one file system, and it
+    is synced to the disk before it is moved in. A file replaces its target with one ``os.replace``.
+    A directory replacing an existing one is swapped in two renames (old aside, new in); a kill
+    between them is repaired by ``recover`` (module doc). On any exception (Ctrl-C too) the
+    temporary is removed and ``target`` is untouched. ``target`` must be absent or of the same kind
+    (file or directory); anything else, or a folder that cannot be written, raises QPRError.
+
+    Before writing, leftovers of dead writers of ``target`` are removed (``clean_leftovers``).
     """
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    prefix = f".{target.name}.tmp-"
-    if directory:
-        tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=target.parent))
-    else:
-        handle, name = tempfile.mkstemp(prefix=prefix, dir=target.parent)
-        os.close(handle)  # callers reopen the path; an unclosed descriptor would leak per write
-        tmp = Path(name)
+    _check_target(target, directory)
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise QPRError(f"cannot create the folder {target.parent}: {err.strerror or err}; choose a path in a folder "
+                       "you can write") from err
+    clean_leftovers(target)
+    token = _token()
+    tmp = _leftover_name(target, "tmp", token=token)
+    _OURS.add(str(tmp))
+    try:
+        try:
+            if directory:
+                tmp.mkdir(mode=0o777 & ~_umask())  # mkdtemp's 0o700 would hide a bundle from the server's user
+            else:
+                tmp.touch(mode=0o666 & ~_umask(), exist_ok=False)
+        except OSError as err:
+            raise QPRError(f"cannot write in {target.parent}: {err.strerror or err}; choose a path in a folder you "
+                           "can write") from err
         yield tmp
+        _fsync_tree(tmp)
         if directory and target.exists():
-            old = target.with_name(f".{target.name}.old-{os.getpid()}")
-            os.replace(target, old)
-            os.replace(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
+            old = _leftover_name(target, "old", token=token)
+            _OURS.add(str(old))
+            try:
+                os.rename(target, old)
+                try:
+                    os.rename(tmp, target)
+                except OSError:
+                    if not target.exists():
+                        os.rename(old, target)  # put the old one back: target is never left missing
+                    raise
+                _fsync_dir(target.parent)
+                shutil.rmtree(old, ignore_errors=True)
+            finally:
+                _OURS.discard(str(old))
         else:
             os.replace(tmp, target)
-    except BaseException:
+            _fsync_dir(target.parent)
+    except BaseException as err:
         if tmp.is_dir():
             shutil.rmtree(tmp, ignore_errors=True)
         else:
             tmp.unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            raise QPRError(f"cannot write {target}: {err.strerror or err}; nothing was changed") from err
         raise
+    finally:
+        _OURS.discard(str(tmp))

@@ -156,8 +156,29 @@ class VectorIndex:
 
     @classmethod
     def load(cls, path: Path, factory: str, nprobe: int, ef_search: int = IndexConfig.ef_search) -> "VectorIndex":
+        """Read ``path`` and check it is the kind of index ``factory`` names (a bundle's manifest
+        says which); QPRError names what does not fit."""
+        check_settings(factory, nprobe, ef_search, where=f"{path}: the manifest's index")
         try:
             index = faiss.read_index(str(path))
         except RuntimeError as err:
             raise QPRError(f"cannot read FAISS index {path}: {err.args[0].splitlines()[0]}") from err
+        kind = type(faiss.downcast_index(index.index if isinstance(index, faiss.IndexIDMap) else index)).__name__
+        nlist = _nlist(factory)
+        expected = ("IndexIVFFlat" if nlist is not None else "IndexHNSWFlat" if _is_hnsw(factory)
+                    else "IndexFlatL2")
+        if kind != expected or (nlist is None) != isinstance(index, faiss.IndexIDMap):
+            raise QPRError(f"{path} holds an index of type {kind}, but the manifest says {factory!r}; rebuild the index with "
+                           "`python -m qpr index`")
         return cls(index, factory, nprobe, ef_search)
+
+
+def check_settings(factory: object, nprobe: object, ef_search: object, where: str = "index") -> None:
+    """QPRError unless ``factory`` is one ``build`` makes (``Flat``, ``IVF<n>,Flat``, ``HNSW<M>``)
+    and ``nprobe`` / ``ef_search`` are positive integers."""
+    if not isinstance(factory, str) or not (factory == "Flat" or _nlist(factory) or _is_hnsw(factory)):
+        raise QPRError(f"{where} type {factory!r} is unknown; this version builds 'Flat', 'IVF<nlist>,Flat' and "
+                       "'HNSW<M>' (rebuild it with `python -m qpr index`)")
+    for name, value in (("nprobe", nprobe), ("ef_search", ef_search)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise QPRError(f"{where} setting {name} must be a positive integer, got {value!r}")
