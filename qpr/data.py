@@ -20,7 +20,7 @@ from scipy.sparse.csgraph import connected_components
 
 from qpr.errors import QPRError
 from qpr.fsutil import atomic_path
-from qpr.text import tokenize
+from qpr.text import text_problem, tokenize
 
 COLUMNS = ["qid", "question", "cluster", "split"]
 SPLITS = ("train", "val", "test", "none")
@@ -71,6 +71,22 @@ def write_table(frame: pd.DataFrame, path: str | Path) -> Path:
     return path
 
 
+def check_questions(texts: pd.Series, source: Path | str, labels: pd.Series | None = None, column: str = "question") -> None:
+    """QPRError naming the first question that holds a NUL character or a lone surrogate
+    (``qpr.text.text_problem``); ``labels`` names the rows (e.g. "qid 17"), else the data row number does."""
+    for position, text in enumerate(texts):
+        problem = isinstance(text, str) and text_problem(text)
+        if problem:
+            row = labels.iloc[position] if labels is not None else f"data row {position + 1}"
+            raise QPRError(f"{source}: the {column} of {row} {problem} (nothing was read)")
+
+
+def _require_rows(frame: pd.DataFrame, path: Path | str) -> None:
+    if frame.empty:
+        columns = ", ".join(map(str, frame.columns)) or "none"
+        raise QPRError(f"{path}: the file has no rows (columns: {columns}); add at least one question")
+
+
 def _require_columns(frame: pd.DataFrame, needed: list[str], path: Path | str) -> None:
     missing = [c for c in needed if c not in frame.columns]
     if missing:
@@ -90,6 +106,7 @@ def _normalise(frame: pd.DataFrame, source: Path | str) -> pd.DataFrame:
         dup = out.loc[out["qid"].duplicated(), "qid"].iloc[0]
         raise QPRError(f"{source}: qid {dup} appears more than once")
     out["question"] = out["question"].fillna("").astype(str)
+    check_questions(out["question"], source, "qid " + out["qid"].astype(str))
     cluster = out["cluster"].astype("string").str.strip()
     out["cluster"] = cluster.mask(cluster == "")
     out["split"] = out["split"].fillna("none").astype(str).replace("", "none")
@@ -115,12 +132,15 @@ def read_quora_pairs(path: str | Path) -> tuple[pd.DataFrame, int]:
     if pairs is None:
         raise QPRError(f"{path}: the Quora release is a .tsv file")
     _require_columns(pairs, QUORA_COLUMNS, path)
+    _require_rows(pairs, path)
     pairs = pairs[QUORA_COLUMNS].copy()
     try:
         for col in ("id", "qid1", "qid2", "is_duplicate"):
             pairs[col] = pd.to_numeric(pairs[col], errors="raise").astype("int64")
     except ValueError as err:
         raise QPRError(f"{path}: id, qid1, qid2 and is_duplicate must be integers ({err})") from err
+    for column in ("question1", "question2"):
+        check_questions(pairs[column], path, "pair id " + pairs["id"].astype(str), column)
     empty = pairs["question1"].map(lambda q: not tokenize(q)) | pairs["question2"].map(lambda q: not tokenize(q))
     return pairs[~empty].reset_index(drop=True), int(empty.sum())
 
@@ -188,6 +208,7 @@ def read_cluster_file(path: str | Path, seed: int = 0) -> pd.DataFrame:
     path = Path(path)
     frame = read_table(path)
     _require_columns(frame, ["question", "cluster"], path)
+    _require_rows(frame, path)
     if "qid" not in frame.columns:
         frame = frame.assign(qid=np.arange(1, len(frame) + 1))
     has_split = "split" in frame.columns

@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from qpr.data import data_dir, read_table
+from qpr.data import check_questions, data_dir, read_table
 from qpr.errors import QPRError
 
 
@@ -103,6 +103,7 @@ def read_qa_log(
             "(choose them with --question-col / --answer-col)"
         )
     questions = frame[question_col].map(lambda q: "" if _missing(q) else str(q))
+    check_questions(questions, path, column=f"question ({question_col})")
     answers = frame[answer_col].map(lambda cell: _answer_list(cell, answer_sep))
     return pd.DataFrame({"question": questions, "answers": answers}).reset_index(drop=True)
 
