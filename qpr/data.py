@@ -47,6 +47,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
     fmt = _format_of(path)
     if not path.is_file():
         raise QPRError(f"{path}: no such file")
+    if path.stat().st_size == 0:
+        raise QPRError(f"{path}: the file is empty; give a {fmt.upper()} file with a header and at least one row")
     try:
         if fmt in ("csv", "tsv"):
             return pd.read_csv(path, sep="\t" if fmt == "tsv" else ",", dtype=str, keep_default_na=False)
@@ -81,7 +83,7 @@ def check_questions(texts: pd.Series, source: Path | str, labels: pd.Series | No
             raise QPRError(f"{source}: the {column} of {row} {problem} (nothing was read)")
 
 
-def _require_rows(frame: pd.DataFrame, path: Path | str) -> None:
+def require_rows(frame: pd.DataFrame, path: Path | str) -> None:
     if frame.empty:
         columns = ", ".join(map(str, frame.columns)) or "none"
         raise QPRError(f"{path}: the file has no rows (columns: {columns}); add at least one question")
@@ -132,7 +134,7 @@ def read_quora_pairs(path: str | Path) -> tuple[pd.DataFrame, int]:
     if pairs is None:
         raise QPRError(f"{path}: the Quora release is a .tsv file")
     _require_columns(pairs, QUORA_COLUMNS, path)
-    _require_rows(pairs, path)
+    require_rows(pairs, path)
     pairs = pairs[QUORA_COLUMNS].copy()
     try:
         for col in ("id", "qid1", "qid2", "is_duplicate"):
@@ -208,7 +210,7 @@ def read_cluster_file(path: str | Path, seed: int = 0) -> pd.DataFrame:
     path = Path(path)
     frame = read_table(path)
     _require_columns(frame, ["question", "cluster"], path)
-    _require_rows(frame, path)
+    require_rows(frame, path)
     if "qid" not in frame.columns:
         frame = frame.assign(qid=np.arange(1, len(frame) + 1))
     has_split = "split" in frame.columns

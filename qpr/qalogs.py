@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from qpr.data import check_questions, data_dir, read_table
+from qpr.data import check_questions, data_dir, read_table, require_rows
 from qpr.errors import QPRError
 
 
@@ -95,6 +95,7 @@ def read_qa_log(
     """
     path = Path(path)
     frame = table_reader(path)
+    require_rows(frame, path)
     missing = [c for c in (question_col, answer_col) if c not in frame.columns]
     if missing:
         found = ", ".join(map(str, frame.columns)) or "none"
