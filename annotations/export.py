@@ -26,6 +26,7 @@ from annotations.merge import MergeResult, corrected_clusters
 from annotations.models import utcnow
 from annotations.store import AnnotationStore
 from qpr.data import QUORA_COLUMNS, write_cluster_file, write_table
+from qpr.errors import one_line
 from qpr.fsutil import atomic_files, recover_files
 
 FORMATS = ("csv", "jsonl", "parquet")
@@ -127,7 +128,7 @@ def check_export(out: str | Path) -> dict:
     except FileNotFoundError:
         raise AnnotationError(f"{out}: no complete export there (no {manifest_path(out).name}); export again") from None
     except (OSError, ValueError) as err:
-        raise AnnotationError(f"{manifest_path(out)} cannot be read ({err}); export again") from err
+        raise AnnotationError(f"{manifest_path(out)} cannot be read ({one_line(err)}); export again") from err
     for name, expected in (manifest.get("files") or {}).items():
         target = out.with_name(name)
         if not target.is_file() or _describe(target) != expected:

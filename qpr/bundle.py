@@ -29,7 +29,7 @@ import torch
 
 from qpr.data import COLUMNS, fingerprint
 from qpr.encoder import EncoderConfig, QuestionEncoder, encode_texts
-from qpr.errors import QPRError
+from qpr.errors import QPRError, one_line
 from qpr.fsutil import atomic_path, check_writable, recover
 from qpr.index import IndexConfig, VectorIndex
 from qpr.text import Vocabulary
@@ -130,7 +130,7 @@ class Bundle:
         try:
             encoder_config = EncoderConfig(**manifest["encoder_config"])
         except (TypeError, ValueError) as err:
-            raise QPRError(f"{path}/manifest.json: encoder_config is not one this version reads ({err}); {REBUILD}") from err
+            raise QPRError(f"{path}/manifest.json: encoder_config is not one this version reads ({one_line(err)}); {REBUILD}") from err
         if vocab.size != manifest["vocab_rows"]:
             raise QPRError(f"{path}: vocab.json gives {vocab.size} embedding rows, the manifest {manifest['vocab_rows']}")
         encoder = QuestionEncoder(vocab.size, encoder_config)
@@ -140,13 +140,13 @@ class Bundle:
             weights = torch.load(path / "encoder.pt", weights_only=True)
         except (RuntimeError, OSError, EOFError, ValueError, KeyError, IndexError, TypeError, AttributeError,
                 pickle.UnpicklingError) as err:
-            raise QPRError(f"{path}/encoder.pt is not a readable PyTorch weights file ({_first_line(err)}); {REBUILD}") from err
+            raise QPRError(f"{path}/encoder.pt is not a readable PyTorch weights file ({one_line(err)}); {REBUILD}") from err
         if not isinstance(weights, dict):
             raise QPRError(f"{path}/encoder.pt holds a {type(weights).__name__}, not encoder weights; {REBUILD}")
         try:
             encoder.load_state_dict(weights)
         except (RuntimeError, TypeError, AttributeError) as err:
-            raise QPRError(f"{path}/encoder.pt does not match the manifest's encoder config: {_first_line(err)}") from err
+            raise QPRError(f"{path}/encoder.pt does not match the manifest's encoder config: {one_line(err)}") from err
         encoder.eval()
         settings = manifest["index"]
         # Bundles written before HNSW support have no ef_search: the default applies.
@@ -177,7 +177,7 @@ def read_manifest(path: Path) -> dict:
     try:
         manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as err:
-        raise QPRError(f"{path}/manifest.json is not valid JSON ({err}); {REBUILD}") from err
+        raise QPRError(f"{path}/manifest.json is not valid JSON ({one_line(err)}); {REBUILD}") from err
     except OSError as err:
         raise QPRError(f"{path}/manifest.json cannot be read: {err.strerror or err}") from err
     if not isinstance(manifest, dict):
@@ -207,15 +207,11 @@ def _read_corpus(path: Path) -> pd.DataFrame:
     try:
         corpus = pd.read_parquet(path)
     except (ValueError, OSError, pa.ArrowException) as err:
-        raise QPRError(f"{path} is not a readable Parquet file ({_first_line(err)}); {REBUILD}") from err
+        raise QPRError(f"{path} is not a readable Parquet file ({one_line(err)}); {REBUILD}") from err
     missing = [c for c in COLUMNS if c not in corpus.columns]
     if missing:
         raise QPRError(f"{path} lacks column(s) {', '.join(missing)}; {REBUILD}")
     return corpus
-
-
-def _first_line(err: BaseException) -> str:
-    return (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
 
 
 def is_bundle(path: str | Path) -> bool:

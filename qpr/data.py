@@ -18,7 +18,7 @@ import pandas as pd
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from qpr.errors import QPRError
+from qpr.errors import QPRError, one_line
 from qpr.fsutil import atomic_path
 from qpr.text import text_problem, tokenize
 
@@ -48,7 +48,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
     if not path.is_file():
         raise QPRError(f"{path}: no such file")
     if path.stat().st_size == 0:
-        raise QPRError(f"{path}: the file is empty; give a {fmt.upper()} file with a header and at least one row")
+        what = "a header and at least one row" if fmt in ("csv", "tsv") else "at least one record"
+        raise QPRError(f"{path}: the file is empty; give a {fmt.upper()} file with {what}")
     try:
         if fmt in ("csv", "tsv"):
             return pd.read_csv(path, sep="\t" if fmt == "tsv" else ",", dtype=str, keep_default_na=False)
@@ -56,7 +57,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
             return pd.read_json(path, lines=True, dtype=False)
         return pd.read_parquet(path)
     except (ValueError, OSError, UnicodeDecodeError) as err:
-        raise QPRError(f"{path}: not a readable {fmt.upper()} file ({err})") from err
+        raise QPRError(f"{path}: not a readable {fmt.upper()} file ({one_line(err)})") from err
 
 
 def write_table(frame: pd.DataFrame, path: str | Path) -> Path:
@@ -103,7 +104,7 @@ def _normalise(frame: pd.DataFrame, source: Path | str) -> pd.DataFrame:
     try:
         out["qid"] = pd.to_numeric(out["qid"], errors="raise").astype("int64")
     except (ValueError, TypeError) as err:
-        raise QPRError(f"{source}: qid must be an integer in every row ({err})") from err
+        raise QPRError(f"{source}: qid must be an integer in every row ({one_line(err)})") from err
     if out["qid"].duplicated().any():
         dup = out.loc[out["qid"].duplicated(), "qid"].iloc[0]
         raise QPRError(f"{source}: qid {dup} appears more than once")
@@ -140,7 +141,7 @@ def read_quora_pairs(path: str | Path) -> tuple[pd.DataFrame, int]:
         for col in ("id", "qid1", "qid2", "is_duplicate"):
             pairs[col] = pd.to_numeric(pairs[col], errors="raise").astype("int64")
     except ValueError as err:
-        raise QPRError(f"{path}: id, qid1, qid2 and is_duplicate must be integers ({err})") from err
+        raise QPRError(f"{path}: id, qid1, qid2 and is_duplicate must be integers ({one_line(err)})") from err
     for column in ("question1", "question2"):
         check_questions(pairs[column], path, "pair id " + pairs["id"].astype(str), column)
     empty = pairs["question1"].map(lambda q: not tokenize(q)) | pairs["question2"].map(lambda q: not tokenize(q))

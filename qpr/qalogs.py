@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from qpr.data import check_questions, data_dir, read_table, require_rows
-from qpr.errors import QPRError
+from qpr.errors import QPRError, one_line
 
 
 def read_log_table(path: str | Path) -> pd.DataFrame:
@@ -49,7 +49,7 @@ def squad_table(path: str | Path) -> pd.DataFrame:
     except (KeyError, TypeError, IndexError) as err:
         raise QPRError(
             f"{path}: not a SQuAD v1.1 file (expected {{'data': [{{'title', 'paragraphs': [{{'qas': "
-            f"[{{'question', 'answers': [{{'text'}}]}}]}}]}}]}}; missing {err})"
+            f"[{{'question', 'answers': [{{'text'}}]}}]}}]}}]}}; missing {one_line(err)})"
         ) from err
     return pd.DataFrame(rows, columns=["question", "answer", "title", "paragraph"])
 
@@ -61,7 +61,7 @@ def _load_json(path: Path):
         with path.open(encoding="utf-8") as handle:
             return json.load(handle)
     except (ValueError, OSError, UnicodeDecodeError) as err:
-        raise QPRError(f"{path}: not a readable JSON file ({err})") from err
+        raise QPRError(f"{path}: not a readable JSON file ({one_line(err)})") from err
 
 
 def _missing(value) -> bool:

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable
 
-from qpr.errors import QPRError
+from qpr.errors import QPRError, one_line
 
 # A token is a run of word characters (letters, digits, underscore in any script) or a single
 # character that is neither a word character nor whitespace (punctuation, symbols, emoji).
@@ -196,4 +196,4 @@ class Vocabulary:
             # Vocabularies saved before subwords existed had none.
             return cls(payload["tokens"], TextConfig(**{"subword_ngrams": 0} | payload["config"]))
         except (OSError, ValueError, KeyError, TypeError) as err:
-            raise QPRError(f"cannot read vocabulary {path}: {err}") from err
+            raise QPRError(f"cannot read vocabulary {path}: {one_line(err)}") from err
