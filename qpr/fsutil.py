@@ -137,17 +137,35 @@ def _claim_and_remove(path: Path, target: Path) -> None:
         _OURS.discard(str(claimed))
 
 
-def clean_leftovers(target: str | os.PathLike) -> list[Path]:
-    """Remove the leftovers of dead writers of ``target`` (never a live writer's); returns them.
+_NAMED = re.compile(r"\.(?P<name>.+)\.(?P<kind>tmp|old|del|pub)-(?P<pid>\d+)-(?P<token>[0-9a-f]{8})")
 
-    An interrupted swap is finished first (``recover``), so its leftovers are not lost with it."""
+
+def _targets_with_leftovers(folder: Path, kinds: tuple[str, ...]) -> set[str]:
+    """Names of the targets in ``folder`` that have leftovers of ``kinds`` in this module's naming
+    (pid and 8 hex digits: nothing a person names a file)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return set()
+    return {match["name"] for match in map(_NAMED.fullmatch, names) if match and match["kind"] in kinds}
+
+
+def clean_leftovers(target: str | os.PathLike) -> list[Path]:
+    """Remove the leftovers of dead writers in ``target``'s folder (never a live writer's); returns them.
+
+    Those of ``target`` itself, and those of any other target in the folder (the app saves each
+    bundle version under a new name, so a leftover's own target may never be written again).
+    An interrupted swap is finished first (``recover``), so its leftovers are not lost with it.
+    Publications (``pub``) are ``recover_files``' to finish or undo."""
     target = Path(target)
-    recover(target, wait=0)
     removed = []
-    for path, kind, pid, _token_ in leftovers(target):
-        if kind != "pub" and not _writer_alive(path, pid):  # a publication is undone by recover_files only
-            _claim_and_remove(path, target)
-            removed.append(path)
+    for name in sorted({target.name} | _targets_with_leftovers(target.parent, ("tmp", "old", "del"))):
+        each = target.with_name(name)
+        recover(each, wait=0)
+        for path, kind, pid, _token_ in leftovers(each):
+            if kind != "pub" and not _writer_alive(path, pid):
+                _claim_and_remove(path, each)
+                removed.append(path)
     return removed
 
 
@@ -416,9 +434,10 @@ def recover_files(marker: str | os.PathLike, committed: Callable[[dict], bool] |
     """Finish or undo the publications of dead writers whose marker is ``marker`` (``FileGroup``).
 
     A publication whose journal says committed, or whose note ``committed`` confirms, is finished;
-    one that was being published is rolled back; one never published is dropped. Returns the
-    staging folders handled. ``committed`` may raise (e.g. an unreachable database): the journal
-    then stays for the next attempt."""
+    one that was being published is rolled back if ``committed`` denies it, and left alone if there
+    is no ``committed`` to ask; one never published is dropped. Returns the staging folders
+    handled. ``committed`` may raise (e.g. an unreachable database): the journal then stays for
+    the next attempt."""
     marker = Path(marker)
     handled = []
     for stage, kind, pid, _token_ in leftovers(marker):
@@ -432,7 +451,12 @@ def recover_files(marker: str | os.PathLike, committed: Callable[[dict], bool] |
         except (ValueError, KeyError, TypeError, OSError):
             continue  # not a journal this code wrote: leave it for a person to look at
         if journal is not None:
-            done = journal.get("state") == "committed" or (committed is not None and committed(journal.get("note") or {}))
+            if journal.get("state") == "committed":
+                done = True
+            elif committed is None:
+                continue  # only the caller that recorded it can tell
+            else:
+                done = committed(journal.get("note") or {})
             (_place if done else _unplace)(stage, targets)
         _claim_and_remove(stage, marker)
         handled.append(stage)
@@ -461,6 +485,8 @@ def atomic_files(targets: list[str | os.PathLike], committed: Callable[[dict], b
         raise QPRError(f"cannot create the folder {targets[0].parent}: {err.strerror or err}; choose a path in a "
                        "folder you can write") from err
     recover_files(targets[-1], committed)
+    for other in _targets_with_leftovers(targets[-1].parent, ("pub",)) - {targets[-1].name}:
+        recover_files(targets[-1].with_name(other))  # other exports in the folder: what needs no asking
     for target in targets:
         clean_leftovers(target)
     stage = _leftover_name(targets[-1], "pub")

@@ -164,3 +164,38 @@ def test_a_dead_publication_is_finished_only_if_it_was_recorded(tmp_path):
         assert asked == [{"id": 7}]
         assert [t.read_text() for t in targets] == [expected, expected]
         assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv", "a.csv.manifest.json"]
+
+
+def test_a_write_cleans_dead_leftovers_of_other_targets_in_its_folder(tiny_bundle, tmp_path, live_process):
+    """The app saves every bundle version under a new name: a version killed while saving is
+    never written again, so its leftovers must go with the next write beside it."""
+    killed = _leftover(tmp_path, "20260101T000000Z-abc", 999_999_999)
+    aside = _leftover(tmp_path, "20260102T000000Z-def", 999_999_999, kind="old")  # its swap was interrupted
+    live = _leftover(tmp_path, "20260103T000000Z-123", live_process)
+    person = tmp_path / ".notes.tmp-backup"  # not our naming: never touched
+    person.write_text("mine")
+    tiny_bundle.save(tmp_path / "20260104T000000Z-456")
+    assert not killed.exists() and not aside.exists() and live.exists() and person.exists()
+    assert (tmp_path / "20260102T000000Z-def" / "payload").exists()  # the interrupted swap was finished, not dropped
+
+
+def test_other_exports_in_the_folder_are_finished_only_where_no_database_is_needed(tmp_path):
+    def stage(name: str, state: str | None) -> Path:
+        folder = tmp_path / f".{name}.manifest.json.pub-999999999-abcd1234"
+        (folder / "new").mkdir(parents=True)
+        for target in (name, f"{name}.manifest.json"):
+            (folder / "new" / target).write_text("new")
+        if state:
+            (folder / "journal.json").write_text(json.dumps(
+                {"state": state, "targets": [name, f"{name}.manifest.json"], "note": {}}))
+        return folder
+
+    committed, publishing, unpublished = stage("a.csv", "committed"), stage("b.csv", "publishing"), stage("c.csv", None)
+    with atomic_files([tmp_path / "d.csv", tmp_path / "d.csv.manifest.json"]) as group:
+        for target in group.targets:
+            group.path(target).write_text("d")
+        group.publish()
+        group.commit()
+    assert (tmp_path / "a.csv.manifest.json").read_text() == "new" and not committed.exists()
+    assert publishing.exists() and not (tmp_path / "b.csv").exists()  # only b's own database can tell
+    assert not unpublished.exists() and not (tmp_path / "c.csv").exists()
