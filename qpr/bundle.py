@@ -102,7 +102,7 @@ class Bundle:
         bundle (``check_target``): nothing else is ever moved or replaced."""
         path = Path(path)
         check_target(path)
-        with atomic_path(path, directory=True) as tmp:
+        with atomic_path(path, directory=True, replaceable=is_bundle, what="bundle") as tmp:
             self.vocab.save(tmp / "vocab.json")
             torch.save(self.encoder.state_dict(), tmp / "encoder.pt")
             self.index.save(tmp / "index.faiss")

@@ -266,7 +266,8 @@ def check_writable(target: str | os.PathLike) -> None:
 
 
 @contextmanager
-def atomic_path(target: str | os.PathLike, directory: bool = False) -> Iterator[Path]:
+def atomic_path(target: str | os.PathLike, directory: bool = False,
+                replaceable: Callable[[Path], bool] | None = None, what: str = "folder this program wrote") -> Iterator[Path]:
     """Yield a temporary sibling of ``target`` to write; move it into place only on success.
 
     The temporary lives in the same folder so the final rename is atomic on one file system, and it
@@ -274,12 +275,18 @@ def atomic_path(target: str | os.PathLike, directory: bool = False) -> Iterator[
     A directory replacing an existing one is swapped in two renames (old aside, new in); a kill
     between them is repaired by ``recover`` (module doc). On any exception (Ctrl-C too) the
     temporary is removed and ``target`` is untouched. ``target`` must be absent or of the same kind
-    (file or directory); anything else, or a folder that cannot be written, raises QPRError.
+    (file or directory); anything else, or a folder that cannot be written, raises QPRError. A
+    directory replaces an existing non-empty one only if ``replaceable(target)`` says it is one
+    this program wrote (``what`` names it in the refusal): a user's folder is never moved away.
 
     Before writing, leftovers of dead writers of ``target`` are removed (``clean_leftovers``).
     """
     target = Path(target)
     _check_target(target, directory)
+    if directory and target.is_dir() and any(target.iterdir()) and not (replaceable and replaceable(target)):
+        shown = ", ".join(sorted(p.name for p in target.iterdir())[:5])
+        raise QPRError(f"{target} is an existing folder that is not a {what} (it holds {shown}); choose a new path, "
+                       "or move that folder away yourself (nothing was changed)")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:

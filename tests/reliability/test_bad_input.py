@@ -119,6 +119,8 @@ CLI_CASES = [
     # logs
     (["supervise", "{d}/log-nul.jsonl", "--out", "{d}/c.tsv"], "the question (question) of data row 1 contains a NUL"),
     (["supervise", "{d}/log-header-only.csv", "--out", "{d}/c.tsv"], "the file has no rows"),
+    (["supervise", "{d}/clusters.jsonl", "--answer-col", "cluster", "--out", "{d}/c.tsv", "--report", "{d}/notes"],
+     "{d}/notes is an existing folder that is not a report of `qpr supervise` (it holds thesis.txt)"),
     (["supervise", "{d}/clusters.jsonl", "--out", "{d}/notes.tsv", "--answer-col", "cluster"], None),  # control: works
     # damaged bundles, through every command that opens one
     *[(["search", "{d}/" + name, "how do i learn chess ?"], message) for name, message in DAMAGE_MESSAGES.items()],
