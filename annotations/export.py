@@ -1,19 +1,21 @@
 """Export corrected clusters for retraining: a cluster file, training pairs, and a manifest.
 
-``export(store, corpus, "parquet", "corrected.parquet")`` writes, each file atomically:
+``export(store, corpus, "parquet", "corrected.parquet")`` writes, as one change (``export``):
 
 - ``corrected.parquet``: the corpus with corrected clusters in the cluster-file format
   (qid, question, cluster, split) that ``qpr.data.read_cluster_file`` and ``python -m qpr train``
   read as is;
 - ``corrected.pairs.parquet``: every decided item as a pair in the Quora release layout
   (id, qid1, qid2, question1, question2, is_duplicate: 1 = same, 0 = different);
-- ``corrected.parquet.manifest.json``, written last (its presence means the export is complete):
-  the export id, time, bundle version, file names, counts, merges, conflicts and the ids of every
-  judgment the export took into account. The same is recorded in the database.
+- ``corrected.parquet.manifest.json``, placed last (its presence means the export is complete):
+  the export id, time, bundle version, file names with their sizes and SHA-256 (``check_export``),
+  counts, merges, conflicts and the ids of every judgment the export took into account. The same
+  is recorded in the database, in the transaction that places the files.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -24,7 +26,8 @@ from annotations.merge import MergeResult, corrected_clusters
 from annotations.models import utcnow
 from annotations.store import AnnotationStore
 from qpr.data import QUORA_COLUMNS, write_cluster_file, write_table
-from qpr.fsutil import atomic_path
+from qpr.errors import one_line
+from qpr.fsutil import atomic_files, recover_files
 
 FORMATS = ("csv", "jsonl", "parquet")
 
@@ -73,7 +76,16 @@ def export(
 ) -> Path:
     """Write the corrected clusters of ``corpus`` to ``out`` (plus pairs and manifest, see the
     module doc) and record the export in ``store``; returns ``out``. ``bundle_version`` names the
-    bundle whose corpus this is, for the record."""
+    bundle whose corpus this is, for the record.
+
+    All or nothing (``qpr.fsutil.atomic_files``): the three files are written beside ``out`` in a
+    staging folder, then moved into place with the manifest last (an earlier manifest is moved
+    aside first, so no manifest ever sits beside files it does not describe), inside the database
+    transaction that records the export; that transaction commits only once the files are in
+    place, and if it fails they are rolled back to the previous export. A writer killed on the
+    way is finished (database row committed) or rolled back (not committed) by the next export to
+    ``out``, or by ``recover_export``.
+    """
     if fmt not in FORMATS:
         raise AnnotationError(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
     out = Path(out)
@@ -82,27 +94,64 @@ def export(
     if bundle_version is not None and bundle_version not in store.bundle_versions()["version"].tolist():
         raise AnnotationError(f"bundle version {bundle_version!r} is not registered in the annotation database")
     result = corrected_clusters(store, corpus)
-    # A manifest describes complete exports only: drop the old one before replacing its files.
-    manifest_path(out).unlink(missing_ok=True)
-    write_cluster_file(result.corpus, out)
-    write_table(training_pairs(result, corpus), pairs_path(out))
     counts = cluster_counts(corpus, result.corpus)
-    export_id = store.record_export(
-        bundle_version, fmt, str(out.resolve()), {key: counts[key] for key in ("questions", "clusters_before", "clusters_after")},
-        result.judgment_ids, result.decisions()
-    )
-    manifest = {
-        "export_id": export_id,
-        "created": utcnow().isoformat(timespec="seconds"),
-        "bundle_version": bundle_version,
-        "format": fmt,
-        "cluster_file": out.name,
-        "pairs_file": pairs_path(out).name,
-        **counts,
-        "judgment_ids": result.judgment_ids,
-        "merges": result.merges.to_dict("records"),
-        "conflicts": result.conflicts.to_dict("records"),
-    }
-    with atomic_path(manifest_path(out)) as tmp:
-        tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False, default=int))
+    created = utcnow().replace(microsecond=0)  # the manifest and the database row carry the same time
+    path = str(out.resolve())
+    with atomic_files([out, pairs_path(out), manifest_path(out)], committed=store.export_recorded) as group:
+        write_cluster_file(result.corpus, group.path(out))
+        write_table(training_pairs(result, corpus), group.path(pairs_path(out)))
+        files = {target.name: _describe(group.path(target)) for target in (out, pairs_path(out))}
+
+        def place(export_id: int) -> None:
+            manifest = {
+                "export_id": export_id,
+                "created": created.isoformat(timespec="seconds"),
+                "bundle_version": bundle_version,
+                "format": fmt,
+                "cluster_file": out.name,
+                "pairs_file": pairs_path(out).name,
+                "files": files,
+                **counts,
+                "judgment_ids": result.judgment_ids,
+                "merges": result.merges.to_dict("records"),
+                "conflicts": result.conflicts.to_dict("records"),
+            }
+            group.path(manifest_path(out)).write_text(json.dumps(manifest, indent=2, ensure_ascii=False, default=int))
+            group.publish({"export_id": export_id, "path": path, "created": created.isoformat()})
+
+        stored = {key: counts[key] for key in ("questions", "clusters_before", "clusters_after")}
+        store.record_export(bundle_version, fmt, path, stored, result.judgment_ids, result.decisions(),
+                            created=created, before_commit=place)
+        group.commit()
     return out
+
+
+def recover_export(store: AnnotationStore, out: str | Path) -> list[Path]:
+    """Finish or roll back exports to ``out`` whose writer died (see ``export``); returns the
+    staging folders handled. ``export`` does this itself before writing."""
+    return recover_files(manifest_path(out), committed=store.export_recorded)
+
+
+def check_export(out: str | Path) -> dict:
+    """The manifest of the export at ``out`` once its files are checked against it (sizes and
+    SHA-256); AnnotationError if there is no complete export there."""
+    out = Path(out)
+    try:
+        manifest = json.loads(manifest_path(out).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise AnnotationError(f"{out}: no complete export there (no {manifest_path(out).name}); export again") from None
+    except (OSError, ValueError) as err:
+        raise AnnotationError(f"{manifest_path(out)} cannot be read ({one_line(err)}); export again") from err
+    for name, expected in (manifest.get("files") or {}).items():
+        target = out.with_name(name)
+        if not target.is_file() or _describe(target) != expected:
+            raise AnnotationError(f"{target} is not the file the manifest {manifest_path(out).name} describes; export again")
+    return manifest
+
+
+def _describe(path: Path) -> dict:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}

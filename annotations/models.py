@@ -2,7 +2,7 @@
 
 - ``bundles`` / ``corpus_questions``: the corpus snapshot (qid, question, cluster, split) that a
   bundle version serves. Judgments point into it, so a judged id always names a known question.
-- ``annotators`` / ``judgments``: one row per label given. A re-judgment of the same item adds a
+- ``annotators`` / ``judgments``: one annotator per identity (``Annotator.name_key``), one row per label given. A re-judgment of the same item adds a
   row and marks the earlier one ``superseded_by`` it; an undo marks a row ``withdrawn_at``. Rows
   are never deleted, so the full history stays.
 - ``exports`` / ``export_judgments`` / ``merge_decisions``: what each export of corrected clusters
@@ -15,12 +15,13 @@ from datetime import datetime, timezone
 
 from sqlalchemy import (
     JSON, BigInteger, Boolean, CheckConstraint, DateTime, Float, ForeignKey, ForeignKeyConstraint,
-    Integer, String, Text, TypeDecorator, UniqueConstraint,
+    Index, Integer, String, Text, TypeDecorator, UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 LABELS = ("same", "different", "unsure")
 MAX_NAME_CHARS = 100
+MAX_KEY_CHARS = 4 * MAX_NAME_CHARS  # case folding can lengthen a name (one character folds to at most three)
 
 
 class UTCDateTime(TypeDecorator):
@@ -70,10 +71,18 @@ class CorpusQuestion(Base):
 
 
 class Annotator(Base):
+    """A person who judges. ``name`` is shown as they first wrote it (trimmed, NFC); ``name_key``
+    is who they are (``annotations.store.annotator_key``: NFC, case-folded, invisible format
+    characters dropped), and its unique index is what keeps "Alice", "alice" and "  ALICE  " one
+    annotator on every backend, whichever process writes first."""
+
     __tablename__ = "annotators"
+    __table_args__ = (Index("uq_annotators_name_key", "name_key", unique=True),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(MAX_NAME_CHARS), unique=True)
+    # The default only lets the migration add the column to a filled table; the store always sets it.
+    name_key: Mapped[str] = mapped_column(String(MAX_KEY_CHARS), server_default="")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 

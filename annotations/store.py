@@ -14,6 +14,7 @@ import numbers
 import operator
 import random
 import time
+import unicodedata
 from datetime import datetime
 from typing import Callable, TypeVar
 
@@ -29,7 +30,7 @@ from annotations.models import (
 )
 from qpr.data import COLUMNS, check_corpus, fingerprint
 from qpr.errors import QPRError
-from qpr.text import check_queries
+from qpr.text import check_queries, text_problem
 
 T = TypeVar("T")
 WRITE_PATIENCE_S = 60.0  # how long a write keeps retrying a busy database before giving up
@@ -49,13 +50,34 @@ def item_key(candidate_qid: int, query_qid: int | None = None, query_text: str |
 
 
 def annotator_name(name: object) -> str:
-    """The annotator name as stored (surrounding spaces removed), or AnnotationError."""
+    """The annotator name as written, normalised: surrounding spaces removed, Unicode NFC (so an
+    accent typed as one character or as two is the same name). AnnotationError for an empty or
+    over-long name, or one holding control characters or invalid Unicode. Who the name identifies
+    is ``annotator_key``; the store shows an annotator by the name they first wrote."""
     if not isinstance(name, str) or not name.strip():
         raise AnnotationError("the annotator name is empty: type your name")
-    name = name.strip()
+    problem = text_problem(name)
+    if problem:
+        raise AnnotationError(f"the annotator name {problem}")
+    name = unicodedata.normalize("NFC", name.strip())
+    control = next((c for c in name if unicodedata.category(c) == "Cc"), None)
+    if control is not None:
+        raise AnnotationError(f"the annotator name contains the control character U+{ord(control):04X}; type it on one line "
+                              "without it")
     if len(name) > MAX_NAME_CHARS:
         raise AnnotationError(f"the annotator name has {len(name)} characters; use at most {MAX_NAME_CHARS}")
+    if not annotator_key(name):
+        raise AnnotationError("the annotator name has no visible characters: type your name")
     return name
+
+
+def annotator_key(name: str) -> str:
+    """Who ``name`` identifies: the normalised name case-folded (``str.casefold``: "Straße" and
+    "STRASSE" are one person) and without invisible format characters (zero-width spaces and
+    joiners, which would let "alice" and "al\u200bice" look alike and be two people).
+    ``annotations/migrations/versions/0003_annotator_identity.py`` holds a frozen copy."""
+    folded = unicodedata.normalize("NFC", unicodedata.normalize("NFC", name.strip()).casefold())
+    return "".join(c for c in folded if unicodedata.category(c) != "Cf")
 
 
 def _qid(value: object, what: str) -> int:
@@ -192,6 +214,7 @@ class AnnotationStore:
         labelled the same (query, candidate), that label is superseded by this one (kept as history).
         """
         name = annotator_name(annotator)
+        key_of_annotator = annotator_key(name)
         if label not in LABELS:
             raise AnnotationError(f"label must be one of {', '.join(LABELS)}; got {label!r}")
         if (query_qid is None) == (query_text is None):
@@ -215,9 +238,11 @@ class AnnotationStore:
 
         def work(session: Session) -> int:
             _check_known(session, version, [q for q in (query_qid, candidate_qid) if q is not None])
-            person = session.scalar(select(Annotator).where(Annotator.name == name))
+            person = session.scalar(select(Annotator).where(Annotator.name_key == key_of_annotator))
             if person is None:
-                person = Annotator(name=name)
+                # A concurrent first judgment under another spelling violates the unique name_key
+                # index; the retry then finds that annotator.
+                person = Annotator(name=name, name_key=key_of_annotator)
                 session.add(person)
                 session.flush()
             previous = session.scalar(
@@ -244,14 +269,16 @@ class AnnotationStore:
     def undo_last(self, annotator: str, among: list[int] | None = None) -> dict | None:
         """Withdraw the annotator's most recent judgment still in force and return it (None if none).
 
-        ``among`` limits it to those judgment ids that are still the current label of their item
-        (the app passes what one page recorded, so a page never withdraws work done elsewhere).
-        The row stays as history (``withdrawn_at`` set). A label it had replaced becomes current again.
+        Only their own: the annotator is found by identity (``annotator_key``), so "Alice" undoes
+        what "alice" recorded and nobody else's. ``among`` limits it to those judgment ids that are
+        still the current label of their item (the app passes what one page recorded, so a page
+        never withdraws work done elsewhere). The row stays as history (``withdrawn_at`` set). A
+        label it had replaced becomes current again.
         """
-        name = annotator_name(annotator)
+        key = annotator_key(annotator_name(annotator))
 
         def work(session: Session) -> int | None:
-            query = select(Judgment).join(Annotator).where(Annotator.name == name, Judgment.withdrawn_at.is_(None))
+            query = select(Judgment).join(Annotator).where(Annotator.name_key == key, Judgment.withdrawn_at.is_(None))
             if among is not None:
                 query = query.where(Judgment.id.in_([int(i) for i in among]), Judgment.is_current.is_(True))
             last = session.scalar(query.order_by(Judgment.id.desc()).limit(1))
@@ -299,7 +326,7 @@ class AnnotationStore:
             .order_by(Judgment.id)
         )
         if annotator is not None:
-            statement = statement.where(Annotator.name == annotator_name(annotator))
+            statement = statement.where(Annotator.name_key == annotator_key(annotator_name(annotator)))
         if cluster is not None:
             statement = statement.where(or_(query_q.cluster == cluster, candidate_q.cluster == cluster))
         if current_only:
@@ -320,17 +347,26 @@ class AnnotationStore:
     def progress(self, annotator: str) -> dict:
         """``today``: judgments the annotator recorded since local midnight that were not undone
         (re-judgments count); ``total``: items they currently have a label for."""
-        name = annotator_name(annotator)
+        key = annotator_key(annotator_name(annotator))
         midnight = datetime.now().astimezone().replace(hour=0, minute=0, second=0, microsecond=0)
-        counted = select(func.count(Judgment.id)).join(Annotator).where(Annotator.name == name)
+        counted = select(func.count(Judgment.id)).join(Annotator).where(Annotator.name_key == key)
         with Session(self.engine) as session:
             today = session.scalar(counted.where(Judgment.created_at >= midnight, Judgment.withdrawn_at.is_(None)))
             total = session.scalar(counted.where(Judgment.is_current.is_(True)))
         return {"today": int(today), "total": int(total)}
 
     def annotators(self) -> list[str]:
+        """Every annotator, by the name they first wrote, alphabetically."""
         with Session(self.engine) as session:
             return list(session.scalars(select(Annotator.name).order_by(Annotator.name)))
+
+    def display_name(self, annotator: str) -> str:
+        """How the annotator ``annotator`` identifies is shown: the name they first wrote, or
+        ``annotator`` normalised if they have recorded nothing yet."""
+        name = annotator_name(annotator)
+        with Session(self.engine) as session:
+            shown = session.scalar(select(Annotator.name).where(Annotator.name_key == annotator_key(name)))
+        return shown or name
 
     # -- exports ----------------------------------------------------------------------------
 
@@ -342,24 +378,46 @@ class AnnotationStore:
         counts: dict,
         judgment_ids: list[int],
         decisions: list[dict],
+        created: datetime | None = None,
+        before_commit: Callable[[int], None] | None = None,
     ) -> int:
         """Record an export (``counts``: questions, clusters_before, clusters_after), the judgments
         it included and its merge decisions (dicts with decision, cluster_a, cluster_b,
-        judgment_ids, reason) in one transaction; returns the export id."""
+        judgment_ids, reason) in one transaction; returns the export id.
+
+        ``before_commit(export_id)`` runs inside the transaction, after the rows are written and
+        before the commit: ``annotations.export`` places the files there, so the database holds an
+        export only once its files are in place, and an error placing them records nothing. It
+        may run again if the transaction is retried."""
 
         def work(session: Session) -> int:
             if bundle_version is not None and session.get(BundleVersion, bundle_version) is None:
                 raise AnnotationError(f"bundle version {bundle_version!r} is not registered")
             export = Export(bundle_version=bundle_version, format=fmt, path=path, **counts)
+            if created is not None:
+                export.created_at = created
             session.add(export)
             session.flush()
             if judgment_ids:
                 session.execute(insert(ExportJudgment), [{"export_id": export.id, "judgment_id": int(j)} for j in judgment_ids])
             if decisions:
                 session.execute(insert(MergeDecision), [d | {"export_id": export.id} for d in decisions])
+            if before_commit is not None:
+                before_commit(export.id)
             return export.id
 
         return self._write(work)
+
+    def export_recorded(self, note: dict) -> bool:
+        """Whether the export that ``note`` describes (export_id, path, created: what
+        ``annotations.export`` journals while placing files) was committed to the database."""
+        try:
+            export_id, path, created = int(note["export_id"]), str(note["path"]), datetime.fromisoformat(note["created"])
+        except (KeyError, TypeError, ValueError):
+            return False
+        with Session(self.engine) as session:
+            row = session.get(Export, export_id)
+        return row is not None and row.path == path and row.created_at == created
 
 
 def _bundle_version(version: object) -> str:

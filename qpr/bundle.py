@@ -16,17 +16,21 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
+import pickle
+import zipfile
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import torch
 
 from qpr.data import COLUMNS, fingerprint
 from qpr.encoder import EncoderConfig, QuestionEncoder, encode_texts
-from qpr.errors import QPRError
-from qpr.fsutil import atomic_path
+from qpr.errors import QPRError, one_line
+from qpr.fsutil import atomic_path, check_writable, recover
 from qpr.index import IndexConfig, VectorIndex
 from qpr.text import Vocabulary
 
@@ -92,9 +96,13 @@ class Bundle:
         return Bundle(self.encoder, self.vocab, self.index, self.corpus, self.manifest | {"fusion": fusion})
 
     def save(self, path: str | Path) -> Path:
-        """Write the bundle to ``path`` atomically: a crash leaves the old bundle or none, never half."""
+        """Write the bundle to ``path`` atomically: after a crash or kill at any instant, ``path``
+        holds the old bundle or the new one (``qpr.fsutil.atomic_path``; a missing bundle after a
+        kill between the swap's two renames is completed by ``load``). ``path`` must be new or a
+        bundle (``check_target``): nothing else is ever moved or replaced."""
         path = Path(path)
-        with atomic_path(path, directory=True) as tmp:
+        check_target(path)
+        with atomic_path(path, directory=True, replaceable=is_bundle, what="bundle") as tmp:
             self.vocab.save(tmp / "vocab.json")
             torch.save(self.encoder.state_dict(), tmp / "encoder.pt")
             self.index.save(tmp / "index.faiss")
@@ -105,34 +113,43 @@ class Bundle:
 
     @classmethod
     def load(cls, path: str | Path) -> "Bundle":
-        """Load and cross-check a bundle; raises QPRError naming exactly what is missing or wrong."""
+        """Load and cross-check a bundle; raises QPRError naming exactly what is missing or wrong.
+
+        A bundle whose writer was killed in the middle of replacing it is first completed
+        (``qpr.fsutil.recover``), so a served app restarts on the old or the new bundle."""
         path = Path(path)
+        if not path.exists():
+            recover(path)
         if not path.is_dir():
             raise QPRError(f"{path}: no bundle directory there (train one with `python -m qpr train`)")
         missing = [name for name in FILES if not (path / name).is_file()]
         if missing:
             raise QPRError(f"{path}: incomplete bundle, missing {', '.join(missing)}")
-        try:
-            manifest = json.loads((path / "manifest.json").read_text())
-        except ValueError as err:
-            raise QPRError(f"{path}/manifest.json is not valid JSON ({err})") from err
-        if manifest.get("format_version") != FORMAT_VERSION:
-            raise QPRError(
-                f"{path}: bundle format {manifest.get('format_version')!r}, this version reads {FORMAT_VERSION}; "
-                "rebuild it with `python -m qpr train`"
-            )
+        manifest = read_manifest(path)
         vocab = Vocabulary.load(path / "vocab.json")
-        encoder_config = EncoderConfig(**manifest["encoder_config"])
+        try:
+            encoder_config = EncoderConfig(**manifest["encoder_config"])
+        except (TypeError, ValueError) as err:
+            raise QPRError(f"{path}/manifest.json: encoder_config is not one this version reads ({one_line(err)}); {REBUILD}") from err
         if vocab.size != manifest["vocab_rows"]:
             raise QPRError(f"{path}: vocab.json gives {vocab.size} embedding rows, the manifest {manifest['vocab_rows']}")
         encoder = QuestionEncoder(vocab.size, encoder_config)
+        if not zipfile.is_zipfile(path / "encoder.pt"):
+            raise QPRError(f"{path}/encoder.pt is not a PyTorch weights file (not a zip archive); {REBUILD}")
         try:
-            encoder.load_state_dict(torch.load(path / "encoder.pt", weights_only=True))
-        except (RuntimeError, OSError, EOFError) as err:
-            raise QPRError(f"{path}/encoder.pt does not match the manifest's encoder config: {str(err).splitlines()[0]}") from err
+            weights = torch.load(path / "encoder.pt", weights_only=True)
+        except (RuntimeError, OSError, EOFError, ValueError, KeyError, IndexError, TypeError, AttributeError,
+                pickle.UnpicklingError) as err:
+            raise QPRError(f"{path}/encoder.pt is not a readable PyTorch weights file ({one_line(err)}); {REBUILD}") from err
+        if not isinstance(weights, dict):
+            raise QPRError(f"{path}/encoder.pt holds a {type(weights).__name__}, not encoder weights; {REBUILD}")
+        try:
+            encoder.load_state_dict(weights)
+        except (RuntimeError, TypeError, AttributeError) as err:
+            raise QPRError(f"{path}/encoder.pt does not match the manifest's encoder config: {one_line(err)}") from err
         encoder.eval()
         index = VectorIndex.load(path / "index.faiss", manifest["index"])
-        corpus = pd.read_parquet(path / "corpus.parquet")
+        corpus = _read_corpus(path / "corpus.parquet")
         problems = []
         if index.dim != encoder_config.output_dim:
             problems.append(f"index vectors have {index.dim} dimensions, the encoder makes {encoder_config.output_dim}")
@@ -143,3 +160,93 @@ class Bundle:
         if problems:
             raise QPRError(f"{path}: inconsistent bundle: " + "; ".join(problems) + ". Rebuild the index with `python -m qpr index`.")
         return cls(encoder, vocab, index, corpus, manifest)
+
+
+REBUILD = "the bundle is damaged: rebuild it with `python -m qpr train` (or restore a copy)"
+# What the manifest must hold, and the JSON types: everything ``load`` reads from it.
+MANIFEST_FIELDS = {"format_version": int, "version": str, "encoder_config": dict, "vocab_rows": int, "index": dict,
+                   "data_fingerprint": str}
+INDEX_FIELDS = {"factory": str}  # search parameters (or, in older bundles, nprobe and ef_search) are checked by VectorIndex.load
+
+
+def read_manifest(path: Path) -> dict:
+    """The manifest of the bundle folder ``path``, checked for every field ``load`` uses."""
+    try:
+        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise QPRError(f"{path}/manifest.json is not valid JSON ({one_line(err)}); {REBUILD}") from err
+    except OSError as err:
+        raise QPRError(f"{path}/manifest.json cannot be read: {err.strerror or err}") from err
+    if not isinstance(manifest, dict):
+        raise QPRError(f"{path}/manifest.json holds a JSON {type(manifest).__name__}, not an object; {REBUILD}")
+    if "format_version" in manifest and manifest["format_version"] != FORMAT_VERSION:
+        raise QPRError(
+            f"{path}: bundle format {manifest.get('format_version')!r}, this version reads {FORMAT_VERSION}; "
+            "rebuild it with `python -m qpr train`"
+        )
+    for fields, where in ((MANIFEST_FIELDS, manifest), (INDEX_FIELDS, manifest.get("index"))):
+        if not isinstance(where, dict):
+            break
+        missing = [name for name in fields if name not in where]
+        if missing:
+            prefix = "" if where is manifest else "index."
+            raise QPRError(f"{path}/manifest.json lacks {', '.join(prefix + m for m in missing)}; {REBUILD}")
+        wrong = [name for name, kind in fields.items()
+                 if not isinstance(where[name], kind) or (kind is int and isinstance(where[name], bool))]
+        if wrong:
+            prefix = "" if where is manifest else "index."
+            raise QPRError(f"{path}/manifest.json: {', '.join(prefix + w for w in wrong)} has the wrong type "
+                           f"(expected {', '.join(fields[w].__name__ for w in wrong)}); {REBUILD}")
+    return manifest
+
+
+def _read_corpus(path: Path) -> pd.DataFrame:
+    try:
+        corpus = pd.read_parquet(path)
+    except (ValueError, OSError, pa.ArrowException) as err:
+        raise QPRError(f"{path} is not a readable Parquet file ({one_line(err)}); {REBUILD}") from err
+    missing = [c for c in COLUMNS if c not in corpus.columns]
+    if missing:
+        raise QPRError(f"{path} lacks column(s) {', '.join(missing)}; {REBUILD}")
+    return corpus
+
+
+def is_bundle(path: str | Path) -> bool:
+    """Whether ``path`` is a folder this package wrote as a bundle: a manifest object with a format
+    version and a version, and no entries other than the bundle's files."""
+    path = Path(path)
+    try:
+        entries = set(os.listdir(path))
+        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(manifest, dict) and {"format_version", "version"} <= manifest.keys() and entries <= set(FILES)
+
+
+def check_target(path: str | Path) -> None:
+    """Refuse a bundle destination that is neither new nor a bundle, before anything is written.
+
+    A new path (or an empty folder) and an existing bundle may be written; an existing file, a
+    folder holding anything else, or a symbolic link is refused with QPRError, and so is a folder
+    that cannot be written. Nothing that is not a bundle is ever moved or replaced.
+    """
+    path = Path(path)
+    if path.is_symlink():
+        raise QPRError(f"{path} is a symbolic link; give the bundle folder it points to, or a new path "
+                       "(nothing was changed)")
+    if not path.exists():
+        recover(path, wait=0)  # a bundle whose swap was interrupted is still a bundle
+    if not path.exists():
+        check_writable(path)
+        return
+    if not path.is_dir():
+        raise QPRError(f"{path} is an existing file, not a bundle; choose a new path for the bundle (nothing was changed)")
+    try:
+        entries = sorted(os.listdir(path))
+    except OSError as err:
+        raise QPRError(f"{path} cannot be read ({err.strerror or err}); choose another path") from err
+    if entries and not is_bundle(path):
+        shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
+        raise QPRError(f"{path} is an existing folder that is not a bundle (it holds {shown}); choose a new path, or "
+                       "move that folder away yourself (nothing was changed)")
+    check_writable(path)

@@ -12,7 +12,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from qpr.bundle import Bundle
+from qpr.bundle import Bundle, check_target
 from qpr.data import CLUSTER_FORMATS, data_dir, load_corpus, write_cluster_file
 from qpr.encoder import EncoderConfig
 from qpr.errors import QPRError
@@ -26,7 +26,7 @@ from qpr.retrievers import BM25Retriever, DenseRetriever
 from qpr.serving import serving_retriever
 from qpr.supervise import DEFAULT_MIN_COHERENCE, MULTI_ANSWER, supervise
 from qpr.supervise_report import write_report
-from qpr.text import TextConfig
+from qpr.text import TextConfig, check_text
 from qpr.train import TrainConfig
 
 
@@ -40,6 +40,8 @@ def _train_config(args: argparse.Namespace) -> TrainConfig:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    # Before hours of training: --out must be a new path or a bundle, in a folder that can be written.
+    check_target(args.out)
     bundle = train_bundle(
         load_corpus(args.data, seed=args.seed),
         _train_config(args),
@@ -73,6 +75,8 @@ def _retriever(bundle: Bundle, args: argparse.Namespace):
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    for query in args.query:
+        check_text(query)  # the shell passes undecodable bytes as lone surrogates
     retriever = _retriever(Bundle.load(args.bundle), args)
     for query, hits in zip(args.query, retriever.search(args.query, args.k)):
         if args.json:
@@ -147,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "(canonical split), a Quora release TSV (clusters by transitive closure), or a "
                        "cluster file (qid, question, cluster[, split]) in CSV/TSV/JSONL/Parquet.")
     p.add_argument("--data", required=True, type=Path, help="quora-lite folder, Quora pairs TSV or cluster file")
-    p.add_argument("--out", required=True, type=Path, help="bundle directory to write (replaced atomically)")
+    p.add_argument("--out", required=True, type=Path, help="bundle directory to write: a new path or an existing bundle (replaced atomically)")
     p.add_argument("--loss", choices=["sdml", "triplet"], default=defaults_t.loss)
     p.add_argument("--smoothing", type=float, default=defaults_t.smoothing, help="SDML label smoothing epsilon")
     p.add_argument("--margin", type=float, default=defaults_t.margin, help="triplet margin")

@@ -18,9 +18,9 @@ import pandas as pd
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from qpr.errors import QPRError
+from qpr.errors import QPRError, one_line
 from qpr.fsutil import atomic_path
-from qpr.text import tokenize
+from qpr.text import text_problem, tokenize
 
 COLUMNS = ["qid", "question", "cluster", "split"]
 SPLITS = ("train", "val", "test", "none")
@@ -47,6 +47,9 @@ def read_table(path: str | Path) -> pd.DataFrame:
     fmt = _format_of(path)
     if not path.is_file():
         raise QPRError(f"{path}: no such file")
+    if path.stat().st_size == 0:
+        what = "a header and at least one row" if fmt in ("csv", "tsv") else "at least one record"
+        raise QPRError(f"{path}: the file is empty; give a {fmt.upper()} file with {what}")
     try:
         if fmt in ("csv", "tsv"):
             return pd.read_csv(path, sep="\t" if fmt == "tsv" else ",", dtype=str, keep_default_na=False)
@@ -54,7 +57,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
             return pd.read_json(path, lines=True, dtype=False)
         return pd.read_parquet(path)
     except (ValueError, OSError, UnicodeDecodeError) as err:
-        raise QPRError(f"{path}: not a readable {fmt.upper()} file ({err})") from err
+        raise QPRError(f"{path}: not a readable {fmt.upper()} file ({one_line(err)})") from err
 
 
 def write_table(frame: pd.DataFrame, path: str | Path) -> Path:
@@ -69,6 +72,22 @@ def write_table(frame: pd.DataFrame, path: str | Path) -> Path:
         else:
             frame.to_parquet(tmp, index=False)
     return path
+
+
+def check_questions(texts: pd.Series, source: Path | str, labels: pd.Series | None = None, column: str = "question") -> None:
+    """QPRError naming the first question that holds a NUL character or a lone surrogate
+    (``qpr.text.text_problem``); ``labels`` names the rows (e.g. "qid 17"), else the data row number does."""
+    for position, text in enumerate(texts):
+        problem = isinstance(text, str) and text_problem(text)
+        if problem:
+            row = labels.iloc[position] if labels is not None else f"data row {position + 1}"
+            raise QPRError(f"{source}: the {column} of {row} {problem} (nothing was read)")
+
+
+def require_rows(frame: pd.DataFrame, path: Path | str) -> None:
+    if frame.empty:
+        columns = ", ".join(map(str, frame.columns)) or "none"
+        raise QPRError(f"{path}: the file has no rows (columns: {columns}); add at least one question")
 
 
 def _require_columns(frame: pd.DataFrame, needed: list[str], path: Path | str) -> None:
@@ -91,11 +110,12 @@ def check_corpus(frame: pd.DataFrame, source: Path | str) -> pd.DataFrame:
     try:
         out["qid"] = pd.to_numeric(out["qid"], errors="raise").astype("int64")
     except (ValueError, TypeError) as err:
-        raise QPRError(f"{source}: qid must be an integer in every row ({err})") from err
+        raise QPRError(f"{source}: qid must be an integer in every row ({one_line(err)})") from err
     if out["qid"].duplicated().any():
         dup = out.loc[out["qid"].duplicated(), "qid"].iloc[0]
         raise QPRError(f"{source}: qid {dup} appears more than once")
     out["question"] = out["question"].fillna("").astype(str)
+    check_questions(out["question"], source, "qid " + out["qid"].astype(str))
     cluster = out["cluster"].astype("string").str.strip()
     out["cluster"] = cluster.mask(cluster == "")
     out["split"] = out["split"].fillna("none").astype(str).replace("", "none")
@@ -121,12 +141,15 @@ def read_quora_pairs(path: str | Path) -> tuple[pd.DataFrame, int]:
     if pairs is None:
         raise QPRError(f"{path}: the Quora release is a .tsv file")
     _require_columns(pairs, QUORA_COLUMNS, path)
+    require_rows(pairs, path)
     pairs = pairs[QUORA_COLUMNS].copy()
     try:
         for col in ("id", "qid1", "qid2", "is_duplicate"):
             pairs[col] = pd.to_numeric(pairs[col], errors="raise").astype("int64")
     except ValueError as err:
-        raise QPRError(f"{path}: id, qid1, qid2 and is_duplicate must be integers ({err})") from err
+        raise QPRError(f"{path}: id, qid1, qid2 and is_duplicate must be integers ({one_line(err)})") from err
+    for column in ("question1", "question2"):
+        check_questions(pairs[column], path, "pair id " + pairs["id"].astype(str), column)
     empty = pairs["question1"].map(lambda q: not tokenize(q)) | pairs["question2"].map(lambda q: not tokenize(q))
     return pairs[~empty].reset_index(drop=True), int(empty.sum())
 
@@ -194,6 +217,7 @@ def read_cluster_file(path: str | Path, seed: int = 0) -> pd.DataFrame:
     path = Path(path)
     frame = read_table(path)
     _require_columns(frame, ["question", "cluster"], path)
+    require_rows(frame, path)
     if "qid" not in frame.columns:
         frame = frame.assign(qid=np.arange(1, len(frame) + 1))
     has_split = "split" in frame.columns

@@ -186,15 +186,27 @@ class VectorIndex:
 
     @classmethod
     def load(cls, path: Path, settings: dict) -> "VectorIndex":
-        """Read the index at ``path`` with the manifest's ``settings`` (``settings()``; bundles
-        written before search strings kept ``nprobe`` and ``ef_search`` apart, and the index type
-        decides which of those applies)."""
+        """Read the index at ``path`` with the manifest's ``settings`` (``settings()``) and check it
+        is the kind of index they name; QPRError names what does not fit. Bundles written before
+        search strings kept ``nprobe`` and ``ef_search`` apart; the index type decides which applies."""
+        where = f"{path}: the manifest's index"
+        factory = settings.get("factory") if isinstance(settings, dict) else None
+        search = settings.get("search") if isinstance(settings, dict) else None
+        if not isinstance(factory, str) or not (search is None or isinstance(search, str)):
+            raise QPRError(f"{where} settings must name a factory and search parameters as text, got {settings!r}; "
+                           "rebuild the index with `python -m qpr index`")
         try:
             index = faiss.read_index(str(path))
         except RuntimeError as err:
             raise QPRError(f"cannot read FAISS index {path}: {err.args[0].splitlines()[0]}") from err
-        search = settings.get("search")
+        try:
+            expected = index_kind(_factory_index(index.d, factory))
+        except QPRError as err:
+            raise QPRError(f"{where} type: {err}; rebuild the index with `python -m qpr index`") from None
+        if index_kind(index) != expected:
+            raise QPRError(f"{path} holds an {index_kind(index) or 'unknown'} index, but the manifest says {factory!r}; "
+                           "rebuild the index with `python -m qpr index`")
         if search is None:
             legacy = {"ivf": f"nprobe={settings.get('nprobe', 10)}", "hnsw": f"efSearch={settings.get('ef_search', 512)}"}
-            search = legacy.get(index_kind(index), "")
-        return cls(index, settings["factory"], search)
+            search = legacy.get(expected, "")
+        return cls(index, factory, search)

@@ -15,8 +15,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from qpr.data import data_dir, read_table
-from qpr.errors import QPRError
+from qpr.data import check_questions, data_dir, read_table, require_rows
+from qpr.errors import QPRError, one_line
 
 
 def read_log_table(path: str | Path) -> pd.DataFrame:
@@ -49,7 +49,7 @@ def squad_table(path: str | Path) -> pd.DataFrame:
     except (KeyError, TypeError, IndexError) as err:
         raise QPRError(
             f"{path}: not a SQuAD v1.1 file (expected {{'data': [{{'title', 'paragraphs': [{{'qas': "
-            f"[{{'question', 'answers': [{{'text'}}]}}]}}]}}]}}; missing {err})"
+            f"[{{'question', 'answers': [{{'text'}}]}}]}}]}}]}}; missing {one_line(err)})"
         ) from err
     return pd.DataFrame(rows, columns=["question", "answer", "title", "paragraph"])
 
@@ -61,7 +61,7 @@ def _load_json(path: Path):
         with path.open(encoding="utf-8") as handle:
             return json.load(handle)
     except (ValueError, OSError, UnicodeDecodeError) as err:
-        raise QPRError(f"{path}: not a readable JSON file ({err})") from err
+        raise QPRError(f"{path}: not a readable JSON file ({one_line(err)})") from err
 
 
 def _missing(value) -> bool:
@@ -95,6 +95,7 @@ def read_qa_log(
     """
     path = Path(path)
     frame = table_reader(path)
+    require_rows(frame, path)
     missing = [c for c in (question_col, answer_col) if c not in frame.columns]
     if missing:
         found = ", ".join(map(str, frame.columns)) or "none"
@@ -103,6 +104,7 @@ def read_qa_log(
             "(choose them with --question-col / --answer-col)"
         )
     questions = frame[question_col].map(lambda q: "" if _missing(q) else str(q))
+    check_questions(questions, path, column=f"question ({question_col})")
     answers = frame[answer_col].map(lambda cell: _answer_list(cell, answer_sep))
     return pd.DataFrame({"question": questions, "answers": answers}).reset_index(drop=True)
 

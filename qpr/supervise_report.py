@@ -166,14 +166,24 @@ def render_markdown(info: dict, files: str = ".", heading: str = "##") -> str:
     return "\n".join(lines)
 
 
+REPORT_FILES = {"summary.json", "report.md", "thresholds.csv", "kept_sample.csv", "removed_sample.csv", "coherence.png"}
+
+
+def is_report(folder: Path) -> bool:
+    """Whether ``folder`` is a report ``write_report`` wrote: its summary, and none but its files."""
+    names = {p.name for p in Path(folder).iterdir()}
+    return "summary.json" in names and names <= REPORT_FILES
+
+
 def write_report(result: Supervision, directory: str | Path, name: str, samples: bool = True) -> Path:
-    """Write the report folder for ``result`` atomically (replacing an older one); returns it.
+    """Write the report folder for ``result`` atomically (replacing an older report, never a
+    folder holding anything else: QPRError); returns it.
 
     ``samples=False`` leaves out the spot-check CSVs, which quote the log verbatim: for reports
     committed about data sets that may not be redistributed.
     """
     info = summary(result, name) | {"samples": samples}
-    with atomic_path(directory, directory=True) as tmp:
+    with atomic_path(directory, directory=True, replaceable=is_report, what="report of `qpr supervise`") as tmp:
         (tmp / "summary.json").write_text(json.dumps(info, indent=2, ensure_ascii=False))
         (tmp / "report.md").write_text(render_markdown(info, heading="#"))
         threshold_table(result.clusters).to_csv(tmp / "thresholds.csv", index=False)

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from qpr.errors import QPRError
+from qpr.errors import QPRError, one_line
 
 # A token is a run of word characters (letters, digits, underscore in any script) or a single
 # character that is neither a word character nor whitespace (punctuation, symbols, emoji).
@@ -33,6 +33,31 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 PAD_ID = 0
 MAX_QUERY_CHARS = 2000
 MAX_K = 1000
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def text_problem(text: str) -> str | None:
+    """What makes ``text`` unusable as a question, or None: a NUL character (files and databases
+    cut or refuse text at it) or a lone surrogate (half of a UTF-16 pair, e.g. from a file decoded
+    with ``surrogateescape``: it has no UTF-8 form, so it can be neither hashed nor stored)."""
+    if "\x00" in text:
+        return f"contains a NUL character (\\x00) at position {text.index(chr(0))}; remove it"
+    bad = _SURROGATE.search(text)
+    if bad:
+        return (f"contains a lone surrogate ({bad.group()!r}) at position {bad.start()}, which is not valid Unicode; "
+                "re-read the source as UTF-8 or remove it")
+    return None
+
+
+def check_text(text: object, what: str = "the query") -> str:
+    """``text`` itself if it is a string fit to encode, store and hash, else QPRError saying why."""
+    if not isinstance(text, str):
+        raise QPRError(f"{what} must be a string, got {type(text).__name__}")
+    problem = text_problem(text)
+    if problem:
+        raise QPRError(f"{what} {problem}")
+    return text
 
 
 def tokenize(text: str) -> list[str]:
@@ -58,6 +83,8 @@ def check_queries(queries: Sequence[str], k: int) -> None:
     if not 1 <= k <= MAX_K:
         raise QPRError(f"k must be between 1 and {MAX_K}, got {k}")
     for text in queries:
+        if isinstance(text, str):
+            check_text(text, "the query")
         if not isinstance(text, str) or not tokenize(text):
             raise QPRError("the query is empty: type a question")
         if len(text) > MAX_QUERY_CHARS:
@@ -163,8 +190,7 @@ class Vocabulary:
 
         With subwords on, one list per token instead: its own id, then its n-grams' bin ids.
         """
-        if not isinstance(text, str):
-            raise QPRError(f"a question must be a string, got {type(text).__name__}")
+        check_text(text, "the question" if not isinstance(text, str) else f"the question {text[:40]!r}")
         tokens = tokenize(text)[: self.config.max_len]
         if not tokens:
             raise QPRError(f"the question {text[:40]!r} is empty: it contains no words or symbols")
@@ -185,4 +211,4 @@ class Vocabulary:
             # Vocabularies saved before subwords existed had none.
             return cls(payload["tokens"], TextConfig(**{"subword_ngrams": 0} | payload["config"]))
         except (OSError, ValueError, KeyError, TypeError) as err:
-            raise QPRError(f"cannot read vocabulary {path}: {err}") from err
+            raise QPRError(f"cannot read vocabulary {path}: {one_line(err)}") from err

@@ -556,3 +556,9 @@ def test_discard_is_the_primary_choice_when_the_new_model_is_worse(qpr_app, monk
     out = qpr_app.retrain.retrain(1, NO_PROGRESS)
     assert out[qpr_app.retrain.discard_button].variant == "primary" and out[qpr_app.retrain.confirm_button].variant == "secondary"
     assert "worse" in out[qpr_app.retrain.note]
+
+
+def test_the_header_shows_an_annotator_as_first_written(qpr_app):
+    view = qpr_app.annotate.start_cluster(TWIN_A, "Alice", None, None)
+    qpr_app.annotate.judge("unsure", session(view), "Alice", None, None)
+    assert "Annotating as **Alice**" in qpr_app.ctx.whoami("  ALICE ", None, None)

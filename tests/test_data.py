@@ -133,7 +133,7 @@ def test_failed_write_leaves_the_old_file(tmp_path, tiny_corpus, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(pd.DataFrame, "to_csv", broken)
-    with pytest.raises(OSError):
+    with pytest.raises(QPRError, match="disk full; nothing was changed"):
         write_cluster_file(tiny_corpus.head(3), path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["c.tsv"]

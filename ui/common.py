@@ -63,7 +63,7 @@ class AppContext:
     def whoami(self, name: str | None, request: gr.Request | None, profile: gr.OAuthProfile | None) -> str:
         """The page header's line about who is annotating (``name``: the 'Your name' box)."""
         try:
-            who = self.annotator(name, request, profile)
+            who = self.store.display_name(self.annotator(name, request, profile))  # as they first wrote it
         except QPRError:
             if self.identity == "name":
                 return "Anyone can search; type your name to annotate."

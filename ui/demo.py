@@ -34,6 +34,7 @@ from qpr.encoder import EncoderConfig
 from qpr.hybrid import FEATURES
 from qpr.errors import QPRError
 from qpr.bundle_training import train_bundle
+from qpr.fsutil import recover
 from qpr.text import TextConfig
 from qpr.train import TrainConfig
 
@@ -99,7 +100,7 @@ def demo_bundle(
     (with progress bars when ``progress``), saved atomically and returned."""
     corpus = read_cluster_file(corpus_path)
     path = Path(cache or cache_dir()) / "demo-bundle" / bundle_key(fingerprint(corpus))
-    if (path / "manifest.json").is_file():
+    if (path / "manifest.json").is_file() or recover(path, wait=0):  # a save killed mid-swap is finished, not retrained
         try:
             bundle = Bundle.load(path)
             log(f"loaded the demo bundle {bundle.version} from {path}")
