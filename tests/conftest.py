@@ -107,3 +107,49 @@ def bundle(demo_cache):
     from ui.demo import demo_bundle
 
     return demo_bundle(cache=demo_cache, progress=False, log=lambda _: None)
+
+
+# -- the app in headless Chromium (browser tests) -----------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
+
+
+@pytest.fixture
+def browser_context():
+    """A headless Chromium context (pages share nothing with other tests); skips without Chromium."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -r requirements-dev.txt)")
+    if not CHROMIUM.is_file():
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+        browser.close()
+
+
+@pytest.fixture
+def page(browser_context):
+    return browser_context.new_page()
+
+
+@pytest.fixture
+def server(app_cache, tmp_path):
+    """``python app.py`` on the demo corpus with its own database and cache: (url, database url)."""
+    from bench.startup import start_app, stop_app
+
+    db_url = f"sqlite:///{tmp_path / 'annotations.db'}"
+    try:
+        process, url, _ = start_app({"QPR_DB_URL": db_url, "QPR_CACHE_DIR": str(app_cache)}, tmp_path / "app.log")
+    except RuntimeError as err:
+        pytest.fail(str(err))
+    yield url, db_url
+    stop_app(process)
+
+
+def shot(page, name: str) -> None:
+    """A full-page screenshot in test-artifacts/ (for a person to look at)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)

@@ -7,52 +7,17 @@ with a temporary SQLite database and bundle cache, and saves a screenshot of eac
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from annotations.db import open_store
-from bench.startup import start_app, stop_app
+from conftest import shot
 from qpr.data import read_cluster_file
 from ui.demo import DEMO_CORPUS, SPLIT_PARAPHRASES
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parents[1]
-ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
 TWIN_A, TWIN_B = SPLIT_PARAPHRASES[0]
 RETRAIN_LIMIT_MS = 240_000  # generous: only a guard against a retraining that never ends
-
-
-@pytest.fixture
-def server(app_cache, tmp_path):
-    db_url = f"sqlite:///{tmp_path / 'annotations.db'}"
-    try:
-        process, url, _ = start_app({"QPR_DB_URL": db_url, "QPR_CACHE_DIR": str(app_cache)}, tmp_path / "app.log")
-    except RuntimeError as err:
-        pytest.fail(str(err))
-    yield url, db_url
-    stop_app(process)
-
-
-@pytest.fixture
-def page():
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -r requirements-dev.txt)")
-    if not CHROMIUM.is_file():
-        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
-        yield context.new_page()
-        browser.close()
-
-
-def shot(page, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
 def test_search_annotate_merge_export_retrain(page, server, tmp_path):  # page first: skip before starting the app

@@ -8,6 +8,7 @@ handlers take it and return a new one.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import gradio as gr
 import pandas as pd
@@ -21,24 +22,8 @@ QUEUE_COLUMNS = ["question", "cluster", "distance", "suspicion"]
 MEMBER_COLUMNS = ["qid", "question"]
 UNDO_STEPS = 10  # how far back one page's undo reaches
 
-# Keyboard shortcuts: a key clicks the matching button while it is on screen, unless the user is
-# typing in a field. Given to ``launch(head=...)``.
-SHORTCUTS = """
-<script>
-document.addEventListener("keydown", (event) => {
-  if (event.ctrlKey || event.metaKey || event.altKey || event.repeat) return;
-  const target = event.target;
-  if (target && (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName))) return;
-  const ids = {"1": "judge-same", "s": "judge-same", "2": "judge-different", "d": "judge-different",
-               "3": "judge-unsure", "u": "judge-unsure", "z": "judge-undo"};
-  const button = document.getElementById(ids[event.key.toLowerCase()]);
-  if (button && button.offsetParent !== null && !button.disabled) {
-    event.preventDefault();
-    button.click();
-  }
-});
-</script>
-"""
+# The Annotate tab's keyboard shortcuts (ui/shortcuts.js), given to ``launch(head=...)``.
+SHORTCUTS = f"<script>\n{Path(__file__).with_name('shortcuts.js').read_text()}</script>\n"
 
 
 @dataclass(frozen=True)
@@ -100,11 +85,11 @@ class AnnotateTab:
                         "**another** cluster, say whether it means the same as the query. Keys: **1/S** same, "
                         "**2/D** different, **3/U** unsure, **Z** undo.")
             with gr.Row(equal_height=True):
-                next_button = gr.Button("Next cluster (the app picks)", variant="primary")
-                pick = gr.Textbox(label="…or a cluster id", scale=2)
-                pick_button = gr.Button("Check cluster")
-                typed = gr.Textbox(label="…or a query", scale=2)
-                typed_button = gr.Button("Check query")
+                next_button = gr.Button("Next cluster (the app picks)", variant="primary", elem_id="annotate-next")
+                pick = gr.Textbox(label="…or a cluster id", scale=2, elem_id="annotate-pick")
+                pick_button = gr.Button("Check cluster", elem_id="annotate-pick-button")
+                typed = gr.Textbox(label="…or a query", scale=2, elem_id="annotate-typed")
+                typed_button = gr.Button("Check query", elem_id="annotate-typed-button")
             self.status = gr.Markdown(elem_id="annotate-status")
             self.progress = gr.Markdown(elem_id="annotate-progress")
             with gr.Row():
