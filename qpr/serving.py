@@ -9,11 +9,13 @@ snapshot (``current()``) without waiting; a candidate replaces the served model 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from qpr.bundle import Bundle
+from qpr.calibration import Calibration, calibrate
 from qpr.errors import QPRError
 from qpr.hybrid import HybridRetriever
 from qpr.retrievers import BM25Retriever, DenseRetriever, Retriever
@@ -31,18 +33,29 @@ class Served:
 
     ``default`` answers searches (``serving_retriever``); ``dense`` and ``bm25`` are its parts,
     shown for comparison, and ``dense`` ranks the annotation queue (encoder distances).
+    ``calibrations`` turn each one's distances into probabilities (``qpr.calibration``).
     """
 
     bundle: Bundle
     dense: DenseRetriever
     bm25: BM25Retriever
     default: Retriever
+    calibrations: dict[str, Calibration | None] = field(default_factory=dict)
 
     @classmethod
     def of(cls, bundle: Bundle, bm25: BM25Retriever | None = None) -> "Served":
-        """The retrievers of ``bundle``; ``bm25``, one over its corpus already built, is reused."""
+        """The retrievers of ``bundle``, each with its ``Calibration`` on the val clusters (by
+        retriever name; None where it cannot be fitted); ``bm25``, one over its corpus already
+        built, is reused."""
         bm25 = bm25 or BM25Retriever(bundle.corpus)
-        return cls(bundle, DenseRetriever(bundle), bm25, serving_retriever(bundle, bm25))
+        dense, default = DenseRetriever(bundle), serving_retriever(bundle, bm25)
+        retrievers = {r.name: r for r in (default, dense, bm25)}
+        return cls(bundle, dense, bm25, default, {name: calibrate(r, bundle.corpus) for name, r in retrievers.items()})
+
+    def probability(self, retriever: Retriever, distances) -> np.ndarray | None:
+        """``retriever``'s distances as probabilities of the same meaning, or None if uncalibrated."""
+        calibration = self.calibrations.get(retriever.name)
+        return None if calibration is None else calibration.probability(distances)
 
 
 @dataclass(frozen=True)

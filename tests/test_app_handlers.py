@@ -76,9 +76,9 @@ def search(qpr_app, query, k, compare):
 def test_search_serves_the_hybrid_and_shows_its_parts_on_request(qpr_app):
     assert qpr_app.ctx.model.current().default.name == "hybrid"  # the demo bundle carries a fitted fusion
     results, dense, bm25 = search(qpr_app, "how can I get my passport renewed?", 5, False)
-    assert list(results.columns) == ["rank", "question", "cluster", "distance"]
+    assert list(results.columns) == ["rank", "question", "cluster", "same meaning"]
     assert list(results["rank"]) == [1, 2, 3, 4, 5]
-    assert results["distance"].is_monotonic_increasing
+    assert results["same meaning"].is_monotonic_decreasing and results["same meaning"].between(0, 1).all()
     assert dense.visible is False and bm25.visible is False
     _, dense, bm25 = search(qpr_app, "how can I get my passport renewed?", 5, True)
     assert dense.visible is True and bm25.visible is True and len(dense.value["data"]) == len(bm25.value["data"]) == 5
@@ -562,3 +562,10 @@ def test_the_header_shows_an_annotator_as_first_written(qpr_app):
     view = qpr_app.annotate.start_cluster(TWIN_A, "Alice", None, None)
     qpr_app.annotate.judge("unsure", session(view), "Alice", None, None)
     assert "Annotating as **Alice**" in qpr_app.ctx.whoami("  ALICE ", None, None)
+
+
+def test_compared_tables_share_one_scale_and_sit_side_by_side(qpr_app):
+    results, dense, bm25 = search(qpr_app, "how can I get my passport renewed?", 5, True)
+    for table in (results, pd.DataFrame(dense.value["data"], columns=dense.value["headers"]),
+                  pd.DataFrame(bm25.value["data"], columns=bm25.value["headers"])):
+        assert list(table.columns)[-1] == "same meaning" and table["same meaning"].astype(float).between(0, 1).all()

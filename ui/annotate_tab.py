@@ -18,7 +18,7 @@ from qpr.errors import QPRError
 from ui.common import AppContext, plain, shows_errors, text_table
 
 LABEL_BUTTONS = (("same", "Same meaning", "1 / S"), ("different", "Different", "2 / D"), ("unsure", "Unsure", "3 / U"))
-QUEUE_COLUMNS = ["question", "cluster", "distance", "suspicion"]
+QUEUE_COLUMNS = ["question", "cluster", "same meaning", "suspicion"]
 MEMBER_COLUMNS = ["qid", "question"]
 UNDO_STEPS = 10  # how far back one page's undo reaches
 
@@ -105,7 +105,9 @@ class AnnotateTab:
                                                           variant="primary" if label == "same" else "secondary")
                                          for label, text, keys in LABEL_BUTTONS}
                         undo = gr.Button("Undo last (Z)", elem_id="judge-undo", interactive=False)
-            self.queue = gr.Dataframe(label="Queue, most suspicious first", datatype=["str", "str", "number", "number"],
+            self.queue = gr.Dataframe(label="Queue, most suspicious first (same meaning: the encoder's estimated probability, 0 "
+                                            "to 1; suspicion: how much closer than the query's own cluster-mates)",
+                                      datatype=["str", "str", "number", "number"],
                                       interactive=False, wrap=True)
         self.buttons = [*label_buttons.values(), undo]
         view = [self.session, self.status, self.members, self.query, self.candidate, self.details, self.queue, self.progress]
@@ -195,13 +197,18 @@ class AnnotateTab:
                             self.queue: pd.DataFrame(columns=QUEUE_COLUMNS)}
         queue = session.queue
         cluster = plain(row["cluster"]) if pd.notna(row["cluster"]) else "none"
-        rest = queue.iloc[session.position:].assign(distance=queue["distance"].round(3), suspicion=queue["suspicion"].round(3))
+        served = self.ctx.model.current()
+        alike = served.probability(served.dense, queue["distance"])
+        shown_queue = queue.assign(**{"same meaning": alike.round(2) if alike is not None else queue["distance"].round(3),
+                                      "suspicion": queue["suspicion"].round(3)})
+        score = (f"same meaning (encoder) {shown_queue['same meaning'].iloc[session.position]:.2f}" if alike is not None
+                 else f"distance {row['distance']:.3f}")
         return shown | {
             self.query: row["query_text"] if pd.isna(row["query_qid"]) else self._question(int(row["query_qid"])),
             self.candidate: row["question"],
             self.details: f"Candidate {session.position + 1} of {len(queue)} · its cluster: **{cluster}** · "
-                          f"rank {int(row['rank'])} · distance {row['distance']:.3f} · suspicion {row['suspicion']:.3f}",
-            self.queue: text_table(rest, QUEUE_COLUMNS),
+                          f"rank {int(row['rank'])} · {score} · suspicion {row['suspicion']:.3f}",
+            self.queue: text_table(shown_queue.iloc[session.position:], QUEUE_COLUMNS),
         }
 
     def _question(self, qid: int) -> str:

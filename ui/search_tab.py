@@ -7,13 +7,17 @@ import pandas as pd
 
 from ui.common import AppContext, shows_errors, text_table
 
-COLUMNS = ["rank", "question", "cluster", "distance"]
-WIDTHS = ["9%", "55%", "24%", "12%"]
+COLUMNS = ["rank", "question", "cluster", "same meaning"]
+WIDTHS = ["9%", "55%", "21%", "15%"]
 RESULT_LABELS = {
-    "hybrid": "Hybrid: SDML and BM25 candidates re-scored (distance: minus the fitted score)",
-    "sdml": "SDML encoder alone (distance: squared Euclidean)",
-    "bm25": "BM25 alone (distance: minus the BM25 score)",
+    "hybrid": "Hybrid: SDML and BM25 candidates re-scored",
+    "sdml": "SDML encoder alone",
+    "bm25": "BM25 alone",
 }
+SCORE_NOTE = ("**same meaning**: the estimated probability, 0 to 1 (higher = more alike), that a result means the same "
+              "as your question, fitted on this corpus' held-out clusters; the same scale in all three tables. Where it "
+              "cannot be fitted (no held-out clusters) the table shows each retriever's own distance instead (lower = "
+              "closer).")
 
 
 class SearchTab:
@@ -30,13 +34,15 @@ class SearchTab:
                 k = gr.Slider(1, 50, value=10, step=1, label="Results")
                 compare = gr.Checkbox(label="Compare with SDML alone and BM25")
             button = gr.Button("Search", variant="primary")
-            self.results, self.dense, self.bm25 = (
-                gr.Dataframe(label=label, elem_id=elem_id, datatype=["number", "str", "str", "number"], interactive=False,
-                             wrap=True, visible=visible, column_widths=WIDTHS)
-                for label, elem_id, visible in ((RESULT_LABELS[self.ctx.model.current().default.name], "search-results", True),
-                                                (RESULT_LABELS["sdml"], "search-dense", False),
-                                                (RESULT_LABELS["bm25"], "search-bm25", False))
-            )
+            gr.Markdown(SCORE_NOTE)
+            with gr.Row():  # side by side when compared
+                self.results, self.dense, self.bm25 = (
+                    gr.Dataframe(label=label, elem_id=elem_id, datatype=["number", "str", "str", "number"], interactive=False,
+                                 wrap=True, visible=visible, column_widths=WIDTHS)
+                    for label, elem_id, visible in ((RESULT_LABELS[self.ctx.model.current().default.name], "search-results", True),
+                                                    (RESULT_LABELS["sdml"], "search-dense", False),
+                                                    (RESULT_LABELS["bm25"], "search-bm25", False))
+                )
             outputs = [self.results, self.dense, self.bm25]
             gr.Examples([[q, 10, True] for q in self.ctx.examples], inputs=[query, k, compare], outputs=outputs,
                         fn=self.search, run_on_click=True, cache_examples=False, visible_columns=[0],
@@ -50,8 +56,11 @@ class SearchTab:
         served = self.ctx.model.current()
 
         def table(retriever) -> pd.DataFrame:
-            hits = pd.DataFrame([vars(h) for h in retriever.search(query, int(k))], columns=COLUMNS)
-            return text_table(hits.assign(distance=hits["distance"].round(3)), COLUMNS)
+            hits = pd.DataFrame([vars(h) for h in retriever.search(query, int(k))], columns=["rank", "question", "cluster", "distance"])
+            probability = served.probability(retriever, hits["distance"])
+            if probability is None:
+                return text_table(hits.assign(distance=hits["distance"].round(3)))
+            return text_table(hits.assign(**{"same meaning": probability.round(3)}), COLUMNS)
 
         parts = [served.dense, served.bm25] if served.default is not served.dense else [served.bm25]
         shown = {retriever.name: table(retriever) for retriever in parts} if compare else {}

@@ -29,6 +29,10 @@ from ui.demo import EXAMPLE_QUERIES, cache_dir, demo_bundle
 from ui.page import QPRPage
 
 
+# Questions are text to read: the tables' cells in the page's font, not Gradio's monospace.
+CSS = ".gradio-container table td, .gradio-container table th { font-family: var(--font) !important; }"
+
+
 def served_bundle() -> tuple[Bundle, tuple[str, ...]]:
     """The bundle to serve and example queries for it: ``QPR_BUNDLE``, else the last bundle
     confirmed in the app (if it still loads), else the demo."""
@@ -70,5 +74,5 @@ def main() -> int:
     demo = QPRPage(ctx).build()
     # Searches and judgments are short: several run at once; retraining runs one at a time.
     demo.queue(default_concurrency_limit=8)
-    demo.launch(auth=auth, head=SHORTCUTS, allowed_paths=[str(ctx.cache / "exports")])
+    demo.launch(auth=auth, head=SHORTCUTS, css=CSS, allowed_paths=[str(ctx.cache / "exports")])
     return 0
