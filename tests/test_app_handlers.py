@@ -504,7 +504,7 @@ def test_judging_buttons_follow_the_queue(qpr_app):
     assert all(not button.interactive for button in off.values())
     view = tab.start_cluster(TWIN_A, "ann", None, None)
     on = tab.buttons_for(session(view))
-    assert [on[b].interactive for b in tab.buttons] == [True, True, True, False], "nothing to undo yet"
+    assert [on[b].interactive for b in tab.buttons] == [True] * (len(tab.buttons) - 1) + [False], "nothing to undo yet"
     view = tab.judge("unsure", session(view), "ann", None, None)
     assert tab.buttons_for(session(view))[tab.buttons[-1]].interactive
 
@@ -569,3 +569,51 @@ def test_compared_tables_share_one_scale_and_sit_side_by_side(qpr_app):
     for table in (results, pd.DataFrame(dense.value["data"], columns=dense.value["headers"]),
                   pd.DataFrame(bm25.value["data"], columns=bm25.value["headers"])):
         assert list(table.columns)[-1] == "same meaning" and table["same meaning"].astype(float).between(0, 1).all()
+
+
+def test_skip_done_and_a_block_of_same(qpr_app):
+    tab = qpr_app.annotate
+    view = tab.start_cluster(TWIN_A, "ann", None, None)
+    first = session(view).current()
+    view = tab.skip(session(view), "ann", None, None)
+    assert "Skipped" in view[tab.status] and session(view).position == 1 and qpr_app.ctx.store.judgments().empty
+    view = tab.judge_block(3, session(view), "ann", None, None)
+    judged = qpr_app.ctx.store.judgments(annotator="ann")
+    assert list(judged["label"]) == ["same"] * 3 and first["candidate_qid"] not in set(judged["candidate_qid"])
+    assert session(view).position == 4 and len(session(view).judged) == 3
+    view = tab.done(session(view), "ann", None, None)
+    assert session(view).current() is None and "left unjudged" in view[tab.status]
+    again = tab.start_cluster(TWIN_A, "ann", None, None)
+    assert first["candidate_qid"] in set(session(again).queue["candidate_qid"]), "a skipped item comes back"
+
+
+def test_queues_leave_out_items_with_a_negligible_chance(qpr_app):
+    from annotations.queue import spot_check
+    from annotations.task import NEGLIGIBLE
+
+    served = qpr_app.ctx.model.current()
+    corpus = served.bundle.corpus
+    cut_somewhere = False
+    for cluster in [TWIN_A, *sorted(corpus["cluster"].dropna().unique())[:12]]:
+        full = spot_check(qpr_app.ctx.store, served.dense, corpus, "ann", cluster=cluster)
+        view = qpr_app.annotate.start_cluster(cluster, "ann", None, None)
+        kept = session(view).queue
+        assert len(kept) == int((served.probability(served.dense, full["distance"]) >= NEGLIGIBLE).sum())
+        cut_somewhere |= len(kept) < len(full) and "left out" in view[qpr_app.annotate.status]
+        if cluster == TWIN_A:
+            assert TWIN_B in set(kept["cluster"].dropna()), "the real false negatives stay in the queue"
+    assert cut_somewhere, "some demo queues hold items under the cut"
+
+
+def test_the_corpus_wide_task_shows_progress_over_the_whole_task(qpr_app, monkeypatch):
+    tab = qpr_app.annotate
+    tab.task_size = 30
+    view = tab.start_task("ann", None, None)
+    assert session(view).task_size == 30 and len(session(view).queue) == 30
+    assert "Task: **0 of 30** judged" in view[tab.progress]
+    assert session(view).queue["suspicion"].is_monotonic_decreasing, "the measured best order: most suspicious first"
+    for _ in range(3):
+        view = tab.judge("different", session(view), "ann", None, None)
+    assert "Task: **3 of 30** judged" in view[tab.progress] and "min left at your pace" in view[tab.progress]
+    resumed = tab.start_task("ann", None, None)
+    assert len(session(resumed).queue) == 27 and "27 pair(s) of the task left" in resumed[tab.status]

@@ -1,0 +1,71 @@
+"""What one browser tab is working through in the Annotate tab: an ``AnnotateSession``.
+
+It lives in a ``gr.State``; the tab's handlers take it and return a new one (it is immutable).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import pandas as pd
+
+from ui.common import plain
+
+MEMBER_COLUMNS = ["qid", "question"]
+UNDO_STEPS = 10  # how far back one page's undo reaches
+
+
+@dataclass(frozen=True)
+class AnnotateSession:
+    """A spot-check queue being worked through: items of the served bundle ``version``, the
+    ``cluster`` checked (None for a typed query) and its ``members``, the ``position`` of the
+    current item, the last ``message`` shown, ``judged``: (judgment id, position) of the last
+    ``UNDO_STEPS`` judgments this page recorded, the only ones its undo may withdraw, and
+    ``task_size`` for the corpus-wide task."""
+
+    version: str | None = None
+    cluster: str | None = None
+    members: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=MEMBER_COLUMNS))
+    queue: pd.DataFrame = field(default_factory=pd.DataFrame)
+    position: int = 0
+    message: str = ""
+    judged: tuple[tuple[int, int], ...] = ()
+    task_size: int = 0  # the corpus-wide task's size when this is the task (annotations.task), else 0
+
+    @property
+    def left(self) -> int:
+        return max(len(self.queue) - self.position, 0)
+
+    @property
+    def heading(self) -> str:
+        """What this page is checking, shown above every message."""
+        if self.version is None:
+            return ""
+        if self.task_size:
+            return "Corpus-wide task, the pairs most worth checking first"
+        return f"Spot-checking cluster **{plain(self.cluster)}**" if self.cluster is not None else "Checking what your query retrieves"
+
+    def current(self) -> pd.Series | None:
+        """The item to judge now, or None when the queue is finished or empty."""
+        return self.queue.iloc[self.position] if self.left else None
+
+    def after_judging(self, judgment: int, label: str) -> "AnnotateSession":
+        """This session once the current item got ``label`` as judgment ``judgment``."""
+        judged = (*self.judged, (judgment, self.position))[-UNDO_STEPS:]
+        return replace(self, position=self.position + 1, judged=judged, message=f"Recorded judgment #{judgment}: {label}.")
+
+    def skipped(self) -> "AnnotateSession":
+        """On to the next item, the current one left unjudged (it comes back next time)."""
+        return replace(self, position=self.position + 1, message="Skipped (not recorded).")
+
+    def finished(self) -> "AnnotateSession":
+        """The rest of the queue left unjudged."""
+        return replace(self, position=len(self.queue), message=f"Done: {self.left} item(s) left unjudged.")
+
+    def after_undo(self, withdrawn: dict) -> "AnnotateSession":
+        """This session once judgment ``withdrawn`` (a store row) was withdrawn: back at its item."""
+        position = dict(self.judged)[int(withdrawn["id"])]
+        judged = tuple(pair for pair in self.judged if pair[0] != withdrawn["id"])
+        message = (f"Withdrew judgment #{withdrawn['id']} ({withdrawn['label']}) of \u201c{withdrawn['candidate_question']}\u201d; "
+                   "judge it again.")
+        return replace(self, position=position, judged=judged, message=message)
