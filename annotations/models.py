@@ -163,3 +163,17 @@ class MergeDecision(Base):
     cluster_b: Mapped[str] = mapped_column(Text)
     judgment_ids: Mapped[list[int]] = mapped_column(JSON)
     reason: Mapped[str] = mapped_column(Text)
+
+
+class ModelSwap(Base):
+    """A retrained model put into service: who confirmed it and when, which bundle it replaced,
+    and the judgments it was trained from (the ids in its manifest's ``labels``)."""
+
+    __tablename__ = "model_swaps"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"))
+    bundle_version: Mapped[str] = mapped_column(String(100), ForeignKey("bundles.version"))
+    replaced_version: Mapped[str | None] = mapped_column(String(100), ForeignKey("bundles.version"))
+    judgment_ids: Mapped[list[int]] = mapped_column(JSON)

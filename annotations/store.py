@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session, aliased
 from annotations.errors import AnnotationError
 from annotations.models import (
     LABELS, MAX_NAME_CHARS, Annotator, BundleVersion, CorpusQuestion, Export, ExportJudgment, Judgment,
-    MergeDecision, utcnow,
+    MergeDecision, ModelSwap, utcnow,
 )
 from qpr.data import COLUMNS, check_corpus, fingerprint
 from qpr.errors import QPRError
@@ -214,7 +214,6 @@ class AnnotationStore:
         labelled the same (query, candidate), that label is superseded by this one (kept as history).
         """
         name = annotator_name(annotator)
-        key_of_annotator = annotator_key(name)
         if label not in LABELS:
             raise AnnotationError(f"label must be one of {', '.join(LABELS)}; got {label!r}")
         if (query_qid is None) == (query_text is None):
@@ -238,13 +237,7 @@ class AnnotationStore:
 
         def work(session: Session) -> int:
             _check_known(session, version, [q for q in (query_qid, candidate_qid) if q is not None])
-            person = session.scalar(select(Annotator).where(Annotator.name_key == key_of_annotator))
-            if person is None:
-                # A concurrent first judgment under another spelling violates the unique name_key
-                # index; the retry then finds that annotator.
-                person = Annotator(name=name, name_key=key_of_annotator)
-                session.add(person)
-                session.flush()
+            person = _person(session, name)
             previous = session.scalar(
                 select(Judgment).where(
                     Judgment.annotator_id == person.id, Judgment.item_key == key, Judgment.is_current.is_(True)
@@ -368,6 +361,37 @@ class AnnotationStore:
             shown = session.scalar(select(Annotator.name).where(Annotator.name_key == annotator_key(name)))
         return shown or name
 
+    # -- served models ------------------------------------------------------------------------
+
+    def record_swap(self, annotator: str, bundle_version: str, replaced_version: str | None,
+                    judgment_ids: list[int]) -> int:
+        """Record that ``annotator`` put ``bundle_version`` into service in place of
+        ``replaced_version``, trained from ``judgment_ids``; returns the record's id."""
+        name = annotator_name(annotator)
+        version = _bundle_version(bundle_version)
+
+        def work(session: Session) -> int:
+            for known in (version, replaced_version):
+                if known is not None and session.get(BundleVersion, known) is None:
+                    raise AnnotationError(f"bundle version {known!r} is not registered: register its corpus first")
+            swap = ModelSwap(annotator_id=_person(session, name).id, bundle_version=version,
+                             replaced_version=replaced_version, judgment_ids=[int(i) for i in judgment_ids])
+            session.add(swap)
+            session.flush()
+            return swap.id
+
+        return self._write(work)
+
+    def swaps(self) -> pd.DataFrame:
+        """Every model swap, oldest first: id, created_at, annotator (as first written),
+        bundle_version, replaced_version, judgment_ids."""
+        with Session(self.engine) as session:
+            rows = session.execute(
+                select(ModelSwap.id, ModelSwap.created_at, Annotator.name, ModelSwap.bundle_version,
+                       ModelSwap.replaced_version, ModelSwap.judgment_ids).join(Annotator).order_by(ModelSwap.id)
+            ).all()
+        return pd.DataFrame(rows, columns=["id", "created_at", "annotator", "bundle_version", "replaced_version", "judgment_ids"])
+
     # -- exports ----------------------------------------------------------------------------
 
     def record_export(
@@ -434,6 +458,18 @@ def _snapshot(corpus: pd.DataFrame) -> pd.DataFrame:
         return check_corpus(corpus, "the corpus")
     except QPRError as err:
         raise AnnotationError(str(err)) from None
+
+
+def _person(session: Session, name: str) -> Annotator:
+    """The annotator ``name`` identifies (``annotator_key``), created on their first write."""
+    person = session.scalar(select(Annotator).where(Annotator.name_key == annotator_key(name)))
+    if person is None:
+        # A concurrent first write under another spelling violates the unique name_key index;
+        # the retry then finds that annotator.
+        person = Annotator(name=name, name_key=annotator_key(name))
+        session.add(person)
+        session.flush()
+    return person
 
 
 def _check_known(session: Session, version: str, qids: list[int]) -> None:

@@ -287,7 +287,7 @@ def test_retrain_compares_then_swaps_only_on_confirm(qpr_app):
     view = judge_until(qpr_app, qpr_app.annotate.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
     qpr_app.annotate.judge("same", session(view), "ann", None, None)
     with pytest.warns(UserWarning, match="No retrained model"):
-        tab.confirm()
+        tab.confirm("ann", None, None)
     steps = []
     table, note, confirm, discard = shown(tab.retrain(1, lambda fraction, desc: steps.append((fraction, desc))),
                                           tab.comparison, tab.note, tab.confirm_button, tab.discard_button)
@@ -300,7 +300,7 @@ def test_retrain_compares_then_swaps_only_on_confirm(qpr_app):
     curves, _, bars, caption = metrics(qpr_app)
     assert set(bars["model"]) == {"before", "after"} and "Before and after" in caption
     assert curves["model"].str.startswith("retrained").any()
-    note, confirm = shown(tab.confirm(), tab.note, tab.confirm_button)
+    note, confirm = shown(tab.confirm("ann", None, None), tab.note, tab.confirm_button)
     served = qpr_app.ctx.model.current().bundle
     assert served.version != old_version and plain(served.version) in note and not confirm.interactive
     assert (qpr_app.ctx.cache / "bundles" / served.version / "manifest.json").is_file()
@@ -322,7 +322,7 @@ def test_a_retrained_bundle_names_the_judgments_and_export_it_learned_from(qpr_a
     assert labels["judgment_ids"] == judged and len(judged) >= 2
     export_manifest = json.loads(open(f"{labels['export_file']}.manifest.json").read())
     assert export_manifest["export_id"] == labels["export_id"] and export_manifest["judgment_ids"] == judged
-    qpr_app.retrain.confirm()
+    qpr_app.retrain.confirm("ann", None, None)
     saved = json.loads((qpr_app.ctx.cache / "bundles" / qpr_app.ctx.model.current().bundle.version / "manifest.json").read_text())
     assert saved["labels"] == labels, "the saved bundle keeps its trace to the labels"
 
@@ -337,7 +337,7 @@ def test_a_retrain_builds_bm25_once(qpr_app, monkeypatch):
 
     monkeypatch.setattr(BM25Retriever, "__init__", counted)
     qpr_app.retrain.retrain(1, NO_PROGRESS)
-    qpr_app.retrain.confirm()
+    qpr_app.retrain.confirm("ann", None, None)
     assert builds == [len(qpr_app.ctx.model.current().bundle.corpus)], "one BM25 over the corrected corpus, reused throughout"
 
 
@@ -345,7 +345,7 @@ def test_discard_keeps_the_served_model(qpr_app):
     tab = qpr_app.retrain
     old_version = qpr_app.ctx.model.current().bundle.version
     tab.retrain(1, NO_PROGRESS)
-    note, confirm = shown(tab.discard(), tab.note, tab.confirm_button)
+    note, confirm = shown(tab.discard("ann", None, None), tab.note, tab.confirm_button)
     assert "Discarded" in note and not confirm.interactive
     assert qpr_app.ctx.model.candidate() is None and qpr_app.ctx.model.current().bundle.version == old_version
 
@@ -448,7 +448,7 @@ def test_a_discarded_retraining_leaves_no_before_and_after(qpr_app):
     judge_until(qpr_app, qpr_app.annotate.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
     qpr_app.retrain.retrain(1, lambda fraction, desc: None)
     assert "waiting for your decision" in metrics(qpr_app)[3]
-    qpr_app.retrain.discard()
+    qpr_app.retrain.discard("ann", None, None)
     assert "Before and after" not in metrics(qpr_app)[3]
 
 
@@ -463,7 +463,7 @@ def test_a_model_waiting_for_a_decision_can_be_decided_after_a_reload(qpr_app):
     comparison, note, confirm, discard = shown(tab.restore(), *tab.decision_outputs)
     assert confirm.interactive and discard.interactive and "waiting for your decision" in note
     assert list(comparison["model"]) == ["current", "current", "retrained", "retrained"]
-    assert "Now serving" in shown(tab.confirm(), tab.note)[0]
+    assert "Now serving" in shown(tab.confirm("ann", None, None), tab.note)[0]
     fresh = QPRPage(qpr_app.ctx)
     fresh.build()
     _, note, confirm, _ = shown(fresh.retrain.restore(), *fresh.retrain.decision_outputs)
@@ -518,13 +518,13 @@ def test_the_header_names_the_annotator_once_typed(qpr_app):
 def test_discard_clears_the_comparison(qpr_app):
     tab = qpr_app.retrain
     tab.retrain(1, NO_PROGRESS)
-    comparison, note, confirm, discard = shown(tab.discard(), *tab.decision_outputs)
+    comparison, note, confirm, discard = shown(tab.discard("ann", None, None), *tab.decision_outputs)
     assert comparison.empty and not confirm.interactive and not discard.interactive
 
 
 def test_a_confirmed_model_is_served_again_after_a_restart(qpr_app, monkeypatch):
     qpr_app.retrain.retrain(1, NO_PROGRESS)
-    qpr_app.retrain.confirm()
+    qpr_app.retrain.confirm("ann", None, None)
     monkeypatch.delenv("QPR_BUNDLE", raising=False)
     monkeypatch.setenv("QPR_CACHE_DIR", str(qpr_app.ctx.cache))
     restarted, _ = served_bundle()
@@ -617,3 +617,35 @@ def test_the_corpus_wide_task_shows_progress_over_the_whole_task(qpr_app, monkey
     assert "Task: **3 of 30** judged" in view[tab.progress] and "min left at your pace" in view[tab.progress]
     resumed = tab.start_task("ann", None, None)
     assert len(session(resumed).queue) == 27 and "27 pair(s) of the task left" in resumed[tab.status]
+
+
+def test_replacing_the_served_model_needs_a_name_and_is_recorded(qpr_app):
+    view = judge_until(qpr_app, qpr_app.annotate.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
+    qpr_app.annotate.judge("same", session(view), "ann", None, None)
+    old = qpr_app.ctx.model.current().bundle.version
+    qpr_app.retrain.retrain(1, NO_PROGRESS)
+    with pytest.warns(UserWarning, match="type your name"):
+        qpr_app.retrain.confirm("  ", None, None)
+    with pytest.warns(UserWarning, match="type your name"):
+        qpr_app.retrain.discard("", None, None)
+    assert qpr_app.ctx.model.current().bundle.version == old and qpr_app.ctx.model.candidate() is not None
+    assert qpr_app.ctx.store.swaps().empty
+    qpr_app.retrain.confirm("Carol", None, None)
+    swaps = qpr_app.ctx.store.swaps()
+    new = qpr_app.ctx.model.current().bundle
+    assert swaps[["annotator", "bundle_version", "replaced_version"]].values.tolist() == [["Carol", new.version, old]]
+    assert swaps.iloc[0]["judgment_ids"] == new.manifest["labels"]["judgment_ids"] == sorted(
+        qpr_app.ctx.store.judgments()["id"].tolist())
+
+
+def test_with_logins_only_admins_may_replace_the_served_model(bundle, tmp_path, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("QPR_ADMINS", " Alice ,bob")
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    page = page_for(bundle, store, "auth", tmp_path)
+    page.retrain.retrain(1, NO_PROGRESS)
+    with pytest.warns(UserWarning, match="Only the app's admins"):
+        page.retrain.confirm("", gr.Request(username="mallory"), None)
+    assert page.ctx.model.candidate() is not None and store.swaps().empty
+    page.retrain.confirm("", gr.Request(username="ALICE"), None)
+    assert store.swaps()["annotator"].tolist() == ["ALICE"]
+    store.close()

@@ -12,6 +12,7 @@ import functools
 import html
 import json
 import logging
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ import gradio as gr
 import pandas as pd
 from gradio.utils import get_space
 
-from annotations.store import AnnotationStore, annotator_name
+from annotations.store import AnnotationStore, annotator_key, annotator_name
 from qpr.errors import QPRError
 from qpr.fsutil import atomic_path
 from qpr.serving import ServedModel
@@ -42,6 +43,7 @@ class AppContext:
     identity: str = "name"
     examples: tuple[str, ...] = ()
     cache: Path = field(default_factory=cache_dir)
+    admins: frozenset[str] = field(default_factory=lambda: admin_keys(os.environ.get("QPR_ADMINS")))
 
     def __post_init__(self) -> None:
         self.cache = Path(self.cache)
@@ -59,6 +61,15 @@ class AppContext:
         if not who or not str(who).strip():
             raise QPRError(f"To record judgments, {how}. Anyone can search without it.")
         return annotator_name(who)
+
+    def replacer(self, name: str | None, request: gr.Request | None = None, profile: gr.OAuthProfile | None = None) -> str:
+        """Who may replace the model everyone is served: a named annotator; with logins and
+        ``QPR_ADMINS`` set, one of those admins only (typed names are not verified, so name mode
+        cannot reserve it)."""
+        who = self.annotator(name, request, profile)
+        if self.identity != "name" and self.admins and annotator_key(who) not in self.admins:
+            raise QPRError("Only the app's admins (QPR_ADMINS) may replace or discard the served model; ask one of them.")
+        return who
 
     def whoami(self, name: str | None, request: gr.Request | None, profile: gr.OAuthProfile | None) -> str:
         """The page header's line about who is annotating (``name``: the 'Your name' box)."""
@@ -118,6 +129,11 @@ def parse_auth(spec: str | None) -> list[tuple[str, str]] | None:
             raise QPRError("QPR_AUTH must be user:password pairs separated by commas, e.g. alice:secret1,bob:secret2")
         pairs.append((user.strip(), password))
     return pairs
+
+
+def admin_keys(spec: str | None) -> frozenset[str]:
+    """``QPR_ADMINS`` ("alice,bob") as annotator identities; empty when unset."""
+    return frozenset(annotator_key(annotator_name(name)) for name in (spec or "").split(",") if name.strip())
 
 
 def identity_mode(auth: list[tuple[str, str]] | None) -> str:

@@ -40,7 +40,7 @@ class QPRPage:
             self.search.render()
             self.annotate.render(name)
             self.clusters.render()
-            self.retrain.render()
+            self.retrain.render(name)
             self.metrics.render()
             gr.on([demo.load, name.change], self.ctx.whoami, [name], [who])
             demo.load(self.retrain.restore, None, self.retrain.decision_outputs)

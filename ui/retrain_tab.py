@@ -30,8 +30,9 @@ class RetrainTab:
     def __init__(self, ctx: AppContext) -> None:
         self.ctx = ctx
 
-    def render(self) -> None:
-        """Lay out the tab (inside a gr.Blocks) and wire it to the handlers."""
+    def render(self, name: gr.Textbox) -> None:
+        """Lay out the tab (inside a gr.Blocks) and wire it to the handlers; ``name`` is the page's
+        'Your name' box (replacing the served model needs a name)."""
         with gr.Tab("Retrain & export"):
             gr.Markdown("Corrected clusters = the original clusters joined by confirmed false negatives, never "
                         "across a 'different' judgment.")
@@ -50,8 +51,8 @@ class RetrainTab:
                 self.discard_button = gr.Button("Discard it", interactive=False)
         export_button.click(self.export_clusters, [fmt], [self.files, self.export_note])
         retrain_button.click(self.retrain, [epochs], self.decision_outputs, concurrency_limit=1, concurrency_id="retrain")
-        self.confirm_button.click(self.confirm, None, self.decision_outputs)
-        self.discard_button.click(self.discard, None, self.decision_outputs)
+        self.confirm_button.click(self.confirm, [name], self.decision_outputs)
+        self.discard_button.click(self.discard, [name], self.decision_outputs)
 
     def _export(self, fmt: str) -> tuple[Path, dict]:
         """Export the served corpus' corrected clusters under the cache; the file and its manifest."""
@@ -124,9 +125,11 @@ class RetrainTab:
         return self._waiting(note, candidate.comparison)
 
     @shows_errors
-    def confirm(self) -> dict:
-        """Save the retrained bundle and serve it from now on (one atomic swap); the app serves it
-        again after a restart unless ``QPR_BUNDLE`` names another."""
+    def confirm(self, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
+        """Save the retrained bundle and serve it from now on (one atomic swap), recording who did,
+        replacing which, from which judgments; the app serves it again after a restart unless
+        ``QPR_BUNDLE`` names another."""
+        who = self.ctx.replacer(name, request, profile)
         candidate = self.ctx.model.candidate()
         if candidate is None:
             raise QPRError("No retrained model is waiting: press 'Retrain' first.")
@@ -135,14 +138,18 @@ class RetrainTab:
         self.ctx.store.register_corpus(bundle.version, bundle.corpus)
         # Raises, leaving the served model as it was, if another confirmation or retraining
         # replaced the candidate in the meantime.
+        replaced = self.ctx.model.current().bundle.version
         self.ctx.model.confirm(bundle.version)
+        self.ctx.store.record_swap(who, bundle.version, replaced, bundle.manifest.get("labels", {}).get("judgment_ids", []))
         remember_served(self.ctx.cache, path)
-        note = (f"Now serving **{plain(bundle.version)}**, saved in **{plain(path)}**; the app serves it again after a "
-                "restart (unless QPR_BUNDLE names another bundle).")
+        note = (f"Now serving **{plain(bundle.version)}** (put in service by {plain(self.ctx.store.display_name(who))}), saved "
+                f"in **{plain(path)}**; the app serves it again after a restart (unless QPR_BUNDLE names another bundle).")
         return self._decided(note) | {self.comparison: text_table(candidate.comparison.round(3))}
 
-    def discard(self) -> dict:
+    @shows_errors
+    def discard(self, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
         """Drop the retrained model waiting for a decision; the served one stays."""
+        self.ctx.replacer(name, request, profile)
         self.ctx.model.discard()
         return self._decided("Discarded the retrained model; the served one is unchanged.")
 

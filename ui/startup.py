@@ -9,6 +9,7 @@ Environment:
   and judgments carry the login name. On Hugging Face Spaces without it, annotators sign in with
   their Hugging Face account; elsewhere they type a name. Anyone can search; only a known
   annotator can record judgments;
+- ``QPR_ADMINS``: with logins, the names that alone may replace (or discard) the served model;
 - ``QPR_CACHE_DIR``: where the demo bundle, retrained bundles and exports are kept (default ``runs``).
 """
 
