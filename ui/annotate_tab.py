@@ -1,8 +1,6 @@
 """The Annotate tab: spot-check a cluster, a typed query or the corpus-wide task, one retrieved
-question at a time (the state of one page is an ``ui.annotate_session.AnnotateSession``).
-
-Queues leave out items with a negligible chance of meaning the same (``annotations.task``).
-"""
+question at a time (a page's state is an ``ui.annotate_session.AnnotateSession``); queues leave out
+items with a negligible chance of meaning the same (``annotations.task``)."""
 
 from __future__ import annotations
 
@@ -71,11 +69,14 @@ class AnnotateTab:
                                             "to 1; suspicion: how much closer than the query's own cluster-mates)",
                                       datatype=["str", "str", "number", "number"], interactive=False, wrap=True)
         self.buttons = [*label_buttons.values(), skip, block_button, done, undo]
-        view = [self.session, self.status, self.members, self.query, self.candidate, self.details, self.queue, self.progress]
+        view = [self.session, self.status, self.members, self.query, self.candidate, self.details, self.queue, self.progress,
+                *self.buttons]
 
         def wire(triggers, handler, inputs) -> None:
             # Keys and buttons are off from the click until the new item shows (queue=False: at
             # once, not behind other events), so a key pressed meanwhile cannot judge a stale item.
+            # The view turns them on with the new item; a refused input leaves the view as it was,
+            # so the last step turns them on again for the item still shown.
             gr.on(triggers, self.busy, None, self.buttons, queue=False).then(
                 handler, inputs, view).then(self.buttons_for, [self.session], self.buttons, queue=False)
 
@@ -208,7 +209,8 @@ class AnnotateTab:
         item and its details, the rest of the queue and the annotator's progress."""
         row = session.current()
         status = " · ".join(part for part in (session.heading, session.message) if part)
-        shown = {self.session: session, self.status: status, self.members: session.members, self.progress: self._progress(session, who)}
+        shown = {self.session: session, self.status: status, self.members: session.members,
+                 self.progress: self._progress(session, who)} | self.buttons_for(session)
         if row is None:
             finished = "Queue finished: pick the next cluster or check a query." if len(session.queue) else ""
             return shown | {self.query: "", self.candidate: "", self.details: finished, self.queue: pd.DataFrame(columns=QUEUE_COLUMNS)}
