@@ -1,14 +1,15 @@
 """Benchmark (issue 6): what a judgment costs in the app's Annotate tab, driven in headless Chromium.
 
 Starts ``python app.py`` on the demo corpus with a fresh SQLite database, types an annotator name,
-clicks "Next cluster (the app picks)" and answers every candidate by keyboard until ``--judgments``
-judgments are recorded, clicking "Next cluster" again whenever a queue is finished. It counts the
-clicks and key presses, and times each judgment from the key press until the page shows the
-incremented count (the browser round trip plus the store's write: the machine's share of a
+opens a queue (``--queue task``: the corpus-wide task, one click for the whole session; ``cluster``:
+"Next cluster (the app picks)", again whenever a queue is finished) and answers every candidate by
+keyboard until ``--judgments`` judgments are recorded. It counts the clicks and key presses, and
+times each judgment from the key press until the page shows the incremented count and the judging
+keys work again (the browser round trip plus the store's write: the machine's share of a
 judgment). A person's reading and deciding time is not measured here; docs/FEEDBACK_LOOP.md turns
 budgets into hours for stated decision times.
 
-    python bench/annotation_speed.py [--judgments 200]
+    python bench/annotation_speed.py [--judgments 200] [--queue task|cluster]
 
 Writes bench/results/annotation_speed.json and the table in docs/FEEDBACK_LOOP.md.
 """
@@ -45,14 +46,17 @@ def counts(page) -> tuple[int, int]:
 
 
 def wait_for_judged(page, n: int) -> None:
-    # Polled on every animation frame: Playwright's expect() polls at 100 ms and up, which would
-    # round every measurement up.
+    """Until the page shows ``n`` judged today and the judging keys work again (they are off while
+    an item loads, and stay off once the queue is finished). Polled on every animation frame: Playwright's expect() polls at 100 ms and up,
+    which would round every measurement up."""
     page.wait_for_function(
-        "([sel, n]) => (document.querySelector(sel)?.innerText || '').includes('Judged today: ' + n + ' ')",
+        "([sel, n]) => { const text = document.querySelector(sel)?.innerText || '';"
+        " return text.includes('Judged today: ' + n + ' ')"
+        " && (!document.getElementById('judge-different')?.disabled || text.includes('left in this queue: 0 ')); }",
         arg=[PROGRESS, n], polling="raf", timeout=60_000)
 
 
-def run(judgments: int) -> dict:
+def run(judgments: int, queue: str = "task") -> dict:
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as playwright:
@@ -71,11 +75,12 @@ def run(judgments: int) -> dict:
             while len(times) < judgments:
                 judged, left = counts(page)
                 if left == 0:
-                    page.get_by_role("button", name="Next cluster (the app picks)").click()
+                    page.get_by_role("button", name="Corpus-wide task" if queue == "task" else "Next cluster (the app picks)").click()
                     clicks += 1
                     queues += 1
                     page.wait_for_function(
-                        "(sel) => /left in this queue: [1-9]/.test(document.querySelector(sel)?.innerText || '')",
+                        "(sel) => /left in this queue: [1-9]/.test(document.querySelector(sel)?.innerText || '')"
+                        " && !document.getElementById('judge-different')?.disabled",
                         arg=PROGRESS, polling="raf", timeout=60_000)
                     continue
                 began = time.perf_counter()
@@ -90,14 +95,16 @@ def run(judgments: int) -> dict:
     return {"judgments": len(times), "clicks": clicks, "queues": queues, "clicks_per_judgment": clicks / len(times),
             "ms_per_judgment_p50": float(np.percentile(times, 50) * 1000),
             "ms_per_judgment_p99": float(np.percentile(times, 99) * 1000),
-            "seconds_total": total, "machine": machine()}
+            "seconds_total": total, "queue": queue, "machine": machine()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--judgments", type=int, default=200)
+    parser.add_argument("--queue", choices=["task", "cluster"], default="task",
+                        help="the corpus-wide task (default) or one cluster's queue after another")
     args = parser.parse_args()
-    result = run(args.judgments)
+    result = run(args.judgments, args.queue)
     print(result, flush=True)
     machine_seconds = result["seconds_total"] / result["judgments"]
     rows = [{"decision": f"{t} s", "per_hour": 3600 / (t + machine_seconds),
@@ -105,8 +112,9 @@ def main() -> None:
     write_json(result | {"hours": rows}, ROOT / "bench" / "results" / "annotation_speed.json")
     table = markdown_table(rows, [("decision", "person's time per pair (assumed)"), ("per_hour", "judgments per hour")]
                            + [(f"hours_{b}", f"hours for {b:,}") for b in BUDGETS])
-    note = (f"Measured in headless Chromium on the demo corpus: {result['judgments']} judgments over {result['queues']} "
-            f"queues took {result['clicks']} clicks and key presses ({result['clicks_per_judgment']:.2f} per judgment: one key per "
+    which = "the corpus-wide task" if result["queue"] == "task" else "cluster queues the app picked"
+    note = (f"Measured in headless Chromium on the demo corpus, working through {which}: {result['judgments']} judgments "
+            f"over {result['queues']} queue(s) took {result['clicks']} clicks and key presses ({result['clicks_per_judgment']:.2f} per judgment: one key per "
             f"judgment plus one click per queue). The machine's share of a judgment, from key press to the "
             f"updated count on screen: p50 {result['ms_per_judgment_p50']:.0f} ms, p99 {result['ms_per_judgment_p99']:.0f} ms "
             f"({machine_seconds:.2f} s per judgment over the whole session, queue starts included). "
