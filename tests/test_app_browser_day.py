@@ -51,6 +51,7 @@ def test_a_waiting_model_survives_a_reload_and_plots_follow_the_swap(page, serve
 
     url, _ = server
     page.goto(url)
+    page.get_by_label("Your name (needed to annotate)").fill("tester")  # replacing the served model needs one
     page.get_by_role("tab", name="Metrics").click()
     plot = page.locator("#metrics-auc img")
     expect(plot).to_be_visible()
@@ -59,6 +60,7 @@ def test_a_waiting_model_survives_a_reload_and_plots_follow_the_swap(page, serve
     expect(page.locator("#retrain-note")).to_contain_text("95% interval")  # the comparison in words
 
     page.reload()  # bug 3: the model waiting for a decision can still be decided
+    page.get_by_label("Your name (needed to annotate)").fill("tester")
     page.get_by_role("tab", name="Retrain & export").click()
     confirm = page.get_by_role("button", name="Use the retrained model")
     expect(confirm).to_be_enabled()

@@ -499,9 +499,8 @@ def test_the_checked_cluster_stays_named_after_judging(qpr_app):
 
 def test_judging_buttons_follow_the_queue(qpr_app):
     tab = qpr_app.annotate
-    assert all(not button.interactive for button in tab.busy().values())
     off = tab.buttons_for(None)
-    assert all(not button.interactive for button in off.values())
+    assert all(not off[button].interactive for button in tab.buttons)
     view = tab.start_cluster(TWIN_A, "ann", None, None)
     on = tab.buttons_for(session(view))
     assert [on[b].interactive for b in tab.buttons] == [True] * (len(tab.buttons) - 1) + [False], "nothing to undo yet"
@@ -649,3 +648,14 @@ def test_with_logins_only_admins_may_replace_the_served_model(bundle, tmp_path, 
     page.retrain.confirm("", gr.Request(username="ALICE"), None)
     assert store.swaps()["annotator"].tolist() == ["ALICE"]
     store.close()
+
+
+def test_a_refused_input_turns_the_keys_back_on_for_the_item_still_shown(qpr_app):
+    tab = qpr_app.annotate
+    shown_session = session(tab.start_cluster(TWIN_A, "ann", None, None))
+    with pytest.warns(UserWarning, match="type your name"):
+        out = tab.judge("same", shown_session, "", None, None)
+    assert set(out) == {*tab.buttons, tab.ticket} and out[tab.buttons[0]].interactive, "only the keys change"
+    with pytest.warns(UserWarning, match="not in the corpus"):
+        out = tab.start_cluster("no-such-cluster", "ann", None, None, shown_session)
+    assert set(out) == {*tab.buttons, tab.ticket} and out[tab.buttons[0]].interactive, "the item still shown can be judged"

@@ -5,8 +5,8 @@ items with a negligible chance of meaning the same (``annotations.task``)."""
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import replace
-from pathlib import Path
 
 import gradio as gr
 import pandas as pd
@@ -19,13 +19,17 @@ from ui.common import AppContext, plain, shows_errors, text_table
 
 LABEL_BUTTONS = (("same", "Same meaning", "1 / S"), ("different", "Different", "2 / D"), ("unsure", "Unsure", "3 / U"))
 QUEUE_COLUMNS = ["question", "cluster", "same meaning", "suspicion"]
-# The Annotate tab's keyboard shortcuts (ui/shortcuts.js), given to ``launch(head=...)``.
-SHORTCUTS = f"<script>\n{Path(__file__).with_name('shortcuts.js').read_text()}</script>\n"
+SHOWN_AHEAD = 30  # queue rows sent to the page: a 2,000-pair task's table cost 0.8 s per judgment
+
+
+def _keys_back(tab: "AnnotateTab", *args, **kwargs) -> dict:
+    """After a refused input: the judging keys as the session still shown allows."""
+    return tab.buttons_for(next((a for a in [*args, *kwargs.values()] if isinstance(a, AnnotateSession)), None))
 
 
 class AnnotateTab:
-    """Layout and handlers of the Annotate tab. Handlers take the identity inputs last
-    (typed name, login request, Hugging Face profile) and return the whole view."""
+    """Layout and handlers of the Annotate tab; handlers take the identity inputs (typed name,
+    login request, Hugging Face profile) after their own and return the whole view."""
 
     def __init__(self, ctx: AppContext) -> None:
         self.ctx = ctx
@@ -65,25 +69,23 @@ class AnnotateTab:
                         block = gr.Number(value=5, minimum=1, maximum=50, precision=0, label="Next n items", scale=1)
                         block_button = gr.Button("All of these are the same", elem_id="judge-block", interactive=False, scale=2)
                         done = gr.Button("Done with this queue", elem_id="judge-done", interactive=False, scale=2)
-            self.queue = gr.Dataframe(label="Queue, most suspicious first (same meaning: the encoder's estimated probability, 0 "
+            self.queue = gr.Dataframe(label=f"The next {SHOWN_AHEAD} in the queue, most suspicious first (same meaning: the encoder's estimated probability, 0 "
                                             "to 1; suspicion: how much closer than the query's own cluster-mates)",
                                       datatype=["str", "str", "number", "number"], interactive=False, wrap=True)
+            self.ticket = gr.HTML(elem_id="annotate-ticket", container=False)  # renewed by every answer (ui/shortcuts.js)
         self.buttons = [*label_buttons.values(), skip, block_button, done, undo]
         view = [self.session, self.status, self.members, self.query, self.candidate, self.details, self.queue, self.progress,
-                *self.buttons]
+                *self.buttons, self.ticket]
 
         def wire(triggers, handler, inputs) -> None:
-            # Keys and buttons are off from the click until the new item shows (queue=False: at
-            # once, not behind other events), so a key pressed meanwhile cannot judge a stale item.
-            # The view turns them on with the new item; a refused input leaves the view as it was,
-            # so the last step turns them on again for the item still shown.
-            gr.on(triggers, self.busy, None, self.buttons, queue=False).then(
-                handler, inputs, view).then(self.buttons_for, [self.session], self.buttons, queue=False)
+            # The page holds the judging keys from the click until this answer renews the ticket (a
+            # new queue's handlers get the session only to keep its keys when refused; ui/shortcuts.js).
+            gr.on(triggers, handler, inputs, view)
 
-        wire([task_button.click], self.start_task, [name])
-        wire([next_button.click], self.start_cluster, [gr.State(""), name])
-        wire([pick_button.click, pick.submit], self.start_cluster, [pick, name])
-        wire([typed_button.click, typed.submit], self.start_query, [typed, name])
+        wire([task_button.click], self.start_task, [name, self.session])
+        wire([next_button.click], self.start_cluster, [gr.State(""), name, self.session])
+        wire([pick_button.click, pick.submit], self.start_cluster, [pick, name, self.session])
+        wire([typed_button.click, typed.submit], self.start_query, [typed, name, self.session])
         for label, button in label_buttons.items():
             wire([button.click], self.judge, [gr.State(label), self.session, name])
         wire([block_button.click], self.judge_block, [block, self.session, name])
@@ -91,15 +93,13 @@ class AnnotateTab:
         wire([done.click], self.done, [self.session, name])
         wire([undo.click], self.undo, [self.session, name])
 
-    def busy(self) -> dict:
-        """Every judging button off, while an event is on its way."""
-        return {button: gr.Button(interactive=False) for button in self.buttons}
-
     def buttons_for(self, session: AnnotateSession | None) -> dict:
-        """The judging buttons on when there is an item to judge, undo when this page judged something."""
+        """The judging buttons on when there is an item to judge, undo when this page judged
+        something, and a new ticket: the page's keys work again (ui/shortcuts.js)."""
         judging = session is not None and session.current() is not None
         undoing = session is not None and bool(session.judged)
-        return {button: gr.Button(interactive=undoing if button is self.buttons[-1] else judging) for button in self.buttons}
+        return {button: gr.Button(interactive=undoing if button is self.buttons[-1] else judging) for button in self.buttons} | {
+            self.ticket: f'<span hidden data-answered="{time.monotonic_ns()}"></span>'}
 
     def _worth_checking(self, queue: pd.DataFrame) -> tuple[pd.DataFrame, str]:
         served = self.ctx.model.current()
@@ -110,8 +110,9 @@ class AnnotateTab:
         return kept, f"{len(kept)} retrieved question(s) to check" + (
             f"; {cut} with under a 1% chance of meaning the same left out." if cut else ".")
 
-    @shows_errors
-    def start_cluster(self, cluster: str, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
+    @shows_errors(keep=_keys_back)
+    def start_cluster(self, cluster: str, name: str, request: gr.Request, profile: gr.OAuthProfile | None,
+                      shown: AnnotateSession | None = None) -> dict:
         """A spot-check queue for ``cluster`` (or for a cluster the app picks when it is empty)."""
         who = self.ctx.annotator(name, request, profile)
         served = self.ctx.model.current()
@@ -121,16 +122,18 @@ class AnnotateTab:
         members = text_table(corpus[corpus["cluster"] == cluster], MEMBER_COLUMNS)
         return self.view(AnnotateSession(served.bundle.version, cluster, members, queue, message=message), who)
 
-    @shows_errors
-    def start_query(self, query: str, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
+    @shows_errors(keep=_keys_back)
+    def start_query(self, query: str, name: str, request: gr.Request, profile: gr.OAuthProfile | None,
+                    shown: AnnotateSession | None = None) -> dict:
         """A spot-check queue of what the encoder retrieves for a typed query."""
         who = self.ctx.annotator(name, request, profile)
         served = self.ctx.model.current()
         queue, message = self._worth_checking(spot_check(self.ctx.store, served.dense, served.bundle.corpus, who, query_text=query))
         return self.view(AnnotateSession(served.bundle.version, queue=queue, message=message), who)
 
-    @shows_errors
-    def start_task(self, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
+    @shows_errors(keep=_keys_back)
+    def start_task(self, name: str, request: gr.Request, profile: gr.OAuthProfile | None,
+                   shown: AnnotateSession | None = None) -> dict:
         """The corpus-wide task's pairs this annotator has not judged yet, most worth checking first."""
         who = self.ctx.annotator(name, request, profile)
         task = self._task()
@@ -145,18 +148,17 @@ class AnnotateTab:
             self._tasks[served.bundle.version] = build_task(served.dense, served.bundle.corpus, self.task_size)
         return self._tasks[served.bundle.version]
 
-    @shows_errors
+    @shows_errors(keep=_keys_back)
     def judge(self, label: str, session: AnnotateSession | None, name: str, request: gr.Request,
               profile: gr.OAuthProfile | None) -> dict:
         """Record ``label`` for the current (query, candidate) item and move to the next one."""
         who = self.ctx.annotator(name, request, profile)
         return self.view(self._record(label, session, who), who)
 
-    @shows_errors
+    @shows_errors(keep=_keys_back)
     def judge_block(self, n: float, session: AnnotateSession | None, name: str, request: gr.Request,
                     profile: gr.OAuthProfile | None) -> dict:
-        """Record "same" for the current item and the next ``n - 1`` (a block the annotator sees
-        in the queue table)."""
+        """Record "same" for the current item and the next ``n - 1`` (a block seen in the queue table)."""
         who = self.ctx.annotator(name, request, profile)
         if n is None or int(n) < 1:
             raise QPRError("Say how many of the next items are the same (1 or more).")
@@ -178,7 +180,7 @@ class AnnotateTab:
         )
         return session.after_judging(judgment, label)
 
-    @shows_errors
+    @shows_errors(keep=_keys_back)
     def skip(self, session: AnnotateSession | None, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
         """Leave the current item unjudged and show the next."""
         who = self.ctx.annotator(name, request, profile)
@@ -186,16 +188,15 @@ class AnnotateTab:
             raise QPRError("Nothing to skip: pick a cluster or check a query first.")
         return self.view(session.skipped(), who)
 
-    @shows_errors
+    @shows_errors(keep=_keys_back)
     def done(self, session: AnnotateSession | None, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
         """Stop this queue here; what is left stays unjudged."""
         who = self.ctx.annotator(name, request, profile)
         return self.view((session or AnnotateSession()).finished(), who)
 
-    @shows_errors
+    @shows_errors(keep=_keys_back)
     def undo(self, session: AnnotateSession | None, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
-        """Withdraw the last judgment this page recorded that is still in force (a bounded number
-        of steps back), name it, and go back to its item."""
+        """Withdraw this page's last judgment still in force (a bounded number back), name it, return to it."""
         who = self.ctx.annotator(name, request, profile)
         session = session or AnnotateSession()
         withdrawn = self.ctx.store.undo_last(who, among=[judgment for judgment, _ in session.judged])
@@ -205,8 +206,8 @@ class AnnotateTab:
         return self.view(session.after_undo(withdrawn), who)
 
     def view(self, session: AnnotateSession, who: str) -> dict:
-        """The tab's outputs for ``session``: the session itself, status, members, the current
-        item and its details, the rest of the queue and the annotator's progress."""
+        """The tab's outputs for ``session``: itself, status, members, the current item and its
+        details, the rest of the queue, the annotator's progress and the keys."""
         row = session.current()
         status = " · ".join(part for part in (session.heading, session.message) if part)
         shown = {self.session: session, self.status: status, self.members: session.members,
@@ -227,7 +228,7 @@ class AnnotateTab:
             self.candidate: row["question"],
             self.details: f"Candidate {session.position + 1} of {len(queue)} · its cluster: **{cluster}** · "
                           f"rank {int(row['rank'])} · {score} · suspicion {row['suspicion']:.3f}",
-            self.queue: text_table(queue.iloc[session.position:], QUEUE_COLUMNS),
+            self.queue: text_table(queue.iloc[session.position:session.position + SHOWN_AHEAD], QUEUE_COLUMNS),
         }
 
     def _progress(self, session: AnnotateSession, who: str) -> str:
@@ -244,6 +245,5 @@ class AnnotateTab:
         return f"Task: **{done:,} of {session.task_size:,}** judged{left} · {counts}"
 
     def _question(self, qid: int) -> str:
-        corpus = self.ctx.model.current().bundle.corpus
-        found = corpus.loc[corpus["qid"] == qid, "question"]
-        return str(found.iloc[0]) if len(found) else f"(question {qid} is not in the served corpus)"
+        found = self.ctx.model.current().bundle.corpus.set_index("qid")["question"].get(qid)
+        return str(found) if found is not None else f"(question {qid} is not in the served corpus)"

@@ -89,10 +89,14 @@ def plain(text: object) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", html.escape(str(text), quote=False))
 
 
-def shows_errors(handler):
+def shows_errors(handler=None, *, keep=None):
     """Input a user must fix (QPRError) becomes a warning in the page and one line in the server
     log, and the handler's outputs are left as they were (no error state on them); any other
-    exception is a bug and keeps its traceback."""
+    exception is a bug and keeps its traceback. ``keep``, called with the handler's arguments,
+    gives the few outputs to set all the same (the Annotate tab turns its keys back on for the
+    item still shown)."""
+    if handler is None:
+        return functools.partial(shows_errors, keep=keep)
 
     @functools.wraps(handler)
     def wrapper(*args, **kwargs):
@@ -102,7 +106,7 @@ def shows_errors(handler):
             log.warning("%s refused input: %s", handler.__name__, str(err).splitlines()[0])
             # gr.Warning renders its message as HTML, and messages can echo what the user typed.
             gr.Warning(html.escape(str(err), quote=False), title="Please check")
-            return gr.skip()
+            return keep(*args, **kwargs) if keep else gr.skip()
 
     return wrapper
 

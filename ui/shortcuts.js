@@ -3,15 +3,29 @@
 (() => {
   const JUDGING = ["judge-same", "judge-different", "judge-unsure", "judge-skip", "judge-block", "judge-done", "judge-undo"];
   const LOADING = ["annotate-task", "annotate-next", "annotate-pick-button", "annotate-typed-button", ...JUDGING];
-  // Off at once in the page, before the server's own 'busy' step answers: a key pressed while
-  // the next item loads must not judge the one still on screen. The server turns them on again.
-  const hold = () => JUDGING.forEach((id) => { const b = document.getElementById(id); if (b) b.disabled = true; });
+  const inside = (target, ids) => target && target.closest && ids.some((id) => target.closest("#" + id));
+  // From a click that asks the server for the next item until its answer arrives (it always
+  // renews #annotate-ticket), the judging keys and buttons do nothing: a key pressed while the
+  // next item loads must not judge the one still on screen. 15 s at most, should an answer be lost.
+  const ticket = () => document.querySelector("#annotate-ticket [data-answered]")?.dataset.answered;
+  let heldSince = 0, heldTicket;
+  const hold = () => { heldSince = Date.now(); heldTicket = ticket(); };
+  const holding = () => {
+    const now = ticket();
+    return Date.now() - heldSince < 15000 && !(now !== undefined && now !== heldTicket);
+  };
   document.addEventListener("click", (event) => {
-    if (event.target.closest && LOADING.some((id) => event.target.closest("#" + id))) hold();
-  });
+    if (!inside(event.target, LOADING)) return;
+    if (holding() && inside(event.target, JUDGING)) {
+      event.stopImmediatePropagation();
+      event.preventDefault();
+      return;
+    }
+    hold();
+  }, true);
   document.addEventListener("keydown", (event) => {
     const target = event.target;
-    if (event.key === "Enter" && target && target.closest && target.closest("#annotate-pick, #annotate-typed")) { hold(); return; }
+    if (event.key === "Enter" && inside(target, ["annotate-pick", "annotate-typed"])) { hold(); return; }
     if (event.ctrlKey || event.metaKey || event.altKey || event.repeat) return;
     if (target && (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName))) return;
     const ids = {"1": "judge-same", "s": "judge-same", "2": "judge-different", "d": "judge-different",
@@ -19,7 +33,7 @@
     const button = document.getElementById(ids[event.key.toLowerCase()]);
     if (button && button.offsetParent !== null && !button.disabled) {
       event.preventDefault();
-      button.click();
+      if (!holding()) button.click();
     }
   });
 })();

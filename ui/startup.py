@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import torch
 
@@ -24,12 +25,13 @@ from annotations.db import open_store
 from qpr.bundle import Bundle
 from qpr.errors import QPRError
 from qpr.serving import ServedModel
-from ui.annotate_tab import SHORTCUTS
 from ui.common import AppContext, identity_mode, parse_auth, remembered_bundle
 from ui.demo import EXAMPLE_QUERIES, cache_dir, demo_bundle
 from ui.page import QPRPage
 
 
+# The Annotate tab's keyboard shortcuts, and what holds them while an item loads.
+SHORTCUTS = f"<script>\n{(Path(__file__).with_name('shortcuts.js')).read_text()}</script>\n"
 # Questions are text to read: the tables' cells in the page's font, not Gradio's monospace.
 CSS = ".gradio-container table td, .gradio-container table th { font-family: var(--font) !important; }"
 
