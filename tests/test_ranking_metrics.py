@@ -28,13 +28,13 @@ def test_rerank_metrics_over_queries_by_hand():
         [False, False, True, False, True],    # AP (1/3 + 2/5)/2, RR 1/3, P@1 0, P@5 2/5
         [False, False, False, False, False],  # no relevant candidate
     ]
-    skip = rerank_metrics(queries)
+    skip = rerank_metrics(queries, empty="skip")
     assert skip["queries"] == 2 and skip["queries_without_relevant"] == 1
     assert skip["P@1"] == pytest.approx(0.5)
     assert skip["P@5"] == pytest.approx((1 / 5 + 2 / 5) / 2)
     assert skip["MAP"] == pytest.approx((1 + (1 / 3 + 2 / 5) / 2) / 2)
     assert skip["MRR"] == pytest.approx((1 + 1 / 3) / 2)
-    zero = rerank_metrics(queries, empty="zero")
+    zero = rerank_metrics(queries)
     assert zero["queries"] == 3
     assert zero["MAP"] == pytest.approx((1 + (1 / 3 + 2 / 5) / 2) / 3)
     assert zero["MRR"] == pytest.approx((1 + 1 / 3) / 3)
