@@ -11,6 +11,8 @@ replace that stage's earlier rows in bench/results/seed_systems.json):
                Quora-lite's training clusters (the same slice and budget for both), same protocols
     cnn-full   the CNN measured by bench/quora_lite.py on the full split, copied with its source
     squad      IDF-weighted embeddings, FCRR and ConvRR on SQuAD paragraphs and on the QPR protocol
+    transfer   Quora-lite -> SemEval relevance / BANKING77 same-intent pairs, AUC(0.05), with the
+               adversarial domain classifier and without it (same target vocabulary)
 
     python bench/seed_systems.py --stage film [--seed 0] [--slice-clusters 8000] [--epochs 4]
     python bench/seed_systems.py --render     # rewrite docs/SEEDS.md's table from the JSON
@@ -404,7 +406,51 @@ def stage_squad(args) -> list[dict]:
     return rows
 
 
-STAGES = {"baselines": stage_baselines, "film": stage_film, "cnn": lambda a: stage_encoder(a, "cnn"),
+def stage_transfer(args) -> list[dict]:
+    """Transfer from Quora-lite to each target domain with and without the adversary."""
+    from qpr.adversarial import AdversarialConfig, train_adversarial
+    from qpr.encoder import PAPER_ENCODER, EncoderConfig, encode_texts
+    from qpr.text import PAPER_TEXT
+    from qpr.train import TrainConfig
+
+    corpus, frame, banking = quora(), semeval_all(), banking_pairs(args.seed)
+    sliced = quora_slice(corpus, args.slice_clusters, args.seed)
+    # Unlabeled target text: SemEval's questions (labels unused); BANKING77's train queries (the
+    # scored pairs come from its test file).
+    bank_train = pd.read_csv(data_dir() / "intents" / "banking77" / "train.csv")["text"].tolist()
+    targets = {"semeval2016-relevance": pd.unique(pd.concat([frame["org_text"], frame["rel_text"]])).tolist(),
+               "banking77-same-intent": bank_train}
+    encoders = {"cnn-sdml": PAPER_ENCODER,
+                "lstm": EncoderConfig(architecture="lstm", pooling="mean", channels=128, windows=(5,))}
+    config = TrainConfig(max_epochs=args.epochs, patience=args.epochs, seed=args.seed, batch_size=args.batch_size)
+    rows = []
+    for system in args.transfer_systems.split(","):
+        for target, texts in targets.items():
+            for weight in (0.0, args.adv_weight):
+                result = train_adversarial(sliced, texts, config, AdversarialConfig(weight=weight), PAPER_TEXT, encoders[system],
+                                           on_epoch=lambda r: print(system, target, weight, r, flush=True))
+
+                def score(a, b, result=result):
+                    va = encode_texts(result.encoder, result.vocab, list(a))
+                    vb = encode_texts(result.encoder, result.vocab, list(b))
+                    return -((va - vb) ** 2).sum(axis=1)
+
+                if target.startswith("semeval"):
+                    value = pair_auc05(frame, score(frame["org_text"], frame["rel_text"]))
+                else:
+                    value = auc_at_fpr(banking["label"].to_numpy(), score(banking["question1"], banking["question2"]))
+                adaptation = "adversarial" if weight else "none (target vocabulary)"
+                paper = (0.70, ANDROID + f"; {'CNN' if system == 'cnn-sdml' else 'LSTM'}-adv") if weight else None
+                rows.append({**row(system, "transfer-auc05", "auc05", value, result.seconds, target=target,
+                                   adaptation=adaptation, adversary_weight=weight,
+                                   domain_accuracy_last_epoch=result.history[-1]["domain_accuracy"],
+                                   train_data=f"quora-lite slice: {args.slice_clusters} train clusters, seed {args.seed}"),
+                             **({"paper_value": paper[0], "paper_setting": paper[1]} if paper else {})})
+                print(rows[-1], flush=True)
+    return rows
+
+
+STAGES = {"transfer": stage_transfer, "baselines": stage_baselines, "film": stage_film, "cnn": lambda a: stage_encoder(a, "cnn"),
           "lstm": lambda a: stage_encoder(a, "lstm"), "cnn-full": stage_cnn_full, "squad": stage_squad}
 
 
@@ -464,6 +510,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=512)
     parser.add_argument("--word-dim", type=int, default=300)
     parser.add_argument("--residual-epochs", type=int, default=30)
+    parser.add_argument("--adv-weight", type=float, default=0.1)
+    parser.add_argument("--transfer-systems", default="cnn-sdml", help="comma-separated: cnn-sdml,lstm")
     args = parser.parse_args()
     if args.stage:
         rows = STAGES[args.stage](args)

@@ -92,3 +92,18 @@ def test_fit_film_on_synthetic_clusters_lowers_the_objective_and_retrieves(tiny_
     assert evaluate(model.retriever(tiny_corpus), tiny_corpus, "train")["H1"] == 1.0
     start = fit_film(tiny_corpus, FilmConfig(rank=8, max_iter=1, min_df=1))
     assert evaluate(start.retriever(tiny_corpus), tiny_corpus, "train")["H1"] < 0.5
+
+
+@pytest.mark.parametrize("similarity", ["dot", "cosine"])
+def test_gradient_matches_finite_differences_for_both_similarities(similarity):
+    rng = np.random.default_rng(3)
+    x = sparse.random(50, 20, density=0.3, random_state=3, format="csr")
+    a, p, n = rng.integers(0, 50, (3, 150))
+    objective = TripletObjective(x, a, p, n, margin=0.2, sharpness=5.0, similarity=similarity)
+    w = _orthonormal(rng, 20, 4)
+    _, g = objective.value_and_grad(w)
+    for i, j in [(0, 0), (7, 3), (19, 1)]:
+        e = np.zeros_like(w)
+        e[i, j] = 1e-6
+        numeric = (objective.value(w + e) - objective.value(w - e)) / 2e-6
+        assert numeric == pytest.approx(g[i, j], rel=1e-4, abs=1e-8)
