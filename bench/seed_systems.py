@@ -474,7 +474,8 @@ def save_stage(name: str, rows: list[dict], args) -> None:
     payload["runs"] = [r for r in payload["runs"] if r.get("stage") != name] + rows
     payload.setdefault("stages", {})[name] = {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seed": args.seed, "machine": machine(),
-        "cpu": cpu_model(), "nproc": int(subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip() or 0),
+        "cpu": cpu_model(), # --all: plain nproc honours OMP_NUM_THREADS, which every run here sets to 1.
+        "nproc": int(subprocess.run(["nproc", "--all"], capture_output=True, text=True).stdout.strip() or 0),
         "peak_rss_mb": round(peak_rss_mb()), "settings": {k: v for k, v in vars(args).items() if k not in ("stage", "render")}}
     write_json(payload, RESULTS)
 
