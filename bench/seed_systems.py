@@ -480,23 +480,47 @@ def save_stage(name: str, rows: list[dict], args) -> None:
     write_json(payload, RESULTS)
 
 
+PROTOCOL_TITLES = {"qpr-quora-lite": "QPR protocol on Quora-lite (157,023 questions indexed)",
+                   "quora-pairs": "Quora-lite pair classification (test pairs)",
+                   "semeval-rerank": "SemEval-2016 Task 3B reranking",
+                   "transfer-auc05": "Transfer from Quora-lite, AUC(0.05)",
+                   "squad-paragraphs": "SQuAD v1.1 dev paragraph retrieval (2,067 paragraphs)"}
+SYSTEM_ORDER = ["search-engine", "bm25", "tfidf", "film", "cnn-sdml", "lstm", "idf-embed", "mean-embed", "fcrr", "convrr"]
+
+
+def render_tables(runs: list[dict]) -> str:
+    """One table per protocol: a line per (system, setting), a column per metric, the paper's
+    value beside ours where its text gives one."""
+    parts = []
+    for protocol, title in PROTOCOL_TITLES.items():
+        rows = [r for r in runs if r["protocol"] == protocol]
+        if not rows:
+            continue
+        metrics = list(dict.fromkeys(r["metric"] for r in rows))
+        lines: dict[tuple, dict] = {}
+        for r in rows:
+            setting = " ".join(str(x) for x in (r.get("split") or r.get("target"), r.get("rule"), r.get("adaptation")) if x)
+            key = (SYSTEM_ORDER.index(r["system"]) if r["system"] in SYSTEM_ORDER else 99, r["system"], setting,
+                   r.get("train_data") or r.get("fitted_on") or r.get("word_vectors") or "", r.get("source") or "")
+            line = lines.setdefault(key, {"system": r["system"], "setting": setting, "data": key[3] + (f"; from {key[4]}" if key[4] else ""),
+                                          "train_s": r.get("train_s"), "encode_qps": r.get("encode_qps"),
+                                          "peak_rss_mb": r.get("peak_rss_mb")})
+            line[r["metric"]] = r["value"]
+            if r.get("paper_value") is not None:
+                line[f"paper {r['metric']}"] = r["paper_value"]
+        columns = [("system", "system"), ("setting", "split / target / rule")]
+        for m in metrics:
+            columns.append((m, m))
+            if any(f"paper {m}" in line for line in lines.values()):
+                columns.append((f"paper {m}", f"paper {m}"))
+        columns += [("train_s", "train s"), ("encode_qps", "encode q/s"), ("peak_rss_mb", "peak RSS MB"), ("data", "trained on")]
+        ordered = [lines[k] for k in sorted(lines, key=lambda k: (k[2], k[0], k[1]))]
+        parts.append(f"### {title}\n\n" + markdown_table(ordered, columns))
+    return "\n\n".join(parts)
+
+
 def render() -> None:
-    payload = load()
-    order = ["search-engine", "bm25", "tfidf", "film", "cnn-sdml", "lstm", "idf-embed", "mean-embed", "fcrr", "convrr"]
-    rows = sorted(payload["runs"], key=lambda r: (r["protocol"], r.get("split") or r.get("target") or "",
-                                                  r["metric"], order.index(r["system"]) if r["system"] in order else 99,
-                                                  r.get("rule") or ""))
-    table_rows = []
-    for r in rows:
-        setting = r.get("split") or r.get("target") or ""
-        if r.get("rule"):
-            setting += f" ({r['rule']})"
-        table_rows.append({**r, "setting": setting, "data": r.get("train_data") or r.get("fitted_on") or ""})
-    table = markdown_table(table_rows, [("protocol", "protocol"), ("setting", "split / target"), ("metric", "metric"),
-                                        ("system", "system"), ("value", "ours"), ("paper_value", "paper"),
-                                        ("train_s", "train s"), ("encode_qps", "encode q/s"),
-                                        ("peak_rss_mb", "peak RSS MB"), ("data", "trained on")])
-    replace_marked_section(DOC, "seed-systems", table)
+    replace_marked_section(DOC, "seed-systems", render_tables(load()["runs"]))
 
 
 def main() -> None:

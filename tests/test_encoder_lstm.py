@@ -67,3 +67,18 @@ def test_bundles_without_the_new_fields_load_as_cnns(tiny_bundle, tmp_path):
         manifest["encoder_config"].pop(key)
     (path / "manifest.json").write_text(json.dumps(manifest))
     assert Bundle.load(path).encoder.config.architecture == "cnn"
+
+
+def test_the_cli_trains_an_lstm_bundle(tmp_path):
+    import json
+
+    from conftest import make_corpus
+    from qpr.cli import main
+    from qpr.data import write_cluster_file
+
+    data = write_cluster_file(make_corpus(), tmp_path / "clusters.jsonl")
+    assert main(["train", "--data", str(data), "--out", str(tmp_path / "b"), "--batch-size", "16", "--epochs", "1",
+                 "--architecture", "lstm", "--quiet"]) == 0
+    config = json.loads((tmp_path / "b" / "manifest.json").read_text())["encoder_config"]
+    assert config["architecture"] == "lstm" and config["pooling"] == "mean"
+    assert Bundle.load(tmp_path / "b").encoder.config.architecture == "lstm"
