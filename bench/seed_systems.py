@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import pickle
 import subprocess
 import sys
 import time
@@ -236,8 +237,11 @@ def stage_film(args) -> list[dict]:
              "iterations": len(model.history) - 1, "objective_start": model.history[0]["objective"],
              "objective_end": model.history[-1]["objective"], "rank": config.rank, "train_data": "quora-lite train clusters (all)"}
     rows = all_protocol_rows("film", model.encode, model.retriever(corpus), corpus, sets, frame, banking, model.seconds, extra)
-    # The paper's pairwise kNN rule, k chosen on val among 1..50 (by accuracy; the paper used cross-entropy).
-    ks = list(range(1, 51))
+    saved = ROOT / "runs" / "seed_systems" / "film.pkl"  # for re-evaluation without retraining
+    saved.parent.mkdir(parents=True, exist_ok=True)
+    saved.write_bytes(pickle.dumps(model))
+    # The paper's pairwise kNN rule, k chosen on val among 1..args.film_kmax (by accuracy; the paper used cross-entropy).
+    ks = list(range(1, args.film_kmax + 1))
     accuracy = {}
     for split, pairs in sets.items():
         texts = pd.unique(pd.concat([pairs["question1"], pairs["question2"]]))
@@ -529,7 +533,8 @@ def main() -> None:
     parser.add_argument("--render", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--film-rank", type=int, default=128)
-    parser.add_argument("--film-iter", type=int, default=150)
+    parser.add_argument("--film-iter", type=int, default=60)
+    parser.add_argument("--film-kmax", type=int, default=200, help="largest k the pairwise kNN rule may choose")
     parser.add_argument("--slice-clusters", type=int, default=8000)
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=512)

@@ -254,18 +254,19 @@ def pair_neighbour_ranks(vectors: np.ndarray, first: np.ndarray, second: np.ndar
     faiss.normalize_L2(z)
     index = faiss.IndexFlatIP(z.shape[1])
     index.add(z)
-    k = min(k_max + 1, len(z))
-    _, near = index.search(z, k)
-    rank_of = [dict() for _ in range(len(z))]
-    for row, found in enumerate(near):
-        position = 1
-        for j in found:
-            if j == row or j < 0:
-                continue
-            rank_of[row][int(j)] = position
-            position += 1
-    return np.array([min(rank_of[a].get(int(b), k_max + 1), rank_of[b].get(int(a), k_max + 1))
-                     for a, b in zip(first, second)])
+    _, near = index.search(z, min(k_max + 1, len(z)))
+
+    def rank(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        lists = near[a]
+        match = lists == b[:, None]
+        position = match.argmax(axis=1)
+        # The query itself is usually first in its own list; it is not a neighbour.
+        self_before = ((lists == a[:, None]) & (np.arange(lists.shape[1]) < position[:, None])).sum(axis=1)
+        found = np.where(match.any(axis=1), position + 1 - self_before, k_max + 1)
+        return np.minimum(found, k_max + 1)
+
+    first, second = np.asarray(first), np.asarray(second)
+    return np.minimum(rank(first, second), rank(second, first))
 
 
 def pairwise_knn_accuracy(ranks: np.ndarray, labels: np.ndarray, ks: Sequence[int]) -> dict[int, float]:
