@@ -430,7 +430,7 @@ def stage_transfer(args) -> list[dict]:
     rows = []
     for system in args.transfer_systems.split(","):
         for target, texts in targets.items():
-            for weight in (0.0, args.adv_weight):
+            for weight in [float(w) for w in args.adv_weights.split(",")]:
                 result = train_adversarial(sliced, texts, config, AdversarialConfig(weight=weight), PAPER_TEXT, encoders[system],
                                            on_epoch=lambda r: print(system, target, weight, r, flush=True))
 
@@ -540,12 +540,14 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=512)
     parser.add_argument("--word-dim", type=int, default=300)
     parser.add_argument("--residual-epochs", type=int, default=30)
-    parser.add_argument("--adv-weight", type=float, default=0.1)
+    parser.add_argument("--adv-weights", default="0,0.1", help="adversary weights to train with (0: no adversary)")
+    parser.add_argument("--tag", default="", help="suffix of the stage's name in the results, so a second run of a stage "
+                                                  "with other settings adds rows instead of replacing them")
     parser.add_argument("--transfer-systems", default="cnn-sdml", help="comma-separated: cnn-sdml,lstm")
     args = parser.parse_args()
     if args.stage:
         rows = STAGES[args.stage](args)
-        save_stage(args.stage, rows, args)
+        save_stage(args.stage + (f"-{args.tag}" if args.tag else ""), rows, args)
         print(f"{args.stage}: {len(rows)} rows written to {RESULTS}")
     if args.render or not args.stage:
         render()
