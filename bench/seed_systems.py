@@ -51,8 +51,10 @@ ASKUBUNTU = "AskUbuntu test (Smolyakov & Srikant Table 5), not SemEval"
 ANDROID = "AskUbuntu -> Android test (Smolyakov & Srikant), not our domains"
 PAPER = {
     ("film", "quora-pairs", "accuracy"): (0.8683, "Quora, BiMPM split (FILM paper)"),
-    ("cnn-sdml", "qpr-quora-lite", "H1"): (0.6043, "Quora test, 556k index (SDML paper Table 4)"),
-    ("cnn-sdml", "qpr-quora-lite", "MRR"): (0.6789, "Quora test, 556k index (SDML paper Table 4)"),
+    ("cnn-sdml", "qpr-quora-lite", "H1", "test"): (0.6043, "Quora test, 556k index (SDML paper Table 4)"),
+    ("cnn-sdml", "qpr-quora-lite", "MRR", "test"): (0.6789, "Quora test, 556k index (SDML paper Table 4)"),
+    ("cnn-sdml", "qpr-quora-lite", "H1", "val"): (0.6133, "Quora val, 556k index (SDML paper Table 3)"),
+    ("cnn-sdml", "qpr-quora-lite", "MRR", "val"): (0.6837, "Quora val, 556k index (SDML paper Table 3)"),
     ("tfidf", "transfer-auc05", "auc05"): (0.58, ANDROID),
     ("cnn-sdml", "transfer-auc05", "auc05"): (0.62, ANDROID + "; CNN-direct, not SDML-trained"),
     ("lstm", "transfer-auc05", "auc05"): (0.62, ANDROID + "; LSTM-direct"),
@@ -69,7 +71,7 @@ PAPER[("idf-embed", "squad-paragraphs", "recall_avg")] = (float(np.mean([0.348, 
 
 
 def row(system: str, protocol: str, metric: str, value: float, train_s: float | None = None, **extra) -> dict:
-    paper = PAPER.get((system, protocol, metric))
+    paper = PAPER.get((system, protocol, metric, extra.get("split"))) or PAPER.get((system, protocol, metric))
     return {"system": system, "protocol": protocol, "metric": metric, "value": float(value),
             "paper_value": paper[0] if paper else None, "paper_setting": paper[1] if paper else None,
             "train_s": None if train_s is None else round(float(train_s), 1), **extra}
@@ -341,7 +343,7 @@ def stage_squad(args) -> list[dict]:
     qps = round(encode_rate(embedder.encode, dev_questions["question"].tolist()))
     common = {"word_vectors": f"skip-gram {args.word_dim}-d trained on the SQuAD text here (no GloVe)", "split": "dev",
               "encode_qps": qps}
-    rows += [row("idf-embed", "squad-paragraphs", m, v, embed_s, **common)
+    rows += [row("idf-embed", "squad-paragraphs", m, v, embed_s, **common, peak_rss_mb=round(peak_rss_mb()))
              for m, v in recall_at(target_ranks(dev_q, dev_p, truth)).items()]
     rows += [row("mean-embed", "squad-paragraphs", m, v, embed_s, **common)
              for m, v in recall_at(target_ranks(plain.encode(dev_questions["question"].tolist()),
@@ -366,7 +368,9 @@ def stage_squad(args) -> list[dict]:
         result = fit_residual(tr_q[~is_held], tr_p[pids[~is_held]], pids[~is_held], config, validate=validate)
         print(kind, result.history[-1], result.best_epoch, flush=True)
         ranks = target_ranks(result.model.transform(dev_q), dev_p, truth)
-        rows += [row(kind, "squad-paragraphs", m, v, embed_s + result.seconds, **common, epochs=len(result.history),
+        own_qps = round(encode_rate(lambda t, m=result.model: m.transform(embedder.encode(t)), dev_questions["question"].tolist()))
+        rows += [row(kind, "squad-paragraphs", m, v, embed_s + result.seconds, **(common | {"encode_qps": own_qps}),
+                     peak_rss_mb=round(peak_rss_mb()), epochs=len(result.history),
                      best_epoch=result.best_epoch, config=result.summary()["config"])
                  for m, v in recall_at(ranks).items()]
     # The same models on the QPR protocol: word vectors on Quora-lite's non-query questions,
@@ -380,7 +384,8 @@ def stage_squad(args) -> list[dict]:
     vectors = q_embedder.encode(corpus["question"].tolist())
     qextra = {"word_vectors": f"skip-gram {args.word_dim}-d trained on Quora-lite's non-query questions",
               "encode_qps": round(encode_rate(q_embedder.encode, corpus["question"].tolist()[:20000]))}
-    rows += qpr_rows("idf-embed", EncodeRetriever(corpus, q_embedder.encode, "idf-embed"), corpus, q_embed_s, **qextra)
+    rows += qpr_rows("idf-embed", EncodeRetriever(corpus, q_embedder.encode, "idf-embed"), corpus, q_embed_s, **qextra,
+                     peak_rss_mb=round(peak_rss_mb()))
     clusters = cluster_members(corpus, "train")
     rng = np.random.default_rng(args.seed)
     anchors = np.concatenate(clusters)
@@ -405,8 +410,9 @@ def stage_squad(args) -> list[dict]:
         def encode(texts, model=model):
             return model.transform(q_embedder.encode(list(texts)))
 
+        own = qextra | {"encode_qps": round(encode_rate(encode, corpus["question"].tolist()[:20000]))}
         rows += qpr_rows(kind, EncodeRetriever(corpus, encode, kind), corpus, q_embed_s + result.seconds,
-                         **qextra, epochs=len(result.history), best_epoch=result.best_epoch)
+                         **own, peak_rss_mb=round(peak_rss_mb()), epochs=len(result.history), best_epoch=result.best_epoch)
     return rows
 
 
@@ -503,7 +509,12 @@ def render_tables(runs: list[dict]) -> str:
         metrics = list(dict.fromkeys(r["metric"] for r in rows))
         lines: dict[tuple, dict] = {}
         for r in rows:
-            setting = " ".join(str(x) for x in (r.get("split") or r.get("target"), r.get("rule"), r.get("adaptation")) if x)
+            adaptation = r.get("adaptation")
+            if adaptation == "adversarial":
+                adaptation = f"adversarial, weight {r['adversary_weight']:g}"
+            elif protocol == "transfer-auc05" and r["system"] not in ("tfidf",) and not adaptation:
+                adaptation = "direct (source vocabulary)"
+            setting = " ".join(str(x) for x in (r.get("split") or r.get("target"), r.get("rule"), adaptation) if x)
             key = (SYSTEM_ORDER.index(r["system"]) if r["system"] in SYSTEM_ORDER else 99, r["system"], setting,
                    r.get("train_data") or r.get("fitted_on") or r.get("word_vectors") or "", r.get("source") or "")
             line = lines.setdefault(key, {"system": r["system"], "setting": setting, "data": key[3] + (f"; from {key[4]}" if key[4] else ""),
