@@ -10,7 +10,8 @@ replace that stage's earlier rows in bench/results/seed_systems.json):
     cnn, lstm  the CNN (paper's encoder) and the bi-LSTM encoder trained with SDML on a slice of
                Quora-lite's training clusters (the same slice and budget for both), same protocols
     cnn-full   the CNN measured by bench/quora_lite.py on the full split, copied with its source
-    squad      IDF-weighted embeddings, FCRR and ConvRR on SQuAD paragraphs and on the QPR protocol
+    squad      IDF-weighted embeddings, FCRR and ConvRR on SQuAD paragraphs; trained on Quora-lite,
+               on the QPR, pair, SemEval and transfer protocols
     transfer   Quora-lite -> SemEval relevance / BANKING77 same-intent pairs, AUC(0.05), with the
                adversarial domain classifier and without it (same target vocabulary)
 
@@ -384,8 +385,10 @@ def stage_squad(args) -> list[dict]:
     vectors = q_embedder.encode(corpus["question"].tolist())
     qextra = {"word_vectors": f"skip-gram {args.word_dim}-d trained on Quora-lite's non-query questions",
               "encode_qps": round(encode_rate(q_embedder.encode, corpus["question"].tolist()[:20000]))}
-    rows += qpr_rows("idf-embed", EncodeRetriever(corpus, q_embedder.encode, "idf-embed"), corpus, q_embed_s, **qextra,
-                     peak_rss_mb=round(peak_rss_mb()))
+    # Quora-lite-trained, they also run on the pair, reranking and transfer protocols (direct transfer).
+    frame, banking, sets = semeval_all(), banking_pairs(args.seed), quora_pair_sets(corpus, args.seed)
+    rows += all_protocol_rows("idf-embed", q_embedder.encode, EncodeRetriever(corpus, q_embedder.encode, "idf-embed"),
+                              corpus, sets, frame, banking, q_embed_s, qextra | {"peak_rss_mb": round(peak_rss_mb())})
     clusters = cluster_members(corpus, "train")
     rng = np.random.default_rng(args.seed)
     anchors = np.concatenate(clusters)
@@ -411,8 +414,9 @@ def stage_squad(args) -> list[dict]:
             return model.transform(q_embedder.encode(list(texts)))
 
         own = qextra | {"encode_qps": round(encode_rate(encode, corpus["question"].tolist()[:20000]))}
-        rows += qpr_rows(kind, EncodeRetriever(corpus, encode, kind), corpus, q_embed_s + result.seconds,
-                         **own, peak_rss_mb=round(peak_rss_mb()), epochs=len(result.history), best_epoch=result.best_epoch)
+        rows += all_protocol_rows(kind, encode, EncodeRetriever(corpus, encode, kind), corpus, sets, frame, banking,
+                                  q_embed_s + result.seconds, own | {"peak_rss_mb": round(peak_rss_mb()),
+                                  "epochs": len(result.history), "best_epoch": result.best_epoch})
     return rows
 
 

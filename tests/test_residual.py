@@ -97,3 +97,14 @@ def test_squad_paragraphs_reader(tmp_path):
     path.write_text(json.dumps({"data": [{"title": "A"}]}))
     with pytest.raises(QPRError):
         squad_paragraphs(path)
+
+
+@pytest.mark.integration
+def test_shared_squad_files_hold_the_protocol_s_counts(data_dir):
+    from qpr.squad import load_squad
+
+    paragraphs, questions = load_squad("dev")
+    assert len(paragraphs) == 2067 and len(questions) == 10570
+    train_paragraphs, train_questions = load_squad("train-partial")
+    assert train_paragraphs["title"].nunique() == 44 and len(train_questions) == 11877
+    assert not set(train_paragraphs["title"]) & set(paragraphs["title"])  # no article overlap
