@@ -47,7 +47,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         _train_config(args),
         TextConfig(vocab_size=args.vocab_size, hash_bins=args.hash_bins, max_len=args.max_len, min_count=args.min_count,
                    subword_ngrams=args.subword_ngrams),
-        EncoderConfig(windows=tuple(args.windows), normalize=args.normalize),
+        EncoderConfig(windows=tuple(args.windows), normalize=args.normalize, architecture=args.architecture,
+                      pooling=args.pooling or ("mean" if args.architecture == "lstm" else "max")),
         IndexConfig(args.index, args.search),
         data=str(args.data),
         progress=not args.quiet,
@@ -183,6 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also hash each word's character N-grams into the bins (0: off)")
     p.add_argument("--windows", type=int, nargs="+", default=list(defaults_e.windows), help="convolution window sizes")
     p.add_argument("--normalize", action="store_true", help="unit-length question vectors (for --distance cosine)")
+    p.add_argument("--architecture", choices=["cnn", "lstm"], default=defaults_e.architecture,
+                   help="encoder: the paper's CNN or a bi-directional LSTM (docs/SEEDS.md)")
+    p.add_argument("--pooling", choices=["max", "mean"], help="LSTM pooling over tokens (default mean; the CNN pools by max)")
     _index_args(p)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_train)

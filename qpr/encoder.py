@@ -1,4 +1,6 @@
-"""The paper's question encoder: embeddings -> convolution(s) -> tanh -> masked max pool -> linear.
+"""The paper's question encoder: embeddings -> convolution(s) -> tanh -> masked max pool -> linear,
+or, with ``architecture="lstm"``, embeddings -> bi-directional LSTM -> masked mean or max pool -> linear
+(the AskUbuntu paper's other encoder).
 
 ``QuestionEncoder`` maps padded token-id batches to n-dimensional vectors; ``encode_texts`` runs it
 over any number of questions in batches and returns a float32 matrix ready for FAISS.
@@ -29,6 +31,12 @@ class EncoderConfig:
     10-18x faster than all-MiniLM-L6-v2 (docs/QUALITY.md), so they are the default.
     ``normalize`` puts every output vector on the unit sphere, so that the index's Euclidean
     ranking is a cosine ranking (needed by the cosine distance in training).
+
+    ``architecture`` "lstm" replaces the convolutions by a bi-directional LSTM with ``channels``
+    hidden units per direction, pooled over the question's tokens by ``pooling`` ("mean" or
+    "max"; padding is masked out of both), then projected to ``output_dim``. ``windows`` is then
+    unused. Bundles record these fields in their manifest, so they reload as trained; bundles
+    written before they existed are CNNs and load as such.
     """
 
     embedding_dim: int = 300
@@ -36,8 +44,14 @@ class EncoderConfig:
     channels: int = 300
     output_dim: int = 300
     normalize: bool = False
+    architecture: str = "cnn"
+    pooling: str = "max"
 
     def __post_init__(self) -> None:
+        if self.architecture not in ("cnn", "lstm"):
+            raise QPRError(f"unknown encoder architecture {self.architecture!r}: use 'cnn' or 'lstm'")
+        if self.pooling not in ("max", "mean") or (self.architecture == "cnn" and self.pooling != "max"):
+            raise QPRError(f"pooling {self.pooling!r} with {self.architecture!r}: the CNN pools by max, the LSTM by 'max' or 'mean'")
         object.__setattr__(self, "windows", tuple(int(w) for w in self.windows))
         if not self.windows or min(self.windows) < 1:
             raise QPRError(f"windows must be a non-empty list of positive sizes, got {self.windows}")
@@ -68,6 +82,10 @@ class QuestionEncoder(nn.Module):
         self.config = config
         self.vocab_rows = vocab_rows
         self.embedding = nn.Embedding(vocab_rows, config.embedding_dim, padding_idx=PAD_ID)
+        if config.architecture == "lstm":
+            self.lstm = nn.LSTM(config.embedding_dim, config.channels, batch_first=True, bidirectional=True)
+            self.projection = nn.Linear(2 * config.channels, config.output_dim)
+            return
         # Odd windows with padding w//2 keep one output per token; even ones give one extra,
         # trimmed in forward, so masking by token position is exact for every window.
         self.convs = nn.ModuleList(
@@ -89,6 +107,9 @@ class QuestionEncoder(nn.Module):
         else:
             embedded = self.embedding(token_ids)
             mask = (token_ids != PAD_ID).unsqueeze(1)  # (batch, 1, length)
+        if self.config.architecture == "lstm":
+            vectors = self._lstm_pool(embedded, mask.squeeze(1))
+            return F.normalize(vectors, dim=1) if self.config.normalize else vectors
         embedded = embedded.transpose(1, 2)  # (batch, dim, length)
         pooled = []
         for conv in self.convs:
@@ -96,6 +117,20 @@ class QuestionEncoder(nn.Module):
             pooled.append(features.masked_fill(~mask, float("-inf")).amax(dim=2))
         vectors = self.projection(torch.cat(pooled, dim=1))
         return F.normalize(vectors, dim=1) if self.config.normalize else vectors
+
+
+    def _lstm_pool(self, embedded: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Bi-LSTM over each question's own tokens (packed: padding never enters the recurrence),
+        pooled over them, projected."""
+        lengths = mask.sum(dim=1).clamp_min(1).cpu()
+        packed = nn.utils.rnn.pack_padded_sequence(embedded, lengths, batch_first=True, enforce_sorted=False)
+        states, _ = nn.utils.rnn.pad_packed_sequence(self.lstm(packed)[0], batch_first=True, total_length=embedded.shape[1])
+        keep = mask.unsqueeze(2)  # (batch, length, 1)
+        if self.config.pooling == "mean":
+            pooled = (states * keep).sum(dim=1) / keep.sum(dim=1).clamp_min(1)
+        else:
+            pooled = states.masked_fill(~keep, float("-inf")).amax(dim=1)
+        return self.projection(pooled)
 
 
 def pad_batch(id_lists: Sequence[Sequence]) -> torch.Tensor:

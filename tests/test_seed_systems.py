@@ -1,0 +1,40 @@
+"""The seed-systems benchmark's helpers (the stages themselves need the shared data)."""
+
+import numpy as np
+
+from bench.seed_systems import own_ranks, quora_slice, row
+
+
+def test_rows_carry_the_paper_value_only_where_the_text_gives_one():
+    film = row("film", "quora-pairs", "accuracy", 0.8, 12.0, split="test")
+    assert film["paper_value"] == 0.8683 and "BiMPM" in film["paper_setting"]
+    assert film["train_s"] == 12.0 and film["split"] == "test"
+    fcrr = row("fcrr", "squad-paragraphs", "recall@1", 0.3)
+    assert fcrr["paper_value"] is None and fcrr["paper_setting"] is None  # lost from the paper's text
+
+
+def test_own_ranks_count_ties_against_the_true_column():
+    scores = np.array([[0.9, 0.1, 0.5], [0.2, 0.2, 0.1]])
+    assert own_ranks(scores, np.array([0, 1])).tolist() == [1, 2]
+
+
+def test_quora_slice_keeps_the_chosen_train_clusters_and_every_other_split(tiny_corpus):
+    sliced = quora_slice(tiny_corpus, clusters=5, seed=0)
+    assert sliced.loc[sliced["split"] == "train", "cluster"].nunique() == 5
+    assert (sliced["split"] == "val").sum() == (tiny_corpus["split"] == "val").sum()
+    assert len(sliced) == len(tiny_corpus)
+
+
+def test_render_puts_each_protocol_in_a_table_with_the_paper_value_beside_ours():
+    from bench.seed_systems import render_tables
+
+    runs = [row("film", "quora-pairs", "accuracy", 0.79, 400.0, split="test", rule="threshold on val"),
+            row("tfidf", "quora-pairs", "accuracy", 0.8, 1.0, split="test", rule="threshold on val"),
+            row("cnn-sdml", "transfer-auc05", "auc05", 0.05, 60.0, target="banking77-same-intent",
+                adaptation="adversarial", adversary_weight=0.1)]
+    text = render_tables(runs)
+    assert "### Quora-lite pair classification" in text and "### Transfer from Quora-lite" in text
+    film = next(line for line in text.splitlines() if line.startswith("| film"))
+    assert "0.790" in film and "0.868" in film  # ours, then the paper's
+    assert "adversarial, weight 0.1" in text
+    assert "### SQuAD" not in text  # no rows, no table
