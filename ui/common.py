@@ -113,3 +113,30 @@ def identity_mode(auth: list[tuple[str, str]] | None) -> str:
     if auth:
         return "auth"
     return "oauth" if get_space() else "name"
+
+
+def admins() -> set[str]:
+    """``QPR_ADMINS`` ("alice,bob"): who may adjudicate and edit guidelines in login mode; empty when unset."""
+    import os
+
+    return {name.strip() for name in os.environ.get("QPR_ADMINS", "").split(",") if name.strip()}
+
+
+def reviewer(ctx: AppContext, name: str | None, request: gr.Request | None = None,
+             profile: gr.OAuthProfile | None = None) -> str:
+    """Who may review (adjudicate, apply merges, edit guidelines): in name mode anyone named (names
+    are not verified); in login mode anyone signed in, or only ``QPR_ADMINS`` when that is set."""
+    who = ctx.annotator(name, request, profile)
+    allowed = admins()
+    if ctx.identity != "name" and allowed and who not in allowed:
+        raise QPRError(f"{who} may not review: only {', '.join(sorted(allowed))} (QPR_ADMINS) may. Ask one of them.")
+    return who
+
+
+def review_note(ctx: AppContext) -> str:
+    """What the page says about who may review."""
+    if ctx.identity == "name":
+        return "Anyone who types a name may review here; **names are not verified**, so decisions are signed, not authenticated."
+    if admins():
+        return f"Only {plain(', '.join(sorted(admins())))} (QPR_ADMINS) may record decisions here."
+    return "Anyone signed in may record decisions here (set QPR_ADMINS to restrict it)."
