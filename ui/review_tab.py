@@ -36,15 +36,16 @@ class ReviewTab:
             self.pairs = gr.Dataframe(label="Proposed merges and conflicts between clusters (click one)", datatype="str",
                                       interactive=False, wrap=True, elem_id="review-pairs")
             with gr.Row(equal_height=True):
-                self.item = gr.Textbox(label="Item (qid:<query>:<candidate>)", scale=2)
+                self.item = gr.Textbox(label="Item (qid:<query>:<candidate>)", scale=2, elem_id="review-item")
                 self.cluster_a = gr.Textbox(label="Cluster A")
                 self.cluster_b = gr.Textbox(label="Cluster B")
             self.evidence = gr.Dataframe(label="Supporting judgments", datatype="str", interactive=False, wrap=True,
                                          elem_id="review-evidence")
             with gr.Row(equal_height=True):
-                self.decision = gr.Radio(DECISIONS, label="Decision (same/different for an item; apply/reject for clusters)")
+                self.decision = gr.Radio(DECISIONS, label="Decision (same/different for an item; apply/reject for clusters)",
+                                         elem_id="review-decision")
                 self.note = gr.Textbox(label="Note (optional)", scale=2)
-                decide = gr.Button("Record decision", variant="primary")
+                decide = gr.Button("Record decision", variant="primary", elem_id="review-decide")
             self.status = gr.Markdown(elem_id="review-status")
             self.decided = gr.Dataframe(label="Decisions in force", datatype="str", interactive=False, wrap=True,
                                         elem_id="review-decided")
