@@ -89,3 +89,22 @@ def test_two_annotators_tie_and_a_reviewer_adjudicates(page, server):  # noqa: F
     with open_store(db_url) as store:
         decided = store.adjudications()
     assert decided[["reviewer", "kind", "item_key", "decision"]].values.tolist() == [["carol", "item", key, "same"]]
+
+    # The reviewer writes guidelines; bob finds his judgment under My work and comments on it.
+    page.get_by_role("tab", name="Guidelines").click()
+    page.get_by_label("Guidelines", exact=True).fill("Same: one answer serves both questions.")
+    page.get_by_label("Examples of “same” (one pair per line)").fill(" | ".join(item))
+    page.get_by_role("button", name="Save guidelines").click()
+    expect(page.locator("#guidelines-preview")).to_contain_text("Edited by carol")
+    expect(page.locator("#guidelines-preview")).to_contain_text(item[1])
+    bob.get_by_role("tab", name="My work").click()
+    bob.get_by_label("Search my judgments (query or candidate text)").fill(item[1][:12])
+    bob.get_by_role("button", name="Show", exact=True).click()
+    mine = bob.locator("#my-work-table")
+    expect(mine).to_contain_text("different")
+    mine.get_by_role("gridcell").filter(has_text="different").first.click()
+    bob.get_by_label("Comment on this judgment").fill("unsure about the tense")
+    bob.get_by_role("button", name="Save comment").click()
+    expect(bob.locator("#my-work-status")).to_contain_text("Comment saved")
+    expect(mine).to_contain_text("unsure about the tense")
+    shot(bob, "review-3-my-work")

@@ -8,7 +8,7 @@ import pytest
 
 from annotations.db import open_store
 from test_app_handlers import TWIN_A, TWIN_B, page_for, qpr_app  # noqa: F401  (fixture)
-from ui.guidelines import NONE_YET, guidelines_markdown
+from ui.guidelines import NONE_YET, guidelines_markdown, guidelines_panel
 
 
 def judged_twins(qpr_app, who="ann", label="same") -> int:
@@ -78,3 +78,13 @@ def test_guidelines_are_edited_and_shown_as_text(qpr_app):
         tab.save("  ", "", "", "lead", None, None)
     with pytest.raises(gr.Error, match="type your name"):
         tab.save("text", "", "", "", None, None)
+
+
+def test_guidelines_panel_shows_the_stored_guidelines_on_each_load(qpr_app):
+    store = qpr_app.ctx.store
+    with gr.Blocks() as demo:
+        panel = guidelines_panel(store)
+    assert panel.value == NONE_YET
+    store.set_guidelines("lead", "Same: one answer fits both.")
+    on_load = [f.fn for f in demo.fns.values() if panel in f.outputs]  # re-run when a page loads
+    assert len(on_load) == 1 and "one answer fits both" in on_load[0]()
