@@ -101,3 +101,11 @@ def test_overlap_one_hides_an_item_another_annotator_already_judged(qpr_app, mon
     monkeypatch.setenv("QPR_OVERLAP", "2")
     bob_queue = session(tab.start_cluster(TWIN_A, "bob", None, None))
     assert int(first["candidate_qid"]) in set(bob_queue.queue["candidate_qid"])
+
+
+def test_a_decided_pair_stays_listed_when_no_longer_proposed(qpr_app):
+    tab = qpr_app.review
+    out = tab.decide("", TWIN_B, TWIN_A, "reject", "", "carol", None, None)  # nothing proposes this pair (no judgments)
+    pairs = out[tab.pairs]
+    assert pairs[["kind", "cluster_a", "cluster_b", "adjudicated"]].values.tolist() == [
+        ["decided", min(TWIN_A, TWIN_B), max(TWIN_A, TWIN_B), "reject"]]

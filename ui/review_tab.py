@@ -65,7 +65,8 @@ class ReviewTab:
         pairs_decided = decided[decided["kind"] == "cluster_pair"]
         on_pair = {(a, b): d for a, b, d in zip(pairs_decided["cluster_a"], pairs_decided["cluster_b"], pairs_decided["decision"])}
         text = corpus.set_index("qid")["question"]
-        ties = result.items[result.items["decision"] == "tie"]
+        # Ties by the raw counts, so an item stays listed (with its decision) once adjudicated.
+        ties = result.items[result.items["same"] == result.items["different"]]
         items = pd.DataFrame({
             "item": [f"qid:{q}:{c}" for q, c in zip(ties["query_qid"], ties["candidate_qid"])],
             "query": ties["query_qid"].map(text).to_numpy(), "candidate": ties["candidate_qid"].map(text).to_numpy(),
@@ -75,6 +76,10 @@ class ReviewTab:
         items["adjudicated"] = items["item"].map(on_item)
         merges = result.merges.assign(kind="merge", reason=lambda f: "proposed merge into " + f["into"].astype(str))
         pairs = pd.concat([merges, result.conflicts[result.conflicts["kind"] != "tie"]], ignore_index=True)
+        listed = {(min(a, b), max(a, b)) for a, b in zip(pairs["cluster_a"], pairs["cluster_b"])}
+        gone = [{"kind": "decided", "cluster_a": a, "cluster_b": b, "judgment_ids": [], "reason": f"no longer proposed ({d})"}
+                for (a, b), d in on_pair.items() if (a, b) not in listed]
+        pairs = pd.concat([pairs, pd.DataFrame(gone, columns=PAIR_COLUMNS[:-1])], ignore_index=True)
         pairs = pairs.assign(judgment_ids=pairs["judgment_ids"].map(_ids), adjudicated=[
             on_pair.get((min(a, b), max(a, b))) for a, b in zip(pairs["cluster_a"], pairs["cluster_b"])])
         shown = decided.assign(created_at=decided["created_at"].map(when))
