@@ -2,6 +2,11 @@
 
 The rule, in order:
 
+0. **Reviewers decide last, and win.** A reviewer's adjudication (the newest per target,
+   ``AnnotationStore.adjudications``) overrides the annotators': an adjudicated item takes the
+   reviewer's "same" or "different" (it is no longer a tie), a cluster pair the reviewer
+   *applied* is merged before any other (its mixed or cannot-link conflict is settled), and one
+   *rejected* is never merged and counts as a cannot-link. The merge says who decided.
 1. **Which judgments count.** Each annotator's current label of each item (query question,
    candidate question). Free-text queries name no cluster and are left out; so are judgments
    whose questions are not in the corpus with the same text (made on another data set).
@@ -35,7 +40,7 @@ from scipy.cluster.hierarchy import DisjointSet
 
 from annotations.store import AnnotationStore
 
-MERGE_COLUMNS = ["cluster_a", "cluster_b", "into", "support", "judgment_ids"]
+MERGE_COLUMNS = ["cluster_a", "cluster_b", "into", "support", "judgment_ids", "decided_by"]
 CONFLICT_COLUMNS = ["kind", "cluster_a", "cluster_b", "judgment_ids", "reason"]
 Node = str  # "c:<cluster>" or "q:<qid>" (a question in no cluster): the groups being merged
 
@@ -56,7 +61,8 @@ class MergeResult:
         """Merges and conflicts as rows for the ``merge_decisions`` table."""
         merged = [
             {"decision": "merged", "cluster_a": m.cluster_a, "cluster_b": m.cluster_b, "judgment_ids": m.judgment_ids,
-             "reason": f"{m.support} item(s) judged same; joined into {m.into}"}
+             "reason": (f"applied by reviewer {m.decided_by}" if m.decided_by else f"{m.support} item(s) judged same")
+                       + f"; joined into {m.into}"}
             for m in self.merges.itertuples()
         ]
         conflicts = [
@@ -68,24 +74,50 @@ class MergeResult:
 
 
 def corrected_clusters(store: AnnotationStore, corpus: pd.DataFrame) -> MergeResult:
-    """Apply the module's rule to the store's current judgments over ``corpus``."""
+    """Apply the module's rule to the store's current judgments and adjudications over ``corpus``."""
     votes = applicable_judgments(store.judgments(), corpus)
+    adjudications = store.adjudications()
     node_of = _nodes(corpus)
-    items = item_decisions(votes)
+    items = _adjudicate_items(item_decisions(votes), adjudications)
     decided = items[items["decision"] != "tie"].assign(
         a=lambda f: [node_of[q] for q in f["query_qid"]], b=lambda f: [node_of[c] for c in f["candidate_qid"]]
     )
     pairs = _cluster_pairs(decided[decided["a"] != decided["b"]])
-    conflicts = _evidence_conflicts(items, decided, pairs, node_of)
-    groups, merges, skipped = _merge_by_support(pairs)
+    applied, rejected = _pair_decisions(adjudications, set(node_of.values()))
+    conflicts = [c for c in _evidence_conflicts(items, decided, pairs, node_of)
+                 if (min(c["a"], c["b"]), max(c["a"], c["b"])) not in set(applied) | set(rejected)]
+    groups, merges, skipped = _merge_by_support(pairs, applied, rejected)
     new_corpus, label_of = _relabel(corpus, node_of, groups)
     merge_frame = pd.DataFrame(
         [{"cluster_a": _name(m["a"]), "cluster_b": _name(m["b"]), "into": label_of[m["a"]], "support": m["support"],
-          "judgment_ids": m["judgment_ids"]} for m in merges],
+          "judgment_ids": m["judgment_ids"], "decided_by": m.get("decided_by", "")} for m in merges],
         columns=MERGE_COLUMNS,
     )
-    conflict_frame = pd.DataFrame(conflicts + skipped, columns=CONFLICT_COLUMNS)
+    conflict_frame = pd.DataFrame([{k: c[k] for k in CONFLICT_COLUMNS} for c in conflicts + skipped], columns=CONFLICT_COLUMNS)
     return MergeResult(new_corpus, merge_frame, conflict_frame, items, sorted(int(i) for i in votes["id"]))
+
+
+def _adjudicate_items(items: pd.DataFrame, adjudications: pd.DataFrame) -> pd.DataFrame:
+    """Rule 0 for items: an adjudicated item takes the reviewer's decision (its counts stay)."""
+    by_pair = {}
+    for row in adjudications[adjudications["kind"] == "item"].itertuples():
+        if pd.notna(row.query_qid):
+            by_pair[(int(row.query_qid), int(row.candidate_qid))] = by_pair[(int(row.candidate_qid), int(row.query_qid))] = row.decision
+    if not by_pair or items.empty:
+        return items
+    decision = [by_pair.get((int(q), int(c)), d) for q, c, d in zip(items["query_qid"], items["candidate_qid"], items["decision"])]
+    return items.assign(decision=decision)
+
+
+def _pair_decisions(adjudications: pd.DataFrame, nodes: set[Node]) -> tuple[dict, dict]:
+    """Rule 0 for cluster pairs: {(a, b): reviewer} applied and rejected, as ordered node pairs of
+    this corpus (pairs naming a cluster the corpus lacks are ignored)."""
+    applied, rejected = {}, {}
+    for row in adjudications[adjudications["kind"] == "cluster_pair"].itertuples():
+        a, b = (f"q:{name[4:]}" if name.startswith("qid:") else f"c:{name}" for name in (row.cluster_a, row.cluster_b))
+        if a in nodes and b in nodes and a != b:
+            (applied if row.decision == "apply" else rejected)[(min(a, b), max(a, b))] = row.reviewer
+    return applied, rejected
 
 
 def _evidence_conflicts(items: pd.DataFrame, decided: pd.DataFrame, pairs: pd.DataFrame, node_of: dict) -> list[dict]:
@@ -109,13 +141,28 @@ def _evidence_conflicts(items: pd.DataFrame, decided: pd.DataFrame, pairs: pd.Da
     return conflicts
 
 
-def _merge_by_support(pairs: pd.DataFrame) -> tuple[DisjointSet, list[dict], list[dict]]:
-    """Rule 4: join same-only pairs, best supported first, unless that joins a cannot-link pair.
-    Returns the groups, the merges made and the ``cannot_link`` conflicts for those skipped."""
-    cannot_link = pairs[pairs["different"] > 0]
-    groups = DisjointSet(list(pairs["a"]) + list(pairs["b"]))
+def _merge_by_support(pairs: pd.DataFrame, applied: dict | None = None,
+                      rejected: dict | None = None) -> tuple[DisjointSet, list[dict], list[dict]]:
+    """Rules 0 and 4: join the pairs reviewers ``applied`` first, then same-only pairs, best
+    supported first, unless that joins a cannot-link pair ("different" items, or a pair reviewers
+    ``rejected``). Returns the groups, the merges made and the ``cannot_link`` conflicts for those
+    skipped."""
+    applied, rejected = applied or {}, rejected or {}
+    cannot_link = pd.concat([
+        pairs[(pairs["different"] > 0) & ~pairs[["a", "b"]].apply(tuple, axis=1).isin(list(applied))],
+        pd.DataFrame([{"a": a, "b": b, "judgment_ids": []} for a, b in rejected], columns=["a", "b", "judgment_ids"]),
+    ], ignore_index=True) if len(pairs) or rejected else pairs
+    groups = DisjointSet([*pairs["a"], *pairs["b"], *(node for pair in applied for node in pair)])
     merges, skipped = [], []
-    for pair in pairs[pairs["different"] == 0].sort_values(["same", "a", "b"], ascending=[False, True, True]).itertuples():
+    support = {(p.a, p.b): p for p in pairs.itertuples()}
+    for (a, b), reviewer in sorted(applied.items()):
+        groups.merge(a, b)
+        evidence = support.get((a, b))
+        merges.append({"a": a, "b": b, "support": evidence.same if evidence else 0,
+                       "judgment_ids": evidence.judgment_ids if evidence else [], "decided_by": reviewer})
+    same_only = pairs[(pairs["different"] == 0) & ~pairs[["a", "b"]].apply(tuple, axis=1).isin(list(applied) + list(rejected))] \
+        if len(pairs) else pairs
+    for pair in same_only.sort_values(["same", "a", "b"], ascending=[False, True, True]).itertuples():
         blocker = next((c for c in cannot_link.itertuples() if _would_join(groups, pair.a, pair.b, c.a, c.b)), None)
         if blocker is None:
             groups.merge(pair.a, pair.b)
@@ -164,7 +211,9 @@ def _name(node: Node) -> str:
 
 
 def _conflict(kind: str, a: Node, b: Node, judgment_ids: list[int], reason: str) -> dict:
-    return {"kind": kind, "cluster_a": _name(a), "cluster_b": _name(b), "judgment_ids": list(judgment_ids), "reason": reason}
+    # a and b (the nodes) ride along so rule 0 can drop conflicts a reviewer settled.
+    return {"kind": kind, "cluster_a": _name(a), "cluster_b": _name(b), "judgment_ids": list(judgment_ids), "reason": reason,
+            "a": a, "b": b}
 
 
 def _cluster_pairs(decided: pd.DataFrame) -> pd.DataFrame:

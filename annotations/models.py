@@ -177,3 +177,64 @@ class ModelSwap(Base):
     bundle_version: Mapped[str] = mapped_column(String(100), ForeignKey("bundles.version"))
     replaced_version: Mapped[str | None] = mapped_column(String(100), ForeignKey("bundles.version"))
     judgment_ids: Mapped[list[int]] = mapped_column(JSON)
+
+
+# -- review (migration 0004): adjudications, comments, guidelines ---------------------------------
+
+ADJUDICATION_DECISIONS = ("same", "different", "apply", "reject")
+
+
+class Adjudication(Base):
+    """A reviewer's decision, recorded as such (never as a judgment).
+
+    ``kind`` "item": a tie or mixed item (``item_key``, query/candidate qids) decided "same" or
+    "different". ``kind`` "cluster_pair": a proposed merge or conflict between ``cluster_a`` and
+    ``cluster_b`` (sorted) decided "apply" or "reject". The newest row per target is in force;
+    older rows stay as history.
+    """
+
+    __tablename__ = "adjudications"
+    __table_args__ = (
+        CheckConstraint("kind IN ('item', 'cluster_pair')", name="ck_adjudications_kind"),
+        CheckConstraint(f"decision IN ({', '.join(repr(d) for d in ADJUDICATION_DECISIONS)})",
+                        name="ck_adjudications_decision"),
+        CheckConstraint("(kind = 'item') = (item_key IS NOT NULL)", name="ck_adjudications_item"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    reviewer_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"), index=True)
+    kind: Mapped[str] = mapped_column(String(20))
+    item_key: Mapped[str | None] = mapped_column(String(120), index=True)
+    query_qid: Mapped[int | None] = mapped_column(BigInteger)
+    candidate_qid: Mapped[int | None] = mapped_column(BigInteger)
+    cluster_a: Mapped[str | None] = mapped_column(Text)
+    cluster_b: Mapped[str | None] = mapped_column(Text)
+    decision: Mapped[str] = mapped_column(String(10))
+    note: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class JudgmentComment(Base):
+    """A free-text comment on one judgment (the newest per judgment is shown)."""
+
+    __tablename__ = "judgment_comments"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    judgment_id: Mapped[int] = mapped_column(ForeignKey("judgments.id"), index=True)
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"))
+    text: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Guideline(Base):
+    """One version of the annotation guidelines; the newest row is in force, older ones are history.
+    ``same_examples`` / ``different_examples``: one example pair per line."""
+
+    __tablename__ = "guidelines"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    editor_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"))
+    text: Mapped[str] = mapped_column(Text)
+    same_examples: Mapped[str] = mapped_column(Text)
+    different_examples: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from annotations.assign import assign
 from annotations.errors import AnnotationError
 from annotations.store import AnnotationStore
 from qpr.retrievers import Retriever
@@ -38,6 +39,7 @@ def spot_check(
     cluster: str | None = None,
     query_text: str | None = None,
     k: int = 20,
+    overlap: int | None = None,
 ) -> pd.DataFrame:
     """Retrieved questions from other clusters to judge against ``cluster`` (or a typed query).
 
@@ -53,7 +55,9 @@ def spot_check(
     suspicion means the retriever puts the candidate closer to the cluster than its typical own
     member. Each candidate appears once, with the member that retrieved it closest; candidates
     this annotator already judged against any member (or against the same typed query) are left
-    out. Rows (``QUEUE_COLUMNS``) are sorted by suspicion, most suspicious first.
+    out. Rows (``QUEUE_COLUMNS``) are sorted by suspicion, most suspicious first; then
+    ``annotations.assign.assign`` applies the overlap setting (``overlap``, default ``QPR_OVERLAP``;
+    unset: no limit): items labelled by ``overlap`` others are left out, this annotator's share first.
     """
     if (cluster is None) == (query_text is None):
         raise AnnotationError("give exactly one of cluster or query_text")
@@ -79,6 +83,7 @@ def spot_check(
     candidates = hits[~own & ~hits["candidate_qid"].isin(done)].assign(suspicion=lambda f: reference - f["distance"])
     candidates = candidates.sort_values(["suspicion", "candidate_qid"], ascending=[False, True], kind="stable")
     queue = candidates.drop_duplicates("candidate_qid")[QUEUE_COLUMNS].reset_index(drop=True)
+    queue = assign(store, queue, annotator, overlap)
     return queue.astype({"query_qid": "Int64", "query_text": "string", "candidate_qid": "int64"})
 
 

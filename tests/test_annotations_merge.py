@@ -186,3 +186,34 @@ def test_a_question_judged_only_different_keeps_its_cluster_or_stays_in_none(sto
     result = corrected_clusters(store, hand_corpus())
     assert result.corpus.equals(hand_corpus()), "nothing joins or forms a cluster without a 'same'"
     assert result.merges.empty
+
+
+# -- rule 0: reviewers' adjudications ----------------------------------------------------------
+
+
+def test_an_adjudicated_tie_is_decided_by_the_reviewer(store):
+    judge(store, "ann", 1, 4, "same")
+    judge(store, "bob", 1, 4, "different")
+    assert list(corrected_clusters(store, hand_corpus()).conflicts["kind"]) == ["tie"]
+    store.record_adjudication("rev", "same", item="qid:1:4")
+    result = corrected_clusters(store, hand_corpus())
+    assert result.conflicts.empty and cluster_of(result, 4) == "A"
+    store.record_adjudication("rev", "different", item="qid:4:1")  # the newest decision counts, either order
+    result = corrected_clusters(store, hand_corpus())
+    assert result.merges.empty and cluster_of(result, 4) == "B"
+
+
+def test_an_applied_pair_merges_despite_a_mixed_vote_and_a_rejected_one_never_does(store):
+    judge(store, "ann", 1, 4, "same")
+    judge(store, "ann", 2, 5, "different")  # A~B is mixed: not merged, reported
+    judge(store, "ann", 8, 10, "same")  # D~qid:10 merges on support
+    result = corrected_clusters(store, hand_corpus())
+    assert list(result.conflicts["kind"]) == ["mixed"] and cluster_of(result, 4) == "B"
+    store.record_adjudication("rev", "apply", cluster_a="A", cluster_b="B")
+    store.record_adjudication("rev", "reject", cluster_a="D", cluster_b="qid:10")
+    result = corrected_clusters(store, hand_corpus())
+    assert cluster_of(result, 4) == cluster_of(result, 5) == "A" and result.conflicts.empty
+    assert pd.isna(cluster_of(result, 10)), "a rejected pair is never merged"
+    merged = result.merges.set_index(["cluster_a", "cluster_b"])
+    assert merged.loc[("A", "B"), "decided_by"] == "rev"
+    assert any("applied by reviewer rev" in d["reason"] for d in result.decisions())

@@ -16,6 +16,7 @@ from annotations.task import TASK_SIZE, build_task, pace_seconds, remaining, wor
 from qpr.errors import QPRError
 from ui.annotate_session import MEMBER_COLUMNS, UNDO_STEPS, AnnotateSession
 from ui.common import AppContext, plain, shows_errors, text_table
+from ui.guidelines import guidelines_panel
 
 LABEL_BUTTONS = (("same", "Same meaning", "1 / S"), ("different", "Different", "2 / D"), ("unsure", "Unsure", "3 / U"))
 QUEUE_COLUMNS = ["question", "cluster", "same meaning", "suspicion"]
@@ -69,6 +70,8 @@ class AnnotateTab:
                         block = gr.Number(value=5, minimum=1, maximum=50, precision=0, label="Next n items", scale=1)
                         block_button = gr.Button("All of these are the same", elem_id="judge-block", interactive=False, scale=2)
                         done = gr.Button("Done with this queue", elem_id="judge-done", interactive=False, scale=2)
+            with gr.Accordion("Guidelines: when two questions mean the same", open=False):
+                guidelines_panel(self.ctx.store)
             self.queue = gr.Dataframe(label=f"The next {SHOWN_AHEAD} in the queue, most suspicious first (same meaning: the encoder's estimated probability, 0 "
                                             "to 1; suspicion: how much closer than the query's own cluster-mates)",
                                       datatype=["str", "str", "number", "number"], interactive=False, wrap=True)
@@ -78,8 +81,7 @@ class AnnotateTab:
                 *self.buttons, self.ticket]
 
         def wire(triggers, handler, inputs) -> None:
-            # The page holds the judging keys from the click until this answer renews the ticket (a
-            # new queue's handlers get the session only to keep its keys when refused; ui/shortcuts.js).
+            # Keys wait for this answer's new ticket (ui/shortcuts.js); start_* get the session to keep its keys if refused.
             gr.on(triggers, handler, inputs, view)
 
         wire([task_button.click], self.start_task, [name, self.session])
@@ -191,8 +193,7 @@ class AnnotateTab:
     @shows_errors(keep=_keys_back)
     def done(self, session: AnnotateSession | None, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
         """Stop this queue here; what is left stays unjudged."""
-        who = self.ctx.annotator(name, request, profile)
-        return self.view((session or AnnotateSession()).finished(), who)
+        return self.view((session or AnnotateSession()).finished(), self.ctx.annotator(name, request, profile))
 
     @shows_errors(keep=_keys_back)
     def undo(self, session: AnnotateSession | None, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:

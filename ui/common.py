@@ -62,14 +62,19 @@ class AppContext:
             raise QPRError(f"To record judgments, {how}. Anyone can search without it.")
         return annotator_name(who)
 
-    def replacer(self, name: str | None, request: gr.Request | None = None, profile: gr.OAuthProfile | None = None) -> str:
-        """Who may replace the model everyone is served: a named annotator; with logins and
-        ``QPR_ADMINS`` set, one of those admins only (typed names are not verified, so name mode
-        cannot reserve it)."""
+    def privileged(self, action: str, name: str | None, request: gr.Request | None = None,
+                   profile: gr.OAuthProfile | None = None) -> str:
+        """Who may ``action`` (review, replace the served model): a named annotator; with logins
+        and ``QPR_ADMINS`` set, one of those admins only (typed names are not verified, so name
+        mode cannot reserve anything)."""
         who = self.annotator(name, request, profile)
         if self.identity != "name" and self.admins and annotator_key(who) not in self.admins:
-            raise QPRError("Only the app's admins (QPR_ADMINS) may replace or discard the served model; ask one of them.")
+            raise QPRError(f"Only the app's admins (QPR_ADMINS) may {action}; ask one of them.")
         return who
+
+    def replacer(self, name: str | None, request: gr.Request | None = None, profile: gr.OAuthProfile | None = None) -> str:
+        """Who may replace or discard the model everyone is served (``privileged``)."""
+        return self.privileged("replace or discard the served model", name, request, profile)
 
     def whoami(self, name: str | None, request: gr.Request | None, profile: gr.OAuthProfile | None) -> str:
         """The page header's line about who is annotating (``name``: the 'Your name' box)."""
@@ -162,3 +167,18 @@ def remembered_bundle(cache: Path) -> Path | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return path if path.is_dir() else None
+
+
+def reviewer(ctx: AppContext, name: str | None, request: gr.Request | None = None,
+             profile: gr.OAuthProfile | None = None) -> str:
+    """Who may review (adjudicate, apply merges, edit guidelines): ``AppContext.privileged``."""
+    return ctx.privileged("review", name, request, profile)
+
+
+def review_note(ctx: AppContext) -> str:
+    """What the page says about who may review."""
+    if ctx.identity == "name":
+        return "Anyone who types a name may review here; **names are not verified**, so decisions are signed, not authenticated."
+    if ctx.admins:
+        return "Only the app's admins (QPR_ADMINS) may record decisions here."
+    return "Anyone signed in may record decisions here (set QPR_ADMINS to restrict it)."

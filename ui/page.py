@@ -12,8 +12,11 @@ import gradio as gr
 from ui.annotate_tab import AnnotateTab
 from ui.clusters_tab import ClustersTab
 from ui.common import AppContext
+from ui.guidelines import GuidelinesTab
 from ui.metrics_tab import MetricsTab
+from ui.my_work_tab import MyWorkTab
 from ui.retrain_tab import RetrainTab
+from ui.review_tab import ReviewTab
 from ui.search_tab import SearchTab
 
 
@@ -27,6 +30,9 @@ class QPRPage:
         self.clusters = ClustersTab(ctx)
         self.retrain = RetrainTab(ctx)
         self.metrics = MetricsTab(ctx)
+        self.review = ReviewTab(ctx)
+        self.my_work = MyWorkTab(ctx)
+        self.guidelines = GuidelinesTab(ctx)
 
     def build(self) -> gr.Blocks:
         with gr.Blocks(title="Question paraphrase retrieval", fill_width=True) as demo:
@@ -42,6 +48,9 @@ class QPRPage:
             self.clusters.render()
             self.retrain.render(name)
             self.metrics.render()
+            self.review.render(name)
+            self.my_work.render(name)
+            self.guidelines.render(name)
             gr.on([demo.load, name.change], self.ctx.whoami, [name], [who])
             demo.load(self.retrain.restore, None, self.retrain.decision_outputs)
         return demo

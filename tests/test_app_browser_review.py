@@ -1,0 +1,111 @@
+"""Two annotators and a reviewer in headless Chromium, with overlap 2 (``QPR_OVERLAP=2``): alice
+judges a twin-cluster question "same", bob gets the same item in his queue and judges it
+"different", the Review tab lists the tie, and carol adjudicates it "same"; the database holds
+the adjudication. Screenshots go to ``test-artifacts/``."""
+
+from __future__ import annotations
+
+import pytest
+
+from annotations.db import open_store
+from bench.startup import start_app, stop_app
+from qpr.data import read_cluster_file
+from conftest import shot
+from ui.demo import DEMO_CORPUS, SPLIT_PARAPHRASES
+
+pytestmark = pytest.mark.browser
+
+TWIN_A, TWIN_B = SPLIT_PARAPHRASES[0]
+
+
+@pytest.fixture
+def server(app_cache, tmp_path):
+    """The app with overlap 2: each item goes to two annotators."""
+    db_url = f"sqlite:///{tmp_path / 'annotations.db'}"
+    try:
+        process, url, _ = start_app({"QPR_DB_URL": db_url, "QPR_CACHE_DIR": str(app_cache), "QPR_OVERLAP": "2"},
+                                    tmp_path / "app.log")
+    except RuntimeError as err:
+        pytest.fail(str(err))
+    yield url, db_url
+    stop_app(process)
+
+
+def annotate(page, url, name, cluster_of, label, target=None) -> tuple[str, str]:
+    """As ``name``: check TWIN_A, answer "unsure" until the twin question (or ``target``, a
+    (query, candidate) pair) comes up, answer ``label`` there; returns that (query, candidate)."""
+    from playwright.sync_api import expect
+
+    page.goto(url)
+    page.get_by_role("tab", name="Annotate").click()
+    page.get_by_label("Your name (needed to annotate)").fill(name)
+    page.get_by_label("…or a cluster id").fill(TWIN_A)
+    page.get_by_role("button", name="Check cluster").click()
+    candidate_box, query_box = page.locator("#annotate-candidate textarea"), page.locator("#annotate-query textarea")
+    expect(candidate_box).not_to_have_value("")
+    for judged in range(1, 41):
+        shown = (query_box.input_value(), candidate_box.input_value())
+        hit = shown == target if target else cluster_of.get(shown[1]) == TWIN_B
+        page.locator("h1").click()
+        page.keyboard.press({"same": "1", "different": "2"}[label] if hit else "3")
+        expect(page.locator("#annotate-progress")).to_contain_text(f"Judged today: {judged} ")
+        if hit:
+            return shown
+    pytest.fail(f"{name} was never shown the item to judge")
+
+
+def test_two_annotators_tie_and_a_reviewer_adjudicates(page, server):  # noqa: F811
+    from playwright.sync_api import expect
+
+    url, db_url = server
+    corpus = read_cluster_file(DEMO_CORPUS)
+    cluster_of = dict(zip(corpus["question"], corpus["cluster"].fillna("")))
+
+    item = annotate(page, url, "alice", cluster_of, "same")
+    bob = page.context.browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    assert annotate(bob, url, "bob", cluster_of, "different", target=item) == item  # overlap 2: bob sees it too
+    shot(bob, "review-1-bob")
+
+    with open_store(db_url) as store:
+        votes = store.judgments().query("label != 'unsure'")
+    assert sorted(votes["annotator"]) == ["alice", "bob"] and votes["item_key"].nunique() == 1
+    key = votes["item_key"].iloc[0]
+
+    page.goto(url)
+    page.get_by_label("Your name (needed to annotate)").fill("carol")
+    page.get_by_role("tab", name="Review").click()
+    expect(page.get_by_text("names are not verified")).to_be_visible()
+    expect(page.locator("#review-agreement")).to_contain_text("alice")
+    items = page.locator("#review-items")
+    expect(items).to_contain_text(key)
+    items.get_by_role("gridcell").filter(has_text=key).first.click()
+    expect(page.locator("#review-item textarea, #review-item input").first).to_have_value(key)
+    expect(page.locator("#review-evidence")).to_contain_text("bob")
+    page.locator("#review-decision").get_by_label("same", exact=True).check()
+    page.locator("#review-decide").click()
+    expect(page.locator("#review-status")).to_contain_text("Recorded same")
+    expect(page.locator("#review-decided")).to_contain_text("carol")
+    shot(page, "review-2-adjudicated")
+
+    with open_store(db_url) as store:
+        decided = store.adjudications()
+    assert decided[["reviewer", "kind", "item_key", "decision"]].values.tolist() == [["carol", "item", key, "same"]]
+
+    # The reviewer writes guidelines; bob finds his judgment under My work and comments on it.
+    page.get_by_role("tab", name="Guidelines").click()
+    page.get_by_label("Guidelines", exact=True).fill("Same: one answer serves both questions.")
+    page.get_by_label("Examples of “same” (one pair per line)").fill(" | ".join(item))
+    page.get_by_role("button", name="Save guidelines").click()
+    expect(page.locator("#guidelines-preview")).to_contain_text("Edited by carol")
+    expect(page.locator("#guidelines-preview")).to_contain_text(item[1])
+    bob.get_by_role("tab", name="My work").click()
+    bob.get_by_label("Search my judgments (query or candidate text)").fill(item[1][:12])
+    bob.get_by_role("button", name="Show", exact=True).click()
+    mine = bob.locator("#my-work-table")
+    expect(mine).to_contain_text("different")
+    mine.get_by_role("gridcell").filter(has_text="different").first.click()
+    bob.get_by_label("Comment on this judgment").fill("unsure about the tense")
+    bob.get_by_role("button", name="Save comment").click()
+    expect(bob.locator("#my-work-status")).to_contain_text("Comment saved")
+    expect(mine).to_contain_text("unsure about the tense")
+    shot(bob, "review-3-my-work")
