@@ -54,7 +54,7 @@ def annotate(page, url, name, cluster_of, label, target=None) -> tuple[str, str]
     pytest.fail(f"{name} was never shown the item to judge")
 
 
-def test_two_annotators_tie_and_a_reviewer_adjudicates(page, server):  # noqa: F811
+def test_two_annotators_tie_and_a_reviewer_adjudicates(page, server, tmp_path):
     from playwright.sync_api import expect
 
     url, db_url = server
@@ -74,7 +74,7 @@ def test_two_annotators_tie_and_a_reviewer_adjudicates(page, server):  # noqa: F
     page.goto(url)
     page.get_by_label("Your name (needed to annotate)").fill("carol")
     page.get_by_role("tab", name="Review").click()
-    expect(page.get_by_text("names are not verified")).to_be_visible()
+    expect(page.get_by_text("names are not verified", exact=True)).to_be_visible()
     expect(page.locator("#review-agreement")).to_contain_text("alice")
     items = page.locator("#review-items")
     expect(items).to_contain_text(key)
@@ -90,6 +90,22 @@ def test_two_annotators_tie_and_a_reviewer_adjudicates(page, server):  # noqa: F
     with open_store(db_url) as store:
         decided = store.adjudications()
     assert decided[["reviewer", "kind", "item_key", "decision"]].values.tolist() == [["carol", "item", key, "same"]]
+
+    # The adjudicated conflict is a merge now: the Clusters tab proposes it, and the exported file
+    # holds the two questions' clusters under one id, as the screen said.
+    page.get_by_role("tab", name="Clusters").click()
+    merges = page.locator("#clusters-merges")
+    expect(merges).to_contain_text(TWIN_A)
+    expect(merges).to_contain_text(TWIN_B)
+    page.get_by_role("tab", name="Retrain & export").click()
+    page.get_by_role("button", name="Export corrected clusters").click()
+    expect(page.get_by_text("1 merge(s)")).to_be_visible()
+    link = page.locator("#export-files tr").filter(has_text=".csv").filter(has_not_text="pairs").filter(has_not_text="manifest").locator("a")
+    with page.expect_download() as download:
+        link.click()
+    exported = read_cluster_file(download.value.path().rename(tmp_path / "export.csv"))
+    twins = exported[exported["qid"].isin(corpus.loc[corpus["cluster"].isin([TWIN_A, TWIN_B]), "qid"])]
+    assert twins["cluster"].nunique() == 1 and twins["cluster"].iloc[0] in (TWIN_A, TWIN_B)
 
     # The reviewer writes guidelines; bob finds his judgment under My work and comments on it.
     page.get_by_role("tab", name="Guidelines").click()
