@@ -3,13 +3,15 @@ SAVEPOINT; every caller gets its own result or its own error, and a return means
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
 import time
+import uuid
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import create_engine, make_url, select, text
 from sqlalchemy.orm import Session
 
 import annotations.store
@@ -21,11 +23,32 @@ from conftest import make_corpus
 VERSION = "v1"
 
 
-@pytest.fixture
-def store(tmp_path):
-    with open_store(f"sqlite:///{tmp_path / 'a.db'}") as store:
-        store.register_corpus(VERSION, make_corpus())
-        yield store
+POSTGRES_URL = os.environ.get("QPR_TEST_POSTGRES_URL")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request, tmp_path):
+    """A store with the test corpus: a SQLite file, or a fresh PostgreSQL schema dropped afterwards."""
+    if request.param == "sqlite":
+        with open_store(f"sqlite:///{tmp_path / 'a.db'}") as store:
+            store.register_corpus(VERSION, make_corpus())
+            yield store
+        return
+    if not POSTGRES_URL:
+        pytest.skip("QPR_TEST_POSTGRES_URL is not set")
+    schema = f"group_commit_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(POSTGRES_URL)
+    with admin.begin() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    url = make_url(POSTGRES_URL).update_query_dict({"options": f"-csearch_path={schema}"})
+    try:
+        with open_store(url.render_as_string(hide_password=False)) as store:
+            store.register_corpus(VERSION, make_corpus())
+            yield store
+    finally:
+        with admin.begin() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
 
 
 def _hold_writer(store):
@@ -63,7 +86,7 @@ def _submit(store, calls):
     return results, threads
 
 
-def test_sqlite_uses_group_commit_and_a_bad_item_fails_alone(store):
+def test_group_commit_is_on_and_a_bad_item_fails_alone(store):
     assert store.group_commit
     first = store.record("ann", 2, "same", VERSION, query_qid=1)
     groups = []
@@ -124,7 +147,7 @@ def test_a_failed_group_transaction_falls_back_to_one_by_one(store, monkeypatch)
     assert len(store.judgments()) == 3
 
 
-def test_group_commit_off_keeps_one_transaction_per_call_as_on_postgresql(tmp_path):
+def test_group_commit_off_keeps_one_transaction_per_call(tmp_path):
     with open_store(f"sqlite:///{tmp_path / 'b.db'}") as store:
         direct = annotations.store.AnnotationStore(store.engine, "annotations_write", group_commit=False)
         direct.register_corpus(VERSION, make_corpus())
