@@ -1,0 +1,98 @@
+"""Concurrent annotators in one process: W threads each record N judgments through one
+``AnnotationStore`` (as the app's process does); per-write latency, and lost judgments counted by
+comparing every acknowledged id with the rows in the database.
+
+    python -m bench.write_load [--url URL] [--writers 32] [--per-writer 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from annotations.db import open_store
+from annotations.models import Judgment
+
+VERSION = "load-v1"
+
+
+def _corpus(n: int = 400) -> pd.DataFrame:
+    return pd.DataFrame({
+        "qid": np.arange(n, dtype="int64"), "question": [f"how do i do thing number {i}?" for i in range(n)],
+        "cluster": [str(i // 4) for i in range(n)], "split": ["train"] * n,
+    })
+
+
+def run_load(url: str, writers: int = 32, per_writer: int = 100) -> dict:
+    """Run the load against ``url`` (an empty database) and return latency figures and losses."""
+    store = open_store(url)
+    try:
+        store.register_corpus(VERSION, _corpus())
+        barrier = threading.Barrier(writers)
+        latencies: list[float] = []
+        acknowledged: list[int] = []
+        errors: list[str] = []
+        lock = threading.Lock()
+
+        def writer(w: int) -> None:
+            rng = np.random.default_rng(w)
+            mine, ids = [], []
+            barrier.wait()
+            for i in range(per_writer):
+                q, c = rng.choice(400, size=2, replace=False)
+                start = time.perf_counter()
+                try:
+                    ids.append(store.record(f"annotator {w}", int(c), "same" if i % 2 else "different", VERSION,
+                                            query_qid=int(q), rank=1 + i % 10))
+                except Exception as err:  # counted, reported
+                    with lock:
+                        errors.append(f"{type(err).__name__}: {err}")
+                mine.append((time.perf_counter() - start) * 1000)
+            with lock:
+                latencies.extend(mine)
+                acknowledged.extend(ids)
+
+        threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
+        start = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - start
+        with Session(store.engine) as session:
+            stored = set(session.scalars(select(Judgment.id).where(Judgment.annotator_id.is_not(None))))
+            rows = session.scalar(select(func.count()).select_from(Judgment))
+        lost = len(set(acknowledged) - stored)
+        lat = np.asarray(latencies)
+        return {
+            "backend": store.engine.dialect.name, "writers": writers, "per_writer": per_writer,
+            "acknowledged": len(acknowledged), "rows": int(rows), "lost": lost, "errors": len(errors),
+            "error_examples": errors[:3], "p50_ms": float(np.percentile(lat, 50)),
+            "p99_ms": float(np.percentile(lat, 99)), "max_ms": float(lat.max()), "wall_s": wall,
+            "writes_per_s": len(acknowledged) / wall,
+        }
+    finally:
+        store.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url")
+    parser.add_argument("--writers", type=int, default=32)
+    parser.add_argument("--per-writer", type=int, default=100)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        url = args.url or f"sqlite:///{Path(tmp) / 'load.db'}"
+        print(run_load(url, args.writers, args.per_writer))
+
+
+if __name__ == "__main__":
+    main()
