@@ -5,14 +5,18 @@ It lives in a ``gr.State``; the tab's handlers take it and return a new one (it 
 
 from __future__ import annotations
 
+import statistics
+import time
 from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
+from annotations.task import BREAK_S
 from ui.common import plain
 
 MEMBER_COLUMNS = ["qid", "question"]
 UNDO_STEPS = 10  # how far back one page's undo reaches
+PACE_WINDOW = 20  # this page's judgments the pace is taken over
 
 
 @dataclass(frozen=True)
@@ -21,7 +25,8 @@ class AnnotateSession:
     ``cluster`` checked (None for a typed query) and its ``members``, the ``position`` of the
     current item, the last ``message`` shown, ``judged``: (judgment id, position) of the last
     ``UNDO_STEPS`` judgments this page recorded, the only ones its undo may withdraw, and
-    ``task_size`` for the corpus-wide task."""
+    ``task_size``, ``task_done`` and the pace for the corpus-wide task (kept here, so showing
+    progress costs the page no query)."""
 
     version: str | None = None
     cluster: str | None = None
@@ -31,6 +36,9 @@ class AnnotateSession:
     message: str = ""
     judged: tuple[tuple[int, int], ...] = ()
     task_size: int = 0  # the corpus-wide task's size when this is the task (annotations.task), else 0
+    task_done: int = 0  # the task's pairs judged: at the start, plus this page's judgments still in force
+    pace_before: float | None = None  # seconds per judgment from the annotator's history (annotations.task.pace_seconds)
+    times: tuple[float, ...] = ()  # when this page's last judgments were recorded, for the pace
 
     @property
     def left(self) -> int:
@@ -52,7 +60,14 @@ class AnnotateSession:
     def after_judging(self, judgment: int, label: str) -> "AnnotateSession":
         """This session once the current item got ``label`` as judgment ``judgment``."""
         judged = (*self.judged, (judgment, self.position))[-UNDO_STEPS:]
-        return replace(self, position=self.position + 1, judged=judged, message=f"Recorded judgment #{judgment}: {label}.")
+        return replace(self, position=self.position + 1, judged=judged, task_done=self.task_done + bool(self.task_size),
+                       times=(*self.times, time.time())[-PACE_WINDOW:], message=f"Recorded judgment #{judgment}: {label}.")
+
+    @property
+    def pace(self) -> float | None:
+        """Seconds per judgment: this page's recent pace once it has one, else the history's."""
+        gaps = [b - a for a, b in zip(self.times, self.times[1:]) if b - a <= BREAK_S]
+        return statistics.median(gaps) if gaps else self.pace_before
 
     def skipped(self) -> "AnnotateSession":
         """On to the next item, the current one left unjudged (it comes back next time)."""
@@ -68,4 +83,4 @@ class AnnotateSession:
         judged = tuple(pair for pair in self.judged if pair[0] != withdrawn["id"])
         message = (f"Withdrew judgment #{withdrawn['id']} ({withdrawn['label']}) of \u201c{withdrawn['candidate_question']}\u201d; "
                    "judge it again.")
-        return replace(self, position=position, judged=judged, message=message)
+        return replace(self, position=position, judged=judged, task_done=self.task_done - bool(self.task_size), message=message)

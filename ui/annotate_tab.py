@@ -138,11 +138,11 @@ class AnnotateTab:
                    shown: AnnotateSession | None = None) -> dict:
         """The corpus-wide task's pairs this annotator has not judged yet, most worth checking first."""
         who = self.ctx.annotator(name, request, profile)
-        task = self._task()
-        left = remaining(task, self.ctx.store.judgments(annotator=who))
+        task, mine = self._task(), self.ctx.store.judgments(annotator=who)
+        left = remaining(task, mine)
         message = f"{len(left)} pair(s) of the task left for you." if len(left) else "You have judged every pair of the task."
-        return self.view(AnnotateSession(self.ctx.model.current().bundle.version, queue=left, message=message,
-                                         task_size=len(task)), who)
+        return self.view(AnnotateSession(self.ctx.model.current().bundle.version, queue=left, message=message, task_size=len(task),
+                                         task_done=len(task) - len(left), pace_before=pace_seconds(mine)), who)
 
     def _task(self) -> pd.DataFrame:
         served = self.ctx.model.current()
@@ -237,10 +237,7 @@ class AnnotateTab:
         counts = f"Judged today: **{progress['today']}** · left in this queue: **{session.left}** · labelled in total: **{progress['total']}**"
         if not session.task_size:
             return counts
-        mine = self.ctx.store.judgments(annotator=who)
-        task = self._task()
-        done = len(task) - len(remaining(task, mine)) if len(task) == session.task_size else 0
-        pace = pace_seconds(mine)
+        done, pace = session.task_done, session.pace
         left = (f" · about {(session.task_size - done) * pace / 60:.0f} min left at your pace ({pace:.0f} s a judgment)"
                 if pace else "")
         return f"Task: **{done:,} of {session.task_size:,}** judged{left} · {counts}"
