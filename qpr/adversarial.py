@@ -107,7 +107,7 @@ def train_adversarial(
     token_ids = [vocab.encode(q) for q in corpus["question"]]
     target_ids = [vocab.encode(t) for t in targets]
     result = TrainResult(encoder=copy.deepcopy(encoder), vocab=vocab, best_auc=-1.0)
-    best_state, stale, start = copy.deepcopy(encoder.state_dict()), 0, time.perf_counter()
+    start = time.perf_counter()
     for epoch in range(1, config.max_epochs + 1):
         encoder.train()
         anchors, positives, owner = epoch_pairs(clusters, rng)
@@ -136,16 +136,7 @@ def train_adversarial(
         result.history.append(row)
         if on_epoch:
             on_epoch(row)
-        if auc > result.best_auc + 1e-4:
-            result.best_auc, result.best_epoch, stale = auc, epoch, 0
-            best_state = copy.deepcopy(encoder.state_dict())
-        else:
-            stale += 1
-            if stale >= config.patience:
-                result.stopped = "early_stopping"
-                break
-    result.encoder.load_state_dict(best_state)
-    result.encoder.eval()
-    result.seconds = time.perf_counter() - start
-    return result
+        if result.record_epoch(row, encoder, config.patience):
+            break
+    return result.finish(start)
 

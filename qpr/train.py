@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -99,9 +99,33 @@ class TrainResult:
     best_auc: float = float("nan")
     seconds: float = 0.0
     stopped: str = "max_epochs"  # "max_epochs" | "early_stopping" | "interrupted"
+    best_state: dict | None = field(default=None, repr=False)  # the best epoch's weights so far
+    stale: int = 0  # epochs in a row without a gain
 
     def summary(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if k not in ("encoder", "vocab")}
+        return {k: getattr(self, k) for k in ("history", "best_epoch", "best_auc", "seconds", "stopped")}
+
+    def record_epoch(self, row: dict, encoder: QuestionEncoder, patience: int) -> bool:
+        """Early stopping, shared by every training loop: note ``row`` (with ``epoch`` and
+        ``val_auc``), keep ``encoder``'s weights when its val ROC AUC beats the best by more than
+        1e-4, and return True (stop) after ``patience`` epochs in a row without such a gain."""
+        if row["val_auc"] > self.best_auc + 1e-4:
+            self.best_auc, self.best_epoch, self.stale = row["val_auc"], row["epoch"], 0
+            self.best_state = copy.deepcopy(encoder.state_dict())
+            return False
+        self.stale += 1
+        if self.stale >= patience:
+            self.stopped = "early_stopping"
+            return True
+        return False
+
+    def finish(self, start: float) -> "TrainResult":
+        """The result with the best epoch's weights in ``encoder``, in eval mode, timed from ``start``."""
+        if self.best_state is not None:
+            self.encoder.load_state_dict(self.best_state)
+        self.encoder.eval()
+        self.seconds = time.perf_counter() - start
+        return self
 
 
 def train(
@@ -162,9 +186,7 @@ def train(
     groups = None if batch_groups is None else batch_groups.astype(object).fillna("").to_numpy()
 
     result = TrainResult(encoder=copy.deepcopy(encoder), vocab=vocab, best_auc=-1.0)
-    best_state = copy.deepcopy(encoder.state_dict())
     start = time.perf_counter()
-    stale = 0
     schedule = None
     try:
         for epoch in range(1, config.max_epochs + 1):
@@ -215,19 +237,10 @@ def train(
                 tqdm.write(f"epoch {epoch}: loss {row['loss']:.4f}  val ROC AUC {auc:.4f}")
             if on_epoch:
                 on_epoch(row)
-            if auc > result.best_auc + 1e-4:
-                result.best_auc, result.best_epoch, stale = auc, epoch, 0
-                best_state = copy.deepcopy(encoder.state_dict())
-            else:
-                stale += 1
-                if stale >= config.patience:
-                    result.stopped = "early_stopping"
-                    break
+            if result.record_epoch(row, encoder, config.patience):
+                break
     except KeyboardInterrupt:
         if not result.history or not return_on_interrupt:
             raise
         result.stopped = "interrupted"
-    result.encoder.load_state_dict(best_state)
-    result.encoder.eval()
-    result.seconds = time.perf_counter() - start
-    return result
+    return result.finish(start)
