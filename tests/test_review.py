@@ -74,7 +74,7 @@ def test_in_login_mode_only_admins_may_review(bundle, tmp_path, monkeypatch):
     monkeypatch.setenv("QPR_ADMINS", "boss, chief")
     with open_store(f"sqlite:///{tmp_path / 'a.db'}") as store:
         page = page_for(bundle, store, "auth", tmp_path)
-        with pytest.warns(UserWarning, match="Only the app.s admins \(QPR_ADMINS\) may review"):
+        with pytest.warns(UserWarning, match=r"Only the app.s admins \(QPR_ADMINS\) may review"):
             page.review.decide("qid:1:2", "", "", "same", "", "", gr.Request(username="alice"), None)
         page.review.decide("qid:1:2", "", "", "same", "", "", gr.Request(username="chief"), None)
         assert store.adjudications()["reviewer"].tolist() == ["chief"]
