@@ -128,17 +128,16 @@ def compare_bundles(old: Bundle, new: Bundle, corpus: pd.DataFrame, bm25: BM25Re
         raise QPRError("the corpus has no val or test clusters: nothing held out to compare the models on")
     bm25 = bm25 or BM25Retriever(corpus)
     retrievers = {"current": serving_retriever(old, bm25), "retrained": serving_retriever(new, bm25)}
-    rows = []
-    for split in splits:
-        queries = query_set(corpus, split)
-        hits = {name: hit_matrix(retriever, corpus, queries) for name, retriever in retrievers.items()}
-        change, low, high = h1_change(hits["current"], hits["retrained"])
-        for name, bundle in (("current", old), ("retrained", new)):
-            extra = {"H1_change": change, "H1_change_low": low, "H1_change_high": high} if name == "retrained" else {}
-            rows.append({"model": name, "version": bundle.version, "split": split} | rank_metrics(hits[name]) | extra)
-    order = {"current": 0, "retrained": 1}
-    table = pd.DataFrame(rows, columns=METRIC_COLUMNS + CHANGE_COLUMNS)
-    return table.sort_values("model", key=lambda m: m.map(order), kind="stable").reset_index(drop=True)
+    hits = {split: {name: hit_matrix(retriever, corpus, query_set(corpus, split)) for name, retriever in retrievers.items()}
+            for split in splits}
+    changes = {split: dict(zip(CHANGE_COLUMNS, h1_change(hits[split]["current"], hits[split]["retrained"]))) for split in splits}
+    rows = [
+        {"model": name, "version": bundle.version, "split": split} | rank_metrics(hits[split][name])
+        | (changes[split] if name == "retrained" else {})
+        for name, bundle in (("current", old), ("retrained", new))
+        for split in splits
+    ]
+    return pd.DataFrame(rows, columns=METRIC_COLUMNS + CHANGE_COLUMNS)
 
 
 def verdict(comparison: pd.DataFrame) -> tuple[str, bool]:

@@ -19,7 +19,7 @@ from qpr.errors import QPRError
 from qpr.evaluate import evaluate
 from qpr.experiment import run_experiment
 from qpr.hybrid import DEPTH, fit_fusion
-from qpr.index import IndexConfig
+from qpr.index import IndexConfig, check_config
 from qpr.qalogs import PRESETS, read_log
 from qpr.bundle_training import train_bundle
 from qpr.retrievers import BM25Retriever, DenseRetriever
@@ -42,8 +42,10 @@ def _train_config(args: argparse.Namespace) -> TrainConfig:
 def cmd_train(args: argparse.Namespace) -> int:
     # Before hours of training: --out must be a new path or a bundle, in a folder that can be written.
     check_target(args.out)
+    corpus = load_corpus(args.data, seed=args.seed)
+    check_config(IndexConfig(args.index, args.search), len(corpus))  # likewise the index settings
     bundle = train_bundle(
-        load_corpus(args.data, seed=args.seed),
+        corpus,
         _train_config(args),
         TextConfig(vocab_size=args.vocab_size, hash_bins=args.hash_bins, max_len=args.max_len, min_count=args.min_count,
                    subword_ngrams=args.subword_ngrams),
@@ -63,7 +65,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    bundle = Bundle.load(args.bundle).with_index(IndexConfig(args.index, args.search))
+    bundle = Bundle.load(args.bundle)
+    check_config(IndexConfig(args.index, args.search), len(bundle.corpus))  # before encoding the corpus
+    bundle = bundle.with_index(IndexConfig(args.index, args.search))
     bundle.save(args.bundle)
     print(f"{args.bundle}: {bundle.index.describe()} over {len(bundle.index)} questions")
     return 0

@@ -53,6 +53,21 @@ def auto_config(n: int) -> IndexConfig:
     return IndexConfig(factory, DEFAULT_SEARCH["exact" if factory == "Flat" else "hnsw"])
 
 
+def check_config(config: IndexConfig, n: int) -> None:
+    """QPRError now, before any work, if ``config`` cannot index ``n`` vectors: an unknown
+    factory, or search parameters the index type does not take (``build`` would find out only
+    after encoding, or a whole training run)."""
+    factory = auto_factory(n) if config.factory == "auto" else config.factory
+    probe = _factory_index(8, factory)
+    search = config.search or DEFAULT_SEARCH[index_kind(probe)]
+    try:
+        if search:
+            faiss.ParameterSpace().set_index_parameters(probe, search)
+    except RuntimeError:
+        raise QPRError(f"search parameters {search!r} do not apply to a {factory} index "
+                       f"(for example: {DEFAULT_SEARCH['ivf']!r} for IVF, {DEFAULT_SEARCH['hnsw']!r} for HNSW)") from None
+
+
 def index_kind(index: faiss.Index) -> str | None:
     """"ivf", "hnsw" or "exact" for the index types this module serves (read from the FAISS
     object itself, ids map unwrapped), None for any other."""

@@ -659,3 +659,14 @@ def test_a_refused_input_turns_the_keys_back_on_for_the_item_still_shown(qpr_app
     with pytest.warns(UserWarning, match="not in the corpus"):
         out = tab.start_cluster("no-such-cluster", "ann", None, None, shown_session)
     assert set(out) == {*tab.buttons, tab.ticket} and out[tab.buttons[0]].interactive, "the item still shown can be judged"
+
+
+@pytest.mark.parametrize("spec", ["lots", "0", "-5", "2.5"])
+def test_a_bad_task_size_setting_is_named(bundle, tmp_path, monkeypatch, spec):  # noqa: F811
+    monkeypatch.setenv("QPR_TASK_SIZE", spec)
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    with pytest.raises(QPRError, match="QPR_TASK_SIZE must be a whole number"):
+        AppContext(ServedModel(bundle), store, "name", cache=tmp_path)
+    monkeypatch.setenv("QPR_TASK_SIZE", " 30 ")
+    assert AppContext(ServedModel(bundle), store, "name", cache=tmp_path).task_size == 30
+    store.close()

@@ -52,6 +52,8 @@ def test_index_rebuilds_in_place(trained, capsys):
         (["search", "{bundle}", " "], "the query is empty"),
         (["train", "--data", "{missing}.csv", "--out", "{missing}"], "no such file"),
         (["index", "{bundle}", "--index", "IVF9999,Flat"], "needs at least 9999 vectors"),
+        (["index", "{bundle}", "--index", "HNSW8", "--search", "nprobe=3"], "do not apply to a HNSW8 index"),
+        (["index", "{bundle}", "--index", "Bogus3"], "unsupported index 'Bogus3'"),
     ],
 )
 def test_user_errors_print_one_line_and_exit_2(trained, capsys, argv, message):

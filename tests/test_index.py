@@ -104,3 +104,16 @@ def test_single_query_search_matches_batch_search_and_leaves_the_thread_count_al
         assert np.array_equal(ids[0], batch[1][row])
         assert np.allclose(distances[0], batch[0][row])
     assert faiss.omp_get_max_threads() == threads
+
+
+def test_index_settings_are_checked_before_any_work():
+    from qpr.index import check_config
+
+    check_config(IndexConfig("HNSW16", "efSearch=64"), 10)
+    check_config(IndexConfig("IVF20,Flat", "nprobe=5"), 10)  # the vector count is the build's to check
+    check_config(IndexConfig("auto"), 10)
+    with pytest.raises(QPRError, match="do not apply to a Flat index"):
+        check_config(IndexConfig("auto", "efSearch=64"), 100)  # auto searches 100 questions exactly
+    check_config(IndexConfig("auto", "efSearch=64"), EXACT_UP_TO + 1)
+    with pytest.raises(QPRError, match="unsupported index"):
+        check_config(IndexConfig("NoSuch9"), 10)

@@ -4,7 +4,6 @@ items with a negligible chance of meaning the same (``annotations.task``)."""
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import replace
 
@@ -12,7 +11,7 @@ import gradio as gr
 import pandas as pd
 
 from annotations.queue import next_cluster, spot_check
-from annotations.task import TASK_SIZE, build_task, pace_seconds, remaining, worth_checking
+from annotations.task import build_task, pace_seconds, remaining, worth_checking
 from qpr.errors import QPRError
 from ui.annotate_session import MEMBER_COLUMNS, UNDO_STEPS, AnnotateSession
 from ui.common import AppContext, plain, shows_errors, text_table
@@ -34,7 +33,7 @@ class AnnotateTab:
 
     def __init__(self, ctx: AppContext) -> None:
         self.ctx = ctx
-        self.task_size = int(os.environ.get("QPR_TASK_SIZE", TASK_SIZE))
+        self.task_size = ctx.task_size
         self._tasks: dict[str, pd.DataFrame] = {}  # the corpus-wide task per served bundle version
 
     def render(self, name: gr.Textbox) -> None:
@@ -243,5 +242,6 @@ class AnnotateTab:
         return f"Task: **{done:,} of {session.task_size:,}** judged{left} · {counts}"
 
     def _question(self, qid: int) -> str:
-        found = self.ctx.model.current().bundle.corpus.set_index("qid")["question"].get(qid)
-        return str(found) if found is not None else f"(question {qid} is not in the served corpus)"
+        corpus = self.ctx.model.current().bundle.corpus
+        found = corpus.loc[corpus["qid"] == qid, "question"]
+        return str(found.iloc[0]) if len(found) else f"(question {qid} is not in the served corpus)"

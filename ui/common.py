@@ -22,6 +22,7 @@ import pandas as pd
 from gradio.utils import get_space
 
 from annotations.store import AnnotationStore, annotator_key, annotator_name
+from annotations.task import TASK_SIZE
 from qpr.errors import QPRError
 from qpr.fsutil import atomic_path
 from qpr.serving import ServedModel
@@ -44,6 +45,7 @@ class AppContext:
     examples: tuple[str, ...] = ()
     cache: Path = field(default_factory=cache_dir)
     admins: frozenset[str] = field(default_factory=lambda: admin_keys(os.environ.get("QPR_ADMINS")))
+    task_size: int = field(default_factory=lambda: task_size(os.environ.get("QPR_TASK_SIZE")))
 
     def __post_init__(self) -> None:
         self.cache = Path(self.cache)
@@ -143,6 +145,15 @@ def parse_auth(spec: str | None) -> list[tuple[str, str]] | None:
 def admin_keys(spec: str | None) -> frozenset[str]:
     """``QPR_ADMINS`` ("alice,bob") as annotator identities; empty when unset."""
     return frozenset(annotator_key(annotator_name(name)) for name in (spec or "").split(",") if name.strip())
+
+
+def task_size(spec: str | None) -> int:
+    """``QPR_TASK_SIZE``: pairs in the corpus-wide annotation task (default ``annotations.task.TASK_SIZE``)."""
+    if spec is None or not spec.strip():
+        return TASK_SIZE
+    if not spec.strip().isdigit() or int(spec) < 1:
+        raise QPRError(f"QPR_TASK_SIZE must be a whole number of pairs, 1 or more, e.g. 2000; got {spec!r}")
+    return int(spec)
 
 
 def identity_mode(auth: list[tuple[str, str]] | None) -> str:

@@ -9,6 +9,7 @@ fusion fit, the comparison and the new served retrievers.
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -16,7 +17,7 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from annotations.export import check_export, export, manifest_path, pairs_path
+from annotations.export import export, manifest_path, pairs_path
 from qpr.bundle_training import compare_bundles, retrain_bundle, verdict
 from qpr.data import read_cluster_file
 from qpr.errors import QPRError
@@ -60,7 +61,7 @@ class RetrainTab:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
         out = self.ctx.cache / "exports" / f"corrected-{stamp}.{fmt}"
         export(self.ctx.store, served.bundle.corpus, fmt, out, bundle_version=served.bundle.version)
-        return out, check_export(out)
+        return out, json.loads(manifest_path(out).read_text())
 
     @shows_errors
     def export_clusters(self, fmt: str) -> dict:
