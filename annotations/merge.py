@@ -148,29 +148,27 @@ def _merge_by_support(pairs: pd.DataFrame, applied: dict | None = None,
     ``rejected``). Returns the groups, the merges made and the ``cannot_link`` conflicts for those
     skipped."""
     applied, rejected = applied or {}, rejected or {}
-    cannot_link = pd.concat([
-        pairs[(pairs["different"] > 0) & ~pairs[["a", "b"]].apply(tuple, axis=1).isin(list(applied))],
-        pd.DataFrame([{"a": a, "b": b, "judgment_ids": []} for a, b in rejected], columns=["a", "b", "judgment_ids"]),
-    ], ignore_index=True) if len(pairs) or rejected else pairs
+    pairs = pairs.assign(pair=list(zip(pairs["a"], pairs["b"])))
+    cannot_link = [(p.a, p.b, p.judgment_ids) for p in pairs.itertuples() if p.different > 0 and p.pair not in applied]
+    cannot_link += [(a, b, []) for a, b in rejected]
     groups = DisjointSet([*pairs["a"], *pairs["b"], *(node for pair in applied for node in pair)])
     merges, skipped = [], []
-    support = {(p.a, p.b): p for p in pairs.itertuples()}
+    evidence = {p.pair: p for p in pairs.itertuples()}
     for (a, b), reviewer in sorted(applied.items()):
         groups.merge(a, b)
-        evidence = support.get((a, b))
-        merges.append({"a": a, "b": b, "support": evidence.same if evidence else 0,
-                       "judgment_ids": evidence.judgment_ids if evidence else [], "decided_by": reviewer})
-    same_only = pairs[(pairs["different"] == 0) & ~pairs[["a", "b"]].apply(tuple, axis=1).isin(list(applied) + list(rejected))] \
-        if len(pairs) else pairs
+        found = evidence.get((a, b))
+        merges.append({"a": a, "b": b, "support": found.same if found else 0,
+                       "judgment_ids": found.judgment_ids if found else [], "decided_by": reviewer})
+    same_only = pairs[(pairs["different"] == 0) & ~pairs["pair"].isin(list(applied) + list(rejected))]
     for pair in same_only.sort_values(["same", "a", "b"], ascending=[False, True, True]).itertuples():
-        blocker = next((c for c in cannot_link.itertuples() if _would_join(groups, pair.a, pair.b, c.a, c.b)), None)
+        blocker = next((c for c in cannot_link if _would_join(groups, pair.a, pair.b, c[0], c[1])), None)
         if blocker is None:
             groups.merge(pair.a, pair.b)
             merges.append({"a": pair.a, "b": pair.b, "support": pair.same, "judgment_ids": pair.judgment_ids})
             continue
         skipped.append(_conflict(
-            "cannot_link", pair.a, pair.b, sorted(pair.judgment_ids + blocker.judgment_ids),
-            f"joining {_name(pair.a)} and {_name(pair.b)} would put {_name(blocker.a)} and {_name(blocker.b)}, "
+            "cannot_link", pair.a, pair.b, sorted(pair.judgment_ids + blocker[2]),
+            f"joining {_name(pair.a)} and {_name(pair.b)} would put {_name(blocker[0])} and {_name(blocker[1])}, "
             "judged different, in one cluster; not merged",
         ))
     return groups, merges, skipped
