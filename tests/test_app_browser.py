@@ -39,6 +39,9 @@ def test_search_annotate_merge_export_retrain(page, server, tmp_path):  # page f
     expect(page.locator("#search-bm25")).to_contain_text("crispy")
     assert page.locator(":is(#search-results, #search-dense, #search-bm25) :is(b, strong)").count() == 0
     shot(page, "1-search")
+    page.get_by_label("Compare with SDML alone and BM25").uncheck()
+    expect(page.locator("#search-dense")).to_be_hidden()
+    expect(page.locator("#search-bm25")).to_be_hidden()
 
     # Annotate: the keyboard answers "unsure" until a question of the twin cluster comes up, then "same".
     page.get_by_role("tab", name="Annotate").click()

@@ -49,7 +49,7 @@ def shown(output: dict, *components) -> tuple:
     input and left the page as it was)."""
     if output == gr.skip():
         return (None,) * len(components)
-    return tuple(output[component] for component in components)
+    return tuple(output.get(component) for component in components)
 
 
 def session(view: dict) -> AnnotateSession:
@@ -76,13 +76,21 @@ def search(qpr_app, query, k, compare):
 def test_search_serves_the_hybrid_and_shows_its_parts_on_request(qpr_app):
     assert qpr_app.ctx.model.current().default.name == "hybrid"  # the demo bundle carries a fitted fusion
     results, dense, bm25 = search(qpr_app, "how can I get my passport renewed?", 5, False)
+    assert dense is None and bm25 is None  # hidden, and left as they were
     assert list(results.columns) == ["rank", "question", "cluster", "same meaning"]
     assert list(results["rank"]) == [1, 2, 3, 4, 5]
     assert results["same meaning"].is_monotonic_decreasing and results["same meaning"].between(0, 1).all()
-    assert dense.visible is False and bm25.visible is False
     _, dense, bm25 = search(qpr_app, "how can I get my passport renewed?", 5, True)
-    assert dense.visible is True and bm25.visible is True and len(dense.value["data"]) == len(bm25.value["data"]) == 5
-    assert "passport" in bm25.value["data"][0][1].lower()
+    assert len(dense) == len(bm25) == 5 and "passport" in bm25.loc[0, "question"].lower()
+
+
+def test_the_compare_box_shows_the_parts_and_fills_them_when_there_is_a_question(qpr_app):
+    tab = qpr_app.search
+    assert shown(tab.show_parts(True), tab.dense, tab.bm25) == (gr.update(visible=True),) * 2
+    assert shown(tab.show_parts(False), tab.dense, tab.bm25) == (gr.update(visible=False),) * 2
+    assert tab.refresh("  ", 5, True) == gr.skip() and tab.refresh("passport renewal", 5, False) == gr.skip()
+    dense, bm25 = shown(tab.refresh("passport renewal", 5, True), tab.dense, tab.bm25)
+    assert len(dense) == len(bm25) == 5
 
 
 @pytest.mark.parametrize("query, message", [("", "empty"), ("   \n\t", "empty"), ("why " * 2500, "shorten")])
@@ -96,7 +104,7 @@ def test_search_handles_emoji_and_right_to_left_text(qpr_app, query):
     results, _, bm25 = search(qpr_app, query, 3, True)
     assert len(results) == 3
     if query != "🍕":  # a lone emoji shares no word with any question: BM25 finds nothing, no error
-        assert query.split()[0] in bm25.value["data"][0][1]
+        assert query.split()[0] in bm25.loc[0, "question"]
 
 
 def test_questions_with_markup_come_back_verbatim(qpr_app):
@@ -565,8 +573,7 @@ def test_the_header_shows_an_annotator_as_first_written(qpr_app):
 
 def test_compared_tables_share_one_scale_and_sit_side_by_side(qpr_app):
     results, dense, bm25 = search(qpr_app, "how can I get my passport renewed?", 5, True)
-    for table in (results, pd.DataFrame(dense.value["data"], columns=dense.value["headers"]),
-                  pd.DataFrame(bm25.value["data"], columns=bm25.value["headers"])):
+    for table in (results, dense, bm25):
         assert list(table.columns)[-1] == "same meaning" and table["same meaning"].astype(float).between(0, 1).all()
 
 

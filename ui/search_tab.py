@@ -5,7 +5,7 @@ from __future__ import annotations
 import gradio as gr
 import pandas as pd
 
-from ui.common import AppContext, shows_errors, text_table
+from ui.common import AppContext, shows_errors
 
 COLUMNS = ["rank", "question", "cluster", "same meaning"]
 WIDTHS = ["9%", "55%", "21%", "15%"]
@@ -48,24 +48,35 @@ class SearchTab:
                         fn=self.search, run_on_click=True, cache_examples=False, visible_columns=[0],
                         label="Examples (click to search and compare)")
             gr.on([button.click, query.submit], self.search, [query, k, compare], outputs)
+            compare.change(self.show_parts, [compare], [self.dense, self.bm25]).then(self.refresh, [query, k, compare], outputs)
 
     @shows_errors
     def search(self, query: str, k: float, compare: bool) -> dict:
         """Top-k questions for ``query`` from the served retriever (the hybrid when the bundle has
         one) and, when ``compare``, from its two parts alone: the encoder and BM25."""
         served = self.ctx.model.current()
+        found = {self.results: _table(served, served.default, query, int(k))}
+        if compare:
+            parts = {self.dense: served.dense, self.bm25: served.bm25} if served.default is not served.dense else {self.bm25: served.bm25}
+            found |= {component: _table(served, retriever, query, int(k)) for component, retriever in parts.items()}
+        return found
 
-        def table(retriever) -> pd.DataFrame:
-            hits = pd.DataFrame([vars(h) for h in retriever.search(query, int(k))], columns=["rank", "question", "cluster", "distance"])
-            probability = served.probability(retriever, hits["distance"])
-            if probability is None:
-                return text_table(hits.assign(distance=hits["distance"].round(3)))
-            return text_table(hits.assign(**{"same meaning": probability.round(3)}), COLUMNS)
+    def show_parts(self, compare: bool) -> dict:
+        """Show or hide the two parts' tables. Only the compare box changes their visibility: a
+        visibility update costs Gradio a rebuild of the component's config, and sent with every
+        search it was a third of a search's time under load (docs/RELIABILITY.md)."""
+        return {self.dense: gr.update(visible=compare), self.bm25: gr.update(visible=compare)}
 
-        parts = [served.dense, served.bm25] if served.default is not served.dense else [served.bm25]
-        shown = {retriever.name: table(retriever) for retriever in parts} if compare else {}
-        empty = pd.DataFrame(columns=COLUMNS)
-        return {self.results: table(served.default)} | {
-            component: gr.Dataframe(value=shown.get(name, empty), visible=name in shown)
-            for component, name in ((self.dense, "sdml"), (self.bm25, "bm25"))
-        }
+    def refresh(self, query: str, k: float, compare: bool) -> dict:
+        """After the compare box changes: fill the parts' tables if there is a question to compare."""
+        return self.search(query, k, compare) if compare and query.strip() else gr.skip()
+
+
+def _table(served, retriever, query: str, k: int) -> pd.DataFrame:
+    """``retriever``'s top ``k`` for ``query`` as the tab's table: the probability of the same
+    meaning where ``served`` has a calibration for it, else the retriever's own distance."""
+    hits = retriever.search(query, k)
+    probability = served.probability(retriever, [h.distance for h in hits])
+    last, score = ("same meaning", probability.round(3)) if probability is not None else ("distance", [round(h.distance, 3) for h in hits])
+    rows = [[h.rank, h.question, "" if h.cluster is None else h.cluster, float(s)] for h, s in zip(hits, score)]
+    return pd.DataFrame(rows, columns=[*COLUMNS[:3], last])
