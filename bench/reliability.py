@@ -32,6 +32,8 @@ from pathlib import Path
 
 from bench.common import ROOT, machine, replace_marked_section, write_json
 from bench.search_load import run_search_load, with_app
+
+USER_THINK_MS = 1000.0  # people read results between searches: 20 people searching about once a second each
 from bench.write_load import run_load
 
 RESULTS = ROOT / "bench" / "results" / "reliability.json"
@@ -169,12 +171,16 @@ def main() -> None:
             finally:
                 pg[1]()
         print(postgres, "\nsearch load and access ...", flush=True)
-        search, checks = with_app(Path(args.cache), lambda url: (run_search_load(url), access(tmp, url)))
+        search, users, checks = with_app(Path(args.cache), lambda url, pid: (
+            run_search_load(url, pid=pid), run_search_load(url, think_ms=USER_THINK_MS, pid=pid), access(tmp, url)))
     results = {
         "bad_inputs": {k: bad[k] for k in ("tried", "clear_errors", "tracebacks", "silently_accepted")},
         "kills": {k: killed[k] for k in ("tried", "last_good_intact", "partial_files_left")},
         "load": {"search_clients": search["search_clients"], "search_p99_ms": round(search["search_p99_ms"], 1),
-                 "search_single_ms": round(search["search_single_ms"], 1), "errors": search["errors"] + sqlite["errors"]
+                 "search_single_ms": round(search["search_single_ms"], 1),
+                 "search_p99_ms_with_think": round(users["search_p99_ms"], 1),
+                 "server_cpu_ms_per_search": round(search["server_cpu_ms_per_search"], 1),
+                 "errors": search["errors"] + users["errors"] + sqlite["errors"]
                  + (postgres["errors"] if postgres else 0), "writers": sqlite["writers"],
                  "lost": sqlite["lost"] + (postgres["lost"] if postgres else 0),
                  "sqlite_p99_ms": round(sqlite["p99_ms"], 1),
@@ -182,7 +188,8 @@ def main() -> None:
         "access": {k: checks[k] for k in ("anonymous_writes_accepted", "impersonations_accepted", "path_escapes",
                                           "foreign_paths_destroyed")},
         "detail": {"bad_input_failures": bad["failed_cases"], "kill_failures": killed["failed_cases"],
-                   "sqlite": sqlite, "postgres": postgres, "search": search, "access": checks},
+                   "sqlite": sqlite, "postgres": postgres, "search": search, "search_with_think": users,
+                   "access": checks},
         "machine": machine(),
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
@@ -200,7 +207,9 @@ Raw figures: `bench/results/reliability.json`.
 | {ld['writers']} writers x {sqlite['per_writer']} judgments, SQLite: p50 / p99 / max per write | {sqlite['p50_ms']:.0f} / {sqlite['p99_ms']:.0f} / {sqlite['max_ms']:.0f} ms |
 | the same on PostgreSQL: p50 / p99 / max | {f"{postgres['p50_ms']:.0f} / {postgres['p99_ms']:.0f} / {postgres['max_ms']:.0f} ms" if postgres else "not run (no QPR_TEST_POSTGRES_URL)"} |
 | judgments lost (acknowledged ids missing), both backends | {ld['lost']} |
-| search alone (median) / {ld['search_clients']} clients p50 / p99 | {search['search_single_ms']:.0f} / {search['search_p50_ms']:.0f} / {search['search_p99_ms']:.0f} ms |
+| search alone (median) / {ld['search_clients']} clients back to back, p50 / p99 | {search['search_single_ms']:.0f} / {search['search_p50_ms']:.0f} / {search['search_p99_ms']:.0f} ms |
+| {ld['search_clients']} clients with a think time (mean {USER_THINK_MS / 1000:.0f} s), p50 / p99 | {users['search_p50_ms']:.0f} / {users['search_p99_ms']:.0f} ms |
+| the app's CPU per search (back to back) | {ld['server_cpu_ms_per_search']:.1f} ms |
 | errors (writes and searches) | {ld['errors']} |
 | anonymous writes accepted ({checks['anonymous_names_tried']} names) / impersonations accepted | {a['anonymous_writes_accepted']} / {a['impersonations_accepted']} |
 | path escapes through the app ({checks['path_escapes_tried']} URLs) / foreign paths destroyed | {a['path_escapes']} / {a['foreign_paths_destroyed']} |

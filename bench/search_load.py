@@ -2,10 +2,10 @@
 
 Starts ``python app.py`` (the demo corpus) with ``bench.startup.start_app`` and calls the Search
 tab's endpoint through Gradio's API (``gradio_client``): first one client searching alone, then
-``clients`` threads each searching ``per_client`` times. Latency is what a client waits from
-submitting to the result.
+``clients`` threads each searching ``per_client`` times, back to back (a burst) or after a think
+time. Latency is what a client waits from submitting to the result.
 
-    python -m bench.search_load [--clients 20] [--per-client 10] [--cache DIR]
+    python -m bench.search_load [--clients 20] [--per-client 10] [--think-ms 0] [--cache DIR]
 """
 
 from __future__ import annotations
@@ -62,7 +62,20 @@ def _client(url: str) -> _Client:
     return _Client(url)
 
 
-def run_search_load(url: str, clients: int = 20, per_client: int = 10, lone: int = 20) -> dict:
+def server_cpu_s(pid: int | None) -> float:
+    """CPU seconds (user + system) the process ``pid`` has used so far; 0 without a pid."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_search_load(url: str, clients: int = 20, per_client: int = 10, lone: int = 20, think_ms: float = 0.0,
+                    pid: int | None = None, seed: int = 0) -> dict:
+    """A lone client's median latency, then ``clients`` clients searching ``per_client`` times
+    each: back to back (``think_ms`` 0: a burst, every client always waiting on the server) or
+    after a think time drawn from an exponential distribution of mean ``think_ms`` (people
+    reading results between searches). With ``pid``, also the server's CPU per search."""
     alone = _client(url)
     alone.predict(QUERIES[0], 10, False, api_name="/search")  # warm-up
     single = []
@@ -71,6 +84,7 @@ def run_search_load(url: str, clients: int = 20, per_client: int = 10, lone: int
         alone.predict(QUERIES[i % len(QUERIES)], 10, False, api_name="/search")
         single.append((time.perf_counter() - start) * 1000)
     pool = [_client(url) for _ in range(clients)]
+    pauses = np.random.default_rng(seed).exponential(think_ms / 1000, size=(clients, per_client)) if think_ms else np.zeros((clients, per_client))
     barrier = threading.Barrier(clients)
     latencies, errors, lock = [], [], threading.Lock()
 
@@ -78,6 +92,7 @@ def run_search_load(url: str, clients: int = 20, per_client: int = 10, lone: int
         mine = []
         barrier.wait()
         for i in range(per_client):
+            time.sleep(pauses[n, i])
             start = time.perf_counter()
             try:
                 pool[n].predict(QUERIES[(n + i) % len(QUERIES)] + f" {i}", 10, False, api_name="/search")
@@ -89,24 +104,28 @@ def run_search_load(url: str, clients: int = 20, per_client: int = 10, lone: int
             latencies.extend(mine)
 
     threads = [threading.Thread(target=worker, args=(n,)) for n in range(clients)]
+    cpu_before = server_cpu_s(pid)
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    cpu = server_cpu_s(pid) - cpu_before
     lat = np.asarray(latencies)
-    return {"search_clients": clients, "per_client": per_client, "search_single_ms": float(np.median(single)),
+    return {"search_clients": clients, "per_client": per_client, "think_ms": think_ms,
+            "search_single_ms": float(np.median(single)),
             "search_p50_ms": float(np.percentile(lat, 50)), "search_p99_ms": float(np.percentile(lat, 99)),
-            "search_max_ms": float(lat.max()), "errors": len(errors), "error_examples": errors[:3]}
+            "search_max_ms": float(lat.max()), "server_cpu_ms_per_search": cpu * 1000 / lat.size if pid else None,
+            "errors": len(errors), "error_examples": errors[:3]}
 
 
 def with_app(cache: Path, action):
-    """Start the app on the demo corpus (bundle cached in ``cache``), run ``action(url)``, stop it."""
+    """Start the app on the demo corpus (bundle cached in ``cache``), run ``action(url, pid)``, stop it."""
     with tempfile.TemporaryDirectory() as tmp:
         env = {"QPR_CACHE_DIR": str(cache), "QPR_DB_URL": f"sqlite:///{Path(tmp) / 'app.db'}",
                "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
         process, url, _ = start_app(env, Path(tmp) / "app.log")
         try:
-            return action(url)
+            return action(url, process.pid)
         finally:
             stop_app(process)
 
@@ -115,9 +134,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--per-client", type=int, default=10)
+    parser.add_argument("--think-ms", type=float, default=0.0, help="mean think time between a client's searches (0: a burst)")
     parser.add_argument("--cache", default="runs")
     args = parser.parse_args()
-    print(with_app(Path(args.cache), lambda url: run_search_load(url, args.clients, args.per_client)))
+    print(with_app(Path(args.cache), lambda url, pid: run_search_load(url, args.clients, args.per_client,
+                                                                      think_ms=args.think_ms, pid=pid)))
 
 
 if __name__ == "__main__":
