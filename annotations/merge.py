@@ -118,7 +118,9 @@ def apply_rules(corpus: pd.DataFrame, votes: pd.DataFrame, adjudications: pd.Dat
     settled = set(applied) | set(rejected) | set(split_applied) | set(split_rejected)
     conflicts = [c for c in _evidence_conflicts(items, pairs, node_of) + split_conflicts
                  if (min(c["a"], c["b"]), max(c["a"], c["b"])) not in settled]
-    # A member a reviewer split off is cannot-linked to its cluster, like a rejected merge.
+    # A member a reviewer split off is cannot-linked to its cluster, like a rejected merge; a merge
+    # applied to a member that did not leave its cluster has nothing to join.
+    applied = {pair: reviewer for pair, reviewer in applied.items() if set(pair) <= set(node_of.values())}
     groups, merges, skipped = _merge_by_support(pairs, applied, rejected | split_applied)
     new_corpus, label_of = _relabel(corpus, node_of, groups)
     merge_frame = pd.DataFrame(
@@ -188,7 +190,8 @@ def _pair_decisions(adjudications: pd.DataFrame, node_of: dict[int, Node]) -> tu
     applied and rejected, as sorted node pairs of this corpus (a split pair is a cluster and
     ``q:<member>`` of one of its members; pairs naming a cluster or question the corpus lacks are
     ignored)."""
-    nodes = set(node_of.values())
+    # any question may be a group of its own (unclustered, or once voted out of its cluster)
+    nodes = set(node_of.values()) | {f"q:{qid}" for qid in node_of}
     applied, rejected, split_applied, split_rejected = {}, {}, {}, {}
     for row in adjudications[adjudications["kind"] == "cluster_pair"].itertuples():
         a, b = sorted(f"q:{name[4:]}" if name.startswith("qid:") else f"c:{name}" for name in (row.cluster_a, row.cluster_b))
