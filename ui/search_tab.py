@@ -56,7 +56,9 @@ class SearchTab:
         served = self.ctx.model.current()
 
         def table(retriever) -> pd.DataFrame:
-            hits = pd.DataFrame([vars(h) for h in retriever.search(query, int(k))], columns=["rank", "question", "cluster", "distance"])
+            hits = pd.DataFrame([vars(h) for h in retriever.search(query, int(k))], columns=["rank", "qid", "question", "distance"])
+            hits.insert(2, "cluster", served.cluster_of(hits["qid"]))  # the served labels: corrections show at once
+            hits = hits.drop(columns="qid")
             probability = served.probability(retriever, hits["distance"])
             if probability is None:
                 return text_table(hits.assign(distance=hits["distance"].round(3)))
