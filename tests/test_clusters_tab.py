@@ -58,7 +58,7 @@ def test_a_member_marked_as_not_belonging_leaves_its_cluster_in_search_at_once(q
     assert marked[tab.members].set_index("qid").loc[outsider["qid"], "judged"] == "different x1"
     judged = qpr_app.ctx.store.judgments().iloc[0]  # the contract other tools rely on
     assert (judged["query_qid"], judged["candidate_qid"], judged["label"]) == (rep, outsider["qid"], "different")
-    proposed = tab.overview()[tab.splits]
+    proposed = marked[tab.splits]
     assert proposed[["cluster", "qid"]].values.tolist() == [[TWIN_A, outsider["qid"]]]
     assert search_cluster(qpr_app, outsider["question"]) == TWIN_A, "nothing changes before corrections are applied"
 

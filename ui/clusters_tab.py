@@ -23,7 +23,7 @@ from qpr.serving import Served
 from ui.common import AppContext, plain, shows_errors, text_table, when
 
 JUDGMENT_COLUMNS = ["id", "annotator", "label", "query", "query_cluster", "candidate", "candidate_cluster", "created_at"]
-MEMBER_COLUMNS = ["qid", "question", "split", "judged"]
+MEMBER_COLUMNS = ["qid", "question", "split", "judged"]  # judged: current labels against a member
 OUTSIDER_COLUMNS = ["qid", "question", "cluster", "distance", "judged"]
 OUTSIDERS = 10  # retrieved questions from other clusters shown with a cluster
 MARKS = {"same": "belongs to", "different": "does not belong to"}
@@ -50,11 +50,11 @@ class ClustersTab:
                                             interactive=False)
                 self.members = gr.Dataframe(label="Members (click one to mark it)", datatype="str", interactive=False,
                                             wrap=True, elem_id="clusters-members")
-            self.outsiders = gr.Dataframe(label="Retrieved outsiders: the closest questions from other clusters (click one "
-                                                "to mark it)", datatype="str", interactive=False, wrap=True,
-                                          elem_id="clusters-outsiders")
+            # No label here says "question": the browser tests find the Search tab's box by that word.
+            self.outsiders = gr.Dataframe(label="Retrieved outsiders: the nearest from other clusters (click one to mark it)",
+                                          datatype="str", interactive=False, wrap=True, elem_id="clusters-outsiders")
             with gr.Row(equal_height=True):
-                self.selected = gr.Textbox(label="Question to mark (qid)", elem_id="clusters-selected")
+                self.selected = gr.Textbox(label="Selected to mark (qid)", elem_id="clusters-selected")
                 belongs = gr.Button("Belongs to this cluster (B)", elem_id="clusters-belongs")
                 not_belong = gr.Button("Does not belong (X)", variant="stop", elem_id="clusters-not-belong")
             self.mark_status = gr.Markdown(elem_id="clusters-mark-status")
@@ -84,8 +84,9 @@ class ClustersTab:
         self.members.select(self.pick_question, None, [self.selected])
         self.outsiders.select(self.pick_question, None, [self.selected])
         gr.on([tab.select, refresh.click], self.overview, None, overview)
-        gr.on([belongs.click], self.mark_belongs, [self.cluster, self.selected, name], [self.mark_status, *shown])
-        gr.on([not_belong.click], self.mark_not_belong, [self.cluster, self.selected, name], [self.mark_status, *shown])
+        marked = [self.mark_status, *shown, *overview]
+        gr.on([belongs.click], self.mark_belongs, [self.cluster, self.selected, name], marked)
+        gr.on([not_belong.click], self.mark_not_belong, [self.cluster, self.selected, name], marked)
         gr.on([apply.click], self.apply, [self.cluster, name], [*overview, *shown])
         gr.on([roll.click], self.rollback, [self.version, self.cluster, name], [*overview, *shown])
         gr.on([revert.click], self.revert, [self.revert_a, self.revert_b, self.cluster, name], [*overview, *shown])
@@ -102,7 +103,7 @@ class ClustersTab:
         served = self.ctx.model.current()
         cluster, members = _members(served, cluster)
         rep = representative(served, members)
-        labels = self._labels_against(rep)
+        labels = self._labels_against(members)
         text = served.corpus.set_index("qid")["question"]
         coherence = cluster_coherence(members["question"])
         splits = ", ".join(sorted(members["split"].unique()))
@@ -124,10 +125,11 @@ class ClustersTab:
             self.touching: text_table(judged, JUDGMENT_COLUMNS),
         }
 
-    def _labels_against(self, rep: int) -> dict[int, str]:
-        """Current labels of the items (``rep``, candidate) by candidate, e.g. "different x2, same x1"."""
+    def _labels_against(self, members: pd.DataFrame) -> dict[int, str]:
+        """Current labels of the items (a member, candidate) by candidate, e.g. "different x2, same x1"
+        (against any member: the representative moves as the cluster changes)."""
         judged = self.ctx.store.judgments()
-        counts = judged[judged["query_qid"] == rep].groupby(["candidate_qid", "label"]).size()
+        counts = judged[judged["query_qid"].isin(set(members["qid"]))].groupby(["candidate_qid", "label"]).size()
         shown: dict[int, list[str]] = {}
         for (candidate, label), n in counts.items():
             shown.setdefault(int(candidate), []).append(f"{label} x{n}")
@@ -157,7 +159,7 @@ class ClustersTab:
              profile: gr.OAuthProfile | None = None) -> dict:
         """Record ``label`` ("same": belongs, "different": does not belong) for the selected question
         against the cluster's representative, as an ordinary judgment (query = representative,
-        candidate = the question), then show the cluster again."""
+        candidate = the question), then show the cluster and what the judgments now propose."""
         who = self.ctx.annotator(name, request, profile)
         served = self.ctx.model.current()
         cluster, members = _members(served, cluster)
@@ -173,7 +175,7 @@ class ClustersTab:
         self.ctx.store.record(who, qid, label, served.bundle.version, query_qid=rep)
         status = (f"Recorded: question {qid} {MARKS[label]} {plain(cluster)} (against representative {rep}), by "
                   f"{plain(self.ctx.store.display_name(who))}. Apply corrections to serve the result.")
-        return {self.mark_status: status} | self._cluster_view(cluster)
+        return {self.mark_status: status} | self._cluster_view(cluster) | self.overview()
 
     # -- what the judgments imply, and the served labels ---------------------------------------
 
