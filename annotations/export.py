@@ -9,8 +9,9 @@
   (id, qid1, qid2, question1, question2, is_duplicate: 1 = same, 0 = different);
 - ``corrected.parquet.manifest.json``, placed last (its presence means the export is complete):
   the export id, time, bundle version, file names with their sizes and SHA-256 (``check_export``),
-  counts, merges, splits (members voted out of their cluster), conflicts and the ids of every judgment the export took into account. The same
-  is recorded in the database, in the transaction that places the files.
+  counts, merges, splits (members voted out of their cluster), conflicts and the ids of every
+  judgment the export took into account. The same is recorded in the database, in the
+  transaction that places the files.
 """
 
 from __future__ import annotations

@@ -186,7 +186,8 @@ class ClustersTab:
         result = corrected_clusters(self.ctx.store, served.bundle.corpus)
         text = served.bundle.corpus.set_index("qid")["question"]
         merges = result.merges.assign(judgment_ids=result.merges["judgment_ids"].map(_ids))
-        splits = result.splits.assign(question=result.splits["qid"].map(text), judgment_ids=result.splits["judgment_ids"].map(_ids))
+        splits = result.splits.assign(question=result.splits["qid"].map(text),
+                                      judgment_ids=result.splits["judgment_ids"].map(_ids))
         conflicts = result.conflicts.assign(judgment_ids=result.conflicts["judgment_ids"].map(_ids))
         shown = history(self.ctx.store, served.bundle.version)
         return {self.weakest: self._least_coherent(served), self.merges: text_table(merges),
