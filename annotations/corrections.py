@@ -47,12 +47,12 @@ def rollback(store: AnnotationStore, bundle_version: str, number: int, annotator
 
 def revert_decision(store: AnnotationStore, corpus: pd.DataFrame, bundle_version: str, annotator: str,
                     cluster_a: str, cluster_b: str, reason: str | None = None) -> tuple[int, MergeResult]:
-    """Undo the merge (or split) of ``cluster_a`` and ``cluster_b`` that the newest label version
-    of ``bundle_version`` made: ``annotator`` rejects the pair as a reviewer, and the corrections
+    """Undo the merge (or split) of ``cluster_a`` and ``cluster_b`` that the served label version
+    of ``bundle_version`` made (``served_decisions``): ``annotator`` rejects the pair as a reviewer, and the corrections
     are applied again as a "revert" version. AnnotationError if the newest version made no such
     merge or split."""
     versions = store.label_versions(bundle_version)
-    made = [] if versions.empty else versions.iloc[-1]["decisions"]
+    made = served_decisions(versions)
     pair = {cluster_a.strip(), cluster_b.strip()}
     found = next((d for d in made if d["decision"] in REVERTIBLE and {d["cluster_a"], d["cluster_b"]} == pair), None)
     if found is None:
@@ -63,6 +63,16 @@ def revert_decision(store: AnnotationStore, corpus: pd.DataFrame, bundle_version
            f"(version {number})" + (f": {reason.strip()}" if reason and reason.strip() else "")
     store.record_adjudication(annotator, "reject", cluster_a=found["cluster_a"], cluster_b=found["cluster_b"], note=note)
     return apply_corrections(store, corpus, bundle_version, annotator, kind="revert", note=note)
+
+
+def served_decisions(versions: pd.DataFrame) -> list[dict]:
+    """The decisions behind the labels the newest of ``versions`` serves: its own, or for a
+    rollback those of the version it restores (none for version 0)."""
+    by_number = versions.set_index("number")
+    number = int(versions["number"].max()) if len(versions) else 0
+    while number and by_number.loc[number, "kind"] == "rollback":
+        number = int(by_number.loc[number, "restores"])
+    return by_number.loc[number, "decisions"] if number else []
 
 
 def history(store: AnnotationStore, bundle_version: str) -> pd.DataFrame:

@@ -16,6 +16,10 @@ def members(corpus: pd.DataFrame, cluster: str) -> list[int]:
     return corpus.loc[corpus["cluster"] == cluster, "qid"].tolist()
 
 
+def labels_cluster(corpus: pd.DataFrame, qid: int) -> str:
+    return corpus.set_index("qid").loc[qid, "cluster"]
+
+
 def cluster_of(labels: pd.DataFrame, qid: int):
     value = labels.set_index("qid").loc[qid, "cluster"]
     return None if pd.isna(value) else value
@@ -57,6 +61,8 @@ def test_a_rollback_serves_an_earlier_version_again_and_is_itself_a_version(stor
     assert "merged" in shown.iloc[1]["what"] and f"qid:{c[1]} out of" in shown.iloc[1]["what"]
     assert rollback(store, VERSION, 1, "boss")[0] == 3 and cluster_of(store.labels(VERSION)[1], c[1]) is None
     assert store.labels(VERSION, 1)[1].equals(store.labels(VERSION, 3)[1]), "nothing was deleted or rewritten"
+    revert_decision(store, corpus, VERSION, "boss", labels_cluster(corpus, c[1]), f"qid:{c[1]}")  # version 3 serves 1's
+    assert cluster_of(store.labels(VERSION)[1], c[1]) == cluster_of(store.labels(VERSION)[1], c[0])
 
 
 def test_a_reverted_decision_stays_undone_when_corrections_are_applied_again(store, corpus):
