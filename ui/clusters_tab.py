@@ -103,7 +103,6 @@ class ClustersTab:
         served = self.ctx.model.current()
         cluster, members = _members(served, cluster)
         rep = representative(served, members)
-        labels = self._labels_against(members)
         text = served.corpus.set_index("qid")["question"]
         coherence = cluster_coherence(members["question"])
         splits = ", ".join(sorted(members["split"].unique()))
@@ -113,6 +112,7 @@ class ClustersTab:
                    "does, then press B (belongs) or X (does not belong).")
         inside = set(members["qid"])
         judged = self.ctx.store.judgments()
+        labels = labels_against(judged, inside)
         judged = judged[judged["query_qid"].isin(inside) | judged["candidate_qid"].isin(inside)]
         judged = judged.assign(
             query=judged["query_question"].fillna(judged["query_text"]), created_at=judged["created_at"].map(when),
@@ -124,16 +124,6 @@ class ClustersTab:
             self.outsiders: text_table(near.assign(judged=[labels.get(q, "") for q in near["qid"]]), OUTSIDER_COLUMNS),
             self.touching: text_table(judged, JUDGMENT_COLUMNS),
         }
-
-    def _labels_against(self, members: pd.DataFrame) -> dict[int, str]:
-        """Current labels of the items (a member, candidate) by candidate, e.g. "different x2, same x1"
-        (against any member: the representative moves as the cluster changes)."""
-        judged = self.ctx.store.judgments()
-        counts = judged[judged["query_qid"].isin(set(members["qid"]))].groupby(["candidate_qid", "label"]).size()
-        shown: dict[int, list[str]] = {}
-        for (candidate, label), n in counts.items():
-            shown.setdefault(int(candidate), []).append(f"{label} x{n}")
-        return {candidate: ", ".join(labels) for candidate, labels in shown.items()}
 
     def pick_cluster(self, event: gr.SelectData) -> dict:
         """The cluster id of the clicked row of the least-coherent table, shown."""
@@ -260,6 +250,16 @@ def _members(served: Served, cluster: str) -> tuple[str, pd.DataFrame]:
     if members.empty:
         raise QPRError(f"There is no cluster {cluster!r} in the served corpus.")
     return cluster, members
+
+
+def labels_against(judged: pd.DataFrame, members: set[int]) -> dict[int, str]:
+    """Current labels of the items (a member, candidate) by candidate, e.g. "different x2, same x1"
+    (against any member: the representative moves as the cluster changes)."""
+    counts = judged[judged["query_qid"].isin(members)].groupby(["candidate_qid", "label"]).size()
+    shown: dict[int, list[str]] = {}
+    for (candidate, label), n in counts.items():
+        shown.setdefault(int(candidate), []).append(f"{label} x{n}")
+    return {candidate: ", ".join(labels) for candidate, labels in shown.items()}
 
 
 def representative(served: Served, members: pd.DataFrame) -> int:
