@@ -31,6 +31,16 @@ def qpr_app(bundle, db_url, tmp_path):
         yield page
 
 
+@pytest.fixture(scope="module")
+def untouched_app(bundle, tmp_path_factory):
+    """One app for the tests that must change nothing (built once: building costs seconds)."""
+    folder = tmp_path_factory.mktemp("untouched")
+    with open_store(f"sqlite:///{folder / 'annotations.db'}") as store:
+        page = QPRPage(AppContext(ServedModel(bundle), store, "name", EXAMPLE_QUERIES, cache=folder))
+        page.build()
+        yield page
+
+
 def members_of(qpr_app, cluster: str):
     corpus = qpr_app.ctx.model.current().corpus
     return corpus[corpus["cluster"] == cluster]
@@ -110,14 +120,16 @@ def test_an_outsider_marked_as_belonging_merges_its_cluster_in_and_the_merge_can
     (lambda tab: tab.rollback(3, TWIN_A, "rev"), "no label version 3"),
     (lambda tab: tab.revert(TWIN_A, TWIN_B, TWIN_A, "rev"), "made no merge or split"),
 ])
-def test_bad_marks_and_changes_are_refused_with_a_message_and_change_nothing(qpr_app, call, message):
+def test_bad_marks_and_changes_are_refused_with_a_message_and_change_nothing(untouched_app, call, message):
     with pytest.warns(UserWarning, match=message):
-        assert call(qpr_app.clusters) == gr.skip()
-    assert qpr_app.ctx.store.judgments().empty and qpr_app.ctx.model.current().labels_version == 0
+        assert call(untouched_app.clusters) == gr.skip()
+    assert untouched_app.ctx.store.judgments().empty and untouched_app.ctx.model.current().labels_version == 0
+    assert untouched_app.ctx.store.label_versions(untouched_app.ctx.model.current().bundle.version).empty
 
 
-def test_the_representative_cannot_be_marked(qpr_app):
-    members = members_of(qpr_app, TWIN_A)
-    rep = representative(qpr_app.ctx.model.current(), members)
+def test_the_representative_cannot_be_marked(untouched_app):
+    members = members_of(untouched_app, TWIN_A)
+    rep = representative(untouched_app.ctx.model.current(), members)
     with pytest.warns(UserWarning, match="is the representative"):
-        qpr_app.clusters.mark("different", TWIN_A, str(rep), "ann")
+        untouched_app.clusters.mark("different", TWIN_A, str(rep), "ann")
+    assert untouched_app.ctx.store.judgments().empty
