@@ -3,7 +3,9 @@
 - ``db.open_store(url)``: open (create / migrate) the database; any SQLAlchemy URL, SQLite default.
 - ``store.AnnotationStore``: corpus snapshots, ``record`` / ``undo_last`` / ``judgments`` / ``progress``.
 - ``queue``: what to judge next (``spot_check``, ``next_cluster``, ``least_coherent``).
-- ``merge.corrected_clusters``: clusters joined by confirmed paraphrases, conflicts reported.
+- ``merge.corrected_clusters``: clusters joined by confirmed paraphrases and split by members
+  judged not to belong, conflicts reported.
+- ``corrections``: corrected clusters served at once as label versions; history, rollback, revert.
 - ``agreement.agreement``: percent agreement and Cohen's kappa per annotator pair.
 - ``export.export``: corrected clusters as a cluster file + training pairs + manifest.
 - ``oracle``, ``strategies``, ``loop``: the simulated feedback loop (docs/FEEDBACK_LOOP.md): a

@@ -29,7 +29,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         out = export(store, corpus, args.format, args.out, bundle_version=version)
         manifest = json.loads(manifest_path(out).read_text())
     print(f"{out}: {manifest['questions']} questions, {manifest['clusters_before']} -> {manifest['clusters_after']} "
-          f"clusters ({len(manifest['merges'])} merges, {len(manifest['conflicts'])} conflicts for review) from "
+          f"clusters ({len(manifest['merges'])} merges, {len(manifest['splits'])} splits, "
+          f"{len(manifest['conflicts'])} conflicts for review) from "
           f"{len(manifest['judgment_ids'])} judgments on bundle {version}; manifest {manifest_path(out)}")
     return 0
 

@@ -9,8 +9,9 @@
   (id, qid1, qid2, question1, question2, is_duplicate: 1 = same, 0 = different);
 - ``corrected.parquet.manifest.json``, placed last (its presence means the export is complete):
   the export id, time, bundle version, file names with their sizes and SHA-256 (``check_export``),
-  counts, merges, conflicts and the ids of every judgment the export took into account. The same
-  is recorded in the database, in the transaction that places the files.
+  counts, merges, splits (members voted out of their cluster), conflicts and the ids of every
+  judgment the export took into account. The same is recorded in the database, in the
+  transaction that places the files.
 """
 
 from __future__ import annotations
@@ -56,10 +57,11 @@ def training_pairs(result: MergeResult, corpus: pd.DataFrame) -> pd.DataFrame:
 
 
 def cluster_counts(before: pd.DataFrame, after: pd.DataFrame) -> dict:
-    """Questions and clusters before and after the merges, in terms that add up:
+    """Questions and clusters before and after the merges and splits, in terms that add up:
     ``clusters_after = clusters_before - clusters_absorbed + clusters_formed``, where a cluster is
-    absorbed when a merge folds it into another and formed when unclustered questions judged the
-    same become a cluster of their own (named ``new-<qid>``)."""
+    absorbed when a merge folds it into another (or splits leave it no member) and formed when
+    questions in no cluster, or voted out of theirs, judged the same become a cluster of their own
+    (named ``new-<qid>``); ``questions_moved``: questions whose cluster changed."""
     old = set(before["cluster"].dropna())
     new = set(after["cluster"].dropna())
     return {
@@ -68,6 +70,8 @@ def cluster_counts(before: pd.DataFrame, after: pd.DataFrame) -> dict:
         "clusters_after": len(new),
         "clusters_absorbed": len(old - new),
         "clusters_formed": len(new - old),
+        # "" stands for no cluster: the corpus schema never keeps an empty cluster name
+        "questions_moved": int((before["cluster"].fillna("").to_numpy() != after["cluster"].fillna("").to_numpy()).sum()),
     }
 
 
@@ -114,6 +118,7 @@ def export(
                 **counts,
                 "judgment_ids": result.judgment_ids,
                 "merges": result.merges.to_dict("records"),
+                "splits": result.splits.to_dict("records"),
                 "conflicts": result.conflicts.to_dict("records"),
             }
             group.path(manifest_path(out)).write_text(json.dumps(manifest, indent=2, ensure_ascii=False, default=int))

@@ -1,34 +1,47 @@
-"""Corrected clusters: original clusters joined by confirmed false negatives, conflicts reported.
+"""Corrected clusters: original clusters joined by confirmed false negatives and split by
+confirmed false positives, conflicts reported.
 
 The rule, in order:
 
 0. **Reviewers decide last, and win.** A reviewer's adjudication (the newest per target,
    ``AnnotationStore.adjudications``) overrides the annotators': an adjudicated item takes the
-   reviewer's "same" or "different" (it is no longer a tie), a cluster pair the reviewer
+   reviewer's "same" or "different" (it is no longer a tie); a cluster pair the reviewer
    *applied* is merged before any other (its mixed or cannot-link conflict is settled), and one
-   *rejected* is never merged and counts as a cannot-link. The merge says who decided.
+   *rejected* is never merged and counts as a cannot-link. A pair of a cluster and one of its own
+   members (``C`` and ``qid:<m>``, as splits are named) is a split: *applied*, the member leaves
+   ``C`` whatever the votes (and may not rejoin it); *rejected*, it stays. The result says who decided.
 1. **Which judgments count.** Each annotator's current label of each item (query question,
    candidate question). Free-text queries name no cluster and are left out; so are judgments
    whose questions are not in the corpus with the same text (made on another data set).
 2. **Item decision (disagreement rule).** Per item, count "same" and "different" labels over
    annotators ("unsure" counts for neither). More "same" -> same; more "different" -> different;
    a tie between annotators is left undecided and reported as a ``tie`` conflict.
-3. **Cluster pairs.** A question in no cluster stands for itself (shown as ``qid:<n>``). Between
-   two clusters, any "different" item is a cannot-link: the two may never end up in one cluster.
+3. **Splits (false positives).** Inside one original cluster, a "different" item votes its
+   *candidate* out: the query is the member it was compared against (the cluster's representative
+   in the cluster view), so when two members are judged different, the candidate is the one that
+   leaves. A member with "different" items inside its cluster leaves it unless it also has a
+   "same" item with a member of that cluster that is not itself voted out (a candidate of a
+   "different" item there); with both, it stays and the pair (cluster, member) is reported
+   (``mixed``), exactly as a mixed pair is not merged. A member that leaves becomes a group of
+   its own (``qid:<m>``) for the next rules: its "different" items against its old cluster are
+   cannot-links, so it never rejoins it, and its "same" items elsewhere may merge it (rule 5).
+4. **Cluster pairs.** A question in no cluster stands for itself (shown as ``qid:<n>``). Between
+   two groups, any "different" item is a cannot-link: the two may never end up in one cluster.
    A pair with both "same" and "different" items is not merged and is reported (``mixed``).
-   A "different" item inside one original cluster is reported for review (``within_cluster``);
-   clusters are never split automatically.
-4. **Merging.** Pairs with only "same" items are merged in order of support (number of "same"
+5. **Merging.** Pairs with only "same" items are merged in order of support (number of "same"
    items, most first; ties by name), each merge joining the two current groups (union-find,
    scipy's DisjointSet), i.e. connected components, so A~B and B~C put A, B and C together. A merge
-   that would put two cannot-linked clusters into one group is skipped and reported
-   (``cannot_link``): better-supported merges win, and nothing is resolved silently.
-5. **Labels and splits.** Only merged groups (two or more original groups joined by "same")
-   are relabelled: a question judged only "different" keeps its cluster, or stays in none. A
-   merged group takes the label of its largest original cluster (ties: smallest label), or
-   ``new-<smallest qid>`` if it holds only unclustered questions. Questions
-   keep their split, so no evaluation question moves into training; questions with split "none"
-   take the split of the group's label cluster ("train" for a group made only of such questions).
+   that would put two cannot-linked groups into one is skipped and reported (``cannot_link``):
+   better-supported merges win, and nothing is resolved silently. So a member voted out of ``C``
+   that was judged the same as a member of ``D`` joins ``D``; two members voted out of ``C`` and
+   judged the same as each other form a new cluster.
+6. **Labels and splits.** Only merged groups (two or more groups joined by "same") are
+   relabelled: a question judged only "different" keeps its cluster, or stays in none; a member
+   voted out that joins nothing is in no cluster. A merged group takes the label of its largest
+   cluster (after splits; ties: smallest label), or ``new-<smallest qid>`` if it holds only
+   unclustered questions. Questions keep their split (train / val / test), so no evaluation
+   question moves into training; questions with split "none" take the split of the group's label
+   cluster ("train" for a group made only of such questions).
 """
 
 from __future__ import annotations
@@ -41,60 +54,123 @@ from scipy.cluster.hierarchy import DisjointSet
 from annotations.store import AnnotationStore
 
 MERGE_COLUMNS = ["cluster_a", "cluster_b", "into", "support", "judgment_ids", "decided_by"]
+SPLIT_COLUMNS = ["cluster", "qid", "into", "support", "judgment_ids", "decided_by"]
 CONFLICT_COLUMNS = ["kind", "cluster_a", "cluster_b", "judgment_ids", "reason"]
-Node = str  # "c:<cluster>" or "q:<qid>" (a question in no cluster): the groups being merged
+Node = str  # "c:<cluster>" or "q:<qid>" (a question in no cluster, or voted out of one): the groups being merged
+Pair = tuple[Node, Node]  # sorted
 
 
 @dataclass
 class MergeResult:
-    """``corpus``: the corpus with corrected clusters; ``merges`` / ``conflicts``: what was joined
-    and what was left for review (with judgment ids); ``items``: the per-item decisions
-    (``item_decisions``); ``judgment_ids``: every judgment considered."""
+    """``corpus``: the corpus with corrected clusters; ``merges`` / ``splits`` / ``conflicts``:
+    what was joined, which members left their cluster (``into``: the cluster they joined, blank
+    for none), and what was left for review, each with its judgment ids; ``items``: the per-item
+    decisions (``item_decisions``); ``judgment_ids``: every judgment considered."""
 
     corpus: pd.DataFrame
     merges: pd.DataFrame
     conflicts: pd.DataFrame
     items: pd.DataFrame
     judgment_ids: list[int] = field(default_factory=list)
+    splits: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SPLIT_COLUMNS))
 
     def decisions(self) -> list[dict]:
-        """Merges and conflicts as rows for the ``merge_decisions`` table."""
+        """Merges, splits and conflicts as rows for the ``merge_decisions`` table (a split names
+        the cluster as ``cluster_a`` and the member leaving it as ``cluster_b`` = ``qid:<m>``)."""
         merged = [
             {"decision": "merged", "cluster_a": m.cluster_a, "cluster_b": m.cluster_b, "judgment_ids": m.judgment_ids,
              "reason": (f"applied by reviewer {m.decided_by}" if m.decided_by else f"{m.support} item(s) judged same")
                        + f"; joined into {m.into}"}
             for m in self.merges.itertuples()
         ]
+        split = [
+            {"decision": "split", "cluster_a": s.cluster, "cluster_b": f"qid:{s.qid}", "judgment_ids": s.judgment_ids,
+             "reason": (f"applied by reviewer {s.decided_by}" if s.decided_by
+                        else f"{s.support} item(s) judged it different from members of {s.cluster}")
+                       + f"; left {s.cluster}" + (f", joined {s.into}" if s.into else ", now in no cluster")}
+            for s in self.splits.itertuples()
+        ]
         conflicts = [
             {"decision": c.kind, "cluster_a": c.cluster_a, "cluster_b": c.cluster_b, "judgment_ids": c.judgment_ids,
              "reason": c.reason}
             for c in self.conflicts.itertuples()
         ]
-        return merged + conflicts
+        return merged + split + conflicts
 
 
 def corrected_clusters(store: AnnotationStore, corpus: pd.DataFrame) -> MergeResult:
     """Apply the module's rule to the store's current judgments and adjudications over ``corpus``."""
-    votes = applicable_judgments(store.judgments(), corpus)
-    adjudications = store.adjudications()
-    node_of = _nodes(corpus)
+    return apply_rules(corpus, applicable_judgments(store.judgments(), corpus), store.adjudications())
+
+
+def apply_rules(corpus: pd.DataFrame, votes: pd.DataFrame, adjudications: pd.DataFrame) -> MergeResult:
+    """The module's rule over ``corpus``, from ``votes`` (current judgments that apply to it:
+    columns id, query_qid, candidate_qid, label) and ``adjudications`` (``ADJUDICATION_COLUMNS``
+    of the store, the newest per target)."""
+    original = _nodes(corpus)
     items = _adjudicate_items(item_decisions(votes), adjudications)
-    decided = items[items["decision"] != "tie"].assign(
-        a=lambda f: [node_of[q] for q in f["query_qid"]], b=lambda f: [node_of[c] for c in f["candidate_qid"]]
-    )
+    applied, rejected, split_applied, split_rejected = _pair_decisions(adjudications, original)
+    decided = _with_nodes(items[items["decision"] != "tie"], original)
+    splits, split_conflicts = _splits(decided[decided["a"] == decided["b"]], split_applied, split_rejected)
+    node_of = original | {s["qid"]: f"q:{s['qid']}" for s in splits}
+    decided = _with_nodes(decided, node_of)
     pairs = _cluster_pairs(decided[decided["a"] != decided["b"]])
-    applied, rejected = _pair_decisions(adjudications, set(node_of.values()))
-    conflicts = [c for c in _evidence_conflicts(items, decided, pairs, node_of)
-                 if (min(c["a"], c["b"]), max(c["a"], c["b"])) not in set(applied) | set(rejected)]
-    groups, merges, skipped = _merge_by_support(pairs, applied, rejected)
+    settled = set(applied) | set(rejected) | set(split_applied) | set(split_rejected)
+    conflicts = [c for c in _evidence_conflicts(items, pairs, node_of) + split_conflicts
+                 if (min(c["a"], c["b"]), max(c["a"], c["b"])) not in settled]
+    # A member a reviewer split off is cannot-linked to its cluster, like a rejected merge; a merge
+    # applied to a member that did not leave its cluster has nothing to join.
+    applied = {pair: reviewer for pair, reviewer in applied.items() if set(pair) <= set(node_of.values())}
+    groups, merges, skipped = _merge_by_support(pairs, applied, rejected | split_applied)
     new_corpus, label_of = _relabel(corpus, node_of, groups)
     merge_frame = pd.DataFrame(
         [{"cluster_a": _name(m["a"]), "cluster_b": _name(m["b"]), "into": label_of[m["a"]], "support": m["support"],
           "judgment_ids": m["judgment_ids"], "decided_by": m.get("decided_by", "")} for m in merges],
         columns=MERGE_COLUMNS,
     )
+    split_frame = pd.DataFrame(
+        [s | {"into": label_of.get(f"q:{s['qid']}", "")} for s in splits], columns=SPLIT_COLUMNS,
+    )
     conflict_frame = pd.DataFrame([{k: c[k] for k in CONFLICT_COLUMNS} for c in conflicts + skipped], columns=CONFLICT_COLUMNS)
-    return MergeResult(new_corpus, merge_frame, conflict_frame, items, sorted(int(i) for i in votes["id"]))
+    return MergeResult(new_corpus, merge_frame, conflict_frame, items, sorted(int(i) for i in votes["id"]), split_frame)
+
+
+def _with_nodes(items: pd.DataFrame, node_of: dict[int, Node]) -> pd.DataFrame:
+    """``items`` with the groups of their query (``a``) and candidate (``b``) under ``node_of``."""
+    return items.assign(a=[node_of[int(q)] for q in items["query_qid"]], b=[node_of[int(c)] for c in items["candidate_qid"]])
+
+
+def _splits(inside: pd.DataFrame, applied: dict[Pair, str], rejected: dict[Pair, str]) -> tuple[list[dict], list[dict]]:
+    """Rules 0 and 3: the members that leave their cluster, from the decided items inside one
+    original cluster (``a`` == ``b``), and the ``mixed`` conflicts of members that stay. Split
+    pairs are ``(c:<cluster>, q:<member>)``; ``applied`` and ``rejected`` are the reviewers'."""
+    different = inside[inside["decision"] == "different"]
+    same = inside[inside["decision"] == "same"]
+    suspects = {int(q): node for q, node in zip(different["candidate_qid"], different["a"])}
+    splits, conflicts = [], []
+    for member, cluster in sorted(suspects.items()):
+        pair = (cluster, f"q:{member}")
+        if pair in applied or pair in rejected:
+            continue  # the reviewer's decision, below
+        against = different[different["candidate_qid"] == member]
+        holding = same[((same["query_qid"] == member) & ~same["candidate_qid"].isin(list(suspects)))
+                       | ((same["candidate_qid"] == member) & ~same["query_qid"].isin(list(suspects)))]
+        ids = sorted(i for ids in pd.concat([against["judgment_ids"], holding["judgment_ids"]]) for i in ids)
+        if holding.empty:
+            splits.append({"cluster": _name(cluster), "qid": member, "support": len(against), "judgment_ids": ids,
+                           "decided_by": ""})
+        else:
+            conflicts.append(_conflict(
+                "mixed", cluster, f"q:{member}", ids,
+                f"question {member} is judged different from {len(against)} and the same as {len(holding)} member(s) "
+                f"of {_name(cluster)}; not split",
+            ))
+    for (cluster, node), reviewer in sorted(applied.items()):
+        member = int(node[2:])
+        evidence = inside[(inside["query_qid"] == member) | (inside["candidate_qid"] == member)]
+        splits.append({"cluster": _name(cluster), "qid": member, "support": int((evidence["decision"] == "different").sum()),
+                       "judgment_ids": sorted(i for ids in evidence["judgment_ids"] for i in ids), "decided_by": reviewer})
+    return sorted(splits, key=lambda s: s["qid"]), conflicts
 
 
 def _adjudicate_items(items: pd.DataFrame, adjudications: pd.DataFrame) -> pd.DataFrame:
@@ -109,28 +185,30 @@ def _adjudicate_items(items: pd.DataFrame, adjudications: pd.DataFrame) -> pd.Da
     return items.assign(decision=decision)
 
 
-def _pair_decisions(adjudications: pd.DataFrame, nodes: set[Node]) -> tuple[dict, dict]:
-    """Rule 0 for cluster pairs: {(a, b): reviewer} applied and rejected, as ordered node pairs of
-    this corpus (pairs naming a cluster the corpus lacks are ignored)."""
-    applied, rejected = {}, {}
+def _pair_decisions(adjudications: pd.DataFrame, node_of: dict[int, Node]) -> tuple[dict, dict, dict, dict]:
+    """Rule 0 for cluster pairs: {(a, b): reviewer} merges applied and rejected, then splits
+    applied and rejected, as sorted node pairs of this corpus (a split pair is a cluster and
+    ``q:<member>`` of one of its members; pairs naming a cluster or question the corpus lacks are
+    ignored)."""
+    # any question may be a group of its own (unclustered, or once voted out of its cluster)
+    nodes = set(node_of.values()) | {f"q:{qid}" for qid in node_of}
+    applied, rejected, split_applied, split_rejected = {}, {}, {}, {}
     for row in adjudications[adjudications["kind"] == "cluster_pair"].itertuples():
-        a, b = (f"q:{name[4:]}" if name.startswith("qid:") else f"c:{name}" for name in (row.cluster_a, row.cluster_b))
-        if a in nodes and b in nodes and a != b:
-            (applied if row.decision == "apply" else rejected)[(min(a, b), max(a, b))] = row.reviewer
-    return applied, rejected
+        a, b = sorted(f"q:{name[4:]}" if name.startswith("qid:") else f"c:{name}" for name in (row.cluster_a, row.cluster_b))
+        member = int(b[2:]) if b.startswith("q:") and b[2:].isdigit() else None
+        if a.startswith("c:") and member is not None and node_of.get(member) == a:
+            (split_applied if row.decision == "apply" else split_rejected)[(a, b)] = row.reviewer
+        elif a in nodes and b in nodes and a != b:
+            (applied if row.decision == "apply" else rejected)[(a, b)] = row.reviewer
+    return applied, rejected, split_applied, split_rejected
 
 
-def _evidence_conflicts(items: pd.DataFrame, decided: pd.DataFrame, pairs: pd.DataFrame, node_of: dict) -> list[dict]:
-    """Rule 2 and 3 conflicts: tied items, "different" inside a cluster, mixed cluster pairs."""
+def _evidence_conflicts(items: pd.DataFrame, pairs: pd.DataFrame, node_of: dict) -> list[dict]:
+    """Rule 2 and 4 conflicts: tied items and mixed group pairs."""
     conflicts = [
         _conflict("tie", node_of[i.query_qid], node_of[i.candidate_qid], i.judgment_ids,
-                  f"annotators split {i.same}:{i.different} on question {i.query_qid} vs {i.candidate_qid}; not merged")
+                  f"annotators split {i.same}:{i.different} on question {i.query_qid} vs {i.candidate_qid}; not decided")
         for i in items[items["decision"] == "tie"].itertuples()
-    ]
-    conflicts += [
-        _conflict("within_cluster", i.a, i.b, i.judgment_ids,
-                  f"questions {i.query_qid} and {i.candidate_qid} are judged different but share cluster {_name(i.a)}")
-        for i in decided[(decided["a"] == decided["b"]) & (decided["decision"] == "different")].itertuples()
     ]
     conflicts += [
         _conflict("mixed", p.a, p.b, p.judgment_ids,
@@ -143,7 +221,7 @@ def _evidence_conflicts(items: pd.DataFrame, decided: pd.DataFrame, pairs: pd.Da
 
 def _merge_by_support(pairs: pd.DataFrame, applied: dict | None = None,
                       rejected: dict | None = None) -> tuple[DisjointSet, list[dict], list[dict]]:
-    """Rules 0 and 4: join the pairs reviewers ``applied`` first, then same-only pairs, best
+    """Rules 0 and 5: join the pairs reviewers ``applied`` first, then same-only pairs, best
     supported first, unless that joins a cannot-link pair ("different" items, or a pair reviewers
     ``rejected``). Returns the groups, the merges made and the ``cannot_link`` conflicts for those
     skipped."""
@@ -151,7 +229,7 @@ def _merge_by_support(pairs: pd.DataFrame, applied: dict | None = None,
     pairs = pairs.assign(pair=list(zip(pairs["a"], pairs["b"])))
     cannot_link = [(p.a, p.b, p.judgment_ids) for p in pairs.itertuples() if p.different > 0 and p.pair not in applied]
     cannot_link += [(a, b, []) for a, b in rejected]
-    groups = DisjointSet([*pairs["a"], *pairs["b"], *(node for pair in applied for node in pair)])
+    groups = DisjointSet([*pairs["a"], *pairs["b"], *(node for pair in [*applied, *rejected] for node in pair)])
     merges, skipped = [], []
     evidence = {p.pair: p for p in pairs.itertuples()}
     for (a, b), reviewer in sorted(applied.items()):
@@ -235,9 +313,9 @@ def _would_join(groups: DisjointSet, a: Node, b: Node, x: Node, y: Node) -> bool
 
 
 def _relabel(corpus: pd.DataFrame, node_of: dict[int, Node], groups: DisjointSet) -> tuple[pd.DataFrame, dict[Node, str]]:
-    """The corpus with each merged group under one label (rule 5), and the label of every node."""
-    sizes = corpus["cluster"].value_counts()
-    taken = set(sizes.index)
+    """The corpus with each merged group under one label (rule 6), and the label of every node."""
+    sizes = pd.Series([node[2:] for node in node_of.values() if node.startswith("c:")]).value_counts()  # after splits
+    taken = set(corpus["cluster"].dropna())
     split_of = corpus[corpus["cluster"].notna()].groupby("cluster")["split"].first()
     label_of: dict[Node, str] = {}
     group_split: dict[str, str] = {}
@@ -246,7 +324,7 @@ def _relabel(corpus: pd.DataFrame, node_of: dict[int, Node], groups: DisjointSet
             # Only a confirmed "same" joins or forms a cluster: a question that was merely judged
             # (say "different" from a cluster) stays as it was, unclustered if it was.
             continue
-        clusters = sorted((-sizes[node[2:]], node[2:]) for node in members if node.startswith("c:"))
+        clusters = sorted((-sizes.get(node[2:], 0), node[2:]) for node in members if node.startswith("c:"))
         if clusters:
             label = clusters[0][1]
             group_split[label] = split_of[label]

@@ -6,7 +6,9 @@
   row and marks the earlier one ``superseded_by`` it; an undo marks a row ``withdrawn_at``. Rows
   are never deleted, so the full history stays.
 - ``exports`` / ``export_judgments`` / ``merge_decisions``: what each export of corrected clusters
-  included and which cluster merges (or conflicts) it derived from the judgments.
+  included and which cluster merges, splits (or conflicts) it derived from the judgments.
+- ``label_versions`` / ``label_changes``: corrected clusters served at once, one version after
+  another per bundle (who, when, which judgments and decisions; rollbacks are versions too).
 """
 
 from __future__ import annotations
@@ -238,3 +240,49 @@ class Guideline(Base):
     same_examples: Mapped[str] = mapped_column(Text)
     different_examples: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+# -- served labels (migration 0006): corrections served at once, their history -----------------
+
+LABEL_VERSION_KINDS = ("apply", "rollback", "revert")
+
+
+class LabelVersion(Base):
+    """A version of the labels served over one bundle's corpus (``annotations.corrections``).
+
+    Version 0 of every bundle is its own corpus and has no row. ``kind`` "apply": corrected
+    clusters computed from the judgments then in force (``judgment_ids``; ``decisions``: the
+    merges, splits and conflicts, as ``MergeResult.decisions``); "rollback": the labels of version
+    ``restores`` served again; "revert": one decision undone by a reviewer's rejection, then
+    applied. ``annotator_id``: who did it. Rows are never changed or deleted.
+    """
+
+    __tablename__ = "label_versions"
+    __table_args__ = (
+        UniqueConstraint("bundle_version", "number", name="uq_label_versions_number"),
+        CheckConstraint(f"kind IN ({', '.join(repr(k) for k in LABEL_VERSION_KINDS)})", name="ck_label_versions_kind"),
+        CheckConstraint("number >= 1", name="ck_label_versions_number"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    bundle_version: Mapped[str] = mapped_column(String(100), ForeignKey("bundles.version"))
+    number: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(10))
+    restores: Mapped[int | None] = mapped_column(Integer)
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    note: Mapped[str | None] = mapped_column(Text)
+    judgment_ids: Mapped[list[int]] = mapped_column(JSON)
+    decisions: Mapped[list[dict]] = mapped_column(JSON)
+
+
+class LabelChange(Base):
+    """A question whose cluster or split in a label version differs from its bundle's snapshot
+    (only those are stored: a version is the snapshot plus its changes)."""
+
+    __tablename__ = "label_changes"
+
+    label_version_id: Mapped[int] = mapped_column(ForeignKey("label_versions.id"), primary_key=True)
+    qid: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    cluster: Mapped[str | None] = mapped_column(Text)
+    split: Mapped[str] = mapped_column(String(10))

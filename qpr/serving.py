@@ -1,15 +1,21 @@
 """What the app serves, and swapping a retrained model in without stopping searches.
 
-``ServedModel`` holds the served bundle (with its retrievers), at most one retrained candidate
-waiting for a decision, and what the last confirmed swap replaced. Readers take a consistent
-snapshot (``current()``) without waiting; a candidate replaces the served model only through
-``confirm`` (one reference swap under a lock), so searches keep working throughout.
+``ServedModel`` holds the served bundle (with its retrievers), its served labels, at most one
+retrained candidate waiting for a decision, and what the last confirmed swap replaced. Readers
+take a consistent snapshot (``current()``) without waiting; a candidate replaces the served model
+only through ``confirm`` (one reference swap under a lock), so searches keep working throughout.
+
+Served labels: corrected clusters can be served at once, without retraining, as a numbered
+labels version over the bundle's corpus (``relabel``; version 0 is the bundle's own corpus). The
+bundle on disk and its index are untouched; what changes is the cluster every search result and
+cluster view shows (``Served.corpus``, ``Served.cluster_of``).
 """
 
 from __future__ import annotations
 
+import functools
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -34,6 +40,8 @@ class Served:
     ``default`` answers searches (``serving_retriever``); ``dense`` and ``bm25`` are its parts,
     shown for comparison, and ``dense`` ranks the annotation queue (encoder distances).
     ``calibrations`` turn each one's distances into probabilities (``qpr.calibration``).
+    ``labels``: the bundle's corpus with the clusters served now (None: the bundle's own), as
+    labels version ``labels_version``.
     """
 
     bundle: Bundle
@@ -41,6 +49,22 @@ class Served:
     bm25: BM25Retriever
     default: Retriever
     calibrations: dict[str, Calibration | None] = field(default_factory=dict)
+    labels: pd.DataFrame | None = None
+    labels_version: int = 0
+
+    @property
+    def corpus(self) -> pd.DataFrame:
+        """The served corpus: the bundle's questions under the served labels."""
+        return self.bundle.corpus if self.labels is None else self.labels
+
+    @functools.cached_property
+    def _cluster_by_qid(self) -> pd.Series:
+        return self.corpus.set_index("qid")["cluster"]
+
+    def cluster_of(self, qids) -> list[str | None]:
+        """The served cluster of each of ``qids`` (None for a question in no cluster)."""
+        clusters = self._cluster_by_qid.reindex(list(qids))
+        return [None if pd.isna(c) else str(c) for c in clusters]
 
     @classmethod
     def of(cls, bundle: Bundle, bm25: BM25Retriever | None = None) -> "Served":
@@ -117,6 +141,26 @@ class ServedModel:
             self._last_swap = Swap(self._served.bundle, self._candidate.comparison)
             self._served, self._candidate = self._candidate.served, None
             return self._served
+
+    def relabel(self, bundle_version: str, labels: pd.DataFrame, number: int) -> Served:
+        """Serve ``labels`` (the served bundle's corpus with corrected clusters) as labels version
+        ``number``, at once; refused if the bundle served by now is another one, or ``labels`` holds
+        other questions than its corpus."""
+        with self._lock:
+            served = self._served
+        if served.bundle.version != bundle_version:
+            raise QPRError(f"these labels are for bundle {bundle_version!r}, but {served.bundle.version!r} is served now; "
+                           "apply the corrections again")
+        qids = pd.Index(served.bundle.corpus["qid"])
+        if len(labels) != len(qids) or not labels["qid"].is_unique or not labels["qid"].isin(qids).all():
+            raise QPRError("these labels are not over the served corpus (other questions); apply the corrections again")
+        in_order = labels.set_index("qid").loc[qids].reset_index()[list(labels.columns)]  # the bundle's row order
+        relabelled = replace(served, labels=in_order, labels_version=int(number))
+        with self._lock:
+            if self._served is not served:  # a swap or another relabel came first: ask again
+                raise QPRError("the served model changed while the labels were prepared; apply the corrections again")
+            self._served = relabelled
+            return relabelled
 
     def discard(self) -> None:
         with self._lock:

@@ -201,3 +201,25 @@ def test_the_manifest_counts_add_up_and_a_different_distractor_gets_no_cluster(s
     assert manifest["clusters_after"] == manifest["clusters_before"] - manifest["clusters_absorbed"] + manifest["clusters_formed"]
     assert manifest["clusters_absorbed"] == 1 and manifest["clusters_formed"] == 0  # one merge of two clusters; the
     # joined distractor went into an existing cluster
+
+
+def test_an_export_carries_splits_in_its_clusters_manifest_and_decision_records(store, corpus, tmp_path):
+    a, b = first_qids(corpus, "train")[:2]
+    cluster_a = corpus.set_index("qid").loc[a, "cluster"]
+    outsider = int(corpus.loc[(corpus["cluster"] == cluster_a) & (corpus["qid"] != a), "qid"].iloc[0])
+    voted_out = store.record("ann", outsider, "different", VERSION, query_qid=a)  # a false positive in a's cluster
+    joined = store.record("ann", b, "same", VERSION, query_qid=outsider)  # ... that belongs with b
+    manifest = json.loads(manifest_path(export(store, corpus, "jsonl", tmp_path / "s.jsonl")).read_text())
+    exported = read_cluster_file(tmp_path / "s.jsonl").set_index("qid")
+    cluster_b = corpus.set_index("qid").loc[b, "cluster"]
+    assert exported.loc[outsider, "cluster"] == cluster_b and exported.loc[a, "cluster"] == cluster_a
+    assert exported.loc[outsider, "split"] == corpus.set_index("qid").loc[outsider, "split"]
+    assert [(s["cluster"], s["qid"], s["into"], s["judgment_ids"]) for s in manifest["splits"]] == [
+        (cluster_a, outsider, cluster_b, [voted_out])]
+    assert manifest["questions_moved"] == 1 and manifest["clusters_after"] == manifest["clusters_before"]
+    with store.engine.connect() as connection:
+        rows = connection.execute(text("SELECT decision, cluster_a, cluster_b, judgment_ids FROM merge_decisions "
+                                       "ORDER BY id")).all()
+    recorded = {(d, x, y): json.loads(ids) if isinstance(ids, str) else ids for d, x, y, ids in rows}
+    assert recorded[("split", cluster_a, f"qid:{outsider}")] == [voted_out]
+    assert recorded[("merged", cluster_b, f"qid:{outsider}")] == [joined]

@@ -57,6 +57,21 @@ def test_a_proposed_merge_is_applied_with_its_judgments_one_click_away(qpr_app):
     assert store.adjudications()["decision"].tolist() == ["reject"]
 
 
+def test_a_proposed_split_is_listed_and_a_reviewer_keeps_the_member(qpr_app):
+    store, corpus = qpr_app.ctx.store, qpr_app.ctx.model.current().bundle.corpus
+    version = qpr_app.ctx.model.current().bundle.version
+    reference, member = corpus.loc[corpus["cluster"] == TWIN_A, "qid"].iloc[:2].astype(int)
+    judged = store.record("alice", member, "different", version, query_qid=reference)
+    tab = qpr_app.review
+    pairs = tab.overview()[tab.pairs]
+    assert pairs[["kind", "cluster_a", "cluster_b"]].values.tolist() == [["split", TWIN_A, f"qid:{member}"]]
+    picked = tab.pick_pair(select(pairs))
+    assert picked[tab.evidence]["id"].astype(int).tolist() == [judged]
+    out = tab.decide("", picked[tab.cluster_a], picked[tab.cluster_b], "reject", "it belongs", "carol", None, None)
+    assert out[tab.pairs][["kind", "adjudicated"]].values.tolist() == [["decided", "reject"]]
+    assert qpr_app.clusters.overview()[qpr_app.clusters.splits].empty, "the member stays in its cluster"
+
+
 @pytest.mark.parametrize("args, message", [
     (("qid:1:2", "", "", None, ""), "Choose a decision"),
     (("", "", "", "same", ""), "needs an item like qid:"),

@@ -117,7 +117,7 @@ class AnnotateTab:
         """A spot-check queue for ``cluster`` (or for a cluster the app picks when it is empty)."""
         who = self.ctx.annotator(name, request, profile)
         served = self.ctx.model.current()
-        corpus = served.bundle.corpus
+        corpus = served.corpus  # the served labels: a cluster as corrected, outsiders as corrected
         cluster = (cluster or "").strip() or next_cluster(self.ctx.store, corpus, who, retriever=served.dense)
         queue, message = self._worth_checking(spot_check(self.ctx.store, served.dense, corpus, who, cluster=cluster))
         members = text_table(corpus[corpus["cluster"] == cluster], MEMBER_COLUMNS)
@@ -129,7 +129,7 @@ class AnnotateTab:
         """A spot-check queue of what the encoder retrieves for a typed query."""
         who = self.ctx.annotator(name, request, profile)
         served = self.ctx.model.current()
-        queue, message = self._worth_checking(spot_check(self.ctx.store, served.dense, served.bundle.corpus, who, query_text=query))
+        queue, message = self._worth_checking(spot_check(self.ctx.store, served.dense, served.corpus, who, query_text=query))
         return self.view(AnnotateSession(served.bundle.version, queue=queue, message=message), who)
 
     @shows_errors(keep=_keys_back)

@@ -1,19 +1,32 @@
-"""The Clusters tab: the least coherent clusters, one cluster's members and judgments, and the
-merges and conflicts the current judgments imply."""
+"""The Clusters tab: one cluster's view (members and the retrieved outsiders closest to it, each
+marked "belongs" or "does not belong" against the cluster's representative), the least coherent
+clusters, the merges, splits and conflicts the current judgments imply, and the served labels:
+apply the corrections at once, their history, roll a version back or revert one decision.
+
+What the tab shows is the served labels (``Served.corpus``): after "Apply corrections" the
+corrected clusters, without retraining. The rules themselves run over the bundle's own corpus
+(``annotations.merge``), so every application starts from the same ground and re-derives all.
+"""
 
 from __future__ import annotations
 
 import gradio as gr
+import numpy as np
 import pandas as pd
 
+from annotations.corrections import apply_corrections, history, revert_decision, rollback
 from annotations.merge import corrected_clusters
 from annotations.queue import least_coherent
-from qpr.bundle import Bundle
 from qpr.coherence import cluster_coherence
 from qpr.errors import QPRError
+from qpr.serving import Served
 from ui.common import AppContext, plain, shows_errors, text_table, when
 
 JUDGMENT_COLUMNS = ["id", "annotator", "label", "query", "query_cluster", "candidate", "candidate_cluster", "created_at"]
+MEMBER_COLUMNS = ["qid", "question", "split", "judged"]  # judged: current labels against a member
+OUTSIDER_COLUMNS = ["qid", "question", "cluster", "distance", "judged"]
+OUTSIDERS = 10  # retrieved questions from other clusters shown with a cluster
+MARKS = {"same": "belongs to", "different": "does not belong to"}
 
 
 class ClustersTab:
@@ -21,70 +34,265 @@ class ClustersTab:
 
     def __init__(self, ctx: AppContext) -> None:
         self.ctx = ctx
-        self._coherence: dict[str, pd.DataFrame] = {}  # least coherent clusters per bundle version
+        self._coherence: dict[tuple[str, int], pd.DataFrame] = {}  # least coherent clusters per served labels
 
-    def render(self) -> None:
-        """Lay out the tab (inside a gr.Blocks) and wire it to the handlers."""
+    def render(self, name: gr.Textbox) -> None:
+        """Lay out the tab (inside a gr.Blocks) and wire it to the handlers; ``name`` is the
+        page's 'Your name' box (marking and applying corrections need a named person)."""
         with gr.Tab("Clusters") as tab:
             with gr.Row():
-                self.cluster = gr.Textbox(label="Cluster id", scale=3)
-                show = gr.Button("Show", variant="primary")
+                self.cluster = gr.Textbox(label="Cluster id", scale=3, elem_id="clusters-id")
+                show = gr.Button("Show", variant="primary", elem_id="clusters-show")
                 refresh = gr.Button("Refresh merges and conflicts")
-            self.summary = gr.Markdown()
+            self.summary = gr.Markdown(elem_id="clusters-summary")
             with gr.Row():
                 self.weakest = gr.Dataframe(label="Least coherent clusters (click one)", datatype=["str", "number", "number"],
                                             interactive=False)
-                self.members = gr.Dataframe(label="Members", datatype=["number", "str", "str"], interactive=False, wrap=True)
+                self.members = gr.Dataframe(label="Members (click one to mark it)", datatype="str", interactive=False,
+                                            wrap=True, elem_id="clusters-members")
+            # No label here says "question": the browser tests find the Search tab's box by that word.
+            self.outsiders = gr.Dataframe(label="Retrieved outsiders: the nearest from other clusters (click one to mark it)",
+                                          datatype="str", interactive=False, wrap=True, elem_id="clusters-outsiders")
+            with gr.Row(equal_height=True):
+                self.selected = gr.Textbox(label="Selected to mark (qid)", elem_id="clusters-selected")
+                belongs = gr.Button("Belongs to this cluster (B)", elem_id="clusters-belongs")
+                not_belong = gr.Button("Does not belong (X)", variant="stop", elem_id="clusters-not-belong")
+            self.mark_status = gr.Markdown(elem_id="clusters-mark-status")
             self.touching = gr.Dataframe(label="Judgments touching this cluster", datatype="str", interactive=False, wrap=True)
             self.merges = gr.Dataframe(label="Merges proposed by the current judgments", datatype="str", interactive=False,
                                        wrap=True, elem_id="clusters-merges")
+            self.splits = gr.Dataframe(label="Splits proposed by the current judgments (members voted out)", datatype="str",
+                                       interactive=False, wrap=True, elem_id="clusters-splits")
             self.conflicts = gr.Dataframe(label="Conflicts to review", datatype="str", interactive=False, wrap=True)
-        shown = [self.summary, self.members, self.touching]
+            with gr.Accordion("Served labels: apply corrections, history, roll back", open=True):
+                self.labels_status = gr.Markdown(elem_id="clusters-labels-status")
+                apply = gr.Button("Apply corrections now (serve the merges and splits above)", variant="primary",
+                                  elem_id="clusters-apply")
+                self.history = gr.Dataframe(label="History of the served labels (newest first)", datatype="str",
+                                            interactive=False, wrap=True, elem_id="clusters-history")
+                with gr.Row(equal_height=True):
+                    self.version = gr.Number(label="Version", precision=0, minimum=0, elem_id="clusters-rollback-version")
+                    roll = gr.Button("Roll back to this version", elem_id="clusters-rollback")
+                with gr.Row(equal_height=True):
+                    self.revert_a = gr.Textbox(label="Merge or split of: cluster A", elem_id="clusters-revert-a")
+                    self.revert_b = gr.Textbox(label="cluster B (or qid:<n>)", elem_id="clusters-revert-b")
+                    revert = gr.Button("Revert this decision", elem_id="clusters-revert")
+        shown = [self.summary, self.members, self.outsiders, self.touching]
+        overview = [self.weakest, self.merges, self.splits, self.conflicts, self.labels_status, self.history]
         gr.on([show.click, self.cluster.submit], self.show_cluster, [self.cluster], shown)
         self.weakest.select(self.pick_cluster, None, [self.cluster, *shown])
-        gr.on([tab.select, refresh.click], self.overview, None, [self.weakest, self.merges, self.conflicts])
+        self.members.select(self.pick_question, None, [self.selected])
+        self.outsiders.select(self.pick_question, None, [self.selected])
+        gr.on([tab.select, refresh.click], self.overview, None, overview)
+        marked = [self.mark_status, *shown, *overview]
+        gr.on([belongs.click], self.mark_belongs, [self.cluster, self.selected, name], marked)
+        gr.on([not_belong.click], self.mark_not_belong, [self.cluster, self.selected, name], marked)
+        gr.on([apply.click], self.apply, [self.cluster, name], [*overview, *shown])
+        gr.on([roll.click], self.rollback, [self.version, self.cluster, name], [*overview, *shown])
+        gr.on([revert.click], self.revert, [self.revert_a, self.revert_b, self.cluster, name], [*overview, *shown])
 
-    def overview(self) -> dict:
-        """Least coherent clusters, and the merges and conflicts the current judgments imply."""
-        bundle = self.ctx.model.current().bundle
-        result = corrected_clusters(self.ctx.store, bundle.corpus)
-        merges = result.merges.assign(judgment_ids=result.merges["judgment_ids"].map(_ids))
-        conflicts = result.conflicts.assign(judgment_ids=result.conflicts["judgment_ids"].map(_ids))
-        return {self.weakest: self._least_coherent(bundle), self.merges: text_table(merges),
-                self.conflicts: text_table(conflicts)}
-
-    def _least_coherent(self, bundle: Bundle) -> pd.DataFrame:
-        # A bundle's corpus never changes, so its coherence table is computed once per version
-        # (1.6 s on the 157k-question Quora bundle), not on every visit of the tab.
-        if bundle.version not in self._coherence:
-            self._coherence[bundle.version] = least_coherent(bundle.corpus).assign(coherence=lambda f: f["coherence"].round(3))
-        return self._coherence[bundle.version]
+    # -- one cluster ---------------------------------------------------------------------------
 
     @shows_errors
     def show_cluster(self, cluster: str) -> dict:
-        """Members, coherence and the judgments touching ``cluster``."""
-        cluster = (cluster or "").strip()
-        if not cluster:
-            raise QPRError("Type a cluster id, or click one in the list of least coherent clusters.")
-        corpus = self.ctx.model.current().bundle.corpus
-        members = corpus[corpus["cluster"] == cluster]
-        if members.empty:
-            raise QPRError(f"There is no cluster {cluster!r} in the served corpus.")
+        """Members (as served now), representative, coherence, the closest outsiders and the
+        judgments touching ``cluster``."""
+        return self._cluster_view(cluster)
+
+    def _cluster_view(self, cluster: str) -> dict:
+        served = self.ctx.model.current()
+        cluster, members = _members(served, cluster)
+        rep = representative(served, members)
+        text = served.corpus.set_index("qid")["question"]
         coherence = cluster_coherence(members["question"])
-        summary = (f"Cluster **{plain(cluster)}**: {len(members)} questions, split {plain(members['split'].iloc[0])}, "
-                   f"coherence {coherence:.3f}")
-        judged = self.ctx.store.judgments(cluster=cluster)
+        splits = ", ".join(sorted(members["split"].unique()))
+        summary = (f"Cluster **{plain(cluster)}**: {len(members)} questions, split {plain(splits)}, coherence "
+                   f"{coherence:.3f}, labels version {served.labels_version}. Representative (what the others are judged "
+                   f"against): **{rep}** {plain(text[rep])}. Click a member that does not belong, or an outsider that "
+                   "does, then press B (belongs) or X (does not belong).")
+        inside = set(members["qid"])
+        judged = self.ctx.store.judgments()
+        labels = labels_against(judged, inside)
+        judged = judged[judged["query_qid"].isin(inside) | judged["candidate_qid"].isin(inside)]
         judged = judged.assign(
-            query=judged["query_question"].fillna(judged["query_text"]),
-            created_at=judged["created_at"].map(when),
+            query=judged["query_question"].fillna(judged["query_text"]), created_at=judged["created_at"].map(when),
         ).rename(columns={"candidate_question": "candidate"})
-        return {self.summary: summary, self.members: text_table(members, ["qid", "question", "split"]),
-                self.touching: text_table(judged, JUDGMENT_COLUMNS)}
+        near = outsiders(served, members)
+        return {
+            self.summary: summary,
+            self.members: text_table(members.assign(judged=[labels.get(q, "") for q in members["qid"]]), MEMBER_COLUMNS),
+            self.outsiders: text_table(near.assign(judged=[labels.get(q, "") for q in near["qid"]]), OUTSIDER_COLUMNS),
+            self.touching: text_table(judged, JUDGMENT_COLUMNS),
+        }
 
     def pick_cluster(self, event: gr.SelectData) -> dict:
         """The cluster id of the clicked row of the least-coherent table, shown."""
         cluster = str(event.row_value[0])
         return {self.cluster: cluster} | self.show_cluster(cluster)
+
+    def pick_question(self, event: gr.SelectData) -> dict:
+        """The qid of the clicked member or outsider, ready to mark."""
+        return {self.selected: str(event.row_value[0])}
+
+    def mark_belongs(self, cluster: str, selected: str, name: str, request: gr.Request,
+                     profile: gr.OAuthProfile | None) -> dict:
+        """Record that the selected question belongs to the cluster (a false negative when it is an outsider)."""
+        return self.mark("same", cluster, selected, name, request, profile)
+
+    def mark_not_belong(self, cluster: str, selected: str, name: str, request: gr.Request,
+                        profile: gr.OAuthProfile | None) -> dict:
+        """Record that the selected question does not belong to the cluster (a false positive when it is a member)."""
+        return self.mark("different", cluster, selected, name, request, profile)
+
+    @shows_errors
+    def mark(self, label: str, cluster: str, selected: str, name: str, request: gr.Request | None = None,
+             profile: gr.OAuthProfile | None = None) -> dict:
+        """Record ``label`` ("same": belongs, "different": does not belong) for the selected question
+        against the cluster's representative, as an ordinary judgment (query = representative,
+        candidate = the question), then show the cluster and what the judgments now propose."""
+        who = self.ctx.annotator(name, request, profile)
+        served = self.ctx.model.current()
+        cluster, members = _members(served, cluster)
+        try:
+            qid = int(str(selected).strip())
+        except ValueError:
+            raise QPRError("Click a member or an outsider first (or type its qid), then mark it.") from None
+        if qid not in set(served.corpus["qid"]):
+            raise QPRError(f"There is no question {qid} in the served corpus; click one in the tables.")
+        rep = representative(served, members)
+        if qid == rep:
+            raise QPRError(f"Question {qid} is the representative the others are judged against; mark another one.")
+        self.ctx.store.record(who, qid, label, served.bundle.version, query_qid=rep)
+        status = (f"Recorded: question {qid} {MARKS[label]} {plain(cluster)} (against representative {rep}), by "
+                  f"{plain(self.ctx.store.display_name(who))}. Apply corrections to serve the result.")
+        return {self.mark_status: status} | self._cluster_view(cluster) | self.overview()
+
+    # -- what the judgments imply, and the served labels ---------------------------------------
+
+    def overview(self) -> dict:
+        """Least coherent clusters (as served), the merges, splits and conflicts the current
+        judgments imply, and the served labels with their history."""
+        served = self.ctx.model.current()
+        result = corrected_clusters(self.ctx.store, served.bundle.corpus)
+        text = served.bundle.corpus.set_index("qid")["question"]
+        merges = result.merges.assign(judgment_ids=result.merges["judgment_ids"].map(_ids))
+        splits = result.splits.assign(question=result.splits["qid"].map(text),
+                                      judgment_ids=result.splits["judgment_ids"].map(_ids))
+        conflicts = result.conflicts.assign(judgment_ids=result.conflicts["judgment_ids"].map(_ids))
+        shown = history(self.ctx.store, served.bundle.version)
+        return {self.weakest: self._least_coherent(served), self.merges: text_table(merges),
+                self.splits: text_table(splits, ["cluster", "qid", "question", "into", "support", "judgment_ids", "decided_by"]),
+                self.conflicts: text_table(conflicts), self.labels_status: _labels_note(served, shown),
+                self.history: text_table(shown.assign(created_at=shown["created_at"].map(when)))}
+
+    def _least_coherent(self, served: Served) -> pd.DataFrame:
+        # Served labels change only by a new version, so the table is computed once per version
+        # (1.6 s on the 157k-question Quora bundle), not on every visit of the tab.
+        key = (served.bundle.version, served.labels_version)
+        if key not in self._coherence:
+            self._coherence[key] = least_coherent(served.corpus).assign(coherence=lambda f: f["coherence"].round(3))
+        return self._coherence[key]
+
+    @shows_errors
+    def apply(self, cluster: str, name: str, request: gr.Request | None = None,
+              profile: gr.OAuthProfile | None = None) -> dict:
+        """Serve the corrected clusters of the current judgments at once, as the next labels version."""
+        who = self._changer(name, request, profile)
+        served = self.ctx.model.current()
+        number, result = apply_corrections(self.ctx.store, served.bundle.corpus, served.bundle.version, who)
+        self.ctx.model.relabel(served.bundle.version, result.corpus, number)
+        return self._after_change(cluster)
+
+    @shows_errors
+    def rollback(self, version: float | None, cluster: str, name: str, request: gr.Request | None = None,
+                 profile: gr.OAuthProfile | None = None) -> dict:
+        """Serve the labels of an earlier version again (recorded as a new version)."""
+        who = self._changer(name, request, profile)
+        if version is None:
+            raise QPRError("Type the number of the version to go back to (0 is the bundle's own clusters).")
+        served = self.ctx.model.current()
+        number, labels = rollback(self.ctx.store, served.bundle.version, int(version), who)
+        self.ctx.model.relabel(served.bundle.version, labels, number)
+        return self._after_change(cluster)
+
+    @shows_errors
+    def revert(self, cluster_a: str, cluster_b: str, cluster: str, name: str, request: gr.Request | None = None,
+               profile: gr.OAuthProfile | None = None) -> dict:
+        """Undo one merge or split of the served labels for good (a reviewer's reject), and serve the result."""
+        who = self._changer(name, request, profile)
+        if not (cluster_a or "").strip() or not (cluster_b or "").strip():
+            raise QPRError("Type the two sides of the merge or split to revert, as the history names them "
+                           "(a split: the cluster and qid:<n>).")
+        served = self.ctx.model.current()
+        number, result = revert_decision(self.ctx.store, served.bundle.corpus, served.bundle.version, who, cluster_a,
+                                         cluster_b)
+        self.ctx.model.relabel(served.bundle.version, result.corpus, number)
+        return self._after_change(cluster)
+
+    def _changer(self, name: str, request: gr.Request | None, profile: gr.OAuthProfile | None) -> str:
+        return self.ctx.privileged("change the served clusters", name, request, profile)
+
+    def _after_change(self, cluster: str) -> dict:
+        """The overview, and the cluster view again when that cluster is still served."""
+        out = self.overview()
+        served = self.ctx.model.current()
+        if (cluster or "").strip() in set(served.corpus["cluster"].dropna()):
+            out |= self._cluster_view(cluster)
+        return out
+
+
+def _members(served: Served, cluster: str) -> tuple[str, pd.DataFrame]:
+    cluster = (cluster or "").strip()
+    if not cluster:
+        raise QPRError("Type a cluster id, or click one in the list of least coherent clusters.")
+    corpus = served.corpus
+    members = corpus[corpus["cluster"] == cluster]
+    if members.empty:
+        raise QPRError(f"There is no cluster {cluster!r} in the served corpus.")
+    return cluster, members
+
+
+def labels_against(judged: pd.DataFrame, members: set[int]) -> dict[int, str]:
+    """Current labels of the items (a member, candidate) by candidate, e.g. "different x2, same x1"
+    (against any member: the representative moves as the cluster changes)."""
+    counts = judged[judged["query_qid"].isin(members)].groupby(["candidate_qid", "label"]).size()
+    shown: dict[int, list[str]] = {}
+    for (candidate, label), n in counts.items():
+        shown.setdefault(int(candidate), []).append(f"{label} x{n}")
+    return {candidate: ", ".join(labels) for candidate, labels in shown.items()}
+
+
+def representative(served: Served, members: pd.DataFrame) -> int:
+    """The member the others are judged against: the one whose encoder vector lies closest to the
+    cluster's mean (the first such member in corpus order on a tie)."""
+    vectors = served.dense.encode(members["question"].tolist())
+    spread = ((vectors - vectors.mean(axis=0)) ** 2).sum(axis=1)
+    return int(members["qid"].iloc[int(np.argmin(spread))])
+
+
+def outsiders(served: Served, members: pd.DataFrame, n: int = OUTSIDERS) -> pd.DataFrame:
+    """The ``n`` questions outside the cluster that the served retriever finds closest to any of
+    its members (at most 20 members ask), nearest first, with their served cluster."""
+    inside = set(members["qid"])
+    asking = members.head(20)["question"].tolist()
+    best: dict[int, tuple[float, str]] = {}
+    for hits in served.default.search(asking, min(50, n + len(inside))):
+        for hit in hits:
+            if hit.qid not in inside and (hit.qid not in best or hit.distance < best[hit.qid][0]):
+                best[hit.qid] = (hit.distance, hit.question)
+    frame = pd.DataFrame([(q, text, d) for q, (d, text) in best.items()], columns=["qid", "question", "distance"])
+    frame = frame.sort_values(["distance", "qid"]).head(n).reset_index(drop=True)
+    return frame.assign(cluster=served.cluster_of(frame["qid"]), distance=frame["distance"].round(3))
+
+
+def _labels_note(served: Served, shown: pd.DataFrame) -> str:
+    if served.labels_version == 0:
+        return ("Serving the bundle's own clusters (labels version 0). **Apply corrections** serves the merges and splits "
+                "proposed above at once, without retraining.")
+    row = shown[shown["version"] == served.labels_version]
+    by = f", by {plain(row.iloc[0]['annotator'])} at {when(row.iloc[0]['created_at'])}" if not row.empty else ""
+    return (f"Serving labels version **{served.labels_version}**{by}: search results and cluster views show these "
+            "corrected clusters; the model itself is unchanged until you retrain.")
 
 
 def _ids(ids) -> str:

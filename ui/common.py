@@ -51,6 +51,15 @@ class AppContext:
         self.cache = Path(self.cache)
         served = self.model.current().bundle
         self.store.register_corpus(served.version, served.corpus)
+        self.serve_latest_labels()
+
+    def serve_latest_labels(self) -> None:
+        """Serve the newest labels version recorded for the served bundle (corrections applied in
+        the Clusters tab), so a restart keeps them; nothing to do when none was applied."""
+        version = self.model.current().bundle.version
+        number, labels = self.store.labels(version)
+        if number:
+            self.model.relabel(version, labels, number)
 
     def annotator(self, name: str | None, request: gr.Request | None = None, profile: gr.OAuthProfile | None = None) -> str:
         """The annotator's name, or an error that says how to identify (anonymous users may only search)."""

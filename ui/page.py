@@ -45,7 +45,7 @@ class QPRPage:
                 who = gr.Markdown()
             self.search.render()
             self.annotate.render(name)
-            self.clusters.render()
+            self.clusters.render(name)
             self.retrain.render(name)
             self.metrics.render()
             self.review.render(name)

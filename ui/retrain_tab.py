@@ -68,8 +68,9 @@ class RetrainTab:
         """Corrected clusters (plus training pairs and the manifest) as files to download."""
         out, done = self._export(fmt)
         note = (f"Exported {done['questions']} questions: {done['clusters_before']} clusters before, "
-                f"{done['clusters_after']} after {len(done['merges'])} merge(s), which folded {done['clusters_absorbed']} "
-                f"cluster(s) into others and formed {done['clusters_formed']} new one(s) from unclustered questions; "
+                f"{done['clusters_after']} after {len(done['merges'])} merge(s) and {len(done['splits'])} split(s), which "
+                f"folded {done['clusters_absorbed']} cluster(s) into others (or emptied them) and formed "
+                f"{done['clusters_formed']} new one(s); {done['questions_moved']} question(s) changed cluster; "
                 f"{len(done['judgment_ids'])} judgment(s) included, {len(done['conflicts'])} conflict(s) left for review.")
         return {self.files: [str(out), str(pairs_path(out)), str(manifest_path(out))], self.export_note: note}
 

@@ -1,5 +1,5 @@
-"""The Review tab: agreement per annotator pair, tied items to adjudicate, and the merges and
-conflicts the judgments propose, each applied or rejected by a reviewer with its supporting
+"""The Review tab: agreement per annotator pair, tied items to adjudicate, and the merges, splits
+(a cluster and ``qid:<member>``) and conflicts the judgments propose, each applied or rejected by a reviewer with its supporting
 judgments one click away. Decisions go to the ``adjudications`` table (never as judgments)."""
 
 from __future__ import annotations
@@ -75,7 +75,11 @@ class ReviewTab:
         }, columns=ITEM_COLUMNS[:-1])
         items["adjudicated"] = items["item"].map(on_item)
         merges = result.merges.assign(kind="merge", reason=lambda f: "proposed merge into " + f["into"].astype(str))
-        pairs = pd.concat([merges, result.conflicts[result.conflicts["kind"] != "tie"]], ignore_index=True)
+        splits = result.splits.assign(kind="split", cluster_a=result.splits["cluster"],
+                                      cluster_b="qid:" + result.splits["qid"].astype(str),
+                                      reason=lambda f: "proposed split: the member leaves " + f["cluster"].astype(str))
+        pairs = pd.concat([merges, splits.drop(columns=["cluster", "qid"]), result.conflicts[result.conflicts["kind"] != "tie"]],
+                          ignore_index=True)
         listed = {(min(a, b), max(a, b)) for a, b in zip(pairs["cluster_a"], pairs["cluster_b"])}
         gone = [{"kind": "decided", "cluster_a": a, "cluster_b": b, "judgment_ids": [], "reason": f"no longer proposed ({d})"}
                 for (a, b), d in on_pair.items() if (a, b) not in listed]

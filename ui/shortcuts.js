@@ -1,4 +1,5 @@
-// The Annotate tab's keyboard: 1/S same, 2/D different, 3/U unsure, K skip, Z undo. A key clicks the
+// The Annotate tab's keyboard: 1/S same, 2/D different, 3/U unsure, K skip, Z undo; the Clusters tab's:
+// B belongs, X does not belong. A key clicks the
 // matching button while it is on screen and enabled, unless the user is typing in a field.
 (() => {
   const JUDGING = ["judge-same", "judge-different", "judge-unsure", "judge-skip", "judge-block", "judge-done", "judge-undo"];
@@ -29,7 +30,8 @@
     if (event.ctrlKey || event.metaKey || event.altKey || event.repeat) return;
     if (target && (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName))) return;
     const ids = {"1": "judge-same", "s": "judge-same", "2": "judge-different", "d": "judge-different",
-                 "3": "judge-unsure", "u": "judge-unsure", "k": "judge-skip", "z": "judge-undo"};
+                 "3": "judge-unsure", "u": "judge-unsure", "k": "judge-skip", "z": "judge-undo",
+                 "b": "clusters-belongs", "x": "clusters-not-belong"};  // the Clusters tab's marks
     const button = document.getElementById(ids[event.key.toLowerCase()]);
     if (button && button.offsetParent !== null && !button.disabled) {
       event.preventDefault();
