@@ -43,6 +43,7 @@ from bench.common import ROOT, machine, markdown_table, replace_marked_section, 
 from bench.quality import MiniLMRetriever  # noqa: E402
 from qpr.bundle import Bundle  # noqa: E402
 from qpr.data import fingerprint, load_corpus, data_dir  # noqa: E402
+from qpr.encoder import encode_texts  # noqa: E402
 from qpr.distill import GeneralConfig, Unlabelled, train_general  # noqa: E402
 from qpr.evaluate import TOP, h1_change, rank_metrics  # noqa: E402
 from qpr.hybrid import Fusion, HybridRetriever, RankFusion, fit_fusion, rank_fuse  # noqa: E402
@@ -222,6 +223,157 @@ def run_fold(name: str, only: set[str] | None) -> None:
         fold.record("finetuned", DenseRetriever(bundle_on(tuned, fold.corpus)), train_seconds=round(tuned.seconds, 1), **test)
 
 
+def rates() -> dict:
+    """Questions per second: the CNN and MiniLM turning questions into vectors, BM25 answering
+    them (tokenise + score a 12k-question corpus); one sample of questions from every domain."""
+    texts = pd.concat([domain(n)["question"].sample(200, random_state=0) for n in DOMAINS]).tolist()
+    general = Bundle.load(WORK / "general" / DOMAINS[0])
+    bm25 = BM25Retriever(domain(DOMAINS[0]))
+    model = minilm(DOMAINS[0], domain(DOMAINS[0])).model
+    out = {"questions": len(texts)}
+    for name, run, sample in (("cnn", lambda t: encode_texts(general.encoder, general.vocab, t), texts),
+                              ("minilm", lambda t: model.encode(t, batch_size=128, normalize_embeddings=True), texts[:350]),
+                              ("bm25", lambda t: bm25.search_ids(t, TOP), texts)):
+        run(sample[:20])  # warm-up
+        start = time.perf_counter()
+        run(sample)
+        out[name] = round(len(sample) / (time.perf_counter() - start), 1)
+    out["machine"] = machine()
+    print(out, flush=True)
+    write_json(out, WORK / "rates.json")
+    return out
+
+
+def fusion_curves(folds: dict[str, Fold], dense: str) -> dict[str, dict[float, np.ndarray]]:
+    """Per fold (that has ``dense`` and BM25 lists), the hit matrix of rank fusion at each weight."""
+    return {name: {w: hits_of(rank_fuse(f.lists[dense], f.lists["bm25"], RankFusion(w), TOP)[1], f.corpus, f.queries)
+                   for w in WEIGHTS}
+            for name, f in folds.items() if dense in f.lists and "bm25" in f.lists}
+
+
+def best_weight(curves: dict[str, dict[float, np.ndarray]], folds: list[str]) -> float:
+    """The weight with the best mean H@1 over ``folds`` (ties: the one nearest 0.5)."""
+    return max(WEIGHTS, key=lambda w: (np.mean([curves[f][w][:, 0].mean() for f in folds]), -abs(w - 0.5)))
+
+
+def fused_rows(folds: dict[str, Fold], dense: str, system: str, default: bool) -> tuple[list[dict], dict]:
+    """Rank fusion of ``dense`` with BM25 per left-out domain, its weight chosen on the OTHER
+    left-out domains (nested), with the paired-bootstrap change in H@1 over BM25 alone."""
+    curves = fusion_curves(folds, dense)
+    rows = []
+    for name in curves:
+        weight = best_weight(curves, [f for f in curves if f != name])
+        hits = curves[name][weight]
+        bm25 = hits_of(folds[name].lists["bm25"], folds[name].corpus, folds[name].queries)
+        change, low, high = h1_change(bm25, hits)
+        rows.append({"left_out": name, "system": system} | rank_metrics(hits)
+                    | {"dense_weight": weight, "H1_vs_bm25": change, "H1_vs_bm25_low": low, "H1_vs_bm25_high": high,
+                       "default": default})
+    table = {name: {str(w): float(h[:, 0].mean()) for w, h in by_weight.items()} for name, by_weight in curves.items()}
+    return rows, {"H1_by_weight": table, "weight_over_all_domains": best_weight(curves, list(curves)) if curves else None}
+
+
+ENCODER_OF = {"bm25": "bm25", "minilm": "minilm"}  # every other system encodes with the CNN
+
+
+def report() -> None:
+    folds = {name: Fold(name) for name in DOMAINS if (WORK / "folds" / f"{name}.json").is_file()}
+    rate = json.loads((WORK / "rates.json").read_text()) if (WORK / "rates.json").is_file() else {}
+    runs = [r | {"default": False} for f in folds.values() for r in f.rows]
+    hybrid, hybrid_fusion = fused_rows(folds, "dense", "hybrid", default=True)
+    product, product_fusion = fused_rows(folds, "product-dense", "product-rrf", default=False)
+    runs += hybrid + product
+    for row in runs:
+        row["encode_qps"] = rate.get(ENCODER_OF.get(row["system"], "cnn"), 0.0)
+    zero_shot = [r for r in runs if r.get("split") != "test"]
+    by = {(r["left_out"], r["system"]): r for r in zero_shot}
+    names = [n for n in folds if (n, "hybrid") in by]
+    bar = {
+        "hybrid_ge_bm25_plus_0.02": {n: by[n, "hybrid"]["H1"] >= by[n, "bm25"]["H1"] + 0.02 for n in names},
+        "hybrid_ge_dense": {n: by[n, "hybrid"]["H1"] >= by[n, "dense"]["H1"] for n in names},
+        "hybrid_ge_better_part": {n: by[n, "hybrid"]["H1"] >= max(by[n, "dense"]["H1"], by[n, "bm25"]["H1"]) for n in names},
+        "mean_minilm_minus_dense_H1": float(np.mean([by[n, "minilm"]["H1"] - by[n, "dense"]["H1"] for n in names])) if names else None,
+        "cnn_over_minilm_encode_rate": rate["cnn"] / rate["minilm"] if rate else None,
+    }
+    payload = {"runs": runs, "fusion": {"hybrid": hybrid_fusion, "product-rrf": product_fusion}, "bar": bar,
+               "protocol": {"max_queries": MAX_QUERIES, "caps": {n: domain_cap(n) for n in DOMAINS}, "seed": 0,
+                            "general": asdict(GENERAL), "product": asdict(PRODUCT) | {"questions": PRODUCT_QUESTIONS},
+                            "adapt": asdict(ADAPT), "finetune": asdict(FINETUNE)},
+               "rates": rate, "machine": machine(), "date": time.strftime("%Y-%m-%d")}
+    write_json(payload, RESULTS)
+    plot(by, names)
+    replace_marked_section(DOC, "ood", tables(runs, by, names, payload))
+
+
+SHOWN = [("bm25", "BM25"), ("product-dense", "product dense"), ("product-hybrid", "product hybrid"),
+         ("product-rrf", "product + RRF"), ("dense", "general dense"), ("hybrid", "general hybrid (RRF)"),
+         ("minilm", "MiniLM")]
+
+
+def plot(by: dict, names: list[str]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10, 4.2))
+    width = 0.8 / len(SHOWN)
+    for i, (system, label) in enumerate(SHOWN):
+        values = [by.get((n, system), {}).get("H1", np.nan) for n in names]
+        ax.bar(np.arange(len(names)) + (i - len(SHOWN) / 2 + 0.5) * width, values, width, label=label)
+    ax.set_xticks(np.arange(len(names)), names)
+    ax.set_ylabel("H@1 (left-out domain)")
+    ax.set_ylim(0, 1)
+    ax.legend(ncol=4, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, 1.18))
+    ax.set_title("Leave-one-domain-out: each domain unseen in training", pad=40)
+    fig.tight_layout()
+    fig.savefig(PLOT, dpi=110)
+    plt.close(fig)
+
+
+def tables(runs: list[dict], by: dict, names: list[str], payload: dict) -> str:
+    def cell(name, system, key="H1"):
+        row = by.get((name, system))
+        return None if row is None else row[key]
+
+    main_rows = [{"domain": n, "queries": by[n, "bm25"]["queries"]} | {s: cell(n, s) for s, _ in SHOWN}
+                 | {"w": by[n, "hybrid"]["dense_weight"],
+                    "gain": f"{by[n, 'hybrid']['H1_vs_bm25']:+.3f} [{by[n, 'hybrid']['H1_vs_bm25_low']:+.3f}, "
+                            f"{by[n, 'hybrid']['H1_vs_bm25_high']:+.3f}]"} for n in names]
+    columns = [("domain", "left out"), ("queries", "queries")] + SHOWN + [("w", "RRF dense weight"), ("gain", "hybrid - BM25 H@1 [95% CI]")]
+    mrr_rows = [{"domain": n} | {s: cell(n, s, "MRR") for s, _ in SHOWN} for n in names]
+    ablation = [{"domain": n} | {s: cell(n, s) for s in ("dense-pairs-only", "dense-distill-only", "dense")} for n in names]
+    step3 = {(r["left_out"], r["system"]): r for r in runs if r.get("split") == "test"}
+    adapt_rows = [{"domain": n, "queries": step3[n, "general"]["queries"]}
+                  | {s: step3.get((n, s), {}).get("H1") for s in ("general", "adapted", "finetuned")}
+                  for n in DOMAINS if (n, "general") in step3]
+    rate = payload["rates"]
+    bar = payload["bar"]
+    lines = [
+        f"Measured {payload['date']} on {payload['machine']}; seed 0; at most {MAX_QUERIES} queries per domain.",
+        "",
+        "**H@1** on each left-out domain (top 20, query removed from its results):",
+        "", markdown_table(main_rows, columns), "",
+        "**MRR**:", "", markdown_table(mrr_rows, [("domain", "left out")] + SHOWN), "",
+        "**What each ingredient buys** (general dense H@1; the same budget of each ingredient kept):", "",
+        markdown_table(ablation, [("domain", "left out"), ("dense-pairs-only", "other domains' pairs only"),
+                                  ("dense-distill-only", "MiniLM distillation only"), ("dense", "both")]), "",
+        "**Adapting to the left-out domain** (its own test clusters; H@1):", "",
+        markdown_table(adapt_rows, [("domain", "domain"), ("queries", "test queries"), ("general", "general (zero-shot)"),
+                                    ("adapted", "+ self-supervised views of its questions"),
+                                    ("finetuned", "+ fine-tuned on its train clusters")]), "",
+    ]
+    if rate:
+        lines += [f"Encoding rates ({rate['questions']} questions from all domains, one thread, under the timing lock): "
+                  f"CNN {rate['cnn']:,.0f}/s, MiniLM {rate['minilm']:,.0f}/s "
+                  f"({rate['cnn'] / rate['minilm']:.0f}x), BM25 search {rate['bm25']:,.0f} queries/s.", ""]
+    lines += ["Bar: hybrid >= BM25 + 0.02 on " f"{sum(bar['hybrid_ge_bm25_plus_0.02'].values())} of {len(names)} domains; "
+              f">= the general dense on {sum(bar['hybrid_ge_dense'].values())}; >= the better of its parts on "
+              f"{sum(bar['hybrid_ge_better_part'].values())}; MiniLM - general dense H@1, mean over domains: "
+              f"{bar['mean_minilm_minus_dense_H1']:+.3f} (bar: <= 0.05)."]
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("stage", choices=["teacher", "folds", "rates", "report"])
@@ -237,6 +389,10 @@ def main() -> None:
         for name in args.domains:
             print(f"fold: {name}", flush=True)
             run_fold(name, set(args.only) if args.only else None)
+    elif args.stage == "rates":
+        rates()
+    else:
+        report()
 
 
 if __name__ == "__main__":
