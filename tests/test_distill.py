@@ -12,7 +12,8 @@ from qpr.distill import GeneralConfig, Unlabelled, agreeing_pairs, pseudo_corpus
 from qpr.encoder import EncoderConfig
 from qpr.errors import QPRError
 from qpr.losses import SDMLLoss
-from qpr.sources import cap_corpus
+from qpr.data import COLUMNS
+from qpr.sources import DOMAINS, cap_corpus, domain_cap, domain_queries, load_domain
 from qpr.text import TextConfig
 
 TINY_ENCODER = EncoderConfig(embedding_dim=16, windows=(1, 3), channels=16, output_dim=8)
@@ -104,3 +105,14 @@ def test_cap_corpus_keeps_whole_clusters():
     assert (sizes == 5).all() and len(sizes) >= 10
     assert capped["cluster"].isna().sum() == 25  # unclustered rows keep their share (50 of 200)
     assert cap_corpus(corpus, 10_000) is corpus
+
+
+@pytest.mark.parametrize("name", DOMAINS)
+def test_every_shared_set_loads_as_a_domain(name, data_dir):
+    corpus = load_domain(name, domain_cap(name))
+    assert list(corpus.columns) == COLUMNS and corpus["qid"].is_unique and len(corpus) <= domain_cap(name)
+    assert not corpus["question"].duplicated().any() or name == "quora-lite"  # Quora-lite keeps its release as is
+    queries = domain_queries(corpus, name, 300)
+    assert 20 <= len(queries) <= 300 and queries["cluster"].notna().all()
+    train = corpus[(corpus["split"] == "train") & corpus["cluster"].notna()]
+    assert train["cluster"].nunique() >= 10  # enough clusters to train on when another domain is left out
