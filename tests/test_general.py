@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from qpr import sources
 from qpr.bundle import Bundle
@@ -43,8 +44,9 @@ def test_build_serves_rank_fusion_and_rebases_onto_a_corpus_without_clusters(tin
     assert len(general.corpus) == 36 and isinstance(serving_retriever(general), RankFusionRetriever)
     users = pd.DataFrame({"qid": [10, 11, 12], "question": ["reset my bank pin", "my pin needs a reset", "opening hours"],
                           "cluster": pd.array([pd.NA] * 3, dtype="string"), "split": "none"})
-    cold = rebase(general, users)
+    cold = rebase(general, users, adapt=None)
     assert cold.manifest["general"]["from"] == general.version and cold.manifest["fusion"]["dense_weight"] == 0.7
+    assert cold.encoder is general.encoder  # not adapted: the same encoder, a new index
     hits = serving_retriever(cold).search("how do i reset my pin", 3)
     assert {h.qid for h in hits} == {10, 11, 12}
 
@@ -71,3 +73,12 @@ def test_cli_builds_a_general_bundle(tiny_domains, tmp_path, capsys):
     printed = json.loads(capsys.readouterr().out)
     assert printed["fusion"]["kind"] == "rrf" and printed["questions"] == 36
     assert Bundle.load(out).manifest["training"]["teacher"] is None
+
+
+def test_rebase_adapts_the_encoder_to_the_new_corpus_without_labels(tiny_domains):
+    general = build_general(domains=tiny_domains, teacher=False, config=TINY, progress=False)
+    users = synthetic("insurance").assign(cluster=pd.NA)
+    cold = rebase(general, users, adapt=TINY)
+    assert cold.manifest["general"]["adapt"]["epochs"] == 1
+    changed = [not torch.equal(a, b) for a, b in zip(cold.encoder.state_dict().values(), general.encoder.state_dict().values())]
+    assert any(changed) and cold.vocab is general.vocab  # continued on the new questions, same vocabulary
