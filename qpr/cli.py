@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from qpr.bundle import Bundle, check_target
@@ -17,12 +17,14 @@ from qpr.data import CLUSTER_FORMATS, data_dir, load_corpus, write_cluster_file
 from qpr.encoder import EncoderConfig
 from qpr.errors import QPRError
 from qpr.evaluate import evaluate
+from qpr.general import BUILD, build_general
 from qpr.experiment import run_experiment
 from qpr.hybrid import DEPTH, fit_fusion
 from qpr.index import IndexConfig, check_config
 from qpr.qalogs import PRESETS, read_log
 from qpr.bundle_training import train_bundle
 from qpr.retrievers import BM25Retriever, DenseRetriever
+from qpr.sources import DOMAINS
 from qpr.serving import serving_retriever
 from qpr.supervise import DEFAULT_MIN_COHERENCE, MULTI_ANSWER, supervise
 from qpr.supervise_report import write_report
@@ -130,6 +132,19 @@ def cmd_supervise(args: argparse.Namespace) -> int:
           f"(coherence >= {args.min_coherence:g}); wrote {args.out}", file=sys.stderr)
     print(json.dumps({"out": str(args.out), "report": str(args.report) if args.report else None} | result.counts
                      | {"clusters": int(len(kept)), "clusters_kept": int(kept.sum())}))
+    return 0
+
+
+def cmd_general(args: argparse.Namespace) -> int:
+    check_target(args.out)  # before the teacher and the training
+    corpus = load_corpus(args.corpus, seed=args.seed) if args.corpus else None
+    config = replace(BUILD, epochs=args.epochs, seed=args.seed)
+    bundle = build_general(corpus, args.domains, teacher=not args.no_teacher, cache=args.teacher_cache, config=config,
+                           progress=not args.quiet)
+    bundle.save(args.out)
+    run = bundle.manifest["training"]
+    print(json.dumps({"bundle": str(args.out), "version": bundle.version, "questions": len(bundle.corpus),
+                      "train_seconds": round(run["seconds"]), "fusion": bundle.manifest["fusion"]}))
     return 0
 
 
@@ -246,6 +261,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report", type=Path, help="folder for the report (summary, histogram PNG, spot-check samples)")
     p.add_argument("--seed", type=int, default=0, help="seed of the split and of the samples")
     p.set_defaults(func=cmd_supervise)
+
+    p = sub.add_parser("general", help="build the general bundle: the cold-start model for a corpus without clusters",
+                       description="Train the CNN on every shared question set (their clusters, sampled per set) and "
+                       "distil all-MiniLM-L6-v2 on their questions (docs/OUT_OF_DOMAIN.md), then index --corpus (default: "
+                       "the sets' own questions) with rank fusion. The teacher needs requirements-bench.txt.")
+    p.add_argument("--out", type=Path, required=True, help="the new bundle's directory")
+    p.add_argument("--corpus", type=Path, help="questions to index (a cluster file; clusters may be empty)")
+    p.add_argument("--domains", nargs="+", default=list(DOMAINS), choices=DOMAINS, help="sets to train on (default: all)")
+    p.add_argument("--no-teacher", action="store_true", help="labelled pairs only, no distillation (no MiniLM needed)")
+    p.add_argument("--teacher-cache", type=Path, default=Path("runs/teacher"), help="where MiniLM's vectors are cached")
+    p.add_argument("--epochs", type=int, default=BUILD.epochs)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_general)
 
     p = sub.add_parser("experiment", help="run the paper-reproduction experiments (resumable)",
                        description="Train and evaluate every arm of an experiment (smoothing, batch, loss, noise, "

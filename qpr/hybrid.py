@@ -16,13 +16,19 @@ features that hit cannot shift how the other questions are scored, as it would f
 
 The fitted weights live in the bundle's manifest (``manifest["fusion"]``), so a bundle carries
 the scorer that was fitted for its encoder.
+
+Fitted on one domain's val split, those weights do not carry over to another domain
+(docs/OUT_OF_DOMAIN.md). ``RankFusion`` is the fusion for a corpus without clusters to fit on:
+weighted reciprocal rank fusion of the two top lists, whose one weight was chosen across several
+domains (``bench/out_of_domain.py``); a bundle carries it as ``{"kind": "rrf", ...}`` and
+``fused_retriever`` serves whichever fusion a bundle has.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Sequence
 
 import numpy as np
@@ -40,6 +46,7 @@ FEATURES = ("dense_distance", "bm25", "bm25_share", "jaccard", "query_idf_shared
 # distance and a length gap only lower it.
 SIGNS = (-1, 1, 1, 1, 1, 1, -1)
 DEPTH = 20
+RRF_K = 60  # the constant of Cormack et al. (2009): a rank's weight falls slowly over the top lists
 
 
 @dataclass(frozen=True)
@@ -155,6 +162,68 @@ class HybridRetriever(Retriever):
             distances[i, : len(best)] = -score[best]
             qids[i, : len(best)] = self._qids[rows[best]]
         return distances, qids
+
+
+@dataclass(frozen=True)
+class RankFusion:
+    """Weighted reciprocal rank fusion: a candidate scores ``dense_weight / (k + its dense rank)
+    + (1 - dense_weight) / (k + its BM25 rank)`` over the two top-``depth`` lists (ranks from 1;
+    a list it is not in adds nothing). Only ranks count, so nothing in it is tied to one domain's
+    distances or word statistics."""
+
+    dense_weight: float
+    k: int = RRF_K
+    depth: int = DEPTH
+    kind: str = "rrf"
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.dense_weight <= 1.0 or self.k < 0 or self.depth < 1:
+            raise QPRError(f"a rank fusion needs dense_weight in [0, 1], k >= 0 and depth >= 1, got {self}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def rank_fuse(dense_qids: np.ndarray, bm25_qids: np.ndarray, fusion: RankFusion, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(distances, qids)`` of the top ``k`` of each row's two ranked qid lists (-1: no hit)
+    under ``fusion``; distance is minus the fused score. Ties keep the dense order first."""
+    distances = np.full((len(dense_qids), k), np.inf)
+    qids = np.full((len(dense_qids), k), -1, dtype=np.int64)
+    weights = (fusion.dense_weight, 1.0 - fusion.dense_weight)
+    for i, lists in enumerate(zip(dense_qids, bm25_qids)):
+        scores: dict[int, float] = {}
+        for weight, ranked in zip(weights, lists):
+            for rank, qid in enumerate(ranked[ranked >= 0][: fusion.depth], start=1):
+                scores[int(qid)] = scores.get(int(qid), 0.0) + weight / (fusion.k + rank)
+        best = sorted(scores.items(), key=lambda item: -item[1])[:k]  # stable: dense hits were added first
+        qids[i, : len(best)] = [qid for qid, _ in best]
+        distances[i, : len(best)] = [-score for _, score in best]
+    return distances, qids
+
+
+class RankFusionRetriever(Retriever):
+    """A bundle's dense and BM25 top lists merged by a ``RankFusion`` (module doc)."""
+
+    name = "rrf"
+
+    def __init__(self, bundle: Bundle, fusion: RankFusion, bm25: BM25Retriever | None = None) -> None:
+        self.bundle, self.corpus, self.fusion = bundle, bundle.corpus, fusion
+        self.dense = DenseRetriever(bundle)
+        self.bm25 = bm25 or BM25Retriever(bundle.corpus)
+
+    def search_ids(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        depth = max(self.fusion.depth, k)
+        _, dense = self.dense.search_ids(queries, depth)
+        _, bm25 = self.bm25.search_ids(queries, depth)
+        return rank_fuse(dense, bm25, replace(self.fusion, depth=depth), k)
+
+
+def fused_retriever(bundle: Bundle, bm25: BM25Retriever | None = None) -> Retriever:
+    """The retriever of the fusion ``bundle`` carries: rank fusion or the fitted hybrid."""
+    stored = bundle.manifest.get("fusion") or {}
+    if stored.get("kind") == "rrf":
+        return RankFusionRetriever(bundle, RankFusion(**stored), bm25)
+    return HybridRetriever(bundle, bm25=bm25)
 
 
 def _top(scores: np.ndarray, depth: int) -> np.ndarray:

@@ -23,14 +23,15 @@ import pandas as pd
 from qpr.bundle import Bundle
 from qpr.calibration import Calibration, calibrate
 from qpr.errors import QPRError
-from qpr.hybrid import HybridRetriever
+from qpr.hybrid import fused_retriever
 from qpr.retrievers import BM25Retriever, DenseRetriever, Retriever
 
 
 def serving_retriever(bundle: Bundle, bm25: BM25Retriever | None = None) -> Retriever:
     """What a bundle answers queries with: the hybrid when it carries a fitted fusion (measured
-    better than either part: docs/QUALITY.md), else the encoder alone."""
-    return HybridRetriever(bundle, bm25=bm25) if "fusion" in bundle.manifest else DenseRetriever(bundle)
+    better than either part: docs/QUALITY.md; or the rank fusion of a general bundle,
+    docs/OUT_OF_DOMAIN.md), else the encoder alone."""
+    return fused_retriever(bundle, bm25) if "fusion" in bundle.manifest else DenseRetriever(bundle)
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ from qpr.bundle import Bundle
 from qpr.cli import main
 from qpr.errors import QPRError
 from qpr.index import IndexConfig
-from qpr.hybrid import FEATURES, SIGNS, Fusion, HybridRetriever, fit_fusion
+from qpr.hybrid import FEATURES, SIGNS, Fusion, HybridRetriever, RankFusion, RankFusionRetriever, fit_fusion, rank_fuse
 from qpr.retrievers import BM25Retriever, DenseRetriever
+from qpr.serving import serving_retriever
 
 
 @pytest.fixture(scope="module")
@@ -100,3 +101,35 @@ def test_cli_fuses_a_bundle_then_searches_and_evaluates_with_it(tiny_bundle, tmp
     assert len(json.loads(capsys.readouterr().out)["hits"]) == 3
     assert main(["eval", str(path), "--split", "val"]) == 0
     assert json.loads(capsys.readouterr().out)["system"] == "hybrid"
+
+
+def test_rank_fusion_by_hand():
+    dense = np.array([[10, 11, 12, -1]])
+    bm25 = np.array([[12, 13, 10, 14]])
+    only_dense = rank_fuse(dense, bm25, RankFusion(1.0, k=0), 3)[1]
+    only_bm25 = rank_fuse(dense, bm25, RankFusion(0.0, k=0), 3)[1]
+    assert only_dense.tolist() == [[10, 11, 12]] and only_bm25.tolist() == [[12, 13, 10]]
+    # Equal weights, k=1: 10 scores 1/2 + 1/4, 12 scores 1/4 + 1/2 (a tie, dense order first), 11 and 13 1/3.
+    distances, qids = rank_fuse(dense, bm25, RankFusion(0.5, k=1), 5)
+    assert qids.tolist() == [[10, 12, 11, 13, 14]]
+    np.testing.assert_allclose(-distances[0], [0.375, 0.375, 1 / 6, 1 / 6, 0.1])
+
+
+def test_rank_fusion_is_never_below_its_parts_when_they_agree_on_the_hit():
+    # Each part alone puts the paraphrase (qid 7) first for one query and second for the other;
+    # wherever it is first in both or first in one and second in the other, the fusion puts it first.
+    dense = np.array([[7, 1, 2], [3, 7, 4]])
+    bm25 = np.array([[5, 7, 6], [7, 8, 9]])
+    for weight in (0.3, 0.5, 0.7):
+        _, qids = rank_fuse(dense, bm25, RankFusion(weight), 1)
+        assert qids[:, 0].tolist() == [7, 7]
+
+
+def test_a_bundle_with_rank_fusion_serves_it(tiny_bundle):
+    bundle = tiny_bundle.with_fusion(RankFusion(0.6).to_dict())
+    retriever = serving_retriever(bundle)
+    assert isinstance(retriever, RankFusionRetriever)
+    hits = retriever.search("how do i learn python ?", 5)
+    assert len(hits) == 5 and hits[0].distance <= hits[-1].distance
+    with pytest.raises(QPRError, match="dense_weight"):
+        RankFusion(1.5)

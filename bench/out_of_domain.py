@@ -1,0 +1,412 @@
+"""Benchmark for issue 24: leave-one-domain-out over the shared question sets.
+
+For each domain of ``qpr.sources.DOMAINS`` left out, every system is measured on that domain's
+queries (``qpr.sources.domain_queries``: all its clustered questions, at most ``MAX_QUERIES``;
+Quora-lite: its canonical test clusters) against that domain's whole (capped) corpus, the
+paper's protocol (query removed from its own results; hit = same cluster; H@1 and MRR over 20):
+
+- ``bm25``; ``minilm`` (all-MiniLM-L6-v2, the benchmark extra, exact cosine search);
+- ``product-dense`` / ``product-hybrid``: today's product settings trained on Quora-lite only
+  (the fitted hybrid's weights fitted on Quora-lite's val split), at the budget below;
+- ``dense``: the general CNN (``qpr.distill``), trained on the other domains' train clusters
+  (per-source sampling) and distilled from MiniLM on the other domains' questions;
+  ``hybrid``: it with BM25 by rank fusion whose weight is chosen on the OTHER left-out domains
+  (nested: the left-out domain's labels never choose it); ``default: true`` marks it;
+- ablations ``dense-pairs-only`` (no teacher) and ``dense-distill-only`` (no labels);
+- ``adapted-dense``: the general CNN after one epoch of self-supervised views of the left-out
+  domain's own questions (no labels: what a cold start can do on a user's corpus);
+- step 3 on the left-out domain's own ``test`` clusters: ``general`` (zero-shot), ``adapted``
+  (+ self-supervised views of the domain's questions, no labels) and ``finetuned`` (+ its
+  ``train`` clusters).
+
+Stages (each resumable: a fold's rows are kept in runs/ood/folds/<domain>.json):
+  teacher   MiniLM vectors of every domain (cached in runs/ood)
+  folds     every system on every left-out domain (``--only`` a subset of systems)
+  rates     encoding rates (run under ``flock /tmp/qpr-timing.lock``)
+  report    bench/results/out_of_domain.json, the plot and the tables in docs/OUT_OF_DOMAIN.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+
+from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json  # noqa: E402
+from bench.quality import MiniLMRetriever  # noqa: E402
+from qpr.bundle import Bundle  # noqa: E402
+from qpr.data import fingerprint, load_corpus, data_dir  # noqa: E402
+from qpr.encoder import encode_texts  # noqa: E402
+from qpr.distill import GeneralConfig, Unlabelled, train_general  # noqa: E402
+from qpr.evaluate import TOP, h1_change, rank_metrics  # noqa: E402
+from qpr.hybrid import Fusion, HybridRetriever, RankFusion, fit_fusion, rank_fuse  # noqa: E402
+from qpr.index import IndexConfig  # noqa: E402
+from qpr.retrievers import BM25Retriever, DenseRetriever  # noqa: E402
+from qpr.sources import DOMAINS, cap_corpus, domain_cap, domain_queries, load_domain  # noqa: E402
+from qpr.train import TrainConfig, train  # noqa: E402
+
+WORK = ROOT / "runs" / "ood"
+RESULTS = ROOT / "bench" / "results" / "out_of_domain.json"
+DOC = ROOT / "docs" / "OUT_OF_DOMAIN.md"
+PLOT = ROOT / "docs" / "out_of_domain.png"
+MAX_QUERIES = 1_000
+# The general encoder's budget per fold (about 4 minutes of one loaded core), and the product's.
+GENERAL = GeneralConfig(per_source=2000, unlabelled_per_epoch=5000, epochs=2, batch_size=256)
+PRODUCT_QUESTIONS = 20_000  # Quora-lite capped: about 28k training pairs over 2 epochs
+PRODUCT = TrainConfig(max_epochs=2, patience=2, val_pairs=2000)
+ADAPT = replace(GENERAL, per_source=0, unlabelled_per_epoch=5000, epochs=1)
+FINETUNE = replace(GENERAL, per_source=4000, unlabelled_per_epoch=0, epochs=1)
+WEIGHTS = tuple(round(w, 1) for w in np.linspace(0, 1, 11))
+
+
+def domain(name: str) -> pd.DataFrame:
+    return load_domain(name, domain_cap(name))
+
+
+def minilm(name: str, corpus: pd.DataFrame) -> MiniLMRetriever:
+    """MiniLM over a domain's corpus; its vectors are cached (they are the teacher's too)."""
+    WORK.mkdir(parents=True, exist_ok=True)
+    return MiniLMRetriever(corpus, WORK / f"minilm-{name}-{fingerprint(corpus)[:12]}.npy")
+
+
+def teacher_vectors(name: str, corpus: pd.DataFrame) -> np.ndarray:
+    path = WORK / f"minilm-{name}-{fingerprint(corpus)[:12]}.npy"
+    if not path.is_file():
+        raise SystemExit(f"no teacher vectors for {name}: run `python bench/out_of_domain.py teacher` first")
+    return np.load(path)
+
+
+class VectorLookup(DenseRetriever):
+    """MiniLM search over cached corpus vectors: queries are corpus questions, so their vectors
+    are looked up, not re-encoded (the encoding rate is measured apart, stage ``rates``)."""
+
+    name = "minilm"
+
+    def __init__(self, corpus: pd.DataFrame, retriever: MiniLMRetriever) -> None:
+        self.corpus, self.index = corpus, retriever.index
+        self.row_of = {q: i for i, q in enumerate(corpus["question"])}
+        self.vectors = retriever.index.vectors(corpus["qid"].to_numpy())
+
+    def search_ids(self, queries, k):
+        return self.index.search(self.vectors[[self.row_of[q] for q in queries]], k)
+
+
+def ranked(retriever, queries: pd.DataFrame) -> np.ndarray:
+    """Each query's top ``TOP`` qids with the query itself removed (-1 pads)."""
+    out = np.full((len(queries), TOP), -1, dtype=np.int64)
+    texts, own = queries["question"].tolist(), queries["qid"].to_numpy()
+    for start in range(0, len(texts), 1000):
+        _, found = retriever.search_ids(texts[start : start + 1000], TOP + 1)
+        for row, (qid, hits) in enumerate(zip(own[start : start + 1000], found)):
+            hits = hits[(hits != qid) & (hits >= 0)][:TOP]
+            out[start + row, : len(hits)] = hits
+    return out
+
+
+def hits_of(qids: np.ndarray, corpus: pd.DataFrame, queries: pd.DataFrame) -> np.ndarray:
+    cluster_of = pd.Series(corpus["cluster"].astype(object).to_numpy(), index=corpus["qid"].to_numpy())
+    found = cluster_of.reindex(qids.ravel()).to_numpy().reshape(qids.shape)
+    return (found == queries["cluster"].astype(object).to_numpy()[:, None]) & (qids >= 0)
+
+
+class Fold:
+    """One left-out domain: its corpus, queries, BM25, and the rows and rank lists measured so far."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.corpus = domain(name)
+        self.queries = domain_queries(self.corpus, name, MAX_QUERIES)
+        test = self.corpus[(self.corpus["split"] == "test") & self.corpus["cluster"].notna()]
+        self.test_queries = test.sample(min(MAX_QUERIES, len(test)), random_state=0)
+        self.bm25 = BM25Retriever(self.corpus)
+        self.path = WORK / "folds" / f"{name}.json"
+        self.lists_path = WORK / "folds" / f"{name}-lists.npz"
+        self.rows = json.loads(self.path.read_text())["rows"] if self.path.is_file() else []
+        self.lists = dict(np.load(self.lists_path)) if self.lists_path.is_file() else {}
+
+    def has(self, system: str) -> bool:
+        return any(r["system"] == system for r in self.rows)
+
+    def record(self, system: str, retriever, queries: pd.DataFrame | None = None, **extra) -> np.ndarray:
+        queries = self.queries if queries is None else queries
+        qids = ranked(retriever, queries)
+        row = {"left_out": self.name, "system": system} | rank_metrics(hits_of(qids, self.corpus, queries)) | extra
+        print(row, flush=True)
+        self.rows = [r for r in self.rows if r["system"] != system] + [row]
+        self.lists[system] = qids
+        self.save()
+        return qids
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_json({"rows": self.rows}, self.path)
+        tmp = self.lists_path.with_suffix(".tmp.npz")
+        np.savez(tmp, **self.lists)
+        tmp.replace(self.lists_path)
+
+
+def bundle_on(model, corpus: pd.DataFrame) -> Bundle:
+    """``model``'s (anything with ``encoder`` and ``vocab``) exact index over ``corpus``."""
+    return Bundle.create(model.encoder, model.vocab, corpus, IndexConfig("Flat"))
+
+
+def product_bundle() -> Bundle:
+    """Today's product settings trained on Quora-lite (capped), its hybrid fitted on val; cached."""
+    path = WORK / "product-quora"
+    if path.is_dir():
+        return Bundle.load(path)
+    corpus = cap_corpus(load_corpus(data_dir() / "quora-lite"), PRODUCT_QUESTIONS)
+    result = train(corpus, PRODUCT, progress=False, return_on_interrupt=False)
+    bundle = Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("Flat"),
+                           train_info={"config": asdict(PRODUCT)} | result.summary())
+    bundle = bundle.with_fusion(fit_fusion(bundle, max_queries=MAX_QUERIES).to_dict())
+    bundle.save(path)
+    return bundle
+
+
+def training_material(left_out: str, teacher: bool) -> tuple[dict, Unlabelled]:
+    """The other domains' corpora (their train clusters are the labelled pairs) and their
+    questions as unlabelled material, with MiniLM's vectors when ``teacher``."""
+    sources = {name: domain(name) for name in DOMAINS if name != left_out}
+    questions = [q for c in sources.values() for q in c["question"]]
+    vectors = np.concatenate([teacher_vectors(n, c) for n, c in sources.items()]) if teacher else None
+    return sources, Unlabelled(questions, vectors)
+
+
+def general_variant(left_out: str, labels: bool, teacher: bool):
+    """The general encoder of a fold, or an ablation of it: without the other domains' labelled
+    pairs, or without distillation (the same budget of each remaining ingredient)."""
+    sources, unlabelled = training_material(left_out, teacher)
+    return train_general(sources if labels else {}, unlabelled if teacher else None, GENERAL, progress=False)
+
+
+def run_fold(name: str, only: set[str] | None) -> None:
+    fold = Fold(name)
+    wanted = lambda system: (only is None or system in only) and not fold.has(system)  # noqa: E731
+    if wanted("bm25"):
+        fold.record("bm25", fold.bm25)
+    if wanted("minilm"):
+        fold.record("minilm", VectorLookup(fold.corpus, minilm(name, fold.corpus)))
+    if wanted("product-dense") or wanted("product-hybrid"):
+        product = product_bundle()
+        on_domain = bundle_on(product, fold.corpus)
+        fold.record("product-dense", DenseRetriever(on_domain), in_domain=name == "quora-lite")
+        fusion = Fusion.from_manifest(product.manifest)
+        fold.record("product-hybrid", HybridRetriever(on_domain, fusion, fold.bm25), in_domain=name == "quora-lite")
+    general_path = WORK / "general" / name
+    step3 = any(wanted(s) for s in ("general", "adapted", "finetuned")) and len(fold.test_queries) >= 20
+    if wanted("dense") or (step3 and not general_path.is_dir()):
+        result = general_variant(name, labels=True, teacher=True)
+        bundle = bundle_on(result, fold.corpus)
+        bundle.manifest["training"] = {"config": asdict(GENERAL), "history": result.history, "seconds": result.seconds}
+        bundle.save(general_path)
+        fold.record("dense", DenseRetriever(bundle), train_seconds=round(result.seconds, 1))
+    for system, labels, teacher in (("dense-pairs-only", True, False), ("dense-distill-only", False, True)):
+        if wanted(system):
+            result = general_variant(name, labels, teacher)
+            fold.record(system, DenseRetriever(bundle_on(result, fold.corpus)), train_seconds=round(result.seconds, 1))
+    if wanted("adapted-dense"):  # the cold start without labels: self-supervised views of the domain's questions
+        general = Bundle.load(general_path)
+        adapted = train_general({}, Unlabelled(fold.corpus["question"].tolist()), ADAPT,
+                                warm_start=(general.encoder, general.vocab), progress=False)
+        fold.record("adapted-dense", DenseRetriever(bundle_on(adapted, fold.corpus)), train_seconds=round(adapted.seconds, 1))
+    if step3:
+        general = Bundle.load(general_path)
+        test = dict(queries=fold.test_queries, split="test")
+        fold.record("general", DenseRetriever(general), **test)
+        adapted = train_general({}, Unlabelled(fold.corpus["question"].tolist()), ADAPT,
+                                warm_start=(general.encoder, general.vocab), progress=False)
+        fold.record("adapted", DenseRetriever(bundle_on(adapted, fold.corpus)), train_seconds=round(adapted.seconds, 1), **test)
+        tuned = train_general({name: fold.corpus}, None, FINETUNE, warm_start=(adapted.encoder, adapted.vocab), progress=False)
+        fold.record("finetuned", DenseRetriever(bundle_on(tuned, fold.corpus)), train_seconds=round(tuned.seconds, 1), **test)
+
+
+def rates() -> dict:
+    """Questions per second: the CNN and MiniLM turning questions into vectors, BM25 answering
+    them (tokenise + score a 12k-question corpus); one sample of questions from every domain."""
+    texts = pd.concat([domain(n)["question"].sample(200, random_state=0) for n in DOMAINS]).tolist()
+    general = Bundle.load(WORK / "general" / DOMAINS[0])
+    bm25 = BM25Retriever(domain(DOMAINS[0]))
+    model = minilm(DOMAINS[0], domain(DOMAINS[0])).model
+    out = {"questions": len(texts)}
+    for name, run, sample in (("cnn", lambda t: encode_texts(general.encoder, general.vocab, t), texts),
+                              ("minilm", lambda t: model.encode(t, batch_size=128, normalize_embeddings=True), texts[:350]),
+                              ("bm25", lambda t: bm25.search_ids(t, TOP), texts)):
+        run(sample[:20])  # warm-up
+        start = time.perf_counter()
+        run(sample)
+        out[name] = round(len(sample) / (time.perf_counter() - start), 1)
+    out["machine"] = machine()
+    print(out, flush=True)
+    write_json(out, WORK / "rates.json")
+    return out
+
+
+def fusion_curves(folds: dict[str, Fold], dense: str) -> dict[str, dict[float, np.ndarray]]:
+    """Per fold (that has ``dense`` and BM25 lists), the hit matrix of rank fusion at each weight."""
+    return {name: {w: hits_of(rank_fuse(f.lists[dense], f.lists["bm25"], RankFusion(w), TOP)[1], f.corpus, f.queries)
+                   for w in WEIGHTS}
+            for name, f in folds.items() if dense in f.lists and "bm25" in f.lists}
+
+
+def best_weight(curves: dict[str, dict[float, np.ndarray]], folds: list[str]) -> float:
+    """The weight with the best mean H@1 over ``folds`` (ties: the one nearest 0.5)."""
+    return max(WEIGHTS, key=lambda w: (np.mean([curves[f][w][:, 0].mean() for f in folds]), -abs(w - 0.5)))
+
+
+def fused_rows(folds: dict[str, Fold], dense: str, system: str, default: bool) -> tuple[list[dict], dict]:
+    """Rank fusion of ``dense`` with BM25 per left-out domain, its weight chosen on the OTHER
+    left-out domains (nested), with the paired-bootstrap change in H@1 over BM25 alone."""
+    curves = fusion_curves(folds, dense)
+    rows = []
+    for name in curves:
+        weight = best_weight(curves, [f for f in curves if f != name])
+        hits = curves[name][weight]
+        bm25 = hits_of(folds[name].lists["bm25"], folds[name].corpus, folds[name].queries)
+        change, low, high = h1_change(bm25, hits)
+        rows.append({"left_out": name, "system": system} | rank_metrics(hits)
+                    | {"dense_weight": weight, "H1_vs_bm25": change, "H1_vs_bm25_low": low, "H1_vs_bm25_high": high,
+                       "default": default})
+    table = {name: {str(w): float(h[:, 0].mean()) for w, h in by_weight.items()} for name, by_weight in curves.items()}
+    return rows, {"H1_by_weight": table, "weight_over_all_domains": best_weight(curves, list(curves)) if curves else None}
+
+
+ENCODER_OF = {"bm25": "bm25", "minilm": "minilm"}  # every other system encodes with the CNN
+
+
+def report() -> None:
+    folds = {name: Fold(name) for name in DOMAINS if (WORK / "folds" / f"{name}.json").is_file()}
+    rate = json.loads((WORK / "rates.json").read_text()) if (WORK / "rates.json").is_file() else {}
+    runs = [r | {"default": False} for f in folds.values() for r in f.rows]
+    hybrid, hybrid_fusion = fused_rows(folds, "dense", "hybrid", default=True)
+    product, product_fusion = fused_rows(folds, "product-dense", "product-rrf", default=False)
+    adapted, adapted_fusion = fused_rows(folds, "adapted-dense", "adapted-rrf", default=False)
+    runs += hybrid + product + adapted
+    for name, fold in folds.items():  # BM25 on the test clusters too, beside the adaptation steps
+        if any(r.get("split") == "test" for r in fold.rows):
+            hits = hits_of(ranked(fold.bm25, fold.test_queries), fold.corpus, fold.test_queries)
+            runs.append({"left_out": name, "system": "bm25", "split": "test", "default": False} | rank_metrics(hits))
+    for row in runs:
+        row["encode_qps"] = rate.get(ENCODER_OF.get(row["system"], "cnn"), 0.0)
+    zero_shot = [r for r in runs if r.get("split") != "test"]
+    by = {(r["left_out"], r["system"]): r for r in zero_shot}
+    names = [n for n in folds if (n, "hybrid") in by]
+    bar = {
+        "hybrid_ge_bm25_plus_0.02": {n: by[n, "hybrid"]["H1"] >= by[n, "bm25"]["H1"] + 0.02 for n in names},
+        "hybrid_ge_dense": {n: by[n, "hybrid"]["H1"] >= by[n, "dense"]["H1"] for n in names},
+        "hybrid_ge_better_part": {n: by[n, "hybrid"]["H1"] >= max(by[n, "dense"]["H1"], by[n, "bm25"]["H1"]) for n in names},
+        "mean_minilm_minus_dense_H1": float(np.mean([by[n, "minilm"]["H1"] - by[n, "dense"]["H1"] for n in names])) if names else None,
+        "cnn_over_minilm_encode_rate": rate["cnn"] / rate["minilm"] if rate else None,
+    }
+    payload = {"runs": runs, "fusion": {"hybrid": hybrid_fusion, "product-rrf": product_fusion, "adapted-rrf": adapted_fusion}, "bar": bar,
+               "protocol": {"max_queries": MAX_QUERIES, "caps": {n: domain_cap(n) for n in DOMAINS}, "seed": 0,
+                            "general": asdict(GENERAL), "product": asdict(PRODUCT) | {"questions": PRODUCT_QUESTIONS},
+                            "adapt": asdict(ADAPT), "finetune": asdict(FINETUNE)},
+               "rates": rate, "machine": machine(), "date": time.strftime("%Y-%m-%d")}
+    write_json(payload, RESULTS)
+    plot(by, names)
+    replace_marked_section(DOC, "ood", tables(runs, by, names, payload))
+
+
+SHOWN = [("bm25", "BM25"), ("product-dense", "product dense"), ("product-hybrid", "product hybrid"),
+         ("product-rrf", "product + RRF"), ("dense", "general dense"), ("adapted-dense", "general + views"),
+         ("hybrid", "general hybrid (RRF)"),
+         ("minilm", "MiniLM")]
+
+
+def plot(by: dict, names: list[str]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10, 4.2))
+    width = 0.8 / len(SHOWN)
+    for i, (system, label) in enumerate(SHOWN):
+        values = [by.get((n, system), {}).get("H1", np.nan) for n in names]
+        ax.bar(np.arange(len(names)) + (i - len(SHOWN) / 2 + 0.5) * width, values, width, label=label)
+    ax.set_xticks(np.arange(len(names)), names)
+    ax.set_ylabel("H@1 (left-out domain)")
+    ax.set_ylim(0, 1)
+    ax.legend(ncol=4, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, 1.18))
+    ax.set_title("Leave-one-domain-out: each domain unseen in training", pad=40)
+    fig.tight_layout()
+    fig.savefig(PLOT, dpi=110)
+    plt.close(fig)
+
+
+def tables(runs: list[dict], by: dict, names: list[str], payload: dict) -> str:
+    def cell(name, system, key="H1"):
+        row = by.get((name, system))
+        return None if row is None else row[key]
+
+    main_rows = [{"domain": n, "queries": by[n, "bm25"]["queries"]} | {s: cell(n, s) for s, _ in SHOWN}
+                 | {"w": by[n, "hybrid"]["dense_weight"],
+                    "gain": f"{by[n, 'hybrid']['H1_vs_bm25']:+.3f} [{by[n, 'hybrid']['H1_vs_bm25_low']:+.3f}, "
+                            f"{by[n, 'hybrid']['H1_vs_bm25_high']:+.3f}]"} for n in names]
+    columns = [("domain", "left out"), ("queries", "queries")] + SHOWN + [("w", "RRF dense weight"), ("gain", "hybrid - BM25 H@1 [95% CI]")]
+    mrr_rows = [{"domain": n} | {s: cell(n, s, "MRR") for s, _ in SHOWN} for n in names]
+    ablation = [{"domain": n} | {s: cell(n, s) for s in ("dense-pairs-only", "dense-distill-only", "dense")} for n in names]
+    step3 = {(r["left_out"], r["system"]): r for r in runs if r.get("split") == "test"}
+    adapt_rows = [{"domain": n, "queries": step3[n, "general"]["queries"]}
+                  | {s: step3.get((n, s), {}).get("H1") for s in ("bm25", "general", "adapted", "finetuned")}
+                  for n in DOMAINS if (n, "general") in step3]
+    rate = payload["rates"]
+    bar = payload["bar"]
+    lines = [
+        f"Measured {payload['date']} on {payload['machine']}; seed 0; at most {MAX_QUERIES} queries per domain.",
+        "",
+        "**H@1** on each left-out domain (top 20, query removed from its results):",
+        "", markdown_table(main_rows, columns), "",
+        "**MRR**:", "", markdown_table(mrr_rows, [("domain", "left out")] + SHOWN), "",
+        "**What each ingredient buys** (general dense H@1; the same budget of each ingredient kept):", "",
+        markdown_table(ablation, [("domain", "left out"), ("dense-pairs-only", "other domains' pairs only"),
+                                  ("dense-distill-only", "MiniLM distillation only"), ("dense", "both")]), "",
+        "**Adapting to the left-out domain** (its own test clusters; H@1):", "",
+        markdown_table(adapt_rows, [("domain", "domain"), ("queries", "test queries"), ("bm25", "BM25"), ("general", "general (zero-shot)"),
+                                    ("adapted", "+ self-supervised views of its questions"),
+                                    ("finetuned", "+ fine-tuned on its train clusters")]), "",
+    ]
+    if rate:
+        lines += [f"Encoding rates ({rate['questions']} questions from all domains, one thread, under the timing lock): "
+                  f"CNN {rate['cnn']:,.0f}/s, MiniLM {rate['minilm']:,.0f}/s "
+                  f"({rate['cnn'] / rate['minilm']:.0f}x), BM25 search {rate['bm25']:,.0f} queries/s.", ""]
+    lines += ["Bar: hybrid >= BM25 + 0.02 on " f"{sum(bar['hybrid_ge_bm25_plus_0.02'].values())} of {len(names)} domains; "
+              f">= the general dense on {sum(bar['hybrid_ge_dense'].values())}; >= the better of its parts on "
+              f"{sum(bar['hybrid_ge_better_part'].values())}; MiniLM - general dense H@1, mean over domains: "
+              f"{bar['mean_minilm_minus_dense_H1']:+.3f} (bar: <= 0.05)."]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("stage", choices=["teacher", "folds", "rates", "report"])
+    parser.add_argument("--domains", nargs="*", default=list(DOMAINS))
+    parser.add_argument("--only", nargs="*", help="systems to run (default: all)")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    if args.stage == "teacher":
+        for name in args.domains:
+            print(name, flush=True)
+            minilm(name, domain(name))
+    elif args.stage == "folds":
+        for name in args.domains:
+            print(f"fold: {name}", flush=True)
+            run_fold(name, set(args.only) if args.only else None)
+    elif args.stage == "rates":
+        rates()
+    else:
+        report()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,199 @@
+"""A general-purpose encoder: the CNN trained on several question sets at once, optionally
+distilled from a pretrained sentence encoder, and adapted to a new corpus without labels.
+
+One training step is one SDML batch (``qpr.losses.SDMLLoss``) of one of three kinds:
+
+- **pairs** of cluster-mates from the labelled sources. Every epoch draws at most
+  ``per_source`` pairs from each source (``source_pairs``), so a large set (Quora, WikiAnswers)
+  cannot drown a small one (COVID FAQ); batches hold one pair per cluster, a source's pairs
+  together (harder negatives than another domain's questions);
+- **distillation** on unlabelled questions: two word-dropout views of each question in the
+  batch, and as SDML's target row not the smoothed identity but the teacher's similarities,
+  ``softmax(cos(teacher_i, teacher_j) / temperature)`` (``teacher_targets``): the student learns
+  which questions the teacher finds alike, in its own (300-d, squared-distance) space;
+- **views**: two word-dropout views of an unlabelled question as a positive pair with SDML's
+  usual targets (self-supervised; the adaptation to a user's corpus, which has no teacher).
+
+Batches of the three kinds are shuffled together. The teacher is an input (its vectors, one row
+per unlabelled question), so this module needs no transformer library; ``bench/out_of_domain.py``
+and ``python -m qpr general`` compute them with all-MiniLM-L6-v2 (the benchmark extra).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+from tqdm.auto import tqdm
+
+from qpr.encoder import EncoderConfig, QuestionEncoder, encode_ids
+from qpr.errors import QPRError
+from qpr.losses import SDMLLoss
+from qpr.sampling import cluster_disjoint_batches, cluster_members, epoch_pairs, view_pairs
+from qpr.text import TextConfig, Vocabulary
+
+
+@dataclass(frozen=True)
+class GeneralConfig:
+    """Settings of ``train_general``: pairs per labelled source and epoch, unlabelled questions
+    distilled (or viewed) per epoch, the teacher's softmax temperature over cosine similarities,
+    the word dropout of the two views, and the optimiser's (SDML smoothing 0.3, Adam)."""
+
+    per_source: int = 4000
+    unlabelled_per_epoch: int = 8000
+    epochs: int = 2
+    batch_size: int = 256
+    lr: float = 1e-3
+    temperature: float = 0.05
+    view_dropout: float = 0.1
+    smoothing: float = 0.3
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 2 or self.epochs < 1:
+            raise QPRError(f"batch_size must be at least 2 and epochs at least 1: {self}")
+        if self.per_source < 0 or self.unlabelled_per_epoch < 0:
+            raise QPRError(f"per_source and unlabelled_per_epoch must not be negative: {self}")
+        if self.temperature <= 0 or not 0.0 <= self.view_dropout < 1.0:
+            raise QPRError(f"temperature must be positive and view_dropout in [0, 1): {self}")
+
+
+@dataclass
+class Unlabelled:
+    """Questions without clusters; ``teacher`` (one unit-length row per question) makes them
+    distillation material, without it they train as self-supervised views."""
+
+    questions: list[str]
+    teacher: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.teacher is not None and len(self.teacher) != len(self.questions):
+            raise QPRError(f"{len(self.teacher)} teacher vectors for {len(self.questions)} questions: one row each")
+
+
+@dataclass
+class GeneralResult:
+    encoder: QuestionEncoder
+    vocab: Vocabulary
+    history: list[dict] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def teacher_targets(teacher: torch.Tensor, temperature: float) -> torch.Tensor:
+    """SDML target rows from a teacher's unit vectors: row i is the softmax over j of
+    cos(i, j) / ``temperature`` (the diagonal, a question with itself, is the largest)."""
+    return torch.softmax(teacher @ teacher.T / temperature, dim=1)
+
+
+def source_pairs(
+    sources: dict[str, pd.DataFrame], per_source: int, rng: np.random.Generator
+) -> list[tuple[list[str], list[str], np.ndarray]]:
+    """Per source, at most ``per_source`` (anchor, positive) text pairs of its ``train``
+    clusters (``epoch_pairs``, then a random subset) and each pair's cluster number."""
+    out = []
+    for corpus in sources.values():
+        clusters = cluster_members(corpus, "train")
+        if not clusters:
+            continue
+        anchors, positives, owner = epoch_pairs(clusters, rng)
+        pick = rng.permutation(len(anchors))[:per_source]
+        texts = corpus["question"].to_numpy()
+        out.append((list(texts[anchors[pick]]), list(texts[positives[pick]]), owner[pick]))
+    return out
+
+
+def _epoch_batches(sources, unlabelled, config, rng) -> list[tuple[str, list, list, np.ndarray | None]]:
+    """The epoch's batches, shuffled: (kind, anchor texts, positive texts, teacher rows or None)."""
+    batches = []
+    for anchors, positives, owner in source_pairs(sources, config.per_source, rng):
+        for batch in cluster_disjoint_batches(owner, config.batch_size, rng):
+            batches.append(("pairs", [anchors[i] for i in batch], [positives[i] for i in batch], None))
+    if unlabelled is not None and config.unlabelled_per_epoch:
+        picked = rng.permutation(len(unlabelled.questions))[: config.unlabelled_per_epoch]
+        kind = "views" if unlabelled.teacher is None else "distill"
+        for start in range(0, len(picked) - 1, config.batch_size):
+            rows = picked[start : start + config.batch_size]
+            if len(rows) < 2:
+                continue
+            texts = [unlabelled.questions[i] for i in rows]
+            batches.append((kind, texts, texts, None if unlabelled.teacher is None else unlabelled.teacher[rows]))
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def train_general(
+    sources: dict[str, pd.DataFrame],
+    unlabelled: Unlabelled | None = None,
+    config: GeneralConfig = GeneralConfig(),
+    text_config: TextConfig = TextConfig(),
+    encoder_config: EncoderConfig = EncoderConfig(),
+    warm_start: tuple[QuestionEncoder, Vocabulary] | None = None,
+    progress: bool = True,
+) -> GeneralResult:
+    """Train (or, with ``warm_start``, continue) a CNN on the ``train`` clusters of ``sources``
+    (name -> corpus) and on ``unlabelled`` questions (module doc), for ``config.epochs`` epochs.
+
+    There is no early stopping: a general encoder has no validation set of the domains it will
+    serve. The vocabulary is built from every training question (labelled and unlabelled).
+    """
+    if not any(cluster_members(c, "train") for c in sources.values()) and not (unlabelled and unlabelled.questions):
+        raise QPRError("nothing to train on: give sources with train clusters of 2+ questions, or unlabelled questions")
+    torch.manual_seed(config.seed)
+    rng = np.random.default_rng(config.seed)
+    if warm_start is None:
+        texts = [q for c in sources.values() for q in c.loc[c["split"] == "train", "question"]]
+        vocab = Vocabulary.build(texts + (unlabelled.questions if unlabelled else []), text_config)
+        encoder = QuestionEncoder(vocab.size, encoder_config)
+    else:
+        encoder, vocab = copy.deepcopy(warm_start[0]), warm_start[1]
+    loss_fn = SDMLLoss(smoothing=config.smoothing)
+    optimizer = torch.optim.Adam(encoder.parameters(), lr=config.lr)
+    history, start = [], time.perf_counter()
+    encoder.train()
+    for epoch in range(1, config.epochs + 1):
+        totals: dict[str, list[float]] = {}
+        batches = _epoch_batches(sources, unlabelled, config, rng)
+        for kind, anchors, positives, teacher in tqdm(batches, desc=f"epoch {epoch}/{config.epochs}", disable=not progress, leave=False):
+            if kind != "pairs":
+                ids = [vocab.encode(t) for t in anchors]
+                first, second = view_pairs(ids, config.view_dropout, rng)
+            else:
+                first, second = [vocab.encode(t) for t in anchors], [vocab.encode(t) for t in positives]
+            targets = None if teacher is None else teacher_targets(torch.from_numpy(teacher).float(), config.temperature)
+            loss = loss_fn(encode_ids(encoder, first), encode_ids(encoder, second), targets)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            totals.setdefault(kind, []).append(loss.item())
+        row = {"epoch": epoch, "seconds": time.perf_counter() - start} | {f"loss_{k}": float(np.mean(v)) for k, v in totals.items()}
+        history.append(row)
+        if progress:
+            tqdm.write(f"epoch {epoch}: " + "  ".join(f"{k} {v:.4f}" for k, v in row.items() if k.startswith("loss")))
+    encoder.eval()
+    return GeneralResult(encoder, vocab, history, time.perf_counter() - start)
+
+
+def agreeing_pairs(dense_top: np.ndarray, bm25_top: np.ndarray) -> np.ndarray:
+    """Pseudo-pairs for a corpus without clusters: row i and its nearest other question j where
+    the encoder's and BM25's nearest agree (``dense_top[i] == bm25_top[i] == j``, -1: none), as an
+    ``(n, 2)`` array of row positions, each unordered pair once."""
+    rows = np.flatnonzero((dense_top == bm25_top) & (dense_top >= 0))
+    pairs = np.sort(np.stack([rows, dense_top[rows]], axis=1), axis=1)
+    return np.unique(pairs, axis=0) if len(pairs) else pairs.reshape(0, 2)
+
+
+def pseudo_corpus(questions: Sequence[str], pairs: np.ndarray) -> pd.DataFrame:
+    """A training corpus (``qpr.data.COLUMNS``, split "train") whose clusters are the connected
+    components of ``pairs`` over ``questions``; questions in no pair are left out."""
+    n = len(questions)
+    graph = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
+    _, component = connected_components(graph, directed=False)
+    used = np.unique(pairs.ravel())
+    return pd.DataFrame({"qid": used.astype("int64") + 1, "question": [questions[i] for i in used],
+                         "cluster": pd.array(component[used].astype(str), dtype="string"), "split": "train"})

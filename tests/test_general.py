@@ -1,0 +1,84 @@
+"""The general bundle end to end on tiny synthetic domains (the real ones are benchmarked in
+bench/out_of_domain.py): build, serve by rank fusion, rebase onto a corpus without clusters,
+the cached teacher, and the CLI."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from qpr import sources
+from qpr.bundle import Bundle
+from qpr.cli import main
+from qpr.data import fingerprint
+from qpr.distill import GeneralConfig
+from qpr.errors import QPRError
+from qpr.general import build_general, general_material, minilm_vectors, rebase
+from qpr.hybrid import RankFusionRetriever
+from qpr.serving import serving_retriever
+
+TINY = GeneralConfig(per_source=50, unlabelled_per_epoch=40, epochs=1, batch_size=16)
+
+
+def synthetic(topic: str) -> pd.DataFrame:
+    rows = [(f"how do i {verb} my {topic} {thing}", f"{topic}-{thing}")
+            for thing in ("card", "account", "loan", "app", "pin", "phone") for verb in ("reset", "change", "fix")]
+    frame = pd.DataFrame(rows, columns=["question", "cluster"])
+    frame.insert(0, "qid", np.arange(1, len(frame) + 1))
+    frame["split"] = "none"
+    return frame
+
+
+@pytest.fixture
+def tiny_domains(monkeypatch):
+    monkeypatch.setitem(sources.LOADERS, "banking77", lambda: synthetic("bank"))
+    monkeypatch.setitem(sources.LOADERS, "squad", lambda: synthetic("history"))
+    return ["banking77", "squad"]
+
+
+def test_build_serves_rank_fusion_and_rebases_onto_a_corpus_without_clusters(tiny_domains):
+    general = build_general(domains=tiny_domains, teacher=False, config=TINY, dense_weight=0.7, progress=False)
+    assert general.manifest["fusion"]["kind"] == "rrf" and general.manifest["training"]["domains"] == tiny_domains
+    assert len(general.corpus) == 36 and isinstance(serving_retriever(general), RankFusionRetriever)
+    users = pd.DataFrame({"qid": [10, 11, 12], "question": ["reset my bank pin", "my pin needs a reset", "opening hours"],
+                          "cluster": pd.array([pd.NA] * 3, dtype="string"), "split": "none"})
+    cold = rebase(general, users, adapt=None)
+    assert cold.manifest["general"]["from"] == general.version and cold.manifest["fusion"]["dense_weight"] == 0.7
+    assert cold.encoder is general.encoder  # not adapted: the same encoder, a new index
+    hits = serving_retriever(cold).search("how do i reset my pin", 3)
+    assert {h.qid for h in hits} == {10, 11, 12}
+
+
+def test_teacher_vectors_come_from_the_cache(tiny_domains, tmp_path):
+    corpus = sources.load_domain("banking77", sources.domain_cap("banking77"))
+    cached = np.eye(len(corpus), 4, dtype=np.float32)
+    np.save(tmp_path / f"minilm-banking77-{fingerprint(corpus)[:12]}.npy", cached)
+    _, unlabelled = general_material(["banking77"], teacher=True, cache=tmp_path)
+    np.testing.assert_array_equal(unlabelled.teacher, cached)
+    # The cache holds one row per question of the domain; a stale one (another length) would be recomputed.
+    np.testing.assert_array_equal(
+        minilm_vectors(corpus["question"].tolist(), tmp_path / f"minilm-banking77-{fingerprint(corpus)[:12]}.npy"), cached)
+
+
+def test_unknown_domain_is_a_clear_error():
+    with pytest.raises(QPRError, match="unknown domain"):
+        build_general(domains=["klingon"], teacher=False)
+
+
+def test_cli_builds_a_general_bundle(tiny_domains, tmp_path, capsys):
+    out = tmp_path / "general"
+    assert main(["general", "--out", str(out), "--domains", *tiny_domains, "--no-teacher", "--epochs", "1", "--quiet"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["fusion"]["kind"] == "rrf" and printed["questions"] == 36
+    assert Bundle.load(out).manifest["training"]["teacher"] is None
+
+
+def test_rebase_adapts_the_encoder_to_the_new_corpus_without_labels(tiny_domains):
+    general = build_general(domains=tiny_domains, teacher=False, config=TINY, progress=False)
+    users = synthetic("insurance").assign(cluster=pd.NA)
+    cold = rebase(general, users, adapt=TINY)
+    assert cold.manifest["general"]["adapt"]["epochs"] == 1
+    changed = [not torch.equal(a, b) for a, b in zip(cold.encoder.state_dict().values(), general.encoder.state_dict().values())]
+    assert any(changed) and cold.vocab is general.vocab  # continued on the new questions, same vocabulary
