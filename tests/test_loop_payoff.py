@@ -11,6 +11,7 @@ from annotations.benchmark_check import judged_h1, order, top_results
 from annotations.db import open_store
 from annotations.errors import AnnotationError
 from annotations.oracle import SimulatedAnnotator, label_errors
+from annotations.outlook import describe, found_errors, outlook
 from annotations.strategies import POOL_COLUMNS, select, within_pool
 
 
@@ -86,3 +87,28 @@ def test_near_miss_order_puts_close_misses_first_then_far_hits():
     assert sorted(order(table, "random", seed=3)["query_qid"]) == list(range(1, 9))
     with pytest.raises(AnnotationError, match="unknown order"):
         order(table, "nearest")
+
+
+def judgments_of(labels, query_clusters, candidate_clusters):
+    return pd.DataFrame({"query_qid": range(1, len(labels) + 1), "label": labels,
+                         "query_cluster": pd.array(query_clusters, dtype="string"),
+                         "candidate_cluster": pd.array(candidate_clusters, dtype="string")})
+
+
+def test_found_errors_are_same_across_and_different_within():
+    rows = judgments_of(["same", "different", "same", "different", "unsure", "same"],
+                        ["A", "A", "A", "A", "A", "A"], ["B", "A", "A", "B", "B", None])
+    assert found_errors(rows).tolist() == [True, True, False, False, False, True]
+
+
+def test_outlook_uses_the_recent_window_and_a_wilson_interval():
+    assert outlook(judgments_of(["unsure"], ["A"], ["B"])) is None
+    # 10 old judgments all errors, then 20 recent ones with 5 errors; the window keeps the 20
+    rows = judgments_of(["same"] * 10 + ["same"] * 5 + ["different"] * 15, ["A"] * 30, ["B"] * 30)
+    estimate = outlook(rows, next_n=500, window=20)
+    assert (estimate.judged, estimate.found, estimate.recent, estimate.recent_found) == (30, 15, 20, 5)
+    z = 1.959964
+    centre, half = (5 + z * z / 2) / (20 + z * z), z / (20 + z * z) * np.sqrt(5 * 15 / 20 + z * z / 4)
+    assert (estimate.low, estimate.high) == pytest.approx((centre - half, centre + half), abs=1e-5)
+    assert estimate.expected == pytest.approx((125.0, 500 * estimate.low, 500 * estimate.high))
+    assert "about **125**" in describe(estimate) and "Assumed:" in describe(estimate)
