@@ -85,6 +85,10 @@ REGIMES = {
     ("fn", 0.4, "sdml", "random"): (("best", "scratch"),), ("fp", 0.4, "sdml", "neighbours"): (("best", "scratch"),),
     ("fn", 0.4, "triplet", "neighbours"): (("best", "scratch"),),
 }
+# Every row carries the issue's keys (None where that part did not measure it), for the dashboards.
+ISSUE_KEYS = ("noise", "rate", "strategy", "budget", "precision_vs_random", "export_pair_f1_before", "export_pair_f1_after",
+              "eval_error_before", "eval_error_after", "seeds", "H1_noisy_mean", "H1_after_mean", "H1_after_ci95",
+              "gap_recovered_mean", "gap_recovered_ci95")
 MIN_HALF = 4  # split only clusters of 4+, so both halves keep 2+ questions (no singleton-half artefact)
 EPOCHS, BATCH = 3, 128
 
@@ -324,7 +328,7 @@ def run(args: argparse.Namespace, log: Callable[[str], None]) -> dict:
     for part in args.parts:
         {"export": export_part, "evaluation": evaluation_part, "retrain": retrain_part}[part](work, args)
     return {
-        "runs": work.rows, "data": str(args.data), "questions": len(clean),
+        "runs": [dict.fromkeys(ISSUE_KEYS) | row for row in work.rows], "data": str(args.data), "questions": len(clean),
         "train_questions": int(((clean["split"] == "train") & clean["cluster"].notna()).sum()),
         "test_queries": int(((clean["split"] == "test") & clean["cluster"].notna()).sum()),
         "slice": "bench.feedback_loop.quick_slice, seed 0", "encoder_config": QUICK_ENCODER.to_dict(),
