@@ -35,7 +35,7 @@ import json
 import shutil
 import sys
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
