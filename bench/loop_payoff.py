@@ -70,7 +70,8 @@ EXPORT_BUDGETS = (100, 250, 500, 1000, 2000)
 EVAL_RATE = 0.2
 EVAL_BUDGETS = (25, 50, 100, 200, 400, 800)
 RETRAIN_BUDGET = 1000
-# Retraining regimes: (noise, rate, loss, batching) -> the runs of each, (picks, start). Where noise
+# Retraining regimes: (noise, rate, loss, batching) -> the runs of each, (picks, start[, budget];
+# RETRAIN_BUDGET unless given). Where noise
 # hurts: false positives, and neighbour batches, where a split cluster's halves meet as in-batch
 # negatives. "best": the informed strategy with the highest export precision at RETRAIN_BUDGET
 # (training-label ground truth, never test scores); "random" is the baseline.
@@ -79,8 +80,11 @@ RETRAIN_BUDGET = 1000
 # A warm start trains 3 more epochs on top of the noisy model, so its control ("none", "warm") is
 # the same 3 epochs on the uncorrected labels: that difference is what the corrections bought.
 HEADLINE = (("best", "scratch"), ("random", "scratch"), ("best", "warm"), ("none", "warm"))
+# Larger budgets where noise hurts most: 2,000 judgments, and 4,000 (more than the false-positive
+# pool holds: every suspect judged).
+MORE = (("best", "scratch", 2000), ("best", "scratch", 4000))
 REGIMES = {
-    ("fp", 0.4, "sdml", "random"): HEADLINE, ("fn", 0.4, "sdml", "neighbours"): HEADLINE,
+    ("fp", 0.4, "sdml", "random"): HEADLINE + MORE, ("fn", 0.4, "sdml", "neighbours"): HEADLINE,
     ("fp", 0.4, "triplet", "random"): (("best", "scratch"),), ("both", 0.4, "sdml", "random"): (("best", "scratch"),),
     ("fn", 0.4, "sdml", "random"): (("best", "scratch"),), ("fp", 0.4, "sdml", "neighbours"): (("best", "scratch"),),
     ("fn", 0.4, "triplet", "neighbours"): (("best", "scratch"),),
@@ -289,35 +293,36 @@ def retrain_part(work: Work, args: argparse.Namespace) -> None:
             work.log(f"{noise} {rate} {loss} {batching}: skipped, the merge does not split clusters yet")
             continue
         key = {"part": "retrain", "noise": noise, "rate": rate, "loss": loss, "batching": batching}
-        runs = [(best_strategy(work, noise, rate) if pick == "best" else pick, start) for pick, start in runs]
-        if all(work.done(key | {"strategy": s, "start": start}) for s, start in runs):
+        runs = [(best_strategy(work, noise, rate) if pick == "best" else pick, start, *rest) for pick, start, *rest in runs]
+        runs = [(strategy, start, 0 if strategy == "none" else (rest[0] if rest else RETRAIN_BUDGET)) for strategy, start, *rest in runs]
+        if all(work.done(key | {"strategy": s, "start": start, "budget": b}) for s, start, b in runs):
             continue
         noisy = noisy_copy(work.clean, noise, rate)
         tag = f"{loss}-{batching}"
         clean_models = [work.model(f"clean-{tag}-s{s}", work.clean, config_for(loss, batching, s)) for s in seeds]
         noisy_models = [work.model(f"{noise}-{rate:g}-{tag}-noisy-s{s}", noisy, config_for(loss, batching, s)) for s in seeds]
         pool = suspects(noisy_models[0], noisy, noise)
-        exports = {}
-        for strategy, start in runs:
-            if work.done(key | {"strategy": strategy, "start": start}):
+        for strategy, start, budget in runs:
+            if work.done(key | {"strategy": strategy, "start": start, "budget": budget}):
                 continue
             if strategy == "none":
-                exports[strategy] = {"precision_vs_random": None, "export_pair_f1_before": None, "export_pair_f1_after": None,
-                                     "errors_fixed": 0.0}, noisy
-            elif strategy not in exports:
-                exports[strategy] = export_row(work, noisy_models[0], noisy, pool, noise, rate, strategy, RETRAIN_BUDGET, f"retrain-{tag}")
-            export, fixed = exports[strategy]
-            after = [work.model(f"{noise}-{rate:g}-{tag}-{strategy}{RETRAIN_BUDGET}-{start}-s{s}", fixed,
+                export, fixed = {"precision_vs_random": None, "export_pair_f1_before": None, "export_pair_f1_after": None,
+                                 "errors_fixed": 0.0}, noisy
+            else:
+                export, fixed = export_row(work, noisy_models[0], noisy, pool, noise, rate, strategy, budget, f"retrain-{tag}")
+            # Model names keep the first runs' spelling ("none1000": no judgments), so their models are reused.
+            name = f"{strategy}{RETRAIN_BUDGET if strategy == 'none' else budget}"
+            after = [work.model(f"{noise}-{rate:g}-{tag}-{name}-{start}-s{s}", fixed,
                                 config_for(loss, batching, s), warm=noisy_models[s] if start == "warm" else None)
                      for s in seeds]
-            row = key | {"strategy": strategy, "budget": 0 if strategy == "none" else RETRAIN_BUDGET, "start": start,
-                         "seeds": len(seeds)}
+            row = key | {"strategy": strategy, "budget": budget, "start": start, "seeds": len(seeds)}
             row |= {k: export[k] for k in ("precision_vs_random", "export_pair_f1_before", "export_pair_f1_after", "errors_fixed")}
             scores = {"clean": [m.test["H1"] for m in clean_models], "noisy": [m.test["H1"] for m in noisy_models],
                       "after": [m.test["H1"] for m in after]}
             row |= summary(scores["clean"], scores["noisy"], scores["after"]) | {"H1_per_seed": scores}
             work.log(json.dumps(row))
             work.add(row)
+
 
 def run(args: argparse.Namespace, log: Callable[[str], None]) -> dict:
     """All three parts (module doc); returns the results payload."""
@@ -381,7 +386,8 @@ def markdown(results: dict) -> str:
                     f"{r['gap_recovered_mean']:.2f} {_interval(r['gap_recovered_ci95']) or '[unbounded]'}"}
                for r in rows if r["part"] == "retrain"]
     retrain_table = markdown_table(retrain, [
-        ("regime", "regime"), ("strategy", "strategy"), ("start", "start"), ("seeds", "seeds"), ("errors_fixed", "errors fixed"),
+        ("regime", "regime"), ("strategy", "strategy"), ("budget", "judgments"), ("start", "start"), ("seeds", "seeds"),
+        ("errors_fixed", "errors fixed"),
         ("clean", "H@1 clean"), ("noisy", "H@1 noisy"), ("after", "H@1 after"), ("change", "after - noisy"),
         ("gap", "clean - noisy"), ("recovered", "gap recovered")])
     wins = [f"{r['regime']}, {r['strategy']} {r['start']}: {r['change']}" for r in retrain
@@ -414,7 +420,7 @@ def markdown(results: dict) -> str:
             f"- Evaluation error within one point of H@1: {'; '.join(within) if within else 'not measured'}.")
     return (f"{note}\n\n### Export quality\n\n{export_table}\n\n### The singleton-half artefact (old noise: clusters of 3 split)\n\n"
             f"{artefact_table}\n\n### Honest evaluation (test-label noise rate {EVAL_RATE:g})\n\n{evaluation_table}\n\n"
-            f"### Retraining, {RETRAIN_BUDGET:,} judgments, mean [95% CI] over seeds\n\n{retrain_table}\n\n"
+            f"### Retraining, mean [95% CI] over seeds\n\n{retrain_table}\n\n"
             f"### Warm starts against the same extra epochs on the uncorrected labels (paired by seed)\n\n{control_table}\n\n{bars}")
 
 
