@@ -408,10 +408,12 @@ def markdown(results: dict) -> str:
         for strategy in ("random", "near_miss"):
             runs = sorted((r for r in rows if r["part"] == "evaluation" and r["noise"] == noise and r["strategy"] == strategy),
                           key=lambda r: r["budget"])
-            first = next((r["budget"] for r in runs if r["eval_error_after"] <= 0.01), None)
-            if runs:
+            first = next((r["judged"] for r in runs if r["eval_error_after"] <= 0.01), None)
+            if runs and runs[0]["eval_error_before"] <= 0.01:
+                within.append(f"{noise} {strategy}: within one point before any judgment")
+            elif runs:
                 within.append(f"{noise} {strategy}: error {runs[0]['eval_error_before']:.3f} before; within one point "
-                              + (f"after {first} judgments" if first is not None else f"not reached with {runs[-1]['budget']}"))
+                              + (f"after {first} judgments" if first is not None else f"not reached with {runs[-1]['judged']}"))
     controlled_wins = [f"{c['regime']}, {c['strategy']}: {c['change']}" for c in controlled if c["low"] > 0]
     bars = (f"- Retrain beats the noisy model with a 95% interval of the per-seed change above zero: "
             f"{'; '.join(wins) if wins else 'in no regime'}.\n"
