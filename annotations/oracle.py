@@ -7,7 +7,8 @@ shares none), wrong on a seeded random ``error_rate`` share of its answers, and 
 answer through ``AnnotationStore.record`` as a person clicking in the app would: under one
 annotator name, one judgment per item.
 
-The measures compare judgments and merges with the truth: ``precision`` (share of judged pairs
+The measures compare judgments and merges with the truth: ``label_errors`` (which pairs a
+noisy corpus labels wrongly, either way), ``precision`` (share of judged pairs
 that are real false negatives), ``recall`` (share of split clusters with a confirmed pair across
 their halves) and ``reconnected`` (split clusters whose questions are in one cluster again).
 """
@@ -73,6 +74,12 @@ class SimulatedAnnotator:
             for q, c, label, r, d in zip(queries, shown, labels, candidates["rank"], candidates["distance"])
         ]
         return candidates.assign(label=labels, true_same=true_same(self.truth, queries, shown), judgment_id=ids)
+
+
+def label_errors(truth: pd.DataFrame, corpus: pd.DataFrame, query_qids: Sequence[int], candidate_qids: Sequence[int]) -> np.ndarray:
+    """Whether ``corpus``' labels get each pair wrong (bool array): a false negative (apart in
+    ``corpus``, together in ``truth``) or a false positive (the other way round)."""
+    return true_same(truth, query_qids, candidate_qids) != true_same(corpus, query_qids, candidate_qids)
 
 
 def precision(judged: pd.DataFrame) -> float:

@@ -129,6 +129,18 @@ def test_anonymous_users_can_search_but_not_annotate(qpr_app):
     assert qpr_app.ctx.store.judgments().empty
 
 
+def test_metrics_state_what_the_next_500_judgments_are_expected_to_fix(qpr_app):
+    tab = qpr_app.metrics
+    assert "no judgments yet" in tab.metrics()[tab.outlook]
+    view = judge_until(qpr_app, qpr_app.annotate.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
+    view = qpr_app.annotate.judge("same", session(view), "ann", None, None)  # a split paraphrase: an error found
+    qpr_app.annotate.judge("different", session(view), "ann", None, None)  # the next candidate: no twin of A
+    text = tab.metrics()[tab.outlook]
+    assert "1 of 2 judgments so far found one" in text and "about **50%**" in text
+    assert "next 500 judgments are expected to fix about **250**" in text
+    assert "Assumed:" in text and "upper estimate" in text
+
+
 @pytest.mark.filterwarnings("ignore:Gradio does not support OAuth features outside of a Space")
 def test_logins_and_hugging_face_profiles_name_the_annotator(bundle, tmp_path, monkeypatch):  # noqa: F811
     # Off Spaces, Gradio mocks the Hugging Face login with the machine's HF token; there is none here.

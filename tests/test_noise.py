@@ -2,7 +2,7 @@ import pandas as pd
 import pytest
 
 from qpr.errors import QPRError
-from qpr.noise import SPLIT_SUFFIX, eligible_clusters, inject_false_negatives
+from qpr.noise import SPLIT_SUFFIX, eligible_clusters, inject_false_negatives, inject_false_positives
 
 
 def corpus_with_sizes(sizes, split="train"):
@@ -42,3 +42,41 @@ def test_seeded_and_leaves_held_out_clusters_alone():
 def test_bad_rate_is_refused():
     with pytest.raises(QPRError, match="between 0 and 1"):
         inject_false_negatives(corpus_with_sizes([3]), 1.5)
+
+
+def test_min_size_four_leaves_no_one_question_half():
+    corpus = corpus_with_sizes([3] * 10 + [4, 5] * 5)
+    noisy, chosen = inject_false_negatives(corpus, 1.0, seed=2, min_size=4)
+    assert len(chosen) == 10 and all((corpus.loc[corpus["cluster"] == c].shape[0]) >= 4 for c in chosen)
+    assert noisy["cluster"].value_counts().min() >= 2
+    assert inject_false_negatives(corpus, 1.0, seed=2)[0]["cluster"].value_counts().min() == 1  # the old artefact
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.2, 0.5, 1.0])
+def test_false_positives_join_pairs_of_unrelated_clusters(rate):
+    corpus = corpus_with_sizes([2, 3, 4, 5] * 5)  # 20 clusters
+    noisy, joins = inject_false_positives(corpus, rate, seed=3)
+    assert len(joins) == round(rate * 20) // 2
+    guests = {guest for _, guest in joins}
+    hosts = {host for host, _ in joins}
+    assert not guests & hosts and set(noisy["cluster"]) == set(corpus["cluster"]) - guests
+    for host, guest in joins:
+        joined = noisy["cluster"] == host
+        assert set(corpus.loc[joined, "cluster"]) == {host, guest}  # exactly the two, every member kept
+    untouched = ~corpus["cluster"].isin(hosts | guests)
+    assert noisy.loc[untouched, "cluster"].equals(corpus.loc[untouched, "cluster"])
+    assert inject_false_positives(corpus, rate, seed=3)[0].equals(noisy)
+
+
+def test_noise_goes_only_into_the_split_asked_for():
+    corpus = pd.concat([corpus_with_sizes([4] * 6), corpus_with_sizes([4] * 6, split="test").assign(cluster=lambda f: "t" + f["cluster"])])
+    corpus["qid"] = range(1, len(corpus) + 1)
+    for noisy, _ in (inject_false_positives(corpus, 1.0, split="test"), inject_false_negatives(corpus, 1.0, split="test")):
+        train = corpus["split"] == "train"
+        assert noisy.loc[train, "cluster"].equals(corpus.loc[train, "cluster"])
+        assert not noisy.loc[~train, "cluster"].equals(corpus.loc[~train, "cluster"])
+
+
+def test_bad_false_positive_rate_is_refused():
+    with pytest.raises(QPRError, match="between 0 and 1"):
+        inject_false_positives(corpus_with_sizes([3, 3]), -0.1)

@@ -1,5 +1,5 @@
-"""The Metrics tab: training curves, and H@1 / MRR of the served model or before and after a
-retraining.
+"""The Metrics tab: training curves, H@1 / MRR of the served model or before and after a
+retraining, and what the next 500 judgments are expected to fix (``annotations.outlook``).
 
 The plots are drawn with matplotlib and sent as images. Gradio's native plots redraw a new value
 inside the colour domain of their first one, so after a swap the new models' lines vanished and
@@ -12,6 +12,7 @@ import gradio as gr
 import pandas as pd
 from matplotlib.figure import Figure
 
+from annotations.outlook import describe, outlook
 from ui.common import AppContext
 
 CURVE_COLUMNS = ["model", "epoch", "val ROC AUC", "loss"]
@@ -32,7 +33,8 @@ class MetricsTab:
                 self.auc = gr.Plot(label="Validation ROC AUC per epoch", elem_id="metrics-auc")
                 self.loss = gr.Plot(label="Training loss per epoch", elem_id="metrics-loss")
             self.bars = gr.Plot(label="H@1 and MRR", elem_id="metrics-bars")
-        tab.select(self.metrics, None, [self.auc, self.loss, self.bars, self.caption])
+            self.outlook = gr.Markdown(elem_id="metrics-outlook")
+        tab.select(self.metrics, None, [self.auc, self.loss, self.bars, self.caption, self.outlook])
 
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame, str]:
         """What the tab plots: training curves of the served model (and of the one it replaced,
@@ -68,11 +70,16 @@ class MetricsTab:
         )
         return curves, bars, caption
 
+    def label_outlook(self) -> str:
+        """The label errors the judgments so far found and what the next 500 are expected to fix,
+        with the assumptions (``annotations.outlook``)."""
+        return describe(outlook(self.ctx.store.judgments()))
+
     def metrics(self) -> dict:
-        """The tab's plots and caption, drawn afresh."""
+        """The tab's plots, caption and label-error outlook, drawn afresh."""
         curves, bars, caption = self.tables()
         return {self.auc: line_figure(curves, "val ROC AUC"), self.loss: line_figure(curves, "loss"),
-                self.bars: bar_figure(bars), self.caption: caption}
+                self.bars: bar_figure(bars), self.caption: caption, self.outlook: self.label_outlook()}
 
 
 def line_figure(curves: pd.DataFrame, measure: str) -> Figure:
