@@ -333,8 +333,8 @@ def stage_cnn_full(args) -> list[dict]:
 def stage_squad(args) -> list[dict]:
     from qpr.residual import IdfEmbedder, ResidualConfig, fit_residual, recall_at, target_ranks
     from qpr.retrievers import EncodeRetriever
+    from qpr.seed_encoders import ResidualEncoder, fit_idf_embedder, fit_qpr_residual
     from qpr.squad import load_squad
-    from qpr.train import cluster_members
 
     rows = []
     dev_paragraphs, dev_questions = load_squad("dev")
@@ -387,41 +387,19 @@ def stage_squad(args) -> list[dict]:
     # IDF over the corpus, residual nets siamese on train-cluster pairs.
     corpus = quora()
     start = time.perf_counter()
-    not_query = ~corpus["split"].isin(["val", "test"])
-    q_embedder = IdfEmbedder.train(corpus.loc[not_query, "question"].tolist(), corpus["question"].tolist(),
-                                   dim=args.word_dim, seed=args.seed)
+    q_embedder = fit_idf_embedder(corpus, args.word_dim, args.seed)
     q_embed_s = time.perf_counter() - start
-    vectors = q_embedder.encode(corpus["question"].tolist())
     qextra = {"word_vectors": f"skip-gram {args.word_dim}-d trained on Quora-lite's non-query questions",
               "encode_qps": round(encode_rate(q_embedder.encode, corpus["question"].tolist()[:20000]))}
     # Quora-lite-trained, they also run on the pair, reranking and transfer protocols (direct transfer).
     frame, banking, sets = semeval_all(), banking_pairs(EVAL_SEED), quora_pair_sets(corpus, EVAL_SEED)
     rows += all_protocol_rows("idf-embed", q_embedder.encode, EncodeRetriever(corpus, q_embedder.encode, "idf-embed"),
                               corpus, sets, frame, banking, q_embed_s, qextra | {"peak_rss_mb": round(peak_rss_mb())})
-    clusters = cluster_members(corpus, "train")
-    rng = np.random.default_rng(args.seed)
-    anchors = np.concatenate(clusters)
-    partners = np.concatenate([m[(np.arange(len(m)) + rng.integers(1, len(m), len(m))) % len(m)] for m in clusters])
-    owner = np.repeat(np.arange(len(clusters)), [len(c) for c in clusters])
-    val_clusters = cluster_members(corpus, "val")
-    val_rows = np.concatenate(val_clusters)[:4000]
-    val_owner = np.repeat(np.arange(len(val_clusters)), [len(c) for c in val_clusters])[:4000]
-
-    def qpr_validate(model):
-        z = model.transform(vectors[val_rows])
-        scores = z @ z.T
-        np.fill_diagonal(scores, -np.inf)
-        return float(np.mean(val_owner[scores.argmax(axis=1)] == val_owner))
-
     for kind in ("fcrr", "convrr"):
         config = ResidualConfig(kind=kind, seed=args.seed, max_epochs=args.residual_epochs)
-        result = fit_residual(vectors[anchors], vectors[partners], owner, config, symmetric=True, validate=qpr_validate)
+        result = fit_qpr_residual(corpus, q_embedder, config)  # what `python -m qpr train --system fcrr|convrr` trains
         print(kind, "qpr", result.history[-1], result.best_epoch, flush=True)
-        model = result.model
-
-        def encode(texts, model=model):
-            return model.transform(q_embedder.encode(list(texts)))
-
+        encode = ResidualEncoder(q_embedder, result.model).encode
         own = qextra | {"encode_qps": round(encode_rate(encode, corpus["question"].tolist()[:20000]))}
         rows += all_protocol_rows(kind, encode, EncodeRetriever(corpus, encode, kind), corpus, sets, frame, banking,
                                   q_embed_s + result.seconds, own | {"peak_rss_mb": round(peak_rss_mb()),
