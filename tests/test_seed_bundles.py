@@ -170,3 +170,29 @@ def test_train_cli_system_lstm_is_the_lstm_architecture(cluster_file, tmp_path, 
                  "--vocab-size", "200", "--index", "Flat", "--quiet"]) == 0
     loaded = Bundle.load(out)
     assert loaded.system == "lstm" and loaded.encoder.config.architecture == "lstm" and loaded.encoder.config.pooling == "mean"
+
+
+def test_the_app_retrains_a_served_film_bundle_from_judgments_and_swaps_on_confirm(seed_bundles, tmp_path):
+    from annotations.db import open_store
+    from ui.common import AppContext
+    from ui.page import QPRPage
+
+    _, loaded = seed_bundles["film"]
+    store = open_store(f"sqlite:///{tmp_path / 'annotations.db'}")
+    try:
+        page = QPRPage(AppContext(ServedModel(loaded), store, "name", cache=tmp_path))
+        page.build()
+        cluster = loaded.corpus.loc[loaded.corpus["split"] == "train", "cluster"].iloc[0]
+        view = page.annotate.start_cluster(cluster, "ann", None, None)  # the queue ranks by FILM's vectors
+        annotate_session = next(value for value in view.values() if type(value).__name__ == "AnnotateSession")
+        assert len(annotate_session.queue) > 0
+        page.annotate.judge("same", annotate_session, "ann", None, None)
+        page.retrain.retrain(1, lambda *args, **kwargs: None)
+        candidate = page.ctx.model.candidate().served.bundle
+        assert candidate.system == "film" and candidate.manifest["labels"]["judgment_ids"]
+        page.retrain.confirm("ann", None, None)
+        served = page.ctx.model.current().bundle
+        assert served.version == candidate.version != loaded.version
+        assert Bundle.load(tmp_path / "bundles" / served.version).system == "film"
+    finally:
+        store.close()
