@@ -28,7 +28,7 @@ import zipfile
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 import pandas as pd
@@ -48,6 +48,22 @@ SEED_FILES = ("manifest.json", "index.faiss", "corpus.parquet")  # + the seed en
 NEURAL_SYSTEMS = ("cnn-sdml", "lstm")
 
 
+class TextEncoder(Protocol):
+    """What a seed system's encoder offers a bundle (``qpr.seed_encoders``)."""
+
+    system: str  # its name in the manifest
+    output_dim: int
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length float32 rows, one per text."""
+
+    def settings(self) -> dict:
+        """What the manifest records as ``encoder_config`` (and ``load`` is given back)."""
+
+    def save(self, folder: Path) -> None:
+        """Write its files into the bundle folder being written."""
+
+
 @dataclass
 class Bundle:
     """Encoder + vocabulary + index + corpus, and the manifest that describes them.
@@ -55,7 +71,7 @@ class Bundle:
     ``encoder`` is a ``QuestionEncoder`` with its ``vocab``, or a seed system's encoder
     (``qpr.seed_encoders``) with ``vocab`` None."""
 
-    encoder: QuestionEncoder | Any
+    encoder: QuestionEncoder | TextEncoder
     vocab: Vocabulary | None
     index: VectorIndex
     corpus: pd.DataFrame
