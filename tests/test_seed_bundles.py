@@ -83,6 +83,15 @@ def test_the_app_serves_a_seed_bundle(seed_bundles, system, tmp_path):
         store.close()
 
 
+def test_qpr_bundle_starts_the_app_on_a_seed_bundle(seed_bundles, tmp_path, monkeypatch):
+    from ui.startup import served_bundle
+
+    trained, _ = seed_bundles["film"]
+    monkeypatch.setenv("QPR_BUNDLE", str(trained.save(tmp_path / "film")))
+    served, examples = served_bundle()
+    assert served.system == "film" and served.version == trained.version and len(examples) == 5
+
+
 def test_retraining_a_seed_bundle_refits_it_with_its_own_settings_on_the_corrected_clusters(seed_bundles):
     trained, _ = seed_bundles["film"]
     corrected = trained.corpus.copy()
