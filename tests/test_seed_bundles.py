@@ -56,6 +56,8 @@ def test_a_seed_bundle_loads_as_saved_and_finds_a_training_question_s_paraphrase
     texts = loaded.corpus["question"].tolist()
     np.testing.assert_allclose(loaded.encode(texts), trained.encode(texts), atol=1e-6)
     assert np.allclose(np.linalg.norm(loaded.encode(texts[:20]), axis=1), 1.0, atol=1e-5)  # unit rows: L2 = cosine ranking
+    # An encoder, not a pair scorer: a question's vector does not depend on what it is encoded with.
+    np.testing.assert_allclose(loaded.encode(texts[:1])[0], loaded.encode(texts[:20])[0], atol=1e-6)
     assert set(loaded.manifest["metrics"]) == {"val", "test"}
     train = loaded.corpus[loaded.corpus["split"] == "train"].iloc[0]
     hits = DenseRetriever(loaded).search(train["question"], 3)
