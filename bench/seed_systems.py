@@ -16,7 +16,12 @@ replace that stage's earlier rows in bench/results/seed_systems.json):
                adversarial domain classifier and without it (same target vocabulary)
 
     python bench/seed_systems.py --stage film [--seed 0] [--slice-clusters 8000] [--epochs 4]
+    python bench/seed_systems.py --stage cnn --seed 1   # another seed: rows beside seed 0's (stage "cnn-seed1")
     python bench/seed_systems.py --render     # rewrite docs/SEEDS.md's table from the JSON
+
+The results file keeps every seed's rows (``seed_runs``) and, in ``runs``, each result pooled
+over its seeds: the mean as ``value``, each seed's in ``values``, and ``ci95``, the mean's 95%
+interval (Student's t; None with one seed).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -44,6 +50,9 @@ from qpr.retrievers import TfidfRetriever, tfidf_vectorizer  # noqa: E402
 from qpr.semeval import bm25_scores, engine_scores, load_semeval, pair_auc05, rerank  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "seed_systems.json"
+# The evaluation pairs (Quora-lite's val/test pair split, BANKING77's pairs) are dealt with this
+# seed whatever --seed trains with, so runs of several seeds score the same pairs.
+EVAL_SEED = 0
 DOC = ROOT / "docs" / "SEEDS.md"
 
 # Reported numbers from the papers' texts (None where the text gives none). Keys: (system,
@@ -192,8 +201,8 @@ def stage_baselines(args) -> list[dict]:
     from qpr.retrievers import BM25Retriever
     from qpr.squad import load_squad
 
-    corpus, frame, banking = quora(), semeval_all(), banking_pairs(args.seed)
-    sets = quora_pair_sets(corpus, args.seed)
+    corpus, frame, banking = quora(), semeval_all(), banking_pairs(EVAL_SEED)
+    sets = quora_pair_sets(corpus, EVAL_SEED)
     rows = semeval_rows("search-engine", frame, engine_scores(frame), None)
     rows += semeval_rows("bm25", frame, bm25_scores(frame), None)
     semeval_tfidf = tfidf_vectorizer(pd.concat([frame["org_text"], frame["rel_text"]]).unique().tolist())
@@ -231,8 +240,8 @@ def stage_baselines(args) -> list[dict]:
 def stage_film(args) -> list[dict]:
     from qpr.film import FilmConfig, fit_film, pair_neighbour_ranks, pairwise_knn_accuracy
 
-    corpus, frame, banking = quora(), semeval_all(), banking_pairs(args.seed)
-    sets = quora_pair_sets(corpus, args.seed)
+    corpus, frame, banking = quora(), semeval_all(), banking_pairs(EVAL_SEED)
+    sets = quora_pair_sets(corpus, EVAL_SEED)
     config = FilmConfig(rank=args.film_rank, max_iter=args.film_iter, seed=args.seed)
     model = fit_film(corpus, config, log=lambda h: print(h, flush=True) if h["iter"] % 10 == 0 else None)
     train_rss = peak_rss_mb()
@@ -254,7 +263,7 @@ def stage_film(args) -> list[dict]:
         accuracy[split] = pairwise_knn_accuracy(ranks, pairs["label"].to_numpy(), ks)
     k = max(ks, key=lambda k: accuracy["val"][k])
     rows.append(row("film", "quora-pairs", "accuracy", accuracy["test"][k], model.seconds, split="test",
-                    rule=f"pairwise kNN, k={k} chosen on val", majority_accuracy=majority_accuracy(sets["test"]["label"].to_numpy()),
+                    rule="pairwise kNN, k chosen on val", k=k, majority_accuracy=majority_accuracy(sets["test"]["label"].to_numpy()),
                     pairs=len(sets["test"]), **extra))
     return rows
 
@@ -279,8 +288,8 @@ def stage_encoder(args, architecture: str) -> list[dict]:
     from qpr.text import PAPER_TEXT
     from qpr.train import TrainConfig, train
 
-    corpus, frame, banking = quora(), semeval_all(), banking_pairs(args.seed)
-    sets = quora_pair_sets(corpus, args.seed)
+    corpus, frame, banking = quora(), semeval_all(), banking_pairs(EVAL_SEED)
+    sets = quora_pair_sets(corpus, EVAL_SEED)
     sliced = quora_slice(corpus, args.slice_clusters, args.seed)
     if architecture == "lstm":
         # The AskUbuntu paper's LSTM: bi-directional, 128 hidden units per direction, mean pooling.
@@ -302,7 +311,7 @@ def stage_encoder(args, architecture: str) -> list[dict]:
     parameters = sum(p.numel() for p in result.encoder.parameters())
     extra = {"encode_qps": round(encode_rate(encode, corpus["question"].tolist())), "peak_rss_mb": round(train_rss),
              "epochs": len(result.history), "best_epoch": result.best_epoch, "parameters": parameters,
-             "train_data": f"quora-lite slice: {args.slice_clusters} train clusters, seed {args.seed}",
+             "train_data": f"quora-lite slice: {args.slice_clusters} train clusters",
              "encoder": encoder_config.to_dict()}
     return all_protocol_rows(system, encode, DenseRetriever(bundle), corpus, sets, frame, banking, result.seconds, extra)
 
@@ -324,8 +333,8 @@ def stage_cnn_full(args) -> list[dict]:
 def stage_squad(args) -> list[dict]:
     from qpr.residual import IdfEmbedder, ResidualConfig, fit_residual, recall_at, target_ranks
     from qpr.retrievers import EncodeRetriever
+    from qpr.seed_encoders import ResidualEncoder, fit_idf_embedder, fit_qpr_residual
     from qpr.squad import load_squad
-    from qpr.train import cluster_members
 
     rows = []
     dev_paragraphs, dev_questions = load_squad("dev")
@@ -378,41 +387,19 @@ def stage_squad(args) -> list[dict]:
     # IDF over the corpus, residual nets siamese on train-cluster pairs.
     corpus = quora()
     start = time.perf_counter()
-    not_query = ~corpus["split"].isin(["val", "test"])
-    q_embedder = IdfEmbedder.train(corpus.loc[not_query, "question"].tolist(), corpus["question"].tolist(),
-                                   dim=args.word_dim, seed=args.seed)
+    q_embedder = fit_idf_embedder(corpus, args.word_dim, args.seed)
     q_embed_s = time.perf_counter() - start
-    vectors = q_embedder.encode(corpus["question"].tolist())
     qextra = {"word_vectors": f"skip-gram {args.word_dim}-d trained on Quora-lite's non-query questions",
               "encode_qps": round(encode_rate(q_embedder.encode, corpus["question"].tolist()[:20000]))}
     # Quora-lite-trained, they also run on the pair, reranking and transfer protocols (direct transfer).
-    frame, banking, sets = semeval_all(), banking_pairs(args.seed), quora_pair_sets(corpus, args.seed)
+    frame, banking, sets = semeval_all(), banking_pairs(EVAL_SEED), quora_pair_sets(corpus, EVAL_SEED)
     rows += all_protocol_rows("idf-embed", q_embedder.encode, EncodeRetriever(corpus, q_embedder.encode, "idf-embed"),
                               corpus, sets, frame, banking, q_embed_s, qextra | {"peak_rss_mb": round(peak_rss_mb())})
-    clusters = cluster_members(corpus, "train")
-    rng = np.random.default_rng(args.seed)
-    anchors = np.concatenate(clusters)
-    partners = np.concatenate([m[(np.arange(len(m)) + rng.integers(1, len(m), len(m))) % len(m)] for m in clusters])
-    owner = np.repeat(np.arange(len(clusters)), [len(c) for c in clusters])
-    val_clusters = cluster_members(corpus, "val")
-    val_rows = np.concatenate(val_clusters)[:4000]
-    val_owner = np.repeat(np.arange(len(val_clusters)), [len(c) for c in val_clusters])[:4000]
-
-    def qpr_validate(model):
-        z = model.transform(vectors[val_rows])
-        scores = z @ z.T
-        np.fill_diagonal(scores, -np.inf)
-        return float(np.mean(val_owner[scores.argmax(axis=1)] == val_owner))
-
     for kind in ("fcrr", "convrr"):
         config = ResidualConfig(kind=kind, seed=args.seed, max_epochs=args.residual_epochs)
-        result = fit_residual(vectors[anchors], vectors[partners], owner, config, symmetric=True, validate=qpr_validate)
+        result = fit_qpr_residual(corpus, q_embedder, config)  # what `python -m qpr train --system fcrr|convrr` trains
         print(kind, "qpr", result.history[-1], result.best_epoch, flush=True)
-        model = result.model
-
-        def encode(texts, model=model):
-            return model.transform(q_embedder.encode(list(texts)))
-
+        encode = ResidualEncoder(q_embedder, result.model).encode
         own = qextra | {"encode_qps": round(encode_rate(encode, corpus["question"].tolist()[:20000]))}
         rows += all_protocol_rows(kind, encode, EncodeRetriever(corpus, encode, kind), corpus, sets, frame, banking,
                                   q_embed_s + result.seconds, own | {"peak_rss_mb": round(peak_rss_mb()),
@@ -427,7 +414,7 @@ def stage_transfer(args) -> list[dict]:
     from qpr.text import PAPER_TEXT
     from qpr.train import TrainConfig
 
-    corpus, frame, banking = quora(), semeval_all(), banking_pairs(args.seed)
+    corpus, frame, banking = quora(), semeval_all(), banking_pairs(EVAL_SEED)
     sliced = quora_slice(corpus, args.slice_clusters, args.seed)
     # Unlabeled target text: SemEval's questions (labels unused); BANKING77's train queries (the
     # scored pairs come from its test file).
@@ -458,7 +445,7 @@ def stage_transfer(args) -> list[dict]:
                 rows.append({**row(system, "transfer-auc05", "auc05", value, result.seconds, target=target,
                                    adaptation=adaptation, adversary_weight=weight,
                                    domain_accuracy_last_epoch=result.history[-1]["domain_accuracy"],
-                                   train_data=f"quora-lite slice: {args.slice_clusters} train clusters, seed {args.seed}"),
+                                   train_data=f"quora-lite slice: {args.slice_clusters} train clusters"),
                              **({"paper_value": paper[0], "paper_setting": paper[1]} if paper else {})})
                 print(rows[-1], flush=True)
     return rows
@@ -471,7 +458,44 @@ STAGES = {"transfer": stage_transfer, "baselines": stage_baselines, "film": stag
 # ---------------------------------------------------------------- results file and doc
 
 def load() -> dict:
-    return json.loads(RESULTS.read_text()) if RESULTS.is_file() else {"runs": [], "stages": {}}
+    """The results file: ``seed_runs`` (one row per stage run and seed, as measured) and ``runs``
+    (those rows pooled over seeds: ``aggregate``)."""
+    return json.loads(RESULTS.read_text()) if RESULTS.is_file() else {"runs": [], "seed_runs": [], "stages": {}}
+
+
+# What one result is, whatever seed measured it: rows equal on all of these are seeds of one run.
+RUN_KEYS = ("system", "protocol", "metric", "split", "target", "rule", "adaptation", "adversary_weight", "train_data",
+            "fitted_on", "word_vectors", "source")
+POOLED = ("train_s", "encode_qps", "peak_rss_mb")  # reported as their mean over seeds, like the value
+
+
+def ci95(values: list[float]) -> list[float] | None:
+    """The 95% confidence interval of the mean of ``values`` (Student's t), or None for one value."""
+    if len(values) < 2:
+        return None
+    low, high = stats.t.interval(0.95, len(values) - 1, loc=np.mean(values), scale=stats.sem(values))
+    # Equal values give a zero standard error, for which scipy returns NaN bounds.
+    return [float(np.mean(values))] * 2 if np.isnan(low) else [float(low), float(high)]
+
+
+def aggregate(seed_runs: list[dict]) -> list[dict]:
+    """One row per run (``RUN_KEYS``): ``value`` the mean over its seeds, ``values`` and ``seeds``
+    each seed's, ``ci95`` the mean's 95% interval (None with one seed); for a seed measured twice
+    the later row counts."""
+    groups: dict[tuple, dict[int, dict]] = {}
+    for r in seed_runs:
+        groups.setdefault(tuple(r.get(k) for k in RUN_KEYS), {})[r["seed"]] = r
+    runs = []
+    for by_seed in groups.values():
+        rows = [by_seed[seed] for seed in sorted(by_seed)]
+        values = [r["value"] for r in rows]
+        run = {k: v for k, v in rows[0].items() if k not in ("stage", "seed")}
+        run |= {"value": float(np.mean(values)), "seeds": sorted(by_seed), "values": values, "ci95": ci95(values)}
+        for key in POOLED:
+            measured = [r[key] for r in rows if r.get(key) is not None]
+            run[key] = round(float(np.mean(measured)), 1) if measured else None
+        runs.append(run)
+    return runs
 
 
 def cpu_model() -> str:
@@ -484,8 +508,9 @@ def cpu_model() -> str:
 def save_stage(name: str, rows: list[dict], args) -> None:
     payload = load()
     for r in rows:
-        r["stage"] = name
-    payload["runs"] = [r for r in payload["runs"] if r.get("stage") != name] + rows
+        r["stage"], r["seed"] = name, args.seed
+    payload["seed_runs"] = [r for r in payload["seed_runs"] if r["stage"] != name] + rows
+    payload["runs"] = aggregate(payload["seed_runs"])
     payload.setdefault("stages", {})[name] = {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seed": args.seed, "machine": machine(),
         "cpu": cpu_model(), # --all: plain nproc honours OMP_NUM_THREADS, which every run here sets to 1.
@@ -500,6 +525,13 @@ PROTOCOL_TITLES = {"qpr-quora-lite": "QPR protocol on Quora-lite (157,023 questi
                    "transfer-auc05": "Transfer from Quora-lite, AUC(0.05)",
                    "squad-paragraphs": "SQuAD v1.1 dev paragraph retrieval (2,067 paragraphs)"}
 SYSTEM_ORDER = ["search-engine", "bm25", "tfidf", "film", "cnn-sdml", "lstm", "idf-embed", "mean-embed", "fcrr", "convrr"]
+
+
+def value_cell(run: dict) -> str:
+    """The value to 3 decimals, with the half-width of its 95% interval when several seeds ran."""
+    if not run.get("ci95"):
+        return f"{run['value']:.3f}"
+    return f"{run['value']:.3f} ± {(run['ci95'][1] - run['ci95'][0]) / 2:.3f}"
 
 
 def render_tables(runs: list[dict]) -> str:
@@ -524,7 +556,8 @@ def render_tables(runs: list[dict]) -> str:
             line = lines.setdefault(key, {"system": r["system"], "setting": setting, "data": key[3] + (f"; from {key[4]}" if key[4] else ""),
                                           "train_s": r.get("train_s"), "encode_qps": r.get("encode_qps"),
                                           "peak_rss_mb": r.get("peak_rss_mb")})
-            line[r["metric"]] = r["value"]
+            line[r["metric"]] = value_cell(r)
+            line["seeds"] = max(line.get("seeds", 0), len(r.get("seeds", [0])))
             if r.get("paper_value") is not None:
                 line[f"paper {r['metric']}"] = r["paper_value"]
         columns = [("system", "system"), ("setting", "split / target / rule")]
@@ -532,7 +565,7 @@ def render_tables(runs: list[dict]) -> str:
             columns.append((m, m))
             if any(f"paper {m}" in line for line in lines.values()):
                 columns.append((f"paper {m}", f"paper {m}"))
-        columns += [("train_s", "train s"), ("encode_qps", "encode q/s"), ("peak_rss_mb", "peak RSS MB"), ("data", "trained on")]
+        columns += [("seeds", "seeds"), ("train_s", "train s"), ("encode_qps", "encode q/s"), ("peak_rss_mb", "peak RSS MB"), ("data", "trained on")]
         ordered = [lines[k] for k in sorted(lines, key=lambda k: (k[2], k[0], k[1]))]
         parts.append(f"### {title}\n\n" + markdown_table(ordered, columns))
     return "\n\n".join(parts)
@@ -562,7 +595,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.stage:
         rows = STAGES[args.stage](args)
-        save_stage(args.stage + (f"-{args.tag}" if args.tag else ""), rows, args)
+        # Each seed is its own stage run: another seed adds rows beside seed 0's, not over them.
+        save_stage(args.stage + (f"-{args.tag}" if args.tag else "") + (f"-seed{args.seed}" if args.seed else ""), rows, args)
         print(f"{args.stage}: {len(rows)} rows written to {RESULTS}")
     if args.render or not args.stage:
         render()

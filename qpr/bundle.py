@@ -2,13 +2,19 @@
 
 Layout::
 
-    manifest.json   format version, bundle version, configs, data fingerprint, metrics, history
+    manifest.json   format version, bundle version, system, configs, data fingerprint, metrics, history
     vocab.json      the vocabulary (``qpr.text``)
     encoder.pt      encoder weights (state dict)
     index.faiss     FAISS index whose ids are the corpus' qids
     corpus.parquet  qid, question, cluster, split
 
 ``version`` (creation time + a digest of the weights) is what annotation judgments refer to.
+
+``system`` (in the manifest) names the encoder: ``cnn-sdml`` or ``lstm`` (a ``QuestionEncoder``
+with its vocabulary, the layout above; bundles from before the field are these), or a seed system
+(``qpr.seed_encoders``: film, idf-embed, fcrr, convrr), which has no vocabulary and keeps its
+encoder in ``encoder.npz`` (and FCRR / ConvRR their weights in ``encoder.pt``). Either way
+``Bundle.encode`` maps texts to the vectors the index holds.
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ import zipfile
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Protocol, Sequence
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import torch
@@ -36,14 +44,35 @@ from qpr.text import Vocabulary
 
 FORMAT_VERSION = 1
 FILES = ("manifest.json", "vocab.json", "encoder.pt", "index.faiss", "corpus.parquet")
+SEED_FILES = ("manifest.json", "index.faiss", "corpus.parquet")  # + the seed encoder's own (qpr.seed_encoders.files_of)
+NEURAL_SYSTEMS = ("cnn-sdml", "lstm")
+
+
+class TextEncoder(Protocol):
+    """What a seed system's encoder offers a bundle (``qpr.seed_encoders``)."""
+
+    system: str  # its name in the manifest
+    output_dim: int
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length float32 rows, one per text."""
+
+    def settings(self) -> dict:
+        """What the manifest records as ``encoder_config`` (and ``load`` is given back)."""
+
+    def save(self, folder: Path) -> None:
+        """Write its files into the bundle folder being written."""
 
 
 @dataclass
 class Bundle:
-    """Encoder + vocabulary + index + corpus, and the manifest that describes them."""
+    """Encoder + vocabulary + index + corpus, and the manifest that describes them.
 
-    encoder: QuestionEncoder
-    vocab: Vocabulary
+    ``encoder`` is a ``QuestionEncoder`` with its ``vocab``, or a seed system's encoder
+    (``qpr.seed_encoders``) with ``vocab`` None."""
+
+    encoder: QuestionEncoder | TextEncoder
+    vocab: Vocabulary | None
     index: VectorIndex
     corpus: pd.DataFrame
     manifest: dict = field(default_factory=dict)
@@ -51,6 +80,15 @@ class Bundle:
     @property
     def version(self) -> str:
         return self.manifest["version"]
+
+    @property
+    def system(self) -> str:
+        """The system the encoder is (module doc)."""
+        return self.manifest.get("system") or system_of(self.encoder)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """``(len(texts), dim)`` float32 vectors of ``texts``, as the index holds the corpus'."""
+        return _encode(self.encoder, self.vocab, texts)
 
     @classmethod
     def create(
@@ -64,18 +102,23 @@ class Bundle:
     ) -> "Bundle":
         """Encode every corpus question, build the index, and describe it all in a manifest."""
         corpus = corpus[COLUMNS].reset_index(drop=True)
-        vectors = encode_texts(encoder, vocab, corpus["question"].tolist())
+        vectors = _encode(encoder, vocab, corpus["question"].tolist())
         index = VectorIndex.build(vectors, corpus["qid"].to_numpy(), index_config)
-        weights = io.BytesIO()
-        torch.save(encoder.state_dict(), weights)
         created = datetime.now(timezone.utc)
+        if isinstance(encoder, QuestionEncoder):
+            weights = io.BytesIO()
+            torch.save(encoder.state_dict(), weights)
+            described = {"text_config": asdict(vocab.config), "encoder_config": encoder.config.to_dict(),
+                         "vocab_rows": encoder.vocab_rows}
+        else:
+            weights = io.BytesIO(vectors.tobytes())  # the corpus' vectors stand for the encoder's state
+            described = {"encoder_config": encoder.settings()}
         manifest = {
             "format_version": FORMAT_VERSION,
             "version": f"{created:%Y%m%dT%H%M%SZ}-{hashlib.sha256(weights.getvalue()).hexdigest()[:8]}",
             "created": created.isoformat(timespec="seconds"),
-            "text_config": asdict(vocab.config),
-            "encoder_config": encoder.config.to_dict(),
-            "vocab_rows": encoder.vocab_rows,
+            "system": system_of(encoder),
+            **described,
             "index": index.settings() | {"ntotal": len(index), "dim": index.dim},
             "data_fingerprint": fingerprint(corpus),
             "corpus_size": len(corpus),
@@ -86,7 +129,7 @@ class Bundle:
 
     def with_index(self, index_config: IndexConfig) -> "Bundle":
         """The same bundle re-indexed with other settings (new index, same encoder and corpus)."""
-        vectors = encode_texts(self.encoder, self.vocab, self.corpus["question"].tolist())
+        vectors = self.encode(self.corpus["question"].tolist())
         index = VectorIndex.build(vectors, self.corpus["qid"].to_numpy(), index_config)
         manifest = self.manifest | {"index": index.settings() | {"ntotal": len(index), "dim": index.dim}}
         return Bundle(self.encoder, self.vocab, index, self.corpus, manifest)
@@ -103,8 +146,11 @@ class Bundle:
         path = Path(path)
         check_target(path)
         with atomic_path(path, directory=True, replaceable=is_bundle, what="bundle") as tmp:
-            self.vocab.save(tmp / "vocab.json")
-            torch.save(self.encoder.state_dict(), tmp / "encoder.pt")
+            if isinstance(self.encoder, QuestionEncoder):
+                self.vocab.save(tmp / "vocab.json")
+                torch.save(self.encoder.state_dict(), tmp / "encoder.pt")
+            else:
+                self.encoder.save(tmp)
             self.index.save(tmp / "index.faiss")
             self.corpus.to_parquet(tmp / "corpus.parquet", index=False)
             # The manifest goes last: a directory with a manifest was completely written.
@@ -122,10 +168,16 @@ class Bundle:
             recover(path)
         if not path.is_dir():
             raise QPRError(f"{path}: no bundle directory there (train one with `python -m qpr train`)")
-        missing = [name for name in FILES if not (path / name).is_file()]
+        system = _manifest_system(path)
+        missing = [name for name in bundle_files(system) if not (path / name).is_file()]
         if missing:
             raise QPRError(f"{path}: incomplete bundle, missing {', '.join(missing)}")
         manifest = read_manifest(path)
+        if system not in NEURAL_SYSTEMS:
+            from qpr.seed_encoders import load_encoder  # here: the seed systems import retrievers, which import this module
+
+            encoder = load_encoder(system, path, manifest["encoder_config"])
+            return cls._checked(path, encoder, None, manifest, encoder.output_dim)
         vocab = Vocabulary.load(path / "vocab.json")
         try:
             encoder_config = EncoderConfig(**manifest["encoder_config"])
@@ -148,11 +200,16 @@ class Bundle:
         except (RuntimeError, TypeError, AttributeError) as err:
             raise QPRError(f"{path}/encoder.pt does not match the manifest's encoder config: {one_line(err)}") from err
         encoder.eval()
+        return cls._checked(path, encoder, vocab, manifest, encoder_config.output_dim)
+
+    @classmethod
+    def _checked(cls, path: Path, encoder, vocab: Vocabulary | None, manifest: dict, output_dim: int) -> "Bundle":
+        """The bundle at ``path`` once its index and corpus agree with the encoder and the manifest."""
         index = VectorIndex.load(path / "index.faiss", manifest["index"])
         corpus = _read_corpus(path / "corpus.parquet")
         problems = []
-        if index.dim != encoder_config.output_dim:
-            problems.append(f"index vectors have {index.dim} dimensions, the encoder makes {encoder_config.output_dim}")
+        if index.dim != output_dim:
+            problems.append(f"index vectors have {index.dim} dimensions, the encoder makes {output_dim}")
         if len(index) != len(corpus):
             problems.append(f"index holds {len(index)} vectors for {len(corpus)} corpus questions")
         if fingerprint(corpus) != manifest["data_fingerprint"]:
@@ -163,9 +220,44 @@ class Bundle:
 
 
 REBUILD = "the bundle is damaged: rebuild it with `python -m qpr train` (or restore a copy)"
-# What the manifest must hold, and the JSON types: everything ``load`` reads from it.
+# What the manifest must hold, and the JSON types: everything ``load`` reads from it (a seed
+# system's bundle has no vocabulary, so no vocab_rows).
 MANIFEST_FIELDS = {"format_version": int, "version": str, "encoder_config": dict, "vocab_rows": int, "index": dict,
                    "data_fingerprint": str}
+SEED_MANIFEST_FIELDS = {name: kind for name, kind in MANIFEST_FIELDS.items() if name != "vocab_rows"} | {"system": str}
+
+
+def system_of(encoder) -> str:
+    """The system name of ``encoder``: its own for a seed system, else the QuestionEncoder's architecture."""
+    if isinstance(encoder, QuestionEncoder):
+        return "lstm" if encoder.config.architecture == "lstm" else "cnn-sdml"
+    return encoder.system
+
+
+def bundle_files(system: str) -> tuple[str, ...]:
+    """The files a bundle of ``system`` must hold."""
+    if system in NEURAL_SYSTEMS:
+        return FILES
+    from qpr.seed_encoders import files_of  # here: see Bundle.load
+
+    return SEED_FILES + files_of(system)
+
+
+def _encode(encoder, vocab: Vocabulary | None, texts: Sequence[str]) -> np.ndarray:
+    if isinstance(encoder, QuestionEncoder):
+        return encode_texts(encoder, vocab, list(texts))
+    return np.ascontiguousarray(encoder.encode(list(texts)), dtype=np.float32)
+
+
+def _manifest_system(path: Path) -> str:
+    """The manifest's ``system`` (a CNN / LSTM when it has none), read before its files are checked;
+    an unreadable manifest is left for ``read_manifest`` to name."""
+    try:
+        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return NEURAL_SYSTEMS[0]
+    system = manifest.get("system") if isinstance(manifest, dict) else None
+    return system if isinstance(system, str) else NEURAL_SYSTEMS[0]
 INDEX_FIELDS = {"factory": str}  # search parameters (or, in older bundles, nprobe and ef_search) are checked by VectorIndex.load
 
 
@@ -184,7 +276,8 @@ def read_manifest(path: Path) -> dict:
             f"{path}: bundle format {manifest.get('format_version')!r}, this version reads {FORMAT_VERSION}; "
             "rebuild it with `python -m qpr train`"
         )
-    for fields, where in ((MANIFEST_FIELDS, manifest), (INDEX_FIELDS, manifest.get("index"))):
+    required = MANIFEST_FIELDS if manifest.get("system", NEURAL_SYSTEMS[0]) in NEURAL_SYSTEMS else SEED_MANIFEST_FIELDS
+    for fields, where in ((required, manifest), (INDEX_FIELDS, manifest.get("index"))):
         if not isinstance(where, dict):
             break
         missing = [name for name in fields if name not in where]
@@ -213,14 +306,16 @@ def _read_corpus(path: Path) -> pd.DataFrame:
 
 def is_bundle(path: str | Path) -> bool:
     """Whether ``path`` is a folder this package wrote as a bundle: a manifest object with a format
-    version and a version, and no entries other than the bundle's files."""
+    version and a version, and no entries other than a bundle's files (``FILES``, or a seed system's
+    ``encoder.npz``)."""
     path = Path(path)
     try:
         entries = set(os.listdir(path))
         manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError, UnicodeDecodeError):
         return False
-    return isinstance(manifest, dict) and {"format_version", "version"} <= manifest.keys() and entries <= set(FILES)
+    return (isinstance(manifest, dict) and {"format_version", "version"} <= manifest.keys()
+            and entries <= set(FILES) | {"encoder.npz"})
 
 
 def check_target(path: str | Path) -> None:

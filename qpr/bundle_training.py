@@ -1,7 +1,8 @@
 """Training a servable bundle, the first time or again on corrected clusters, and comparing two.
 
 ``train_bundle`` is train -> index -> hybrid fusion (fitted on val) -> held-out metrics in one
-call. ``retrain_bundle`` continues a bundle's encoder on a corrected corpus with the settings it
+call; ``train_seed_bundle`` the same for the other papers' systems (FILM, IDF-weighted word vectors,
+FCRR, ConvRR: ``qpr.seed_encoders``). ``retrain_bundle`` continues a bundle's encoder on a corrected corpus with the settings it
 was trained with, so old and new are comparable; ``compare_bundles`` scores two bundles, each as
 it is served, on the same held-out clusters.
 
@@ -16,6 +17,7 @@ the judgments that made it.
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, replace
 from typing import Callable
 
@@ -28,6 +30,7 @@ from qpr.evaluate import evaluate, h1_change, hit_matrix, query_set, rank_metric
 from qpr.hybrid import HybridRetriever, fit_fusion
 from qpr.index import IndexConfig
 from qpr.retrievers import BM25Retriever, DenseRetriever
+from qpr.seed_encoders import SYSTEMS, SeedSettings, fit_encoder
 from qpr.serving import serving_retriever
 from qpr.text import TextConfig, Vocabulary
 from qpr.train import TrainConfig, train
@@ -70,6 +73,35 @@ def train_bundle(
                    progress=progress, return_on_interrupt=return_on_interrupt)
     info = {"config": asdict(config), "data": data, "warm_start": warm_start is not None} | result.summary()
     bundle = Bundle.create(result.encoder, result.vocab, corpus, index_config, train_info=info)
+    return _measured(bundle, corpus, labels, bm25, fuse)
+
+
+def train_seed_bundle(
+    corpus: pd.DataFrame,
+    system: str,
+    settings: SeedSettings = SeedSettings(),
+    index_config: IndexConfig = IndexConfig(),
+    data: str = "",
+    labels: dict | None = None,
+    bm25: BM25Retriever | None = None,
+    fuse: bool = True,
+    log: Callable[[dict], None] | None = None,
+) -> Bundle:
+    """``train_bundle`` for a seed system (``qpr.seed_encoders``: film, idf-embed, fcrr, convrr):
+    fit its encoder on ``corpus``, index every question, fit the hybrid and record the metrics the
+    same way, so the bundle is served, compared and retrained like a CNN's. ``log`` sees FILM's
+    iterations."""
+    start = time.perf_counter()
+    encoder, summary = fit_encoder(system, corpus, settings, log)
+    info = {"system": system, "settings": asdict(settings), "data": data, "seconds": time.perf_counter() - start,
+            "fit": summary}
+    bundle = Bundle.create(encoder, None, corpus, index_config, train_info=info)
+    return _measured(bundle, corpus, labels, bm25, fuse)
+
+
+def _measured(bundle: Bundle, corpus: pd.DataFrame, labels: dict | None, bm25: BM25Retriever | None, fuse: bool) -> Bundle:
+    """``bundle`` with its labels, the held-out metrics of its encoder and, unless ``fuse`` is off
+    or val cannot support it, its fitted hybrid and that one's metrics."""
     if labels is not None:
         bundle.manifest["labels"] = labels
     splits = held_out_splits(corpus)
@@ -104,7 +136,18 @@ def retrain_bundle(
     Training settings are the ones the bundle was trained with (``max_epochs`` may override);
     vocabulary, layer sizes and index settings stay the same, so old and new are comparable.
     The other arguments are ``train_bundle``'s.
+
+    A seed system's bundle (FILM, IDF-embed, FCRR, ConvRR) is refitted from scratch on ``corpus``
+    with its recorded settings (``train_seed_bundle``; none of them continues from a state), its
+    ``max_epochs`` bounding the residual nets' epochs; ``on_epoch`` and ``progress`` do not apply.
     """
+    if bundle.system in SYSTEMS:
+        recorded = bundle.manifest.get("training", {}).get("settings", {})
+        settings = SeedSettings(**{k: v for k, v in recorded.items() if k in SeedSettings.__dataclass_fields__})
+        if max_epochs is not None:
+            settings = replace(settings, epochs=max_epochs)
+        return train_seed_bundle(corpus, bundle.system, settings, bundle.index.config, data="corrected clusters",
+                                 labels=labels, bm25=bm25, fuse=fuse)
     settings = bundle.manifest.get("training", {}).get("config", {})
     known = {name: value for name, value in settings.items() if name in TrainConfig.__dataclass_fields__}
     config = TrainConfig(**known)

@@ -12,7 +12,7 @@ import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from qpr.bundle import Bundle, check_target
+from qpr.bundle import NEURAL_SYSTEMS, Bundle, check_target
 from qpr.data import CLUSTER_FORMATS, data_dir, load_corpus, write_cluster_file
 from qpr.encoder import EncoderConfig
 from qpr.errors import QPRError
@@ -22,9 +22,10 @@ from qpr.experiment import run_experiment
 from qpr.hybrid import DEPTH, fit_fusion
 from qpr.index import IndexConfig, check_config
 from qpr.qalogs import PRESETS, read_log
-from qpr.bundle_training import train_bundle
+from qpr.bundle_training import train_bundle, train_seed_bundle
 from qpr.retrievers import BM25Retriever, DenseRetriever
 from qpr.sources import DOMAINS
+from qpr.seed_encoders import SYSTEMS, SeedSettings
 from qpr.serving import serving_retriever
 from qpr.supervise import DEFAULT_MIN_COHERENCE, MULTI_ANSWER, supervise
 from qpr.supervise_report import write_report
@@ -33,26 +34,61 @@ from qpr.train import TrainConfig
 
 
 def _train_config(args: argparse.Namespace) -> TrainConfig:
+    defaults = TrainConfig()
     return TrainConfig(
         loss=args.loss, smoothing=args.smoothing, margin=args.margin, distance=args.distance,
         negatives=args.negatives, batch_size=args.batch_size, lr=args.lr, lr_schedule=args.lr_schedule,
-        batching=args.batching, pairs=args.pairs, max_epochs=args.epochs, patience=args.patience, seed=args.seed,
+        batching=args.batching, pairs=args.pairs, max_epochs=_given(args.epochs, defaults.max_epochs),
+        patience=_given(args.patience, defaults.patience), seed=args.seed,
         unlabeled_dropout=args.unlabeled_dropout, word_vectors=args.word_vectors,
     )
+
+
+def _given(value, default):
+    """``value`` when the option was given (``--epochs`` and ``--patience`` default by system)."""
+    return default if value is None else value
+
+
+# Options of one family of systems: given to the other, they would be silently ignored, so they are refused.
+NEURAL_OPTIONS = ("loss", "smoothing", "margin", "distance", "negatives", "batch_size", "lr", "lr_schedule", "batching",
+                  "pairs", "unlabeled_dropout", "word_vectors", "vocab_size", "hash_bins", "max_len", "min_count",
+                  "subword_ngrams", "windows", "normalize", "architecture", "pooling")
+SEED_OPTIONS = ("film_rank", "film_iterations", "word_dim")
+
+
+def _system(args: argparse.Namespace) -> str:
+    """The system ``train`` trains (``--system``, else the one ``--architecture`` implies), once
+    no option of the other family of systems is set."""
+    implied = "lstm" if args.architecture == "lstm" else "cnn-sdml"
+    system = args.system or implied
+    if args.architecture != "cnn" and system != implied:
+        raise QPRError(f"--architecture {args.architecture} contradicts --system {system}; give one of them")
+    foreign = SEED_OPTIONS if system in NEURAL_SYSTEMS else NEURAL_OPTIONS
+    if system in ("film", "idf-embed"):  # nothing of theirs trains by epochs
+        foreign += ("epochs", "patience")
+    given = [name for name in foreign if getattr(args, name) != args.option_default(name)]
+    if given:
+        shown = ", ".join("--" + name.replace("_", "-") for name in given)
+        verb = "is not an option" if len(given) == 1 else "are not options"
+        raise QPRError(f"{shown} {verb} of --system {system}; leave it out (docs/SEEDS.md lists each system's options)")
+    return system
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     # Before hours of training: --out must be a new path or a bundle, in a folder that can be written.
     check_target(args.out)
+    system = _system(args)
     corpus = load_corpus(args.data, seed=args.seed)
     check_config(IndexConfig(args.index, args.search), len(corpus))  # likewise the index settings
+    if system not in NEURAL_SYSTEMS:
+        return _train_seed(args, system, corpus)
     bundle = train_bundle(
         corpus,
         _train_config(args),
         TextConfig(vocab_size=args.vocab_size, hash_bins=args.hash_bins, max_len=args.max_len, min_count=args.min_count,
                    subword_ngrams=args.subword_ngrams),
-        EncoderConfig(windows=tuple(args.windows), normalize=args.normalize, architecture=args.architecture,
-                      pooling=args.pooling or ("mean" if args.architecture == "lstm" else "max")),
+        EncoderConfig(windows=tuple(args.windows), normalize=args.normalize, architecture="lstm" if system == "lstm" else "cnn",
+                      pooling=args.pooling or ("mean" if system == "lstm" else "max")),
         IndexConfig(args.index, args.search),
         data=str(args.data),
         progress=not args.quiet,
@@ -60,8 +96,27 @@ def cmd_train(args: argparse.Namespace) -> int:
     run = bundle.manifest["training"]
     print(f"trained {len(run['history'])} epoch(s) in {run['seconds']:.0f}s ({run['stopped']}); "
           f"best epoch {run['best_epoch']}, val ROC AUC {run['best_auc']:.4f}", file=sys.stderr)
-    bundle.save(args.out)
-    print(json.dumps({"bundle": str(args.out), "version": bundle.version, "metrics": bundle.manifest["metrics"],
+    return _save_trained(bundle, args.out)
+
+
+def _train_seed(args: argparse.Namespace, system: str, corpus) -> int:
+    defaults = SeedSettings()
+    settings = SeedSettings(film_rank=args.film_rank, film_iterations=args.film_iterations, word_dim=args.word_dim,
+                            epochs=_given(args.epochs, defaults.epochs), patience=_given(args.patience, defaults.patience),
+                            seed=args.seed)
+
+    def log(row: dict) -> None:
+        if not args.quiet and row["iter"] % 10 == 0:
+            print(f"FILM iteration {row['iter']}: objective {row['objective']:.5f}", file=sys.stderr)
+
+    bundle = train_seed_bundle(corpus, system, settings, IndexConfig(args.index, args.search), data=str(args.data), log=log)
+    print(f"trained {system} in {bundle.manifest['training']['seconds']:.0f}s", file=sys.stderr)
+    return _save_trained(bundle, args.out)
+
+
+def _save_trained(bundle: Bundle, out: Path) -> int:
+    bundle.save(out)
+    print(json.dumps({"bundle": str(out), "system": bundle.system, "version": bundle.version, "metrics": bundle.manifest["metrics"],
                       "hybrid_metrics": bundle.manifest.get("hybrid_metrics")}, indent=2))
     return 0
 
@@ -163,15 +218,18 @@ def cmd_experiment(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m qpr", description="Question paraphrase retrieval (SDML).")
     sub = parser.add_subparsers(dest="command", required=True)
-    defaults_t, defaults_x, defaults_e = TrainConfig(), TextConfig(), EncoderConfig()
+    defaults_t, defaults_x, defaults_e, defaults_s = TrainConfig(), TextConfig(), EncoderConfig(), SeedSettings()
 
     p = sub.add_parser("train", help="train an encoder on clusters and save a bundle (encoder + index + corpus)",
-                       description="Train the CNN encoder on the train clusters of DATA, early-stopping on val ROC "
-                       "AUC, then index every question and save a bundle. DATA is the quora-lite folder "
-                       "(canonical split), a Quora release TSV (clusters by transitive closure), or a "
+                       description="Train the CNN encoder (or another --system) on the train clusters of DATA, "
+                       "early-stopping on val, then index every question and save a bundle. DATA is the quora-lite "
+                       "folder (canonical split), a Quora release TSV (clusters by transitive closure), or a "
                        "cluster file (qid, question, cluster[, split]) in CSV/TSV/JSONL/Parquet.")
     p.add_argument("--data", required=True, type=Path, help="quora-lite folder, Quora pairs TSV or cluster file")
     p.add_argument("--out", required=True, type=Path, help="bundle directory to write: a new path or an existing bundle (replaced atomically)")
+    p.add_argument("--system", choices=list(NEURAL_SYSTEMS) + list(SYSTEMS),
+                   help="cnn-sdml (default) or lstm: the encoder trained with --loss; film, idf-embed, fcrr, convrr: "
+                   "the other papers' systems (docs/SEEDS.md; the last three need gensim)")
     p.add_argument("--loss", choices=["sdml", "triplet"], default=defaults_t.loss)
     p.add_argument("--smoothing", type=float, default=defaults_t.smoothing, help="SDML label smoothing epsilon")
     p.add_argument("--margin", type=float, default=defaults_t.margin, help="triplet margin")
@@ -191,8 +249,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "as two views that each drop every word with probability P (0: off)")
     p.add_argument("--word-vectors", action="store_true",
                    help="start the embeddings from skip-gram vectors trained on the corpus (needs gensim)")
-    p.add_argument("--epochs", type=int, default=defaults_t.max_epochs, help="maximum epochs")
-    p.add_argument("--patience", type=int, default=defaults_t.patience, help="epochs without val AUC gain before stopping")
+    p.add_argument("--epochs", type=int, help=f"maximum epochs (default {defaults_t.max_epochs}; fcrr / convrr "
+                   f"{defaults_s.epochs})")
+    p.add_argument("--patience", type=int, help=f"epochs without val gain before stopping (default {defaults_t.patience}; "
+                   f"fcrr / convrr {defaults_s.patience})")
     p.add_argument("--seed", type=int, default=defaults_t.seed)
     p.add_argument("--vocab-size", type=int, default=defaults_x.vocab_size)
     p.add_argument("--hash-bins", type=int, default=defaults_x.hash_bins)
@@ -206,9 +266,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--architecture", choices=["cnn", "lstm"], default=defaults_e.architecture,
                    help="encoder: the paper's CNN or a bi-directional LSTM (docs/SEEDS.md)")
     p.add_argument("--pooling", choices=["max", "mean"], help="LSTM pooling over tokens (default mean; the CNN pools by max)")
+    p.add_argument("--film-rank", type=int, default=defaults_s.film_rank, help="film: rank of the projection")
+    p.add_argument("--film-iterations", type=int, default=defaults_s.film_iterations, help="film: Cayley / BB iterations")
+    p.add_argument("--word-dim", type=int, default=defaults_s.word_dim,
+                   help="idf-embed, fcrr, convrr: size of the skip-gram word vectors")
     _index_args(p)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.set_defaults(func=cmd_train)
+    p.set_defaults(func=cmd_train, option_default=p.get_default)
 
     p = sub.add_parser("index", help="rebuild a bundle's index with other settings",
                        description="Re-encode the bundle's corpus and rebuild its FAISS index in place (atomically).")

@@ -43,13 +43,30 @@ class IdfEmbedder:
     """
 
     def __init__(self, vocab: Sequence[str], vectors: np.ndarray, documents: Sequence[str], use_idf: bool = True) -> None:
-        self.index = {w: i for i, w in enumerate(vocab)}
-        self.vectors = np.asarray(vectors, dtype=np.float32)
         df = Counter(w for doc in documents for w in set(words(doc)))
         n = max(len(documents), 1)
-        self.idf = {w: math.log(n / c) for w, c in df.items()}
-        self.unseen_idf = math.log(n)
-        self.use_idf = use_idf
+        self._set(vocab, vectors, {w: math.log(n / c) for w, c in df.items()}, math.log(n), use_idf)
+
+    def _set(self, vocab: Sequence[str], vectors: np.ndarray, idf: dict[str, float], unseen_idf: float, use_idf: bool) -> None:
+        self.index = {w: i for i, w in enumerate(vocab)}
+        self.vectors = np.asarray(vectors, dtype=np.float32)
+        self.idf, self.unseen_idf, self.use_idf = idf, unseen_idf, use_idf
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """What ``from_arrays`` rebuilds the embedder from: its words, their vectors and idf (only
+        the idf of words with a vector is ever used), the idf of unseen words, and ``use_idf``."""
+        vocab = list(self.index)
+        return {"words": np.array(vocab, dtype=str), "vectors": self.vectors,
+                "idf": np.array([self.idf.get(w, self.unseen_idf) for w in vocab], dtype=np.float64),
+                "unseen_idf": np.float64(self.unseen_idf), "use_idf": np.bool_(self.use_idf)}
+
+    @classmethod
+    def from_arrays(cls, arrays) -> "IdfEmbedder":
+        embedder = cls.__new__(cls)
+        vocab = [str(w) for w in arrays["words"]]
+        embedder._set(vocab, arrays["vectors"], dict(zip(vocab, arrays["idf"].tolist())), float(arrays["unseen_idf"]),
+                      bool(arrays["use_idf"]))
+        return embedder
 
     @classmethod
     def train(cls, corpus_texts: Sequence[str], documents: Sequence[str], dim: int = 300, seed: int = 0,
@@ -97,7 +114,7 @@ class ResidualConfig:
     def __post_init__(self) -> None:
         if self.kind not in ("fcrr", "convrr"):
             raise QPRError(f"unknown residual retriever {self.kind!r}: use 'fcrr' or 'convrr'")
-        if self.layers < 1 or self.filters < 1 or self.window < 1 or self.stride < 1:
+        if min(self.layers, self.filters, self.window, self.stride, self.max_epochs, self.patience) < 1:
             raise QPRError(f"invalid residual config {self}")
 
 

@@ -20,7 +20,6 @@ import pandas as pd
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from qpr.bundle import Bundle
-from qpr.encoder import encode_texts
 from qpr.errors import QPRError
 from qpr.text import check_queries, words
 
@@ -72,7 +71,7 @@ class Retriever:
 
 
 class DenseRetriever(Retriever):
-    """The trained CNN encoder + FAISS index of a bundle."""
+    """A bundle's encoder (the CNN, the LSTM or a seed system: ``Bundle.encode``) + its FAISS index."""
 
     name = "sdml"
 
@@ -85,7 +84,7 @@ class DenseRetriever(Retriever):
         return cls(Bundle.load(path))
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        return encode_texts(self.bundle.encoder, self.bundle.vocab, texts)
+        return self.bundle.encode(texts)
 
     def search_ids(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         return self.bundle.index.search(self.encode(queries), k)
@@ -117,9 +116,20 @@ class BM25Retriever(Retriever):
 def tfidf_vectorizer(texts: Sequence[str], min_df: int = 1, max_features: int | None = None) -> TfidfVectorizer:
     """A TF-IDF vectorizer (sublinear tf, smoothed idf, L2-normalised rows) over word tokens,
     fitted on ``texts``."""
-    vectorizer = TfidfVectorizer(tokenizer=words, lowercase=False, token_pattern=None, sublinear_tf=True,
-                                 min_df=min_df, max_features=max_features, dtype=np.float32)
-    return vectorizer.fit(texts)
+    return _tfidf(min_df=min_df, max_features=max_features).fit(texts)
+
+
+def restored_tfidf_vectorizer(terms: Sequence[str], idf: np.ndarray) -> TfidfVectorizer:
+    """The vectorizer ``tfidf_vectorizer`` fitted, rebuilt from its ``terms`` (in column order) and
+    their ``idf`` (as a bundle stores them: arrays, not a pickle)."""
+    vectorizer = _tfidf(vocabulary=list(terms))
+    vectorizer.idf_ = np.asarray(idf, dtype=np.float64)
+    return vectorizer
+
+
+def _tfidf(**settings) -> TfidfVectorizer:
+    return TfidfVectorizer(tokenizer=words, lowercase=False, token_pattern=None, sublinear_tf=True, dtype=np.float32,
+                           **settings)
 
 
 def _top(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

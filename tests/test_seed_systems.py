@@ -1,6 +1,7 @@
 """The seed-systems benchmark's helpers (the stages themselves need the shared data)."""
 
 import numpy as np
+import pytest
 
 from bench.seed_systems import own_ranks, quora_slice, row
 
@@ -38,3 +39,34 @@ def test_render_puts_each_protocol_in_a_table_with_the_paper_value_beside_ours()
     assert "0.790" in film and "0.868" in film  # ours, then the paper's
     assert "adversarial, weight 0.1" in text
     assert "### SQuAD" not in text  # no rows, no table
+
+
+def test_seeds_of_one_run_pool_into_a_mean_with_its_t_interval():
+    from bench.seed_systems import aggregate
+
+    base = {"system": "lstm", "protocol": "qpr-quora-lite", "metric": "H1", "split": "test", "train_data": "slice"}
+    seed_runs = [base | {"value": v, "seed": s, "train_s": t, "stage": f"lstm-seed{s}"}
+                 for v, s, t in ((0.58, 0, 100.0), (0.60, 1, 110.0), (0.62, 2, 120.0))]
+    seed_runs.append(base | {"split": "val", "value": 0.5, "seed": 0, "train_s": 100.0, "stage": "lstm"})
+    test, val = aggregate(seed_runs)
+    # mean 0.60, sd 0.02, t(0.975, 2) = 4.303: half-width 4.303 * 0.02 / sqrt(3) = 0.0497
+    assert test["value"] == pytest.approx(0.60) and test["seeds"] == [0, 1, 2] and test["values"] == [0.58, 0.60, 0.62]
+    assert test["ci95"] == pytest.approx([0.60 - 0.0497, 0.60 + 0.0497], abs=1e-4)
+    assert test["train_s"] == 110.0 and "stage" not in test and "seed" not in test
+    assert val["ci95"] is None and val["seeds"] == [0]  # one seed: no interval
+
+
+def test_a_seed_measured_again_replaces_its_earlier_value():
+    from bench.seed_systems import aggregate
+
+    base = {"system": "film", "protocol": "quora-pairs", "metric": "accuracy"}
+    (run,) = aggregate([base | {"value": 0.7, "seed": 0}, base | {"value": 0.8, "seed": 0}])
+    assert run["values"] == [0.8] and run["value"] == 0.8
+
+
+def test_render_shows_the_interval_and_the_seed_count():
+    from bench.seed_systems import render_tables
+
+    run = row("lstm", "qpr-quora-lite", "H1", 0.6, 100.0, split="test") | {"seeds": [0, 1, 2], "ci95": [0.55, 0.65]}
+    line = next(line for line in render_tables([run]).splitlines() if line.startswith("| lstm"))
+    assert "0.600 ± 0.050" in line and "| 3 |" in line
