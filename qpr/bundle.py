@@ -9,6 +9,11 @@ Layout::
     corpus.parquet  qid, question, cluster, split
 
 ``version`` (creation time + a digest of the weights) is what annotation judgments refer to.
+
+A *lexical* bundle (``Bundle.lexical``) is a corpus with no encoder yet, served by BM25 alone:
+a project started from bare questions, or one whose encoder is still training. It holds only
+``manifest.json`` (``"lexical": true``, version = creation time + the corpus fingerprint) and
+``corpus.parquet``; ``encoder``, ``vocab`` and ``index`` are None.
 """
 
 from __future__ import annotations
@@ -36,21 +41,46 @@ from qpr.text import Vocabulary
 
 FORMAT_VERSION = 1
 FILES = ("manifest.json", "vocab.json", "encoder.pt", "index.faiss", "corpus.parquet")
+LEXICAL_FILES = ("manifest.json", "corpus.parquet")
 
 
 @dataclass
 class Bundle:
-    """Encoder + vocabulary + index + corpus, and the manifest that describes them."""
+    """Encoder + vocabulary + index + corpus, and the manifest that describes them (a lexical
+    bundle: corpus and manifest only, the other three None)."""
 
-    encoder: QuestionEncoder
-    vocab: Vocabulary
-    index: VectorIndex
+    encoder: QuestionEncoder | None
+    vocab: Vocabulary | None
+    index: VectorIndex | None
     corpus: pd.DataFrame
     manifest: dict = field(default_factory=dict)
 
     @property
     def version(self) -> str:
         return self.manifest["version"]
+
+    @property
+    def lexical(self) -> bool:
+        """Whether this bundle has no encoder (served by BM25 alone)."""
+        return self.encoder is None
+
+    @classmethod
+    def lexical_of(cls, corpus: pd.DataFrame, data: str = "") -> "Bundle":
+        """A bundle of ``corpus`` with no encoder (module doc); ``data`` names its source."""
+        corpus = corpus[COLUMNS].reset_index(drop=True)
+        created = datetime.now(timezone.utc)
+        manifest = {
+            "format_version": FORMAT_VERSION,
+            "version": f"{created:%Y%m%dT%H%M%SZ}-lex{fingerprint(corpus)[:8]}",
+            "created": created.isoformat(timespec="seconds"),
+            "lexical": True,
+            "data": data,
+            "data_fingerprint": fingerprint(corpus),
+            "corpus_size": len(corpus),
+            "training": {},
+            "metrics": {},
+        }
+        return cls(None, None, None, corpus, manifest)
 
     @classmethod
     def create(
@@ -103,9 +133,10 @@ class Bundle:
         path = Path(path)
         check_target(path)
         with atomic_path(path, directory=True, replaceable=is_bundle, what="bundle") as tmp:
-            self.vocab.save(tmp / "vocab.json")
-            torch.save(self.encoder.state_dict(), tmp / "encoder.pt")
-            self.index.save(tmp / "index.faiss")
+            if not self.lexical:
+                self.vocab.save(tmp / "vocab.json")
+                torch.save(self.encoder.state_dict(), tmp / "encoder.pt")
+                self.index.save(tmp / "index.faiss")
             self.corpus.to_parquet(tmp / "corpus.parquet", index=False)
             # The manifest goes last: a directory with a manifest was completely written.
             (tmp / "manifest.json").write_text(json.dumps(self.manifest, indent=2, ensure_ascii=False))
@@ -122,10 +153,18 @@ class Bundle:
             recover(path)
         if not path.is_dir():
             raise QPRError(f"{path}: no bundle directory there (train one with `python -m qpr train`)")
-        missing = [name for name in FILES if not (path / name).is_file()]
+        if not (path / "manifest.json").is_file():
+            raise QPRError(f"{path}: incomplete bundle, missing manifest.json")
+        manifest = read_manifest(path)
+        missing = [name for name in (LEXICAL_FILES if manifest.get("lexical") else FILES) if not (path / name).is_file()]
         if missing:
             raise QPRError(f"{path}: incomplete bundle, missing {', '.join(missing)}")
-        manifest = read_manifest(path)
+        if manifest.get("lexical"):
+            corpus = _read_corpus(path / "corpus.parquet")
+            if fingerprint(corpus) != manifest["data_fingerprint"]:
+                raise QPRError(f"{path}: corpus.parquet is not the corpus the manifest was built on (fingerprint "
+                               f"differs); {REBUILD}")
+            return cls(None, None, None, corpus, manifest)
         vocab = Vocabulary.load(path / "vocab.json")
         try:
             encoder_config = EncoderConfig(**manifest["encoder_config"])
@@ -166,6 +205,7 @@ REBUILD = "the bundle is damaged: rebuild it with `python -m qpr train` (or rest
 # What the manifest must hold, and the JSON types: everything ``load`` reads from it.
 MANIFEST_FIELDS = {"format_version": int, "version": str, "encoder_config": dict, "vocab_rows": int, "index": dict,
                    "data_fingerprint": str}
+LEXICAL_FIELDS = {"format_version": int, "version": str, "data_fingerprint": str}
 INDEX_FIELDS = {"factory": str}  # search parameters (or, in older bundles, nprobe and ef_search) are checked by VectorIndex.load
 
 
@@ -184,7 +224,9 @@ def read_manifest(path: Path) -> dict:
             f"{path}: bundle format {manifest.get('format_version')!r}, this version reads {FORMAT_VERSION}; "
             "rebuild it with `python -m qpr train`"
         )
-    for fields, where in ((MANIFEST_FIELDS, manifest), (INDEX_FIELDS, manifest.get("index"))):
+    checks = ([(LEXICAL_FIELDS, manifest)] if manifest.get("lexical") is True
+              else [(MANIFEST_FIELDS, manifest), (INDEX_FIELDS, manifest.get("index"))])
+    for fields, where in checks:
         if not isinstance(where, dict):
             break
         missing = [name for name in fields if name not in where]
