@@ -1,0 +1,170 @@
+"""Projects (create, new version with stable qids, judgments carried over, switch, restart),
+lexical bundles, the background training worker's lifecycle, and the Projects tab's handlers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pandas as pd
+import pytest
+
+from annotations.db import open_store
+from annotations.merge import applicable_judgments
+from conftest import _small_encoder, make_corpus
+from qpr.background_training import TrainingJob, describe
+from qpr.bundle import Bundle
+from qpr.errors import QPRError
+from qpr.projects import DEMO, Projects, stable_qids
+from qpr.serving import ServedModel
+from qpr.text import TextConfig
+from qpr.train import TrainConfig
+from qpr.upload import read_upload
+from ui.common import AppContext
+from ui.page import QPRPage
+
+
+def upload_of(tmp_path, corpus, kind="clusters", name="faq.csv"):
+    path = tmp_path / name
+    corpus[["question", "cluster"] if kind == "clusters" else ["question"]].to_csv(path, index=False)
+    return read_upload(path, kind)
+
+
+def wait_for(job, states, limit=300):
+    deadline = time.monotonic() + limit
+    while job.status()["state"] not in states:
+        assert time.monotonic() < deadline, job.status()
+        time.sleep(0.3)
+    return job.status()
+
+
+def test_stable_qids_keep_unchanged_texts_and_never_reuse_a_qid():
+    old = pd.DataFrame({"qid": [1, 2, 3], "question": ["a", "b", "c"]})
+    new, next_qid = stable_qids(pd.DataFrame({"question": ["c", "d", "a"]}), old, 4)
+    assert new["qid"].tolist() == [3, 4, 1] and next_qid == 5
+
+
+def test_a_lexical_bundle_saves_loads_and_serves_bm25_everywhere(tmp_path):
+    bundle = Bundle.lexical_of(make_corpus())
+    loaded = Bundle.load(bundle.save(tmp_path / "b"))
+    assert loaded.lexical and loaded.version == bundle.version and sorted(os.listdir(tmp_path / "b")) == ["corpus.parquet", "manifest.json"]
+    served = ServedModel(loaded).current()
+    assert served.default is served.dense is served.bm25
+    assert served.default.search("how do i learn chess ?", 1)[0].cluster == "c-chess"
+
+
+def test_a_new_version_keeps_the_judgments_of_questions_that_still_exist(tmp_path):
+    projects, store = Projects(tmp_path / "projects"), open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    first = make_corpus(n_topics=12, distractors=0)
+    slug = projects.create("My FAQ", upload_of(tmp_path, first), "ann")
+    v1 = projects.served_bundle(slug)
+    store.register_corpus(v1.version, v1.corpus)
+    chess, golf = (v1.corpus[v1.corpus["question"] == f"how do i learn {t} ?"]["qid"].iloc[0] for t in ("chess", "guitar"))
+    store.record("ann", int(golf), "same", v1.version, query_qid=int(chess))
+    second = pd.concat([first[first["question"] != "any tips for a beginner in python ?"],
+                        pd.DataFrame({"question": ["a brand new question about chess"], "cluster": ["c-chess"]})])
+    record = projects.add_version(slug, upload_of(tmp_path, second), "bob")
+    v2 = projects.served_bundle(slug)
+    store.register_corpus(v2.version, v2.corpus)
+    assert (record["kept"], record["new"], record["dropped"]) == (len(first) - 1, 1, 1)
+    assert v2.corpus.set_index("question")["qid"].get("how do i learn chess ?") == chess
+    assert v2.corpus["qid"].max() == len(first) + 1  # the new question's qid was never used
+    assert len(applicable_judgments(store.judgments(), v2.corpus)) == 1
+    assert [v["number"] for v in projects.manifest(slug)["versions"]] == [1, 2]
+    store.close()
+
+
+def test_project_names_are_checked(tmp_path):
+    projects = Projects(tmp_path)
+    upload = upload_of(tmp_path, make_corpus(n_topics=12))
+    projects.create("FAQ", upload, "ann")
+    for name, message in (("faq", "exists already"), ("  ", "name the project"), ("Demo", "built-in demo")):
+        with pytest.raises(QPRError, match=message):
+            projects.create(name, upload, "ann")
+
+
+def test_the_active_project_is_recorded_and_survives_a_restart(bundle, tmp_path):
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    ctx = AppContext(ServedModel(bundle), store, "name", cache=tmp_path)
+    slug = ctx.projects.create("Bare", upload_of(tmp_path, make_corpus(), "questions"), "ann")
+    ctx.switch(slug, "ann")
+    assert ctx.model.current().bundle.lexical and ctx.project == slug
+    assert json.loads((tmp_path / "projects" / "active.json").read_text())["by"] == "ann"
+    assert ctx.projects.manifest(slug)["history"][-1]["what"] == "switched the app to this project"
+    again = AppContext(ServedModel(bundle), store, "name", cache=tmp_path, project=ctx.projects.active())
+    assert again.model.current().bundle.version == ctx.model.current().bundle.version
+    ctx.switch(DEMO, "bob")
+    assert ctx.model.current().bundle is bundle and ctx.projects.active() == DEMO
+    store.close()
+
+
+TINY_TRAIN = TrainConfig(batch_size=16, max_epochs=3, patience=3, val_pairs=200)
+
+
+def test_the_worker_reports_progress_refuses_a_second_training_and_is_found_dead(tmp_path):
+    job = TrainingJob(tmp_path / "training")
+    assert job.status()["state"] == "none"
+    slow = TrainConfig(batch_size=4, max_epochs=200, patience=200, val_pairs=200)
+    job.start(make_corpus(), slow, TextConfig(hash_bins=100), _small_encoder(), None, {}, "ann")
+    with pytest.raises(QPRError, match="already running \\(started by ann"):
+        job.start(make_corpus(), slow, TextConfig(), _small_encoder(), None, {}, "bob")
+    deadline = time.monotonic() + 120
+    while not job.status().get("step"):
+        assert time.monotonic() < deadline, job.status()
+        time.sleep(0.3)
+    status = job.status()
+    assert status["state"] == "running" and status["steps"] >= status["step"] >= 1
+    assert "of at most 200" in describe(status) and "s left" in describe(status)
+    os.killpg(status["pid"], signal.SIGKILL)  # the worker dies (killed, out of memory, ...)
+    status = wait_for(job, {"failed"}, limit=30)
+    assert "stopped without finishing" in status["message"]
+    job.start(make_corpus(), slow, TextConfig(hash_bins=100), _small_encoder(), None, {}, "ann")  # a new start is allowed
+    cancelled = job.cancel("bob")
+    assert cancelled["state"] == "cancelled" and cancelled["message"] == "cancelled by bob"
+    with pytest.raises(QPRError, match="no training is running"):
+        job.cancel("bob")
+
+
+def test_a_project_trains_in_the_background_and_swaps_only_on_confirm(bundle, tmp_path, monkeypatch):
+    import ui.projects_tab as projects_tab
+
+    monkeypatch.setattr(projects_tab, "DEMO_TRAIN", TINY_TRAIN)
+    monkeypatch.setattr(projects_tab, "DEMO_ENCODER", _small_encoder())
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
+    page.build()
+    tab = page.projects
+    path = tmp_path / "faq.csv"
+    make_corpus()[["question", "cluster"]].to_csv(path, index=False)
+    shown = tab.create(str(path), "clusters", "My FAQ", "", "", "", "ann")
+    assert "Created **My FAQ**" in shown[tab.note] and "BM25 only" in shown[tab.active]
+    served = page.ctx.model.current().bundle
+    results = page.search.search("how do i learn chess ?", 3, False)[page.search.results]
+    assert results["cluster"].iloc[0] == "c-chess"  # BM25 serves at once
+    tab.start(3, "ann")
+    assert tab.start(3, "bob") == __import__("gradio").skip()  # a second training is told it runs (warning)
+    while page.ctx.training().status()["state"] in ("starting", "running"):
+        page.search.search("how do i learn chess ?", 3, False)  # searches are served meanwhile
+        time.sleep(0.5)
+    shown = tab.poll()
+    assert "is ready" in shown[tab.status] and page.ctx.model.current().bundle is served  # not swapped yet
+    assert page.ctx.model.candidate() is not None
+    page.retrain.confirm("ann", None, None)
+    new = page.ctx.model.current().bundle
+    assert not new.lexical and page.ctx.training().status()["state"] == "decided"
+    assert page.ctx.projects.manifest("my-faq")["served"] == new.version  # served again after a restart
+    store.close()
+
+
+def test_handlers_refuse_without_a_name_or_a_file(bundle, tmp_path):
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
+    page.build()
+    gr_skip = __import__("gradio").skip()
+    assert page.projects.create(None, "clusters", "x", "", "", "", "ann") == gr_skip
+    assert page.projects.create(None, "clusters", "x", "", "", "", "") == gr_skip
+    assert page.projects.new_version(None, "clusters", "", "", "", "ann") == gr_skip  # the demo is fixed
+    assert not (tmp_path / "projects").exists() or not list((tmp_path / "projects").glob("*/project.json"))
+    store.close()
