@@ -97,11 +97,13 @@ class ProjectsTab:
 
     # -- importing -------------------------------------------------------------------------------
 
-    def _read(self, path: str | None, kind: str, question: str, cluster: str, answer: str):
+    def _read(self, path: str | None, kind: str, question: str | None, cluster: str | None, answer: str | None):
+        """The validated upload at ``path``; the three names choose its columns where given."""
         if not path:
             raise QPRError("Choose a file to upload first.")
-        columns = {"question": question.strip(), "cluster": cluster.strip(), "answer": answer.strip()}
-        return read_upload(path, kind, name=Path(path).name, columns={k: v for k, v in columns.items() if v})
+        columns = {"question": question, "cluster": cluster, "answer": answer}
+        return read_upload(path, kind, name=Path(path).name,
+                           columns={role: column.strip() for role, column in columns.items() if column and column.strip()})
 
     @shows_errors
     def create(self, path: str | None, kind: str, project: str, question: str, cluster: str, answer: str,
@@ -213,11 +215,11 @@ class ProjectsTab:
     def _offer(self, job: TrainingJob, status: dict) -> dict:
         candidate = self.ctx.model.candidate()
         if candidate is None or candidate.served.bundle.version != status.get("version"):
-            served, new = self.ctx.model.current().bundle, job.result()
-            bm25 = BM25Retriever(new.corpus)
             try:
+                served, new = self.ctx.model.current().bundle, job.result()
+                bm25 = BM25Retriever(new.corpus)
                 comparison = compare_bundles(served, new, new.corpus, bm25)
-            except QPRError as err:
+            except QPRError as err:  # a damaged result, or nothing held out to compare on
                 job.decided(f"not offered: {err}")
                 return {self.status: f"Training finished, but the model cannot be compared: {plain(err)}"}
             candidate = self.ctx.model.propose(new, comparison, bm25)
