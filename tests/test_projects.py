@@ -168,3 +168,36 @@ def test_handlers_refuse_without_a_name_or_a_file(bundle, tmp_path):
     assert page.projects.new_version(None, "clusters", "", "", "", "ann") == gr_skip  # the demo is fixed
     assert not (tmp_path / "projects").exists() or not list((tmp_path / "projects").glob("*/project.json"))
     store.close()
+
+
+def test_a_cold_start_project_trains_on_the_clusters_its_annotators_built_and_survives_a_restart(bundle, tmp_path,
+                                                                                                 monkeypatch):
+    import ui.projects_tab as projects_tab
+
+    monkeypatch.setattr(projects_tab, "DEMO_TRAIN", TINY_TRAIN)
+    monkeypatch.setattr(projects_tab, "DEMO_ENCODER", _small_encoder())
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
+    page.build()
+    path = tmp_path / "bare.csv"
+    make_corpus()[["question"]].to_csv(path, index=False)
+    page.projects.create(str(path), "questions", "Bare", "", "", "", "ann")
+    assert page.projects.start(3, "ann") == __import__("gradio").skip()  # no clusters yet: told to judge first
+    served = page.ctx.model.current().bundle
+    topic = served.corpus["question"].str.extract(r"(\w+) (?:quickly )?\?$")[0]
+    recorded = 0
+    for _, group in served.corpus[~served.corpus["question"].str.contains("number")].groupby(topic):
+        for candidate in group["qid"].iloc[1:]:  # annotators say every template means the same as the first
+            store.record("ann", int(candidate), "same", served.version, query_qid=int(group["qid"].iloc[0]))
+            recorded += 1
+    page.projects.start(3, "ann")
+    # The app restarts while the worker trains: the new app finds the training on disk.
+    restarted = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path, project=page.ctx.projects.active()))
+    restarted.build()
+    assert restarted.ctx.model.current().bundle.version == served.version
+    wait_for(restarted.ctx.training(), {"done", "failed"})
+    shown = restarted.projects.poll()
+    assert "is ready" in shown[restarted.projects.status], shown[restarted.projects.status]
+    assert restarted.ctx.model.current().bundle.version == served.version  # served model intact until confirmed
+    assert recorded == 120 and len(store.judgments()) == recorded  # no judgment lost
+    store.close()

@@ -24,7 +24,7 @@ from qpr.data import read_cluster_file
 from qpr.errors import QPRError
 from qpr.projects import DEMO
 from qpr.retrievers import BM25Retriever
-from qpr.upload import KINDS, read_upload
+from qpr.upload import MIN_TRAIN_CLUSTERS, read_upload
 from ui.common import AppContext, plain, shows_errors, text_table
 from ui.demo import DEMO_ENCODER, DEMO_TEXT, DEMO_TRAIN
 from ui.retrain_tab import RetrainTab
@@ -181,9 +181,11 @@ class ProjectsTab:
         served = self.ctx.model.current().bundle
         out, done = self.retrain.export_corrected("parquet")
         corrected = read_cluster_file(out)
-        if not corrected["cluster"].notna().any():
-            raise QPRError("No clusters to train on yet: judge pairs as 'same meaning' on the Annotate tab to form "
-                           "clusters, then train.")
+        sizes = corrected["cluster"].value_counts()
+        if (sizes >= 2).sum() < MIN_TRAIN_CLUSTERS:
+            raise QPRError(f"Only {(sizes >= 2).sum()} cluster(s) of 2 or more questions so far; training needs at least "
+                           f"{MIN_TRAIN_CLUSTERS} (split into train, val and test). Judge more pairs 'same meaning' on "
+                           "the Annotate tab to form clusters, then train.")
         labels = {"export_id": done["export_id"], "export_file": str(out), "judgment_ids": done["judgment_ids"]}
         base = None if served.lexical else served.save(job.folder / "base")
         job.start(corrected, replace(DEMO_TRAIN, max_epochs=int(epochs)), DEMO_TEXT, DEMO_ENCODER, base, labels, who)
