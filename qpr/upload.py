@@ -165,7 +165,7 @@ def read_upload(path: str | Path, kind: str, name: str | None = None, columns: d
         raise refuse(source, problems)
     try:
         frame = read_table(path)
-        require_rows(frame, source)
+        require_rows(frame, path)
     except QPRError as err:
         raise refuse(source, [str(err).replace(f"{path}: ", "")]) from err
     named = {role: (columns or {}).get(role) or role for role in COLUMNS_OF[kind]}
