@@ -65,7 +65,9 @@ def worker_alive(pid: int | None, folder: Path) -> bool:
     if not pid:
         return False
     child = _CHILDREN.get(pid)
-    if child is not None and child.poll() is not None:
+    if child is not None:  # ours: ask the child itself (which also reaps it)
+        if child.poll() is None:
+            return True
         _CHILDREN.pop(pid, None)
         return False
     try:
@@ -86,21 +88,27 @@ class TrainingJob:
     def status(self) -> dict:
         """The job's state (``{"state": "none"}`` before any training); a worker that is gone
         while the state says running is reported as failed (and recorded so)."""
-        try:
-            status = json.loads((self.folder / STATUS).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return {"state": "none"}
-        except (OSError, ValueError):
-            return {"state": "failed", "message": f"{self.folder / STATUS} cannot be read; start the training again"}
+        for pid, child in list(_CHILDREN.items()):  # reap finished workers (no zombies left behind)
+            if child.poll() is not None:
+                _CHILDREN.pop(pid, None)
+        status = self._read()
         if status.get("state") in ACTIVE and not worker_alive(status.get("pid"), self.folder):
             time.sleep(0.2)  # the worker may have written its last state just now
-            status = json.loads((self.folder / STATUS).read_text(encoding="utf-8"))
+            status = self._read()
             if status.get("state") in ACTIVE:
                 status |= {"state": "failed", "message": "the training worker stopped without finishing (killed, out of "
                                                          f"memory, or the machine restarted); see {self.folder / LOG} and "
                                                          "start the training again"}
                 _write(self.folder / STATUS, status)
         return status
+
+    def _read(self) -> dict:
+        try:
+            return json.loads((self.folder / STATUS).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {"state": "none"}
+        except (OSError, ValueError):
+            return {"state": "failed", "message": f"{self.folder / STATUS} cannot be read; start the training again"}
 
     def start(self, corpus: pd.DataFrame, train: TrainConfig, text: TextConfig, encoder: EncoderConfig,
               continue_from: Path | None, labels: dict, by: str) -> dict:
@@ -131,8 +139,7 @@ class TrainingJob:
         status["pid"] = child.pid
         # The worker rewrites the status as it goes; the pid is written here too so that a worker
         # dying before its first write is still found out.
-        current = json.loads((self.folder / STATUS).read_text(encoding="utf-8"))
-        if current.get("state") == "starting":
+        if self._read().get("state") == "starting":
             _write(self.folder / STATUS, status)
         return self.status()
 

@@ -26,6 +26,9 @@ from pathlib import Path
 import pandas as pd
 
 from qpr.bundle import Bundle
+from qpr.bundle_training import held_out_splits
+from qpr.evaluate import evaluate
+from qpr.retrievers import BM25Retriever
 from qpr.errors import QPRError
 from qpr.fsutil import atomic_path
 from qpr.upload import Upload
@@ -127,6 +130,8 @@ class Projects:
                      dropped: int = 0) -> dict:
         number = len(manifest["versions"]) + 1
         bundle = Bundle.lexical_of(corpus, data=f"{manifest['name']} version {number}")
+        bm25 = BM25Retriever(corpus)  # what the project serves until trained, scored as a trained model is
+        bundle.manifest["metrics"] = {split: evaluate(bm25, corpus, split) for split in held_out_splits(corpus)}
         folder = self.folder(manifest["slug"])
         bundle.save(self.bundle_path(manifest["slug"], bundle.version))
         record = {"number": number, "bundle": bundle.version, "kind": upload.kind, "rows": upload.rows,

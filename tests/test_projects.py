@@ -201,3 +201,40 @@ def test_a_cold_start_project_trains_on_the_clusters_its_annotators_built_and_su
     assert restarted.ctx.model.current().bundle.version == served.version  # served model intact until confirmed
     assert recorded == 120 and len(store.judgments()) == recorded  # no judgment lost
     store.close()
+
+
+def test_a_model_trained_on_an_older_version_is_never_offered(bundle, tmp_path):
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
+    page.build()
+    path = tmp_path / "faq.csv"
+    make_corpus()[["question", "cluster"]].to_csv(path, index=False)
+    page.projects.create(str(path), "clusters", "FAQ", "", "", "", "ann")
+    job = page.ctx.training()
+    job.folder.mkdir(parents=True)
+    (job.folder / "status.json").write_text(json.dumps({"state": "done", "version": "v-old", "by": "ann"}))
+    make_corpus(n_topics=20)[["question", "cluster"]].to_csv(path, index=False)
+    shown = page.projects.new_version(str(path), "clusters", "", "", "", "bob")
+    assert "Version 2" in shown[page.projects.note] and "110 question(s) kept (their judgments still apply), 0 new, 50 gone" in shown[page.projects.note]
+    assert job.status()["state"] == "decided" and "version 2 was uploaded by bob" in job.status()["message"]
+    assert page.ctx.model.candidate() is None
+    store.close()
+
+
+def test_every_tab_works_on_a_project_served_by_bm25_alone(bundle, tmp_path):
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
+    page.build()
+    path = tmp_path / "faq.csv"
+    make_corpus()[["question", "cluster"]].to_csv(path, index=False)
+    page.projects.create(str(path), "clusters", "FAQ", "", "", "", "ann")
+    assert page.ctx.model.current().bundle.lexical
+    view = page.annotate.start_cluster("c-chess", "ann", None, None)
+    assert view  # the queue is ranked by BM25
+    assert page.clusters.show_cluster("c-chess")
+    assert page.clusters.overview()
+    assert page.metrics.metrics()
+    files = page.retrain.export_clusters("csv")[page.retrain.files]
+    assert pd.read_csv(files[0])["question"].nunique() == len(make_corpus())
+    assert page.retrain.retrain(1, lambda *a, **k: None) == __import__("gradio").skip()  # told to train on Projects
+    store.close()

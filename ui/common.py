@@ -1,20 +1,21 @@
 """What every tab shares: the app's context, who the annotator is, and safe display of data.
 
 ``AppContext`` is what the handlers act on (the active project's served model, the projects,
-the annotation store, how annotators identify, the app's cache folder). Data (questions, cluster ids, messages that echo
-what a user typed) is always shown as text: ``plain`` for Markdown, ``text_table`` for tables,
-and ``shows_errors`` for error messages, which Gradio renders as HTML.
+the annotation store, how annotators identify, the app's cache folder). Data (questions,
+cluster ids, messages that echo what a user typed) is always shown as text: ``plain`` for
+Markdown, ``text_table`` for tables, and ``shows_errors`` for error messages, which Gradio
+renders as HTML.
 """
 
 from __future__ import annotations
 
 import functools
 import html
-import threading
 import json
 import logging
 import os
 import re
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 

@@ -130,6 +130,8 @@ class ProjectsTab:
         upload = self._read(path, kind, question, cluster, answer)
         record = self.ctx.projects.add_version(self.ctx.project, upload, who)
         self.ctx.serve_new_version(self.ctx.project)
+        if self.ctx.training().status()["state"] == "done":  # trained on the old version: never offer it now
+            self.ctx.training().decided(f"not used: version {record['number']} was uploaded by {who} meanwhile")
         note = (f"Version {record['number']} of **{plain(self.ctx.project_name())}**: {record['kept']} question(s) kept "
                 f"(their judgments still apply), {record['new']} new, {record['dropped']} gone. " + self._imported(record))
         return self._imported_view(note, upload) | self.listed()
