@@ -8,6 +8,7 @@ import os
 import signal
 import time
 
+import gradio as gr
 import pandas as pd
 import pytest
 
@@ -49,7 +50,8 @@ def test_stable_qids_keep_unchanged_texts_and_never_reuse_a_qid():
 def test_a_lexical_bundle_saves_loads_and_serves_bm25_everywhere(tmp_path):
     bundle = Bundle.lexical_of(make_corpus())
     loaded = Bundle.load(bundle.save(tmp_path / "b"))
-    assert loaded.lexical and loaded.version == bundle.version and sorted(os.listdir(tmp_path / "b")) == ["corpus.parquet", "manifest.json"]
+    assert loaded.lexical and loaded.version == bundle.version
+    assert sorted(os.listdir(tmp_path / "b")) == ["corpus.parquet", "manifest.json"]
     served = ServedModel(loaded).current()
     assert served.default is served.dense is served.bm25
     assert served.default.search("how do i learn chess ?", 1)[0].cluster == "c-chess"
@@ -144,7 +146,7 @@ def test_a_project_trains_in_the_background_and_swaps_only_on_confirm(bundle, tm
     results = page.search.search("how do i learn chess ?", 3, False)[page.search.results]
     assert results["cluster"].iloc[0] == "c-chess"  # BM25 serves at once
     tab.start(3, "ann")
-    assert tab.start(3, "bob") == __import__("gradio").skip()  # a second training is told it runs (warning)
+    assert tab.start(3, "bob") == gr.skip()  # a second training is told it runs (warning)
     while page.ctx.training().status()["state"] in ("starting", "running"):
         page.search.search("how do i learn chess ?", 3, False)  # searches are served meanwhile
         time.sleep(0.5)
@@ -162,10 +164,9 @@ def test_handlers_refuse_without_a_name_or_a_file(bundle, tmp_path):
     store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
     page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
     page.build()
-    gr_skip = __import__("gradio").skip()
-    assert page.projects.create(None, "clusters", "x", "", "", "", "ann") == gr_skip
-    assert page.projects.create(None, "clusters", "x", "", "", "", "") == gr_skip
-    assert page.projects.new_version(None, "clusters", "", "", "", "ann") == gr_skip  # the demo is fixed
+    assert page.projects.create(None, "clusters", "x", "", "", "", "ann") == gr.skip()
+    assert page.projects.create(None, "clusters", "x", "", "", "", "") == gr.skip()
+    assert page.projects.new_version(None, "clusters", "", "", "", "ann") == gr.skip()  # the demo is fixed
     assert not (tmp_path / "projects").exists() or not list((tmp_path / "projects").glob("*/project.json"))
     store.close()
 
@@ -182,7 +183,7 @@ def test_a_cold_start_project_trains_on_the_clusters_its_annotators_built_and_su
     path = tmp_path / "bare.csv"
     make_corpus()[["question"]].to_csv(path, index=False)
     page.projects.create(str(path), "questions", "Bare", "", "", "", "ann")
-    assert page.projects.start(3, "ann") == __import__("gradio").skip()  # no clusters yet: told to judge first
+    assert page.projects.start(3, "ann") == gr.skip()  # no clusters yet: told to judge first
     served = page.ctx.model.current().bundle
     topic = served.corpus["question"].str.extract(r"(\w+) (?:quickly )?\?$")[0]
     recorded = 0
@@ -236,5 +237,5 @@ def test_every_tab_works_on_a_project_served_by_bm25_alone(bundle, tmp_path):
     assert page.metrics.metrics()
     files = page.retrain.export_clusters("csv")[page.retrain.files]
     assert pd.read_csv(files[0])["question"].nunique() == len(make_corpus())
-    assert page.retrain.retrain(1, lambda *a, **k: None) == __import__("gradio").skip()  # told to train on Projects
+    assert page.retrain.retrain(1, lambda *a, **k: None) == gr.skip()  # told to train on Projects
     store.close()
