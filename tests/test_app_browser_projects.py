@@ -40,6 +40,7 @@ def test_upload_train_in_the_background_and_confirm(page, server, tmp_path):
     expect(page.locator("#project-active")).to_contain_text("BM25 only")
     page.get_by_role("button", name="Train in the background").click()
     expect(page.locator("#train-status")).to_contain_text("Training", timeout=30_000)
+    shot(page, "projects-training")
     page.reload()  # the training's state is on disk, not in the page
     page.get_by_role("tab", name="Projects").click()
     expect(page.locator("#train-status")).to_contain_text("is ready", timeout=TRAIN_LIMIT_MS)
