@@ -121,7 +121,9 @@ class Projects:
         Returns the version's record (its number, rows, questions kept / new / dropped)."""
         with self._lock:
             manifest = self.manifest(slug)
-            previous = self.served_bundle(slug).corpus
+            # The last uploaded version's questions (a trained bundle may hold fewer: val/test
+            # repeats of training questions are left out of it).
+            previous = Bundle.load(self.bundle_path(slug, manifest["versions"][-1]["bundle"])).corpus
             corpus, manifest["next_qid"] = stable_qids(upload.corpus, previous, manifest["next_qid"])
             kept = int(corpus["qid"].isin(previous["qid"]).sum())
             return self._add_version(manifest, upload, corpus, who, kept, dropped=len(previous) - kept)

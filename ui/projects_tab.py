@@ -80,8 +80,9 @@ class ProjectsTab:
             with gr.Row():
                 use = gr.Button("Use the trained model", elem_id="train-confirm")
                 drop = gr.Button("Discard it", elem_id="train-discard")
-            timer = gr.Timer(POLL_S)
-        shown = [self.active, self.choice, self.progress, self.status] + self.retrain.decision_outputs
+            # Ticks only while a training runs: a page polling all the time slowed other tabs' events.
+            self.timer = gr.Timer(POLL_S, active=False)
+        shown = [self.active, self.choice, self.progress, self.status, self.timer] + self.retrain.decision_outputs
         switch.click(self.switch, [self.choice, name], shown)
         create.click(self.create, [upload, kind, project_name, *columns, name], [self.note, self.report] + shown)
         version.click(self.new_version, [upload, kind, *columns, name], [self.note, self.report] + shown)
@@ -89,7 +90,7 @@ class ProjectsTab:
         cancel.click(self.cancel, [name], shown)
         use.click(self.retrain.confirm, [name], self.retrain.decision_outputs).then(self.poll, None, shown)
         drop.click(self.retrain.discard, [name], self.retrain.decision_outputs).then(self.poll, None, shown)
-        timer.tick(self.poll, None, shown)
+        self.timer.tick(self.poll, None, shown, show_progress="hidden")
         self.shown = shown
 
     def _choices(self) -> list[tuple[str, str]]:
@@ -205,7 +206,8 @@ class ProjectsTab:
         model offered for a decision (compared once; a page reload or restart offers it again)."""
         job = self.ctx.training()
         status = job.status()
-        shown = {self.active: self._active_line(), self.progress: progress_bar(status), self.status: self._status_line(status)}
+        shown = {self.active: self._active_line(), self.progress: progress_bar(status), self.status: self._status_line(status),
+                 self.timer: gr.Timer(active=status["state"] in ACTIVE)}
         if status["state"] == "done":
             with self._offering:  # pages poll at once: compare and propose a finished model once
                 shown |= self._offer(job, status)
