@@ -239,3 +239,17 @@ def test_every_tab_works_on_a_project_served_by_bm25_alone(bundle, tmp_path):
     assert pd.read_csv(files[0])["question"].nunique() == len(make_corpus())
     assert page.retrain.retrain(1, lambda *a, **k: None) == gr.skip()  # told to train on Projects
     store.close()
+
+
+def test_a_refused_upload_lists_one_problem_per_line_in_the_page(bundle, tmp_path):
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
+    page.build()
+    path = tmp_path / "bad.csv"
+    path.write_text("question,cluster\n,a\n<b>x</b>,b\n<b>x</b>,c\n")
+    with pytest.warns(UserWarning) as caught:
+        page.projects.create(str(path), "clusters", "Bad", "", "", "", "ann")
+    message = str(caught[0].message)
+    assert "<br>- row 2: the question is empty" in message and "<br>- row 4: the same question as row 3" in message
+    assert "<b>" not in message
+    store.close()

@@ -172,8 +172,9 @@ def shows_errors(handler=None, *, keep=None):
             return handler(*args, **kwargs)
         except QPRError as err:
             log.warning("%s refused input: %s", handler.__name__, str(err).splitlines()[0])
-            # gr.Warning renders its message as HTML, and messages can echo what the user typed.
-            gr.Warning(html.escape(str(err), quote=False), title="Please check")
+            # gr.Warning renders its message as HTML, and messages can echo what the user typed;
+            # a message listing several problems keeps one per line.
+            gr.Warning(html.escape(str(err), quote=False).replace("\n", "<br>"), title="Please check")
             return keep(*args, **kwargs) if keep else gr.skip()
 
     return wrapper
