@@ -79,7 +79,7 @@ class ProjectsTab:
             self.status = gr.Markdown(elem_id="train-status")
             with gr.Row():
                 use = gr.Button("Use the trained model", elem_id="train-confirm")
-                drop = gr.Button("Discard it", elem_id="train-discard")
+                drop = gr.Button("Discard the trained model", elem_id="train-discard")
             # Ticks only while a training runs: a page polling all the time slowed other tabs' events.
             self.timer = gr.Timer(POLL_S, active=False)
         shown = [self.active, self.choice, self.progress, self.status, self.timer] + self.retrain.decision_outputs
