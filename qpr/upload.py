@@ -164,7 +164,7 @@ def read_upload(path: str | Path, kind: str, name: str | None = None, columns: d
     if problems:
         raise refuse(source, problems)
     try:
-        frame = read_table(path)
+        frame = read_table(path, blank_lines=True)  # a blank line is a row: reported, never skipped
         require_rows(frame, path)
     except QPRError as err:
         raise refuse(source, [str(err).replace(f"{path}: ", "")]) from err

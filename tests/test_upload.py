@@ -7,7 +7,7 @@ import json
 
 import pandas as pd
 import pytest
-from hypothesis import given, settings, strategies as st, HealthCheck
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from conftest import make_corpus
 from qpr.errors import QPRError
@@ -75,6 +75,14 @@ def test_all_problems_come_in_one_message(tmp_path):
     assert "row 8: the question contains a NUL" in message
 
 
+def test_a_blank_line_is_an_empty_row_not_a_skipped_one(tmp_path):
+    path = tmp_path / "gaps.csv"
+    path.write_text("question\nfirst question\n \n\nsecond question\n")
+    with pytest.raises(QPRError) as err:
+        read_upload(path, "questions")
+    assert "row 3: the question is empty" in str(err.value) and "row 4: the question is empty" in str(err.value)
+
+
 def test_wrong_encoding_names_the_line(tmp_path):
     path = tmp_path / "latin1.csv"
     path.write_bytes("question\ncafé au lait\nnaïve question\n".encode("latin-1"))
@@ -124,6 +132,7 @@ def test_columns_named_otherwise_are_chosen(tmp_path):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example(texts=["0", " "], suffix=".csv")  # a whitespace-only CSV line was skipped, not reported
 @given(texts=st.lists(st.text(min_size=0, max_size=30), min_size=1, max_size=12),
        suffix=st.sampled_from([".csv", ".tsv", ".jsonl", ".parquet"]))
 def test_a_bare_questions_file_is_read_whole_or_refused(tmp_path, texts, suffix):
