@@ -15,6 +15,11 @@ with its vocabulary, the layout above; bundles from before the field are these),
 (``qpr.seed_encoders``: film, idf-embed, fcrr, convrr), which has no vocabulary and keeps its
 encoder in ``encoder.npz`` (and FCRR / ConvRR their weights in ``encoder.pt``). Either way
 ``Bundle.encode`` maps texts to the vectors the index holds.
+
+A *lexical* bundle (``Bundle.lexical``) is a corpus with no encoder yet, served by BM25 alone:
+a project started from bare questions, or one whose encoder is still training. It holds only
+``manifest.json`` (``"lexical": true``, version = creation time + the corpus fingerprint) and
+``corpus.parquet``; ``encoder``, ``vocab`` and ``index`` are None.
 """
 
 from __future__ import annotations
@@ -46,6 +51,8 @@ FORMAT_VERSION = 1
 FILES = ("manifest.json", "vocab.json", "encoder.pt", "index.faiss", "corpus.parquet")
 SEED_FILES = ("manifest.json", "index.faiss", "corpus.parquet")  # + the seed encoder's own (qpr.seed_encoders.files_of)
 NEURAL_SYSTEMS = ("cnn-sdml", "lstm")
+LEXICAL = "bm25"  # the system of a lexical bundle
+LEXICAL_FILES = ("manifest.json", "corpus.parquet")
 
 
 class TextEncoder(Protocol):
@@ -69,11 +76,12 @@ class Bundle:
     """Encoder + vocabulary + index + corpus, and the manifest that describes them.
 
     ``encoder`` is a ``QuestionEncoder`` with its ``vocab``, or a seed system's encoder
-    (``qpr.seed_encoders``) with ``vocab`` None."""
+    (``qpr.seed_encoders``) with ``vocab`` None; a lexical bundle has no encoder, vocabulary or
+    index (module doc)."""
 
-    encoder: QuestionEncoder | TextEncoder
+    encoder: QuestionEncoder | TextEncoder | None
     vocab: Vocabulary | None
-    index: VectorIndex
+    index: VectorIndex | None
     corpus: pd.DataFrame
     manifest: dict = field(default_factory=dict)
 
@@ -83,8 +91,31 @@ class Bundle:
 
     @property
     def system(self) -> str:
-        """The system the encoder is (module doc)."""
-        return self.manifest.get("system") or system_of(self.encoder)
+        """The system the encoder is (module doc): ``LEXICAL`` for a bundle without one."""
+        return LEXICAL if self.lexical else self.manifest.get("system") or system_of(self.encoder)
+
+    @property
+    def lexical(self) -> bool:
+        """Whether this bundle has no encoder (served by BM25 alone)."""
+        return self.encoder is None
+
+    @classmethod
+    def lexical_of(cls, corpus: pd.DataFrame, data: str = "") -> "Bundle":
+        """A bundle of ``corpus`` with no encoder (module doc); ``data`` names its source."""
+        corpus = corpus[COLUMNS].reset_index(drop=True)
+        created = datetime.now(timezone.utc)
+        manifest = {
+            "format_version": FORMAT_VERSION,
+            "version": f"{created:%Y%m%dT%H%M%SZ}-lex{fingerprint(corpus)[:8]}",
+            "created": created.isoformat(timespec="seconds"),
+            "lexical": True,
+            "data": data,
+            "data_fingerprint": fingerprint(corpus),
+            "corpus_size": len(corpus),
+            "training": {},
+            "metrics": {},
+        }
+        return cls(None, None, None, corpus, manifest)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """``(len(texts), dim)`` float32 vectors of ``texts``, as the index holds the corpus'."""
@@ -149,9 +180,10 @@ class Bundle:
             if isinstance(self.encoder, QuestionEncoder):
                 self.vocab.save(tmp / "vocab.json")
                 torch.save(self.encoder.state_dict(), tmp / "encoder.pt")
-            else:
+            elif not self.lexical:
                 self.encoder.save(tmp)
-            self.index.save(tmp / "index.faiss")
+            if not self.lexical:
+                self.index.save(tmp / "index.faiss")
             self.corpus.to_parquet(tmp / "corpus.parquet", index=False)
             # The manifest goes last: a directory with a manifest was completely written.
             (tmp / "manifest.json").write_text(json.dumps(self.manifest, indent=2, ensure_ascii=False))
@@ -173,6 +205,12 @@ class Bundle:
         if missing:
             raise QPRError(f"{path}: incomplete bundle, missing {', '.join(missing)}")
         manifest = read_manifest(path)
+        if system == LEXICAL:
+            corpus = _read_corpus(path / "corpus.parquet")
+            if fingerprint(corpus) != manifest["data_fingerprint"]:
+                raise QPRError(f"{path}: corpus.parquet is not the corpus the manifest was built on (fingerprint "
+                               f"differs); {REBUILD}")
+            return cls(None, None, None, corpus, manifest)
         if system not in NEURAL_SYSTEMS:
             from qpr.seed_encoders import load_encoder  # here: the seed systems import retrievers, which import this module
 
@@ -225,6 +263,7 @@ REBUILD = "the bundle is damaged: rebuild it with `python -m qpr train` (or rest
 MANIFEST_FIELDS = {"format_version": int, "version": str, "encoder_config": dict, "vocab_rows": int, "index": dict,
                    "data_fingerprint": str}
 SEED_MANIFEST_FIELDS = {name: kind for name, kind in MANIFEST_FIELDS.items() if name != "vocab_rows"} | {"system": str}
+LEXICAL_FIELDS = {"format_version": int, "version": str, "data_fingerprint": str}
 
 
 def system_of(encoder) -> str:
@@ -238,6 +277,8 @@ def bundle_files(system: str) -> tuple[str, ...]:
     """The files a bundle of ``system`` must hold."""
     if system in NEURAL_SYSTEMS:
         return FILES
+    if system == LEXICAL:
+        return LEXICAL_FILES
     from qpr.seed_encoders import files_of  # here: see Bundle.load
 
     return SEED_FILES + files_of(system)
@@ -256,8 +297,12 @@ def _manifest_system(path: Path) -> str:
         manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError, UnicodeDecodeError):
         return NEURAL_SYSTEMS[0]
+    if isinstance(manifest, dict) and manifest.get("lexical") is True:
+        return LEXICAL
     system = manifest.get("system") if isinstance(manifest, dict) else None
     return system if isinstance(system, str) else NEURAL_SYSTEMS[0]
+
+
 INDEX_FIELDS = {"factory": str}  # search parameters (or, in older bundles, nprobe and ef_search) are checked by VectorIndex.load
 
 
@@ -276,8 +321,12 @@ def read_manifest(path: Path) -> dict:
             f"{path}: bundle format {manifest.get('format_version')!r}, this version reads {FORMAT_VERSION}; "
             "rebuild it with `python -m qpr train`"
         )
-    required = MANIFEST_FIELDS if manifest.get("system", NEURAL_SYSTEMS[0]) in NEURAL_SYSTEMS else SEED_MANIFEST_FIELDS
-    for fields, where in ((required, manifest), (INDEX_FIELDS, manifest.get("index"))):
+    if manifest.get("lexical") is True:
+        checks = [(LEXICAL_FIELDS, manifest)]
+    else:
+        required = MANIFEST_FIELDS if manifest.get("system", NEURAL_SYSTEMS[0]) in NEURAL_SYSTEMS else SEED_MANIFEST_FIELDS
+        checks = [(required, manifest), (INDEX_FIELDS, manifest.get("index"))]
+    for fields, where in checks:
         if not isinstance(where, dict):
             break
         missing = [name for name in fields if name not in where]

@@ -60,6 +60,7 @@ def train_bundle(
     progress: bool = True,
     on_epoch: Callable[[dict], None] | None = None,
     return_on_interrupt: bool = True,
+    on_batch: Callable[[int, int, int], None] | None = None,
 ) -> Bundle:
     """Train an encoder on ``corpus`` (``qpr.train.train``), index every question, fit the hybrid
     scorer on the val clusters (``qpr.hybrid``; skipped, with the reason in the manifest, when val
@@ -70,7 +71,7 @@ def train_bundle(
     BM25 retriever over ``corpus`` already built, saves building another.
     """
     result = train(corpus, config, text_config, encoder_config, warm_start=warm_start, on_epoch=on_epoch,
-                   progress=progress, return_on_interrupt=return_on_interrupt)
+                   progress=progress, return_on_interrupt=return_on_interrupt, on_batch=on_batch)
     info = {"config": asdict(config), "data": data, "warm_start": warm_start is not None} | result.summary()
     bundle = Bundle.create(result.encoder, result.vocab, corpus, index_config, train_info=info)
     return _measured(bundle, corpus, labels, bm25, fuse)
@@ -130,6 +131,7 @@ def retrain_bundle(
     progress: bool = True,
     on_epoch: Callable[[dict], None] | None = None,
     return_on_interrupt: bool = True,
+    on_batch: Callable[[int, int, int], None] | None = None,
 ) -> Bundle:
     """A new bundle whose encoder continues ``bundle``'s on ``corpus`` (e.g. corrected clusters).
 
@@ -156,7 +158,7 @@ def retrain_bundle(
     return train_bundle(
         corpus, config, bundle.vocab.config, bundle.encoder.config, bundle.index.config,
         warm_start=(bundle.encoder, bundle.vocab), data="corrected clusters", labels=labels, bm25=bm25, fuse=fuse,
-        progress=progress, on_epoch=on_epoch, return_on_interrupt=return_on_interrupt,
+        progress=progress, on_epoch=on_epoch, return_on_interrupt=return_on_interrupt, on_batch=on_batch,
     )
 
 

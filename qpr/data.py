@@ -41,8 +41,10 @@ def _format_of(path: Path) -> str:
     return fmt
 
 
-def read_table(path: str | Path) -> pd.DataFrame:
-    """Read a CSV / TSV / JSONL / Parquet file (chosen by extension) with text columns as str."""
+def read_table(path: str | Path, blank_lines: bool = False) -> pd.DataFrame:
+    """Read a CSV / TSV / JSONL / Parquet file (chosen by extension) with text columns as str;
+    ``blank_lines`` keeps a CSV / TSV file's blank lines as rows of empty cells (so that row
+    numbers match the file's lines), instead of skipping them."""
     path = Path(path)
     fmt = _format_of(path)
     if not path.is_file():
@@ -52,7 +54,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
         raise QPRError(f"{path}: the file is empty; give a {fmt.upper()} file with {what}")
     try:
         if fmt in ("csv", "tsv"):
-            return pd.read_csv(path, sep="\t" if fmt == "tsv" else ",", dtype=str, keep_default_na=False)
+            return pd.read_csv(path, sep="\t" if fmt == "tsv" else ",", dtype=str, keep_default_na=False,
+                               skip_blank_lines=not blank_lines)
         if fmt == "jsonl":
             return pd.read_json(path, lines=True, dtype=False)
         return pd.read_parquet(path)

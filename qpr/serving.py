@@ -30,7 +30,9 @@ from qpr.retrievers import BM25Retriever, DenseRetriever, Retriever
 def serving_retriever(bundle: Bundle, bm25: BM25Retriever | None = None) -> Retriever:
     """What a bundle answers queries with: the hybrid when it carries a fitted fusion (measured
     better than either part: docs/QUALITY.md; or the rank fusion of a general bundle,
-    docs/OUT_OF_DOMAIN.md), else the encoder alone."""
+    docs/OUT_OF_DOMAIN.md), else the encoder alone; BM25 for a lexical bundle (no encoder yet)."""
+    if bundle.lexical:
+        return bm25 or BM25Retriever(bundle.corpus)
     return fused_retriever(bundle, bm25) if "fusion" in bundle.manifest else DenseRetriever(bundle)
 
 
@@ -39,14 +41,16 @@ class Served:
     """One consistent view of what is served: a bundle and the retrievers over its corpus.
 
     ``default`` answers searches (``serving_retriever``); ``dense`` and ``bm25`` are its parts,
-    shown for comparison, and ``dense`` ranks the annotation queue (encoder distances).
+    shown for comparison, and ``dense`` ranks the annotation queue (encoder distances). A lexical
+    bundle has no encoder: there ``dense`` and ``default`` are the BM25 retriever itself, so
+    every tab works on BM25 alone.
     ``calibrations`` turn each one's distances into probabilities (``qpr.calibration``).
     ``labels``: the bundle's corpus with the clusters served now (None: the bundle's own), as
     labels version ``labels_version``.
     """
 
     bundle: Bundle
-    dense: DenseRetriever
+    dense: DenseRetriever | BM25Retriever
     bm25: BM25Retriever
     default: Retriever
     calibrations: dict[str, Calibration | None] = field(default_factory=dict)
@@ -73,7 +77,7 @@ class Served:
         retriever name; None where it cannot be fitted); ``bm25``, one over its corpus already
         built, is reused."""
         bm25 = bm25 or BM25Retriever(bundle.corpus)
-        dense, default = DenseRetriever(bundle), serving_retriever(bundle, bm25)
+        dense, default = bm25 if bundle.lexical else DenseRetriever(bundle), serving_retriever(bundle, bm25)
         retrievers = {r.name: r for r in (default, dense, bm25)}
         return cls(bundle, dense, bm25, default, {name: calibrate(r, bundle.corpus) for name, r in retrievers.items()})
 

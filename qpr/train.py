@@ -138,6 +138,7 @@ def train(
     on_epoch: Callable[[dict], None] | None = None,
     progress: bool = True,
     return_on_interrupt: bool = True,
+    on_batch: Callable[[int, int, int], None] | None = None,
 ) -> TrainResult:
     """Train an encoder on the ``train`` clusters of ``corpus``; early-stop on ``val`` ROC AUC.
 
@@ -146,7 +147,8 @@ def train(
     pairs of a group together (``cluster_disjoint_batches``): the noise experiment passes the
     clean clusters, so that its injected false negatives meet in batches as they would where a
     large paraphrase family is spread over many clusters. ``on_epoch`` receives each history row
-    as it is made. Returns the best epoch's
+    as it is made; ``on_batch(epoch, batches done, batches in the epoch)`` after each batch (a
+    background trainer's progress). Returns the best epoch's
     encoder. Ctrl-C stops after the current batch and returns the best epoch so far (or re-raises
     if no epoch finished); ``return_on_interrupt=False`` always re-raises, for callers that run
     many trainings and must not record a cut-short one as a result.
@@ -218,7 +220,7 @@ def train(
                     optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * min(step / horizon, 1.0))))
             total = 0.0
             bar = tqdm(batches, desc=f"epoch {epoch}/{config.max_epochs}", disable=not progress, leave=False)
-            for batch in bar:
+            for step, batch in enumerate(bar, start=1):
                 a = encode_ids(encoder, [anchor_ids[i] for i in batch])
                 p = encode_ids(encoder, [positive_ids[i] for i in batch])
                 loss = loss_fn(a, p)
@@ -228,6 +230,8 @@ def train(
                 if schedule is not None:
                     schedule.step()
                 total += loss.item()
+                if on_batch:
+                    on_batch(epoch, step, len(batches))
                 bar.set_postfix(loss=f"{loss.item():.4f}", val_auc=f"{result.best_auc:.4f}" if result.history else "-")
             auc = pair_auc(encoder, vocab, val_a, val_b, val_labels)
             row = {"epoch": epoch, "loss": total / max(len(batches), 1), "val_auc": auc,

@@ -1,9 +1,10 @@
 """What every tab shares: the app's context, who the annotator is, and safe display of data.
 
-``AppContext`` is what the handlers act on (the served model, the annotation store, how
-annotators identify, the app's cache folder). Data (questions, cluster ids, messages that echo
-what a user typed) is always shown as text: ``plain`` for Markdown, ``text_table`` for tables,
-and ``shows_errors`` for error messages, which Gradio renders as HTML.
+``AppContext`` is what the handlers act on (the active project's served model, the projects,
+the annotation store, how annotators identify, the app's cache folder). Data (questions,
+cluster ids, messages that echo what a user typed) is always shown as text: ``plain`` for
+Markdown, ``text_table`` for tables, and ``shows_errors`` for error messages, which Gradio
+renders as HTML.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import logging
 import os
 import re
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,8 +25,11 @@ from gradio.utils import get_space
 
 from annotations.store import AnnotationStore, annotator_key, annotator_name
 from annotations.task import TASK_SIZE
+from qpr.background_training import TrainingJob
+from qpr.bundle import Bundle
 from qpr.errors import QPRError
 from qpr.fsutil import atomic_path
+from qpr.projects import DEMO, Projects
 from qpr.serving import ServedModel
 from ui.demo import cache_dir
 
@@ -37,7 +42,12 @@ _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
 class AppContext:
     """What the handlers act on. ``identity`` is how annotators are known: "name" (typed),
     "auth" (``QPR_AUTH`` login) or "oauth" (Hugging Face sign-in on Spaces); ``examples`` are
-    queries for the Search tab; ``cache`` holds saved bundles and exports."""
+    queries for the Search tab; ``cache`` holds saved bundles, exports and the projects.
+
+    The app serves one project to everyone at a time: ``model`` is the active project's
+    ``ServedModel`` (``project`` its slug; ``model`` given here serves the demo project), and
+    ``switch`` changes it for all users at once. Each project's ServedModel is kept once built,
+    so a retrained model waiting for a decision stays with its project."""
 
     model: ServedModel
     store: AnnotationStore
@@ -47,19 +57,74 @@ class AppContext:
     admins: frozenset[str] = field(default_factory=lambda: admin_keys(os.environ.get("QPR_ADMINS")))
     task_size: int = field(default_factory=lambda: task_size(os.environ.get("QPR_TASK_SIZE")))
 
+    project: str = DEMO
+
     def __post_init__(self) -> None:
         self.cache = Path(self.cache)
+        self.projects = Projects(self.cache / "projects")
+        self._models = {DEMO: self.model}
+        self._switch_lock = threading.Lock()
+        if self.project != DEMO:
+            self.model = self._models[self.project] = ServedModel(self.projects.served_bundle(self.project))
         served = self.model.current().bundle
         self.store.register_corpus(served.version, served.corpus)
         self.serve_latest_labels()
 
-    def serve_latest_labels(self) -> None:
-        """Serve the newest labels version recorded for the served bundle (corrections applied in
-        the Clusters tab), so a restart keeps them; nothing to do when none was applied."""
-        version = self.model.current().bundle.version
+    def serve_latest_labels(self, model: ServedModel | None = None) -> None:
+        """Serve the newest labels version recorded for ``model``'s bundle (the active model by
+        default; corrections applied in the Clusters tab), so a restart or a switch of project
+        keeps them; nothing to do when none was applied."""
+        model = model or self.model
+        version = model.current().bundle.version
         number, labels = self.store.labels(version)
         if number:
-            self.model.relabel(version, labels, number)
+            model.relabel(version, labels, number)
+
+    def project_name(self, slug: str | None = None) -> str:
+        """The display name of project ``slug`` (the active one by default)."""
+        slug = slug or self.project
+        return "Demo" if slug == DEMO else self.projects.names().get(slug, slug)
+
+    def switch(self, slug: str, who: str) -> None:
+        """Serve project ``slug`` to everyone from now on (and after a restart), recorded as
+        ``who``'s decision; its corpus is registered so judgments can point into it."""
+        with self._switch_lock:
+            model = self._models.get(slug) or ServedModel(self.projects.served_bundle(slug))
+            served = model.current().bundle
+            self.store.register_corpus(served.version, served.corpus)
+            self.serve_latest_labels(model)
+            self.projects.activate(slug, who)
+            self._models[slug], self.model, self.project = model, model, slug
+
+    def serve_new_version(self, slug: str) -> None:
+        """After an upload to project ``slug``: serve its new bundle (if it is the active project,
+        everyone sees it at once); a model still waiting for a decision there is dropped."""
+        with self._switch_lock:
+            bundle = self.projects.served_bundle(slug)
+            self.store.register_corpus(bundle.version, bundle.corpus)
+            model = ServedModel(bundle)
+            self.serve_latest_labels(model)
+            self._models[slug] = model
+            if slug == self.project:
+                self.model = model
+
+    def training(self) -> TrainingJob:
+        """The background training job of the active project."""
+        return TrainingJob(self.projects.folder(self.project) / "training")
+
+    def save_bundle(self, bundle: Bundle) -> Path:
+        """Save ``bundle`` where the active project keeps its bundles (the demo: ``<cache>/bundles``)."""
+        if self.project == DEMO:
+            return bundle.save(self.cache / "bundles" / bundle.version)
+        return bundle.save(self.projects.bundle_path(self.project, bundle.version))
+
+    def remember(self, path: Path, who: str) -> None:
+        """Serve the bundle saved at ``path`` again after a restart: the demo's pointer
+        (``remember_served``) or the project's manifest."""
+        if self.project == DEMO:
+            remember_served(self.cache, path)
+        else:
+            self.projects.serve(self.project, path.name, who, f"put the trained model {path.name} in service")
 
     def annotator(self, name: str | None, request: gr.Request | None = None, profile: gr.OAuthProfile | None = None) -> str:
         """The annotator's name, or an error that says how to identify (anonymous users may only search)."""
@@ -120,8 +185,9 @@ def shows_errors(handler=None, *, keep=None):
             return handler(*args, **kwargs)
         except QPRError as err:
             log.warning("%s refused input: %s", handler.__name__, str(err).splitlines()[0])
-            # gr.Warning renders its message as HTML, and messages can echo what the user typed.
-            gr.Warning(html.escape(str(err), quote=False), title="Please check")
+            # gr.Warning renders its message as HTML, and messages can echo what the user typed;
+            # a message listing several problems keeps one per line.
+            gr.Warning(html.escape(str(err), quote=False).replace("\n", "<br>"), title="Please check")
             return keep(*args, **kwargs) if keep else gr.skip()
 
     return wrapper

@@ -60,7 +60,8 @@ class MetricsTab:
         else:
             # The served retriever's own scores: the hybrid's when the bundle has one.
             measured = served.manifest.get("hybrid_metrics") or served.manifest.get("metrics", {})
-            scores = pd.DataFrame([{"model": "served", "split": split} | values for split, values in measured.items()])
+            scores = pd.DataFrame([{"model": "served", "split": split} | values for split, values in measured.items()],
+                                  columns=["model", "split", "H1", "MRR"])  # none: nothing held out (bare questions)
             caption = "The served model on its held-out clusters (retrain to compare before and after)."
         bars = pd.DataFrame(
             [{"measure": f"{metric} {split}", "model": model, "value": row[metric]}

@@ -15,6 +15,7 @@ from ui.common import AppContext
 from ui.guidelines import GuidelinesTab
 from ui.metrics_tab import MetricsTab
 from ui.my_work_tab import MyWorkTab
+from ui.projects_tab import ProjectsTab
 from ui.retrain_tab import RetrainTab
 from ui.review_tab import ReviewTab
 from ui.search_tab import SearchTab
@@ -33,6 +34,7 @@ class QPRPage:
         self.review = ReviewTab(ctx)
         self.my_work = MyWorkTab(ctx)
         self.guidelines = GuidelinesTab(ctx)
+        self.projects = ProjectsTab(ctx, self.retrain)
 
     def build(self) -> gr.Blocks:
         with gr.Blocks(title="Question paraphrase retrieval", fill_width=True) as demo:
@@ -51,6 +53,8 @@ class QPRPage:
             self.review.render(name)
             self.my_work.render(name)
             self.guidelines.render(name)
+            self.projects.render(name)
             gr.on([demo.load, name.change], self.ctx.whoami, [name], [who])
             demo.load(self.retrain.restore, None, self.retrain.decision_outputs)
+            demo.load(self.projects.listed, None, self.projects.shown)
         return demo

@@ -22,7 +22,7 @@ from qpr.bundle_training import compare_bundles, retrain_bundle, verdict
 from qpr.data import read_cluster_file
 from qpr.errors import QPRError
 from qpr.retrievers import BM25Retriever
-from ui.common import AppContext, plain, remember_served, shows_errors, text_table
+from ui.common import AppContext, plain, shows_errors, text_table
 
 
 class RetrainTab:
@@ -55,7 +55,7 @@ class RetrainTab:
         self.confirm_button.click(self.confirm, [name], self.decision_outputs)
         self.discard_button.click(self.discard, [name], self.decision_outputs)
 
-    def _export(self, fmt: str) -> tuple[Path, dict]:
+    def export_corrected(self, fmt: str) -> tuple[Path, dict]:
         """Export the served corpus' corrected clusters under the cache; the file and its manifest."""
         served = self.ctx.model.current()
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
@@ -66,7 +66,7 @@ class RetrainTab:
     @shows_errors
     def export_clusters(self, fmt: str) -> dict:
         """Corrected clusters (plus training pairs and the manifest) as files to download."""
-        out, done = self._export(fmt)
+        out, done = self.export_corrected(fmt)
         note = (f"Exported {done['questions']} questions: {done['clusters_before']} clusters before, "
                 f"{done['clusters_after']} after {len(done['merges'])} merge(s) and {len(done['splits'])} split(s), which "
                 f"folded {done['clusters_absorbed']} cluster(s) into others (or emptied them) and formed "
@@ -78,9 +78,12 @@ class RetrainTab:
     def retrain(self, epochs: float, progress=gr.Progress()) -> dict:
         """Retrain on the corrected clusters in the background of searches; compare old and new
         on the same held-out clusters; hold the new model until the user confirms."""
-        progress(0, desc="Exporting the corrected clusters")
         served = self.ctx.model.current()
-        out, done = self._export("parquet")
+        if served.bundle.lexical:
+            raise QPRError("This project has no encoder yet: train one on the Projects tab (it trains in the "
+                           "background while BM25 serves).")
+        progress(0, desc="Exporting the corrected clusters")
+        out, done = self.export_corrected("parquet")
         corrected = read_cluster_file(out)
         labels = {"export_id": done["export_id"], "export_file": str(out), "judgment_ids": done["judgment_ids"]}
         epochs = int(epochs)
@@ -136,14 +139,15 @@ class RetrainTab:
         if candidate is None:
             raise QPRError("No retrained model is waiting: press 'Retrain' first.")
         bundle = candidate.served.bundle
-        path = bundle.save(self.ctx.cache / "bundles" / bundle.version)
+        path = self.ctx.save_bundle(bundle)
         self.ctx.store.register_corpus(bundle.version, bundle.corpus)
         # Raises, leaving the served model as it was, if another confirmation or retraining
         # replaced the candidate in the meantime.
         replaced = self.ctx.model.current().bundle.version
         self.ctx.model.confirm(bundle.version)
         self.ctx.store.record_swap(who, bundle.version, replaced, bundle.manifest.get("labels", {}).get("judgment_ids", []))
-        remember_served(self.ctx.cache, path)
+        self.ctx.remember(path, who)
+        self._settle_training(bundle.version, f"put in service by {who}")
         note = (f"Now serving **{plain(bundle.version)}** (put in service by {plain(self.ctx.store.display_name(who))}), saved "
                 f"in **{plain(path)}**; the app serves it again after a restart (unless QPR_BUNDLE names another bundle).")
         return self._decided(note) | {self.comparison: text_table(candidate.comparison.round(3))}
@@ -151,9 +155,19 @@ class RetrainTab:
     @shows_errors
     def discard(self, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
         """Drop the retrained model waiting for a decision; the served one stays."""
-        self.ctx.replacer(name, request, profile)
+        who = self.ctx.replacer(name, request, profile)
+        candidate = self.ctx.model.candidate()
         self.ctx.model.discard()
+        if candidate is not None:
+            self._settle_training(candidate.served.bundle.version, f"discarded by {who}")
         return self._decided("Discarded the retrained model; the served one is unchanged.")
+
+    def _settle_training(self, version: str, what: str) -> None:
+        """Mark the project's background training decided when its model was the one decided on."""
+        job = self.ctx.training()
+        status = job.status()
+        if status["state"] == "done" and status.get("version") == version:
+            job.decided(what)
 
     def _decided(self, note: str) -> dict:
         """The tab with no model waiting: no comparison, both choices off."""

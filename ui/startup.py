@@ -10,7 +10,9 @@ Environment:
   their Hugging Face account; elsewhere they type a name. Anyone can search; only a known
   annotator can record judgments;
 - ``QPR_ADMINS``: with logins, the names that alone may replace (or discard) the served model;
-- ``QPR_CACHE_DIR``: where the demo bundle, retrained bundles and exports are kept (default ``runs``).
+- ``QPR_CACHE_DIR``: where the demo bundle, retrained bundles, exports and projects are kept
+  (default ``runs``); the app serves the project last switched to there (the demo at first);
+- ``QPR_MAX_UPLOAD_MB``: the largest file the Projects tab imports (default 50).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import torch
 from annotations.db import open_store
 from qpr.bundle import Bundle
 from qpr.errors import QPRError
+from qpr.projects import DEMO, Projects
 from qpr.serving import ServedModel
 from ui.common import AppContext, identity_mode, parse_auth, remembered_bundle
 from ui.demo import EXAMPLE_QUERIES, cache_dir, demo_bundle
@@ -64,13 +67,25 @@ def _last_confirmed() -> Bundle | None:
         return None
 
 
+def serving_context(demo: ServedModel, store, identity: str, examples: tuple[str, ...]) -> AppContext:
+    """The app's context serving the project last switched to (a project that no longer loads
+    is reported and the demo served instead)."""
+    active = Projects(cache_dir() / "projects").active()
+    if active != DEMO:
+        try:
+            return AppContext(demo, store, identity, examples, cache_dir(), project=active)
+        except QPRError as err:
+            print(f"[qpr] serving the demo, not the project {active!r}: {err}", file=sys.stderr)
+    return AppContext(demo, store, identity, examples, cache_dir())
+
+
 def main() -> int:
     """Serve the app; a configuration error prints one line and returns 2."""
     try:
         auth = parse_auth(os.environ.get("QPR_AUTH"))
         store = open_store()
         bundle, examples = served_bundle()
-        ctx = AppContext(ServedModel(bundle), store, identity_mode(auth), examples, cache_dir())
+        ctx = serving_context(ServedModel(bundle), store, identity_mode(auth), examples)
     except QPRError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -20,7 +20,9 @@ from qpr.bundle import Bundle
 from qpr.cli import main
 from qpr.data import load_corpus, read_cluster_file, read_quora_pairs, write_cluster_file
 from qpr.errors import QPRError
+from qpr.projects import Projects
 from qpr.qalogs import read_log
+from qpr.upload import read_upload
 from qpr.text import Vocabulary
 from reliability_support import snapshot
 
@@ -179,6 +181,29 @@ READER_CASES = [
     (Vocabulary.load, "vocab.json", "cannot read vocabulary"),
     *[(Bundle.load, name, message) for name, message in DAMAGE_MESSAGES.items()],
 ]
+
+
+# Uploads in the app (Projects tab): one message listing each problem on its own line, by row.
+UPLOAD_CASES = [
+    ("header-only.csv", "clusters", "- the file has no rows (columns: qid, question, cluster, split)"),
+    ("empty.jsonl", "questions", "- the file is empty"),
+    ("nul.csv", "clusters", "- row 2: the question contains a NUL character (\\x00) at position 8; remove it"),
+    ("nul.jsonl", "questions", "- row 1: the question contains a NUL character"),
+    ("nul.parquet", "clusters", "- row 2: the question contains a NUL character"),
+    ("log-nul.jsonl", "qa-log", "- row 1: the question contains a NUL character"),
+    ("log-header-only.csv", "qa-log", "- the file has no rows"),
+    ("clusters.jsonl", "qa-log", "- missing column(s) answer (found: qid, question, cluster, split)"),
+    ("vocab.json", "questions", "unknown file type '.json'"),
+]
+
+
+@pytest.mark.parametrize("name, kind, message", UPLOAD_CASES, ids=[f"{n}-{k}" for n, k, _ in UPLOAD_CASES])
+def test_uploads_are_refused_whole_with_the_row_and_change_nothing(world, name, kind, message):
+    before = snapshot(world)
+    with pytest.raises(QPRError) as caught:
+        Projects(world / "projects").create("mine", read_upload(world / name, kind), "ann")
+    assert message in str(caught.value)
+    assert snapshot(world) == before
 
 
 @pytest.mark.parametrize("reader, name, message", READER_CASES, ids=lambda v: v if isinstance(v, str) else None)

@@ -1,0 +1,255 @@
+"""Projects (create, new version with stable qids, judgments carried over, switch, restart),
+lexical bundles, the background training worker's lifecycle, and the Projects tab's handlers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import gradio as gr
+import pandas as pd
+import pytest
+
+from annotations.db import open_store
+from annotations.merge import applicable_judgments
+from conftest import _small_encoder, make_corpus
+from qpr.background_training import TrainingJob, describe
+from qpr.bundle import Bundle
+from qpr.errors import QPRError
+from qpr.projects import DEMO, Projects, stable_qids
+from qpr.serving import ServedModel
+from qpr.text import TextConfig
+from qpr.train import TrainConfig
+from qpr.upload import read_upload
+from ui.common import AppContext
+from ui.page import QPRPage
+
+
+def upload_of(tmp_path, corpus, kind="clusters", name="faq.csv"):
+    path = tmp_path / name
+    corpus[["question", "cluster"] if kind == "clusters" else ["question"]].to_csv(path, index=False)
+    return read_upload(path, kind)
+
+
+def wait_for(job, states, limit=300):
+    deadline = time.monotonic() + limit
+    while job.status()["state"] not in states:
+        assert time.monotonic() < deadline, job.status()
+        time.sleep(0.3)
+    return job.status()
+
+
+def test_stable_qids_keep_unchanged_texts_and_never_reuse_a_qid():
+    old = pd.DataFrame({"qid": [1, 2, 3], "question": ["a", "b", "c"]})
+    new, next_qid = stable_qids(pd.DataFrame({"question": ["c", "d", "a"]}), old, 4)
+    assert new["qid"].tolist() == [3, 4, 1] and next_qid == 5
+
+
+def test_a_lexical_bundle_saves_loads_and_serves_bm25_everywhere(tmp_path):
+    bundle = Bundle.lexical_of(make_corpus())
+    loaded = Bundle.load(bundle.save(tmp_path / "b"))
+    assert loaded.lexical and loaded.version == bundle.version
+    assert sorted(os.listdir(tmp_path / "b")) == ["corpus.parquet", "manifest.json"]
+    served = ServedModel(loaded).current()
+    assert served.default is served.dense is served.bm25
+    assert served.default.search("how do i learn chess ?", 1)[0].cluster == "c-chess"
+
+
+def test_a_new_version_keeps_the_judgments_of_questions_that_still_exist(tmp_path):
+    projects, store = Projects(tmp_path / "projects"), open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    first = make_corpus(n_topics=12, distractors=0)
+    slug = projects.create("My FAQ", upload_of(tmp_path, first), "ann")
+    v1 = projects.served_bundle(slug)
+    store.register_corpus(v1.version, v1.corpus)
+    chess, golf = (v1.corpus[v1.corpus["question"] == f"how do i learn {t} ?"]["qid"].iloc[0] for t in ("chess", "guitar"))
+    store.record("ann", int(golf), "same", v1.version, query_qid=int(chess))
+    second = pd.concat([first[first["question"] != "any tips for a beginner in python ?"],
+                        pd.DataFrame({"question": ["a brand new question about chess"], "cluster": ["c-chess"]})])
+    record = projects.add_version(slug, upload_of(tmp_path, second), "bob")
+    v2 = projects.served_bundle(slug)
+    store.register_corpus(v2.version, v2.corpus)
+    assert (record["kept"], record["new"], record["dropped"]) == (len(first) - 1, 1, 1)
+    assert v2.corpus.set_index("question")["qid"].get("how do i learn chess ?") == chess
+    assert v2.corpus["qid"].max() == len(first) + 1  # the new question's qid was never used
+    assert len(applicable_judgments(store.judgments(), v2.corpus)) == 1
+    assert [v["number"] for v in projects.manifest(slug)["versions"]] == [1, 2]
+    store.close()
+
+
+def test_project_names_are_checked(tmp_path):
+    projects = Projects(tmp_path)
+    upload = upload_of(tmp_path, make_corpus(n_topics=12))
+    projects.create("FAQ", upload, "ann")
+    for name, message in (("faq", "exists already"), ("  ", "name the project"), ("Demo", "built-in demo")):
+        with pytest.raises(QPRError, match=message):
+            projects.create(name, upload, "ann")
+
+
+def test_the_active_project_is_recorded_and_survives_a_restart(bundle, tmp_path):
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    ctx = AppContext(ServedModel(bundle), store, "name", cache=tmp_path)
+    slug = ctx.projects.create("Bare", upload_of(tmp_path, make_corpus(), "questions"), "ann")
+    ctx.switch(slug, "ann")
+    assert ctx.model.current().bundle.lexical and ctx.project == slug
+    assert json.loads((tmp_path / "projects" / "active.json").read_text())["by"] == "ann"
+    assert ctx.projects.manifest(slug)["history"][-1]["what"] == "switched the app to this project"
+    again = AppContext(ServedModel(bundle), store, "name", cache=tmp_path, project=ctx.projects.active())
+    assert again.model.current().bundle.version == ctx.model.current().bundle.version
+    ctx.switch(DEMO, "bob")
+    assert ctx.model.current().bundle is bundle and ctx.projects.active() == DEMO
+    store.close()
+
+
+TINY_TRAIN = TrainConfig(batch_size=16, max_epochs=3, patience=3, val_pairs=200)
+
+
+def test_the_worker_reports_progress_refuses_a_second_training_and_is_found_dead(tmp_path):
+    job = TrainingJob(tmp_path / "training")
+    assert job.status()["state"] == "none"
+    slow = TrainConfig(batch_size=4, max_epochs=200, patience=200, val_pairs=200)
+    job.start(make_corpus(), slow, TextConfig(hash_bins=100), _small_encoder(), None, {}, "ann")
+    with pytest.raises(QPRError, match="already running \\(started by ann"):
+        job.start(make_corpus(), slow, TextConfig(), _small_encoder(), None, {}, "bob")
+    deadline = time.monotonic() + 120
+    while not job.status().get("step"):
+        assert time.monotonic() < deadline, job.status()
+        time.sleep(0.3)
+    status = job.status()
+    assert status["state"] == "running" and status["steps"] >= status["step"] >= 1
+    assert "of at most 200" in describe(status) and "s left" in describe(status)
+    os.killpg(status["pid"], signal.SIGKILL)  # the worker dies (killed, out of memory, ...)
+    status = wait_for(job, {"failed"}, limit=30)
+    assert "stopped without finishing" in status["message"]
+    job.start(make_corpus(), slow, TextConfig(hash_bins=100), _small_encoder(), None, {}, "ann")  # a new start is allowed
+    cancelled = job.cancel("bob")
+    assert cancelled["state"] == "cancelled" and cancelled["message"] == "cancelled by bob"
+    with pytest.raises(QPRError, match="no training is running"):
+        job.cancel("bob")
+
+
+def test_a_project_trains_in_the_background_and_swaps_only_on_confirm(bundle, tmp_path, monkeypatch):
+    import ui.projects_tab as projects_tab
+
+    monkeypatch.setattr(projects_tab, "DEMO_TRAIN", TINY_TRAIN)
+    monkeypatch.setattr(projects_tab, "DEMO_ENCODER", _small_encoder())
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
+    page.build()
+    tab = page.projects
+    path = tmp_path / "faq.csv"
+    make_corpus()[["question", "cluster"]].to_csv(path, index=False)
+    shown = tab.create(str(path), "clusters", "My FAQ", "", "", "", "ann")
+    assert "Created **My FAQ**" in shown[tab.note] and "BM25 only" in shown[tab.active]
+    served = page.ctx.model.current().bundle
+    results = page.search.search("how do i learn chess ?", 3, False)[page.search.results]
+    assert results["cluster"].iloc[0] == "c-chess"  # BM25 serves at once
+    tab.start(3, "ann")
+    assert tab.start(3, "bob") == gr.skip()  # a second training is told it runs (warning)
+    while page.ctx.training().status()["state"] in ("starting", "running"):
+        page.search.search("how do i learn chess ?", 3, False)  # searches are served meanwhile
+        time.sleep(0.5)
+    shown = tab.poll()
+    assert "is ready" in shown[tab.status] and page.ctx.model.current().bundle is served  # not swapped yet
+    assert page.ctx.model.candidate() is not None
+    page.retrain.confirm("ann", None, None)
+    new = page.ctx.model.current().bundle
+    assert not new.lexical and page.ctx.training().status()["state"] == "decided"
+    assert page.ctx.projects.manifest("my-faq")["served"] == new.version  # served again after a restart
+    store.close()
+
+
+def test_handlers_refuse_without_a_name_or_a_file(bundle, tmp_path):
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
+    page.build()
+    assert page.projects.create(None, "clusters", "x", "", "", "", "ann") == gr.skip()
+    assert page.projects.create(None, "clusters", "x", "", "", "", "") == gr.skip()
+    assert page.projects.new_version(None, "clusters", "", "", "", "ann") == gr.skip()  # the demo is fixed
+    assert not (tmp_path / "projects").exists() or not list((tmp_path / "projects").glob("*/project.json"))
+    store.close()
+
+
+def test_a_cold_start_project_trains_on_the_clusters_its_annotators_built_and_survives_a_restart(bundle, tmp_path,
+                                                                                                 monkeypatch):
+    import ui.projects_tab as projects_tab
+
+    monkeypatch.setattr(projects_tab, "DEMO_TRAIN", TINY_TRAIN)
+    monkeypatch.setattr(projects_tab, "DEMO_ENCODER", _small_encoder())
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
+    page.build()
+    path = tmp_path / "bare.csv"
+    make_corpus()[["question"]].to_csv(path, index=False)
+    page.projects.create(str(path), "questions", "Bare", "", "", "", "ann")
+    assert page.projects.start(3, "ann") == gr.skip()  # no clusters yet: told to judge first
+    served = page.ctx.model.current().bundle
+    topic = served.corpus["question"].str.extract(r"(\w+) (?:quickly )?\?$")[0]
+    recorded = 0
+    for _, group in served.corpus[~served.corpus["question"].str.contains("number")].groupby(topic):
+        for candidate in group["qid"].iloc[1:]:  # annotators say every template means the same as the first
+            store.record("ann", int(candidate), "same", served.version, query_qid=int(group["qid"].iloc[0]))
+            recorded += 1
+    page.projects.start(3, "ann")
+    # The app restarts while the worker trains: the new app finds the training on disk.
+    restarted = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path, project=page.ctx.projects.active()))
+    restarted.build()
+    assert restarted.ctx.model.current().bundle.version == served.version
+    wait_for(restarted.ctx.training(), {"done", "failed"})
+    shown = restarted.projects.poll()
+    assert "is ready" in shown[restarted.projects.status], shown[restarted.projects.status]
+    assert restarted.ctx.model.current().bundle.version == served.version  # served model intact until confirmed
+    assert recorded == 120 and len(store.judgments()) == recorded  # no judgment lost
+    store.close()
+
+
+def test_a_model_trained_on_an_older_version_is_never_offered(bundle, tmp_path):
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
+    page.build()
+    path = tmp_path / "faq.csv"
+    make_corpus()[["question", "cluster"]].to_csv(path, index=False)
+    page.projects.create(str(path), "clusters", "FAQ", "", "", "", "ann")
+    job = page.ctx.training()
+    job.folder.mkdir(parents=True)
+    (job.folder / "status.json").write_text(json.dumps({"state": "done", "version": "v-old", "by": "ann"}))
+    make_corpus(n_topics=20)[["question", "cluster"]].to_csv(path, index=False)
+    shown = page.projects.new_version(str(path), "clusters", "", "", "", "bob")
+    assert "Version 2" in shown[page.projects.note] and "110 question(s) kept (their judgments still apply), 0 new, 50 gone" in shown[page.projects.note]
+    assert job.status()["state"] == "decided" and "version 2 was uploaded by bob" in job.status()["message"]
+    assert page.ctx.model.candidate() is None
+    store.close()
+
+
+def test_every_tab_works_on_a_project_served_by_bm25_alone(bundle, tmp_path):
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
+    page.build()
+    path = tmp_path / "faq.csv"
+    make_corpus()[["question", "cluster"]].to_csv(path, index=False)
+    page.projects.create(str(path), "clusters", "FAQ", "", "", "", "ann")
+    assert page.ctx.model.current().bundle.lexical
+    view = page.annotate.start_cluster("c-chess", "ann", None, None)
+    assert view  # the queue is ranked by BM25
+    assert page.clusters.show_cluster("c-chess")
+    assert page.clusters.overview()
+    assert page.metrics.metrics()
+    files = page.retrain.export_clusters("csv")[page.retrain.files]
+    assert pd.read_csv(files[0])["question"].nunique() == len(make_corpus())
+    assert page.retrain.retrain(1, lambda *a, **k: None) == gr.skip()  # told to train on Projects
+    store.close()
+
+
+def test_a_refused_upload_lists_one_problem_per_line_in_the_page(bundle, tmp_path):
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
+    page.build()
+    path = tmp_path / "bad.csv"
+    path.write_text("question,cluster\n,a\n<b>x</b>,b\n<b>x</b>,c\n")
+    with pytest.warns(UserWarning) as caught:
+        page.projects.create(str(path), "clusters", "Bad", "", "", "", "ann")
+    message = str(caught[0].message)
+    assert "<br>- row 2: the question is empty" in message and "<br>- row 4: the same question as row 3" in message
+    assert "<b>" not in message
+    store.close()

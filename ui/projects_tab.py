@@ -1,0 +1,259 @@
+"""The Projects tab: create a project from an uploaded file, upload a new version, switch the
+project the app serves, and train its encoder in the background.
+
+An upload is validated whole before anything is written (``qpr.upload.read_upload``); a project
+starts served by BM25 (``qpr.projects``), so search and annotation work at once. Training runs in
+a worker process (``qpr.background_training``) whose status file the page polls (``gr.Timer``),
+so progress survives a page reload and an app restart. A finished model is compared with the
+served one on the same held-out clusters and waits, as a retrained model does, for someone to
+use it or discard it: this tab's buttons call the Retrain tab's ``confirm`` / ``discard``.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+
+from qpr.background_training import ACTIVE, TrainingJob, describe
+from qpr.bundle_training import compare_bundles, verdict
+from qpr.data import read_cluster_file
+from qpr.errors import QPRError
+from qpr.projects import DEMO
+from qpr.retrievers import BM25Retriever
+from qpr.upload import MIN_TRAIN_CLUSTERS, read_upload
+from ui.common import AppContext, plain, shows_errors, text_table
+from ui.demo import DEMO_ENCODER, DEMO_TEXT, DEMO_TRAIN
+from ui.retrain_tab import RetrainTab
+
+KIND_LABELS = [("Questions with a cluster column", "clusters"), ("Question → answer log", "qa-log"),
+               ("Bare questions (no clusters yet)", "questions")]
+POLL_S = 2.0
+
+
+class ProjectsTab:
+    """Layout and handlers of the Projects tab; ``retrain`` is the Retrain tab, whose decision
+    (use or discard a trained model) this tab shares."""
+
+    def __init__(self, ctx: AppContext, retrain: RetrainTab) -> None:
+        self.ctx = ctx
+        self.retrain = retrain
+        self._offering = threading.Lock()
+
+    def render(self, name: gr.Textbox) -> None:
+        """Lay out the tab (inside a gr.Blocks) and wire it; ``name`` is the page's 'Your name' box."""
+        with gr.Tab("Projects"):
+            self.active = gr.Markdown(elem_id="project-active")
+            with gr.Row():
+                self.choice = gr.Dropdown(label="Project", choices=self._choices(), value=self.ctx.project,
+                                          elem_id="project-choice", scale=3)
+                switch = gr.Button("Serve this project", elem_id="project-switch")
+            gr.Markdown("### Import a file\nCSV, TSV, JSONL or Parquet with a header. Nothing is imported unless "
+                        "the whole file is fine; every problem is listed with its row.")
+            with gr.Row():
+                upload = gr.File(label="File", file_types=[".csv", ".tsv", ".jsonl", ".parquet"], type="filepath",
+                                 elem_id="project-file")
+                with gr.Column():
+                    kind = gr.Radio(KIND_LABELS, value="clusters", label="What the file holds", elem_id="project-kind")
+                    project_name = gr.Textbox(label="New project's name", elem_id="project-name")
+            with gr.Accordion("Column names (when yours differ from question / cluster / answer)", open=False):
+                with gr.Row():
+                    columns = [gr.Textbox(label=f"{role} column", placeholder=role, elem_id=f"project-col-{role}")
+                               for role in ("question", "cluster", "answer")]
+            with gr.Row():
+                create = gr.Button("Create project", variant="primary", elem_id="project-create")
+                version = gr.Button("Upload as a new version of the served project", elem_id="project-new-version")
+            self.note = gr.Markdown(elem_id="project-note")
+            self.report = gr.Dataframe(label="Distant supervision: sample of kept and dropped clusters", visible=False,
+                                       interactive=False, wrap=True, elem_id="project-report")
+            gr.Markdown("### Train the encoder\nBM25 serves while the encoder trains in the background on the "
+                        "corrected clusters; the trained model is served only when someone uses it.")
+            with gr.Row():
+                epochs = gr.Slider(1, 30, value=DEMO_TRAIN.max_epochs, step=1, label="Maximum epochs")
+                start = gr.Button("Train in the background", variant="primary", elem_id="train-start")
+                cancel = gr.Button("Cancel training", elem_id="train-cancel")
+            self.progress = gr.HTML(elem_id="train-progress")
+            self.status = gr.Markdown(elem_id="train-status")
+            with gr.Row():
+                use = gr.Button("Use the trained model", elem_id="train-confirm")
+                drop = gr.Button("Discard the trained model", elem_id="train-discard")
+            # Ticks only while a training runs: a page polling all the time slowed other tabs' events.
+            self.timer = gr.Timer(POLL_S, active=False)
+        shown = [self.active, self.choice, self.progress, self.status, self.timer] + self.retrain.decision_outputs
+        switch.click(self.switch, [self.choice, name], shown)
+        create.click(self.create, [upload, kind, project_name, *columns, name], [self.note, self.report] + shown)
+        version.click(self.new_version, [upload, kind, *columns, name], [self.note, self.report] + shown)
+        start.click(self.start, [epochs, name], shown)
+        cancel.click(self.cancel, [name], shown)
+        use.click(self.retrain.confirm, [name], self.retrain.decision_outputs).then(self.poll, None, shown)
+        drop.click(self.retrain.discard, [name], self.retrain.decision_outputs).then(self.poll, None, shown)
+        self.timer.tick(self.poll, None, shown, show_progress="hidden")
+        self.shown = shown
+
+    def _choices(self) -> list[tuple[str, str]]:
+        return [("Demo", DEMO)] + [(name, slug) for slug, name in self.ctx.projects.names().items()]
+
+    # -- importing -------------------------------------------------------------------------------
+
+    def _read(self, path: str | None, kind: str, question: str | None, cluster: str | None, answer: str | None):
+        """The validated upload at ``path``; the three names choose its columns where given."""
+        if not path:
+            raise QPRError("Choose a file to upload first.")
+        columns = {"question": question, "cluster": cluster, "answer": answer}
+        return read_upload(path, kind, name=Path(path).name,
+                           columns={role: column.strip() for role, column in columns.items() if column and column.strip()})
+
+    @shows_errors
+    def create(self, path: str | None, kind: str, project: str, question: str, cluster: str, answer: str,
+               name: str | None, request: gr.Request = None, profile: gr.OAuthProfile | None = None) -> dict:
+        """Validate the upload, create the project and serve it to everyone (BM25 until trained)."""
+        who = self.ctx.privileged("create a project and serve it", name, request, profile)
+        upload = self._read(path, kind, question, cluster, answer)
+        slug = self.ctx.projects.create(project, upload, who)
+        self.ctx.switch(slug, who)
+        record = self.ctx.projects.manifest(slug)["versions"][-1]
+        note = f"Created **{plain(self.ctx.project_name(slug))}** and serving it: " + self._imported(record)
+        return self._imported_view(note, upload) | self.listed()
+
+    @shows_errors
+    def new_version(self, path: str | None, kind: str, question: str, cluster: str, answer: str, name: str | None,
+                    request: gr.Request = None, profile: gr.OAuthProfile | None = None) -> dict:
+        """Validate the upload and make it the served project's new corpus version; questions
+        whose text is unchanged keep their qid, so their judgments still apply."""
+        who = self.ctx.privileged("upload a new version of the served project", name, request, profile)
+        if self.ctx.project == DEMO:
+            raise QPRError("The demo's corpus is fixed; create a project from your file instead.")
+        if self.ctx.training().status()["state"] in ACTIVE:
+            raise QPRError("A training of this project is running on the current version; cancel it or wait for it first.")
+        upload = self._read(path, kind, question, cluster, answer)
+        record = self.ctx.projects.add_version(self.ctx.project, upload, who)
+        self.ctx.serve_new_version(self.ctx.project)
+        if self.ctx.training().status()["state"] == "done":  # trained on the old version: never offer it now
+            self.ctx.training().decided(f"not used: version {record['number']} was uploaded by {who} meanwhile")
+        note = (f"Version {record['number']} of **{plain(self.ctx.project_name())}**: {record['kept']} question(s) kept "
+                f"(their judgments still apply), {record['new']} new, {record['dropped']} gone. " + self._imported(record))
+        return self._imported_view(note, upload) | self.listed()
+
+    @staticmethod
+    def _imported(record: dict) -> str:
+        text = (f"{record['rows']} row(s) read, {record['questions']} question(s) in {record['clusters']} cluster(s); "
+                "served by BM25 until you train the encoder.")
+        report = record.get("report")
+        if report:
+            text += (f"\n\nDistant supervision (questions grouped by their answer, then filtered by coherence ≥ "
+                     f"{report['min_coherence']}): **{report['clusters_kept']} cluster(s) kept** "
+                     f"({report['questions_kept']} questions), **{report['clusters_removed']} dropped** "
+                     f"({report['questions_removed']} questions) as incoherent. A sample of each is below.")
+        return text
+
+    def _imported_view(self, note: str, upload) -> dict:
+        if upload.report is None:
+            return {self.note: note, self.report: gr.Dataframe(value=pd.DataFrame(), visible=False)}
+        sample = pd.concat([upload.kept_sample.assign(kept="kept"), upload.removed_sample.assign(kept="dropped")])
+        return {self.note: note, self.report: gr.Dataframe(value=text_table(sample.round(3)), visible=True)}
+
+    # -- switching -------------------------------------------------------------------------------
+
+    @shows_errors
+    def switch(self, slug: str, name: str | None, request: gr.Request = None,
+               profile: gr.OAuthProfile | None = None) -> dict:
+        """Serve project ``slug`` to everyone (recorded as the annotator's decision)."""
+        who = self.ctx.privileged("switch the project everyone is served", name, request, profile)
+        if not slug:
+            raise QPRError("Choose a project in the list first.")
+        self.ctx.switch(slug, who)
+        gr.Info(f"Now serving {self.ctx.project_name()} to everyone.")
+        return self.listed()
+
+    # -- training --------------------------------------------------------------------------------
+
+    @shows_errors
+    def start(self, epochs: float, name: str | None, request: gr.Request = None,
+              profile: gr.OAuthProfile | None = None) -> dict:
+        """Export the corrected clusters and train on them in a background worker: the served
+        encoder continued, or (a project served by BM25 alone) a new one."""
+        who = self.ctx.annotator(name, request, profile)
+        job = self.ctx.training()
+        status = job.status()
+        if status["state"] in ACTIVE:
+            raise QPRError(f"A training of this project is already running ({describe(status)}); it was started by "
+                           f"{status.get('by', 'someone')}. Wait for it or cancel it.")
+        served = self.ctx.model.current().bundle
+        out, done = self.retrain.export_corrected("parquet")
+        corrected = read_cluster_file(out)
+        sizes = corrected["cluster"].value_counts()
+        if (sizes >= 2).sum() < MIN_TRAIN_CLUSTERS:
+            raise QPRError(f"Only {(sizes >= 2).sum()} cluster(s) of 2 or more questions so far; training needs at least "
+                           f"{MIN_TRAIN_CLUSTERS} (split into train, val and test). Judge more pairs 'same meaning' on "
+                           "the Annotate tab to form clusters, then train.")
+        labels = {"export_id": done["export_id"], "export_file": str(out), "judgment_ids": done["judgment_ids"]}
+        base = None if served.lexical else served.save(job.folder / "base")
+        job.start(corrected, replace(DEMO_TRAIN, max_epochs=int(epochs)), DEMO_TEXT, DEMO_ENCODER, base, labels, who)
+        return self.poll()
+
+    @shows_errors
+    def cancel(self, name: str | None, request: gr.Request = None, profile: gr.OAuthProfile | None = None) -> dict:
+        """Stop the running training; the served model is untouched."""
+        who = self.ctx.annotator(name, request, profile)
+        self.ctx.training().cancel(who)
+        return self.poll()
+
+    def poll(self) -> dict:
+        """The tab as the disk says: the served project, the training's progress, and a finished
+        model offered for a decision (compared once; a page reload or restart offers it again)."""
+        job = self.ctx.training()
+        status = job.status()
+        shown = {self.active: self._active_line(), self.progress: progress_bar(status), self.status: self._status_line(status),
+                 self.timer: gr.Timer(active=status["state"] in ACTIVE)}
+        if status["state"] == "done":
+            with self._offering:  # pages poll at once: compare and propose a finished model once
+                shown |= self._offer(job, status)
+        return shown
+
+    def listed(self) -> dict:
+        """``poll`` with the project list re-read (after a switch or an import; not on every tick,
+        which would reset a choice being made)."""
+        return self.poll() | {self.choice: gr.Dropdown(choices=self._choices(), value=self.ctx.project)}
+
+    def _offer(self, job: TrainingJob, status: dict) -> dict:
+        candidate = self.ctx.model.candidate()
+        if candidate is None or candidate.served.bundle.version != status.get("version"):
+            try:
+                served, new = self.ctx.model.current().bundle, job.result()
+                bm25 = BM25Retriever(new.corpus)
+                comparison = compare_bundles(served, new, new.corpus, bm25)
+            except QPRError as err:  # a damaged result, or nothing held out to compare on
+                job.decided(f"not offered: {err}")
+                return {self.status: f"Training finished, but the model cannot be compared: {plain(err)}"}
+            candidate = self.ctx.model.propose(new, comparison, bm25)
+        said, _ = verdict(candidate.comparison)
+        note = (f"Trained model **{plain(status['version'])}** is ready; nothing changes until someone uses it. {said} "
+                "The full comparison is on the Retrain & export tab.")
+        return self.retrain.restore() | {self.status: note}
+
+    def _active_line(self) -> str:
+        served = self.ctx.model.current().bundle
+        how = "BM25 only (no encoder trained yet)" if served.lexical else f"model {plain(served.version)}"
+        return (f"Serving **{plain(self.ctx.project_name())}** to everyone: {len(served.corpus):,} questions, "
+                f"{served.corpus['cluster'].nunique():,} clusters, {how}.")
+
+    @staticmethod
+    def _status_line(status: dict) -> str:
+        state = status["state"]
+        if state == "none":
+            return "No training yet."
+        if state in ACTIVE:
+            return f"Training (started by {plain(status.get('by', '?'))}): {plain(describe(status))}."
+        return f"Last training: {plain(state)}: {plain(describe(status))}."
+
+
+def progress_bar(status: dict) -> str:
+    """An HTML progress bar of a running training (empty otherwise)."""
+    if status["state"] not in ACTIVE:
+        return ""
+    steps, max_epochs = status.get("steps") or 0, status.get("max_epochs") or 1
+    share = ((status.get("epoch") or 1) - 1 + (status.get("step", 0) / steps if steps else 0)) / max_epochs
+    return f'<progress value="{100 * share:.0f}" max="100" style="width:100%"></progress> {100 * share:.0f}%'
