@@ -23,6 +23,7 @@ from qpr.serving import ServedModel
 from qpr.text import TextConfig
 from qpr.train import TrainConfig
 from qpr.upload import read_upload
+from ui.clusters_tab import representative
 from ui.common import AppContext
 from ui.page import QPRPage
 
@@ -232,7 +233,19 @@ def test_every_tab_works_on_a_project_served_by_bm25_alone(bundle, tmp_path):
     assert page.ctx.model.current().bundle.lexical
     view = page.annotate.start_cluster("c-chess", "ann", None, None)
     assert view  # the queue is ranked by BM25
-    assert page.clusters.show_cluster("c-chess")
+    view = page.clusters.show_cluster("c-chess")  # no encoder: the representative shares most words
+    members = view[page.clusters.members]
+    rep = representative(page.ctx.model.current(), make_corpus()[make_corpus()["cluster"] == "c-chess"])
+    assert f"**{rep}**" in view[page.clusters.summary]
+    odd = int(members[members["qid"] != rep]["qid"].iloc[0])
+    page.clusters.mark("different", "c-chess", str(odd), "ann")
+    applied = page.clusters.apply("c-chess", "ann")
+    assert odd not in set(applied[page.clusters.members]["qid"]) and page.ctx.model.current().labels_version == 1
+    slug = page.ctx.project
+    page.ctx.switch(DEMO, "ann")
+    page.ctx._models.pop(slug)  # as after a restart: switching back builds the project's model again
+    page.ctx.switch(slug, "ann")
+    assert page.ctx.model.current().labels_version == 1, "a project switched to serves its corrected labels"
     assert page.clusters.overview()
     assert page.metrics.metrics()
     files = page.retrain.export_clusters("csv")[page.retrain.files]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gradio as gr
 import numpy as np
 import pandas as pd
+from sklearn.feature_extraction.text import TfidfVectorizer
 
 from annotations.corrections import apply_corrections, history, revert_decision, rollback
 from annotations.merge import corrected_clusters
@@ -264,8 +265,13 @@ def labels_against(judged: pd.DataFrame, members: set[int]) -> dict[int, str]:
 
 def representative(served: Served, members: pd.DataFrame) -> int:
     """The member the others are judged against: the one whose encoder vector lies closest to the
-    cluster's mean (the first such member in corpus order on a tie)."""
-    vectors = served.dense.encode(members["question"].tolist())
+    cluster's mean (the first such member in corpus order on a tie). A project served by BM25 alone
+    has no encoder: there the members' TF-IDF vectors stand in (the member sharing most words)."""
+    questions = members["question"].tolist()
+    if served.bundle.lexical:
+        vectors = TfidfVectorizer(token_pattern=r"(?u)\b\w+\b").fit_transform(questions).toarray()
+    else:
+        vectors = served.dense.encode(questions)
     spread = ((vectors - vectors.mean(axis=0)) ** 2).sum(axis=1)
     return int(members["qid"].iloc[int(np.argmin(spread))])
 
