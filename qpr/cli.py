@@ -12,6 +12,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from qpr import distributed
 from qpr.bundle import Bundle, check_target
 from qpr.data import CLUSTER_FORMATS, data_dir, load_corpus, write_cluster_file
 from qpr.encoder import EncoderConfig
@@ -27,7 +28,7 @@ from qpr.serving import serving_retriever
 from qpr.supervise import DEFAULT_MIN_COHERENCE, MULTI_ANSWER, supervise
 from qpr.supervise_report import write_report
 from qpr.text import TextConfig, check_text
-from qpr.train import TrainConfig
+from qpr.train import TrainConfig, train
 
 
 def _train_config(args: argparse.Namespace) -> TrainConfig:
@@ -40,21 +41,25 @@ def _train_config(args: argparse.Namespace) -> TrainConfig:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    # Under torchrun every worker runs this command; they train together (qpr.distributed) and
+    # worker 0 alone indexes, evaluates and saves the bundle.
+    distributed.init_from_env()
+    rank = distributed.world()[0]
     # Before hours of training: --out must be a new path or a bundle, in a folder that can be written.
-    check_target(args.out)
+    if rank == 0:
+        check_target(args.out)
     corpus = load_corpus(args.data, seed=args.seed)
     check_config(IndexConfig(args.index, args.search), len(corpus))  # likewise the index settings
-    bundle = train_bundle(
-        corpus,
-        _train_config(args),
-        TextConfig(vocab_size=args.vocab_size, hash_bins=args.hash_bins, max_len=args.max_len, min_count=args.min_count,
-                   subword_ngrams=args.subword_ngrams),
-        EncoderConfig(windows=tuple(args.windows), normalize=args.normalize, architecture=args.architecture,
-                      pooling=args.pooling or ("mean" if args.architecture == "lstm" else "max")),
-        IndexConfig(args.index, args.search),
-        data=str(args.data),
-        progress=not args.quiet,
-    )
+    config = _train_config(args)
+    text_config = TextConfig(vocab_size=args.vocab_size, hash_bins=args.hash_bins, max_len=args.max_len,
+                             min_count=args.min_count, subword_ngrams=args.subword_ngrams)
+    encoder_config = EncoderConfig(windows=tuple(args.windows), normalize=args.normalize, architecture=args.architecture,
+                                   pooling=args.pooling or ("mean" if args.architecture == "lstm" else "max"))
+    if rank > 0:
+        train(corpus, config, text_config, encoder_config, progress=False)
+        return 0
+    bundle = train_bundle(corpus, config, text_config, encoder_config, IndexConfig(args.index, args.search),
+                          data=str(args.data), progress=not args.quiet)
     run = bundle.manifest["training"]
     print(f"trained {len(run['history'])} epoch(s) in {run['seconds']:.0f}s ({run['stopped']}); "
           f"best epoch {run['best_epoch']}, val ROC AUC {run['best_auc']:.4f}", file=sys.stderr)
