@@ -103,3 +103,13 @@ def test_edited_corpus_is_detected(saved):
     corpus.to_parquet(saved / "corpus.parquet", index=False)
     with pytest.raises(QPRError, match="fingerprint differs"):
         Bundle.load(saved)
+
+
+def test_a_bundle_with_a_compressed_index_saves_loads_and_searches(tiny_bundle, tmp_path):
+    compressed = tiny_bundle.with_index(IndexConfig("IVF4_HNSW8,SQ8,RFlat", "nprobe=4,quantizer_efSearch=8,k_factor_rf=8"))
+    compressed.save(tmp_path / "b")
+    loaded = Bundle.load(tmp_path / "b")
+    assert loaded.index.describe() == "IVF4_HNSW8,SQ8,RFlat/nprobe=4,quantizer_efSearch=8,k_factor_rf=8"
+    assert len(loaded.index) == len(tiny_bundle.corpus)
+    # Every list probed and the shortlist re-ranked on the full vectors: the exact index's answers.
+    assert DenseRetriever(loaded).search(QUERIES, 5) == DenseRetriever(tiny_bundle).search(QUERIES, 5)
