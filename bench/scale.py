@@ -14,6 +14,8 @@ Steps, each resumable (its output is written atomically and a rerun skips what e
     python -m bench.scale exact   --bundle B --n 1000000                # streaming brute-force top 21
     python -m bench.scale measure --bundle B --n 1000000 --index IVF4096_HNSW32,SQ8,RFlat --search ...
     python -m bench.scale bm25    --bundle B --n 1000000
+    python -m bench.scale store                                          # 32 writers on PostgreSQL + export
+    python -m bench.scale ddp                                            # the DDP equivalence test
     python -m bench.scale report                                         # bench/results/scale.json, docs/SCALE.md
 
 ``encode --part k/K`` encodes every K-th shard from the k-th, so K processes (or machines sharing
@@ -33,6 +35,9 @@ import json
 import os
 import re
 import resource
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -41,6 +46,8 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from bench.reliability import postgres_url
+from bench.write_load import run_load
 from bench.common import ROOT, latency_ms, machine, markdown_table, replace_marked_section, write_json
 from qpr.bundle import Bundle
 from qpr.data import data_dir
@@ -303,6 +310,32 @@ def bm25(work: Path, bundle: Bundle, n: int) -> None:
     print(result, flush=True)
 
 
+# --- the store under load, DDP ----------------------------------------------------------------
+
+def store(work: Path) -> None:
+    """32 concurrent writers on PostgreSQL (``QPR_TEST_POSTGRES_URL``, a fresh schema) while a
+    merge + export runs in a loop (``bench.write_load``)."""
+    target = postgres_url()
+    if target is None:
+        raise SystemExit("set QPR_TEST_POSTGRES_URL to a PostgreSQL database for the store load")
+    url, drop = target
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            figures = run_load(url, writers=32, per_writer=100, export_to=Path(tmp))
+    finally:
+        drop()
+    write_json({"writers": figures["writers"], "judgments": figures["acknowledged"], "lost": figures["lost"],
+                "p99_write_ms": figures["p99_ms"]} | figures, work / "store.json")
+    print(figures, flush=True)
+
+
+def ddp(work: Path) -> None:
+    """Run the DDP equivalence test (two gloo workers x N/2 against one worker x N) and keep its verdict."""
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_distributed.py"],
+                         cwd=ROOT, capture_output=True, text=True)
+    write_json({"ddp_equivalent": run.returncode == 0, "pytest": run.stdout.strip().splitlines()[-1]}, work / "ddp.json")
+
+
 # --- the report ------------------------------------------------------------------------------
 
 def report(work: Path) -> None:
@@ -313,20 +346,24 @@ def report(work: Path) -> None:
         n = int(path.stem.split("-")[1])
         exact_runs.append({"n": n, "index": "exact (streaming brute force)", "seconds": float(np.load(path)["seconds"])})
     encoded = [json.loads(line) for line in (work / "encode.jsonl").read_text().splitlines()] if (work / "encode.jsonl").exists() else []
-    previous = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     payload = {
         "runs": [r for r in runs if r["index"] != "bm25"],
         "bm25": [r for r in runs if r["index"] == "bm25"],
         "exact_reference": exact_runs,
         "encode_qps": sum(e["questions"] for e in encoded) / max(sum(e["seconds"] for e in encoded), 1e-9) if encoded else 0.0,
         "encode_log": encoded,
-        "ddp_equivalent": previous.get("ddp_equivalent", False),
-        "store_load": previous.get("store_load", {}),
+        "ddp_equivalent": read(work / "ddp.json").get("ddp_equivalent", False),
+        "ddp_test": read(work / "ddp.json").get("pytest"),
+        "store_load": read(work / "store.json"),
         "machine": machine(),
         "date": time.strftime("%Y-%m-%d"),
     }
     write_json(payload, RESULTS)
     render(payload)
+
+
+def read(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def render(payload: dict) -> None:
@@ -342,7 +379,7 @@ def render(payload: dict) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("step", choices=["encode", "exact", "measure", "bm25", "report"])
+    parser.add_argument("step", choices=["encode", "exact", "measure", "bm25", "store", "ddp", "report"])
     parser.add_argument("--bundle", type=Path, default=ROOT / "bundles" / "quora")
     parser.add_argument("--work", type=Path, default=ROOT.parent / "scale-work")
     parser.add_argument("--n", type=int, default=1_000_000)
@@ -352,8 +389,8 @@ def main() -> None:
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     (args.work / "runs").mkdir(exist_ok=True)
-    if args.step == "report":
-        report(args.work)
+    if args.step in ("report", "store", "ddp"):
+        {"report": report, "store": store, "ddp": ddp}[args.step](args.work)
         return
     bundle = Bundle.load(args.bundle)
     if args.step == "encode":
