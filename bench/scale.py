@@ -170,10 +170,12 @@ def shards(work: Path, n: int) -> list[np.ndarray]:
     return maps
 
 
-def test_queries(corpus: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Row numbers (in ``corpus``) and qids of the Quora-lite test queries."""
+def test_vectors(work: Path, bundle: Bundle, n: int) -> tuple[pd.DataFrame, list[np.ndarray], np.ndarray, np.ndarray]:
+    """The corpus of ``n`` questions, its shards, and the Quora-lite test queries' qids and vectors."""
+    corpus = corpus_for(work, bundle, n)
+    maps = shards(work, n)
     queries = query_set(corpus, "test")
-    return queries.index.to_numpy(), queries["qid"].to_numpy()
+    return corpus, maps, queries["qid"].to_numpy(), rows(maps, queries.index.to_numpy())
 
 
 def rows(maps: list[np.ndarray], positions: np.ndarray) -> np.ndarray:
@@ -205,10 +207,7 @@ def exact(work: Path, bundle: Bundle, n: int) -> None:
     path = work / f"exact-{n}.npz"
     if path.exists():
         return
-    corpus = corpus_for(work, bundle, n)
-    maps = shards(work, n)
-    positions, _ = test_queries(corpus)
-    queries = rows(maps, positions)
+    corpus, maps, _, queries = test_vectors(work, bundle, n)
     best_d = np.full((len(queries), TOP + 1), np.inf, dtype=np.float32)
     best_i = np.full((len(queries), TOP + 1), -1, dtype=np.int64)
     qids = corpus["qid"].to_numpy()
@@ -241,10 +240,7 @@ def measure(work: Path, bundle: Bundle, n: int, factory: str, search: str) -> No
     out = work / "runs" / f"{n}-{slug(factory)}-{slug(search)}.json"
     if out.exists():
         return
-    corpus = corpus_for(work, bundle, n)
-    maps = shards(work, n)
-    positions, own = test_queries(corpus)
-    queries = rows(maps, positions)
+    corpus, maps, own, queries = test_vectors(work, bundle, n)
     reference = np.load(work / f"exact-{n}.npz")["ids"][:, :TOP]
     faiss.omp_set_num_threads(1)  # the build on one thread: the cores are shared (docs/SCALE.md)
     start = time.perf_counter()
