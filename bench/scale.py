@@ -12,7 +12,7 @@ Steps, each resumable (its output is written atomically and a rerun skips what e
 
     python -m bench.scale encode  --bundle B --n 1000000 [--part 0/2]  # vectors in shards on disk
     python -m bench.scale exact   --bundle B --n 1000000                # streaming brute-force top 21
-    python -m bench.scale measure --bundle B --n 1000000 --index IVF4096_HNSW32,SQ8,RFlat --search ...
+    python -m bench.scale measure --bundle B --n 1000000 --index HNSW48 --search efSearch=512 --search efSearch=1024
     python -m bench.scale bm25    --bundle B --n 1000000
     python -m bench.scale store                                          # 32 writers on PostgreSQL + export
     python -m bench.scale ddp                                            # the DDP equivalence test
@@ -236,36 +236,42 @@ def timing_lock():
     return handle
 
 
-def measure(work: Path, bundle: Bundle, n: int, factory: str, search: str) -> None:
-    out = work / "runs" / f"{n}-{slug(factory)}-{slug(search)}.json"
-    if out.exists():
+def measure(work: Path, bundle: Bundle, n: int, factory: str, searches: list[str]) -> None:
+    """Build ``factory`` over ``n`` questions once and measure it with each of ``searches``
+    (module doc); one result file per search setting, settings already measured are skipped."""
+    outs = {search: work / "runs" / f"{n}-{slug(factory)}-{slug(search)}.json" for search in searches}
+    todo = [search for search, out in outs.items() if not out.exists()]
+    if not todo:
         return
     corpus, maps, own, queries = test_vectors(work, bundle, n)
     reference = np.load(work / f"exact-{n}.npz")["ids"][:, :TOP]
     faiss.omp_set_num_threads(1)  # the build on one thread: the cores are shared (docs/SCALE.md)
     start = time.perf_counter()
-    index = VectorIndex.build(_Stacked(maps), corpus["qid"].to_numpy(), IndexConfig(factory, search))
+    built = VectorIndex.build(_Stacked(maps), corpus["qid"].to_numpy(), IndexConfig(factory, todo[0]))
     build = time.perf_counter() - start
     index_file = work / "runs" / f"{n}-{slug(factory)}.faiss"
-    index.save(index_file)
+    built.save(index_file)
     index_bytes = index_file.stat().st_size
     index_file.unlink()
     single = [queries[i : i + 1] for i in range(min(LATENCY_QUERIES if factory != "Flat" else 100, len(queries)))]
-    with timing_lock():
-        load = os.getloadavg()[0]
-        p50, p99 = latency_ms(lambda vector: index.search(vector, TOP), single)
-        faiss.omp_set_num_threads(2)
-        start = time.perf_counter()
-        _, found = index.search(queries, TOP + 1)
-        batched = time.perf_counter() - start
-    recall = float(np.mean([len(np.intersect1d(w, g[:TOP])) / TOP for w, g in zip(reference, found)]))
-    result = {"n": n, "index": index.describe(), "recall_at_20_vs_exact": recall, "p50_ms": p50, "p99_ms": p99,
-              "build_s": build, "index_bytes": index_bytes,
-              "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-              "H1": rank_metrics(hits(corpus, own, found))["H1"], "batched_qps": len(queries) / batched,
-              "queries": len(queries), "latency_queries": len(single), "load_at_timing": load}
-    write_json(result, out)
-    print(result, flush=True)
+    for search in todo:
+        index = VectorIndex(built.index, factory, search)
+        with timing_lock():
+            load = os.getloadavg()[0]
+            faiss.omp_set_num_threads(1)
+            p50, p99 = latency_ms(lambda vector: index.search(vector, TOP), single)
+            faiss.omp_set_num_threads(2)
+            start = time.perf_counter()
+            _, found = index.search(queries, TOP + 1)
+            batched = time.perf_counter() - start
+        recall = float(np.mean([len(np.intersect1d(w, g[:TOP])) / TOP for w, g in zip(reference, found)]))
+        result = {"n": n, "index": index.describe(), "recall_at_20_vs_exact": recall, "p50_ms": p50, "p99_ms": p99,
+                  "build_s": build, "index_bytes": index_bytes,
+                  "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                  "H1": rank_metrics(hits(corpus, own, found))["H1"], "batched_qps": len(queries) / batched,
+                  "queries": len(queries), "latency_queries": len(single), "load_at_timing": load}
+        write_json(result, outs[search])
+        print(result, flush=True)
 
 
 class _Stacked:
@@ -381,7 +387,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--part", default="0/1", help="k/K: encode every K-th shard from the k-th")
     parser.add_argument("--index", default="HNSW48")
-    parser.add_argument("--search", default="")
+    parser.add_argument("--search", action="append", default=[],
+                        help="search parameters to measure the built index with (repeat for several)")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     (args.work / "runs").mkdir(exist_ok=True)
@@ -395,7 +402,7 @@ def main() -> None:
     elif args.step == "exact":
         exact(args.work, bundle, args.n)
     elif args.step == "measure":
-        measure(args.work, bundle, args.n, args.index, args.search)
+        measure(args.work, bundle, args.n, args.index, args.search or [""])
     else:
         bm25(args.work, bundle, args.n)
 

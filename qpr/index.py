@@ -1,15 +1,18 @@
 """A FAISS index over question vectors whose ids are the corpus' question ids.
 
-``VectorIndex.build`` picks the index type from the corpus size unless told. Measured on
-Quora-lite with the default encoder (docs/INDEX.md, idle machine, one query at a time): exact
-search over 157k questions takes 13 ms (p50), most of a 20 ms budget; an inverted file loses
-recall fast on these vectors (the paper's IVF2000 with 10 probes keeps 82% of the exact top 20,
-100 probes 91%); an HNSW graph with M=48 searched with 512 candidates keeps 99.4% in 2.3 ms and
-builds in 17 s. So ``auto`` searches exactly up to ``EXACT_UP_TO`` questions (a linear scan,
-about 4 ms there by extrapolation) and uses ``HNSW48`` with efSearch 512 beyond. Any IVF factory
-(``IVF{nlist},Flat``, ``IVF{nlist}_HNSW32,Flat``, ...) or other ``HNSW{M}`` can be asked for
+``VectorIndex.build`` picks the index type from the corpus size and a memory budget unless told
+(``auto_factory``). Measured on Quora-lite with the default encoder (docs/INDEX.md, idle machine,
+one query at a time): exact search over 157k questions takes 13 ms (p50), most of a 20 ms budget;
+an inverted file loses recall fast on these vectors (the paper's IVF2000 with 10 probes keeps 82%
+of the exact top 20, 100 probes 91%; docs/SCALE.md says why); an HNSW graph with M=48 searched
+with 512 candidates keeps 99.4% in 2.3 ms and builds in 17 s. So ``auto`` searches exactly up to
+``EXACT_UP_TO`` questions, uses ``HNSW48`` with efSearch 512 up to ``GRAPH_UP_TO`` when its float
+vectors and links fit the budget, and beyond an inverted file with an HNSW coarse quantizer,
+compressed codes and an exact re-ranking of the shortlist (docs/SCALE.md). Any IVF factory
+(``IVF{nlist},Flat``, ``IVF{nlist}_HNSW32,SQ8,RFlat``, ...) or other ``HNSW{M}`` can be asked for
 explicitly, with its search-time parameters as one FAISS ``ParameterSpace`` string
-(``nprobe=10``, ``efSearch=512``), which is also the index's label in benchmarks.
+(``nprobe=10``, ``efSearch=512``, ``nprobe=128,quantizer_efSearch=256,k_factor_rf=4``), which is
+also the index's label in benchmarks. ``VectorIndex.add`` adds questions without a rebuild.
 Distances are squared Euclidean, the distance SDML trains with.
 """
 
@@ -39,9 +42,11 @@ DEFAULT_SEARCH = {"ivf": "nprobe=10", "hnsw": "efSearch=512", "exact": ""}
 # vectors' neighbours spread over many cells, docs/INDEX.md), a wide HNSW coarse search, and an
 # exact re-ranking of 4x the asked-for k from the compressed shortlist.
 COMPRESSED_SEARCH = "nprobe=128,quantizer_efSearch=256,k_factor_rf=4"
-# Coarse-quantizer k-means trains on at most this many vectors per list (a sample: FAISS itself
-# warns below 39 per list; more costs build time for little, docs/SCALE.md).
-TRAIN_PER_LIST = 64
+# The coarse quantizer's k-means trains on a sample of this many vectors per list (FAISS warns
+# below 39), for this many iterations (FAISS's default is 25): on 2 shared cores k-means over 4096
+# lists is most of a 1M build, and docs/SCALE.md measures recall with these settings.
+TRAIN_PER_LIST = 40
+KMEANS_ITERATIONS = 10
 
 
 @dataclass(frozen=True)
@@ -57,9 +62,9 @@ class IndexConfig:
 
 
 def ivf_lists(n: int) -> int:
-    """Inverted lists for ``n`` vectors: the power of two nearest 8*sqrt(n), inside FAISS's
-    guideline of 4*sqrt(n) to 16*sqrt(n)."""
-    return 2 ** max(4, round(math.log2(8 * math.sqrt(n))))
+    """Inverted lists for ``n`` vectors: the power of two nearest 4*sqrt(n), the low end of FAISS's
+    guideline (4 to 16 sqrt(n)): fewer lists train faster, and these vectors need many probes anyway."""
+    return 2 ** max(4, round(math.log2(4 * math.sqrt(n))))
 
 
 def planned_bytes(factory: str, n: int, dim: int) -> int:
@@ -190,7 +195,9 @@ class VectorIndex:
         config = resolve(config, len(vectors), vectors.shape[1])
         index = _factory_index(vectors.shape[1], config.factory)
         if not index.is_trained:
-            nlist = faiss.extract_index_ivf(index).nlist
+            ivf = faiss.extract_index_ivf(index)
+            ivf.cp.niter = KMEANS_ITERATIONS
+            nlist = ivf.nlist
             if len(vectors) < nlist:
                 raise QPRError(f"{config.factory} needs at least {nlist} vectors to train, got {len(vectors)}; use 'auto' or 'Flat'")
             rows = np.random.default_rng(seed).choice(len(vectors), min(len(vectors), nlist * TRAIN_PER_LIST), replace=False)

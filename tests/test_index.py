@@ -127,7 +127,7 @@ def test_auto_factory_moves_to_compressed_inverted_files_by_size_and_memory():
     large = auto_factory(GRAPH_UP_TO + 1, memory_bytes=10**12)
     assert large.startswith("IVF") and large.endswith("_HNSW32,SQ8,RFlat")  # room for the full vectors beside the codes
     ten_million = auto_factory(10_000_000)  # the 4 GB default: PQ codes re-ranked from 8-bit codes
-    assert ten_million == "IVF32768_HNSW32,PQ75,Refine(SQ8)"
+    assert ten_million == "IVF16384_HNSW32,PQ75,Refine(SQ8)"
     assert planned_bytes(ten_million, 10_000_000, 300) <= DEFAULT_MEMORY_BYTES
     # A graph that does not fit the budget is not chosen, whatever the size.
     assert auto_factory(1_000_000, memory_bytes=planned_bytes("HNSW48", 1_000_000, 300) - 1).startswith("IVF")
