@@ -315,20 +315,24 @@ def bm25(work: Path, bundle: Bundle, n: int) -> None:
 # --- the store under load, DDP ----------------------------------------------------------------
 
 def store(work: Path) -> None:
-    """32 concurrent writers on PostgreSQL (``QPR_TEST_POSTGRES_URL``, a fresh schema) while a
-    merge + export runs in a loop (``bench.write_load``)."""
-    target = postgres_url()
-    if target is None:
-        raise SystemExit("set QPR_TEST_POSTGRES_URL to a PostgreSQL database for the store load")
-    url, drop = target
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            figures = run_load(url, writers=32, per_writer=100, export_to=Path(tmp))
-    finally:
-        drop()
-    write_json({"writers": figures["writers"], "judgments": figures["acknowledged"], "lost": figures["lost"],
-                "p99_write_ms": figures["p99_ms"]} | figures, work / "store.json")
-    print(figures, flush=True)
+    """32 concurrent writers on PostgreSQL (``QPR_TEST_POSTGRES_URL``, a fresh schema per run)
+    while a merge + export runs in a loop (``bench.write_load``), and the same writers alone for
+    comparison."""
+    figures = {}
+    for name, exporting in (("with_export", True), ("writers_only", False)):
+        target = postgres_url()
+        if target is None:
+            raise SystemExit("set QPR_TEST_POSTGRES_URL to a PostgreSQL database for the store load")
+        url, drop = target
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                figures[name] = run_load(url, writers=32, per_writer=100, export_to=Path(tmp) if exporting else None)
+        finally:
+            drop()
+        print(name, figures[name], flush=True)
+    main = figures["with_export"]
+    write_json({"writers": main["writers"], "judgments": main["acknowledged"], "lost": main["lost"],
+                "p99_write_ms": main["p99_ms"], "load": os.getloadavg()[0]} | figures, work / "store.json")
 
 
 def ddp(work: Path) -> None:
