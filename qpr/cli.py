@@ -78,6 +78,15 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_add(args: argparse.Namespace) -> int:
+    bundle = Bundle.load(args.bundle)
+    grown = bundle.with_questions(load_corpus(args.questions), str(args.questions))
+    grown.save(args.bundle)
+    print(f"{args.bundle}: {len(grown.corpus) - len(bundle.corpus)} questions added, {len(grown.index)} indexed "
+          f"({grown.index.describe()}, not rebuilt)")
+    return 0
+
+
 def _retriever(bundle: Bundle, args: argparse.Namespace):
     if args.bm25:
         return BM25Retriever(bundle.corpus)
@@ -205,6 +214,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("bundle", type=Path)
     _index_args(p)
     p.set_defaults(func=cmd_index)
+
+    p = sub.add_parser("add", help="add questions to a bundle's corpus and index without a rebuild",
+                       description="Encode the questions of a cluster file (qid, question, cluster[, split]) and add "
+                                   "them to the bundle's corpus and FAISS index in place (atomically); the rest "
+                                   "is not re-encoded and the index not retrained.")
+    p.add_argument("bundle", type=Path)
+    p.add_argument("questions", type=Path, help="cluster file in CSV/TSV/JSONL/Parquet")
+    p.set_defaults(func=cmd_add)
 
     p = sub.add_parser("search", help="retrieve paraphrases of one or more questions",
                        description="Print the top-k corpus questions nearest to each QUERY, with distance and cluster.")
