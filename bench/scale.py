@@ -125,7 +125,12 @@ def scale_corpus(base: pd.DataFrame, n: int) -> pd.DataFrame:
 
 
 def corpus_for(work: Path, bundle: Bundle, n: int) -> pd.DataFrame:
-    """The corpus of ``n`` questions, cached as parquet under ``work``."""
+    """The corpus of ``n`` questions, cached as parquet under ``work`` (the prefix of a larger one
+    already there: each size is a prefix of the next)."""
+    larger = sorted((int(p.stem.split("-")[1]), p) for p in work.glob("corpus-*.parquet"))
+    for size, path in larger:
+        if size >= n:
+            return pd.read_parquet(path).head(n)
     path = work / f"corpus-{n}.parquet"
     if not path.exists():
         with atomic_path(path) as tmp:
