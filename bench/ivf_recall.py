@@ -16,13 +16,14 @@ scaled to unit length (an index-side transform: queries get the same).
 from __future__ import annotations
 
 import argparse
+import json
 import time
 
 import faiss
 import numpy as np
 from scipy.stats import skew
 
-from bench.common import ROOT, machine, write_json
+from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
 from bench.scale import hits
 from qpr.bundle import Bundle
 from qpr.evaluate import TOP, query_set, rank_metrics
@@ -93,7 +94,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bundle", required=True)
     parser.add_argument("--nlist", type=int, default=1024)
+    parser.add_argument("--render", action="store_true", help="only rewrite the tables from the saved results")
     args = parser.parse_args()
+    if args.render:
+        render(json.loads(RESULTS.read_text()))
+        return
     bundle = Bundle.load(args.bundle)
     corpus = bundle.corpus
     qids = corpus["qid"].to_numpy()
@@ -112,6 +117,26 @@ def main() -> None:
         result["variants"][name] = entry
         print(name, entry, flush=True)
     write_json(result, RESULTS)
+    render(result)
+
+
+def render(result: dict) -> None:
+    """The two tables of docs/SCALE.md's IVF section: the vectors' shape, and recall / H@1 per probe count."""
+    names = list(result["variants"])
+    shape_keys = list(result["variants"][names[0]]["shape"]) + ["imbalance_factor", "lists_holding_top20_median",
+                                                               "probes_for_95pct_of_top20_median"]
+    lines = ["| measure | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for key in shape_keys:
+        cells = [v["shape"].get(key, v["ivf"].get(key)) for v in result["variants"].values()]
+        lines.append(f"| {key} | " + " | ".join(f"{c:.3f}" if isinstance(c, float) else str(c) for c in cells) + " |")
+    lines.append("| exact test H@1 | " + " | ".join(f"{v['exact_H1']:.3f}" for v in result["variants"].values()) + " |")
+    rows = [{"variant": name, **p} for name, v in result["variants"].items() for p in v["ivf"]["probes"]]
+    table = markdown_table(rows, [("variant", "vectors"), ("nprobe", "nprobe"),
+                                  ("recall_at_20_vs_exact", "recall@20 vs exact (same vectors)"), ("H1", "test H@1")])
+    nlist = result["variants"][names[0]]["ivf"]["nlist"]
+    note = (f"{result['corpus_size']:,} questions, {result['queries']:,} test queries, `IVF{nlist},Flat`, bundle "
+            f"{result['bundle']}; {result['machine']}.")
+    replace_marked_section(ROOT / "docs" / "SCALE.md", "ivf-recall-data", f"{note}\n\n" + "\n".join(lines) + f"\n\n{table}")
 
 
 if __name__ == "__main__":
