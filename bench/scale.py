@@ -45,6 +45,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 import pandas as pd
+import torch
 from tqdm.auto import tqdm
 
 from bench.reliability import postgres_url
@@ -149,21 +150,18 @@ def encode(work: Path, bundle: Bundle, n: int, part: tuple[int, int]) -> None:
     retriever = DenseRetriever(bundle)
     (work / "vectors").mkdir(parents=True, exist_ok=True)
     todo = [i for i in range(-(-n // SHARD)) if i % part[1] == part[0] and not shard_path(work, i).exists()]
-    done, seconds = 0, 0.0
     for i in tqdm(todo, desc=f"encode {n:,} (part {part[0]}/{part[1]})", unit="shard"):
         texts = corpus["question"].iloc[i * SHARD : (i + 1) * SHARD].tolist()
         start = time.perf_counter()
         vectors = retriever.encode(texts)
-        seconds += time.perf_counter() - start
-        done += len(texts)
+        seconds = time.perf_counter() - start
         with atomic_path(shard_path(work, i)) as tmp:
             with open(tmp, "wb") as f:
                 np.save(f, vectors.astype(np.float32))
-    if done:
-        log = work / "encode.jsonl"
-        with open(log, "a") as f:
-            f.write(json.dumps({"questions": done, "seconds": seconds, "threads": faiss.omp_get_max_threads(),
-                                "load": os.getloadavg()[0]}) + "\n")
+        # One line per shard, so a run cut short still leaves its rate behind.
+        with open(work / "encode.jsonl", "a") as log:
+            log.write(json.dumps({"shard": i, "questions": len(texts), "seconds": seconds,
+                                  "torch_threads": torch.get_num_threads(), "load": os.getloadavg()[0]}) + "\n")
 
 
 def shards(work: Path, n: int) -> list[np.ndarray]:
