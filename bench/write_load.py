@@ -1,8 +1,10 @@
 """Concurrent annotators in one process: W threads each record N judgments through one
 ``AnnotationStore`` (as the app's process does); per-write latency, and lost judgments counted by
-comparing every acknowledged id with the rows in the database.
+comparing every acknowledged id with the rows in the database. With ``--export`` a further thread
+merges and exports the corrected clusters (``annotations.export``) over and over while the
+writers run, as a reviewer's export would on a busy day.
 
-    python -m bench.write_load [--url URL] [--writers 32] [--per-writer 100]
+    python -m bench.write_load [--url URL] [--writers 32] [--per-writer 100] [--export]
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from annotations.db import open_store
+from annotations.export import export
 from annotations.models import Judgment
 
 VERSION = "load-v1"
@@ -31,11 +34,13 @@ def _corpus(n: int = 400) -> pd.DataFrame:
     })
 
 
-def run_load(url: str, writers: int = 32, per_writer: int = 100) -> dict:
-    """Run the load against ``url`` (an empty database) and return latency figures and losses."""
+def run_load(url: str, writers: int = 32, per_writer: int = 100, export_to: Path | None = None) -> dict:
+    """Run the load against ``url`` (an empty database) and return latency figures and losses;
+    with ``export_to`` (a folder) merge and export there in a loop while the writers run."""
     store = open_store(url)
     try:
-        store.register_corpus(VERSION, _corpus())
+        corpus = _corpus()
+        store.register_corpus(VERSION, corpus)
         barrier = threading.Barrier(writers)
         latencies: list[float] = []
         acknowledged: list[int] = []
@@ -60,13 +65,31 @@ def run_load(url: str, writers: int = 32, per_writer: int = 100) -> dict:
                 latencies.extend(mine)
                 acknowledged.extend(ids)
 
+        exports: list[float] = []
+        writing = threading.Event()
+
+        def exporter() -> None:
+            while writing.is_set():
+                start = time.perf_counter()
+                try:
+                    export(store, corpus, "csv", export_to / "clusters.csv")
+                    exports.append(time.perf_counter() - start)
+                except Exception as err:  # counted, reported
+                    with lock:
+                        errors.append(f"export: {type(err).__name__}: {err}")
+
         threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
+        side = [threading.Thread(target=exporter)] if export_to is not None else []
+        writing.set()
         start = time.perf_counter()
-        for t in threads:
+        for t in threads + side:
             t.start()
         for t in threads:
             t.join()
         wall = time.perf_counter() - start
+        writing.clear()
+        for t in side:
+            t.join()
         with Session(store.engine) as session:
             stored = set(session.scalars(select(Judgment.id).where(Judgment.annotator_id.is_not(None))))
             rows = session.scalar(select(func.count()).select_from(Judgment))
@@ -77,7 +100,8 @@ def run_load(url: str, writers: int = 32, per_writer: int = 100) -> dict:
             "acknowledged": len(acknowledged), "rows": int(rows), "lost": lost, "errors": len(errors),
             "error_examples": errors[:3], "p50_ms": float(np.percentile(lat, 50)),
             "p99_ms": float(np.percentile(lat, 99)), "max_ms": float(lat.max()), "wall_s": wall,
-            "writes_per_s": len(acknowledged) / wall,
+            "writes_per_s": len(acknowledged) / wall, "exports": len(exports),
+            "export_s_max": max(exports, default=0.0),
         }
     finally:
         store.close()
@@ -88,10 +112,11 @@ def main() -> None:
     parser.add_argument("--url")
     parser.add_argument("--writers", type=int, default=32)
     parser.add_argument("--per-writer", type=int, default=100)
+    parser.add_argument("--export", action="store_true", help="merge and export in a loop while the writers run")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         url = args.url or f"sqlite:///{Path(tmp) / 'load.db'}"
-        print(run_load(url, args.writers, args.per_writer))
+        print(run_load(url, args.writers, args.per_writer, Path(tmp) if args.export else None))
 
 
 if __name__ == "__main__":

@@ -35,12 +35,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol, Sequence
 
+import faiss
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import torch
 
-from qpr.data import COLUMNS, fingerprint
+from qpr.data import COLUMNS, check_corpus, fingerprint
 from qpr.encoder import EncoderConfig, QuestionEncoder, encode_texts
 from qpr.errors import QPRError, one_line
 from qpr.fsutil import atomic_path, check_writable, recover
@@ -164,6 +165,26 @@ class Bundle:
         index = VectorIndex.build(vectors, self.corpus["qid"].to_numpy(), index_config)
         manifest = self.manifest | {"index": index.settings() | {"ntotal": len(index), "dim": index.dim}}
         return Bundle(self.encoder, self.vocab, index, self.corpus, manifest)
+
+    def with_questions(self, questions: pd.DataFrame, source: str = "new questions") -> "Bundle":
+        """The bundle with ``questions`` (corpus rows: qid, question, cluster[, split]) added to its
+        corpus and index without a rebuild: only they are encoded, and the index files them under
+        its trained structure (``VectorIndex.add``). This bundle is left as it was (its index is
+        copied first, so a served copy keeps answering meanwhile). QPRError names bad rows or qids
+        the corpus already has."""
+        new = check_corpus(questions, source)
+        known = new["qid"][new["qid"].isin(self.corpus["qid"])]
+        if len(known):
+            raise QPRError(f"{source}: qids already in the bundle's corpus: {known.tolist()[:5]}")
+        index = VectorIndex(faiss.clone_index(self.index.index), self.index.factory, self.index.search_params)
+        index.add(encode_texts(self.encoder, self.vocab, new["question"].tolist()), new["qid"].to_numpy())
+        corpus = pd.concat([self.corpus, new], ignore_index=True)
+        manifest = self.manifest | {
+            "index": index.settings() | {"ntotal": len(index), "dim": index.dim},
+            "data_fingerprint": fingerprint(corpus), "corpus_size": len(corpus),
+            "added_questions": self.manifest.get("added_questions", 0) + len(new),
+        }
+        return Bundle(self.encoder, self.vocab, index, corpus, manifest)
 
     def with_fusion(self, fusion: dict) -> "Bundle":
         """The same bundle carrying a fitted hybrid scorer (``qpr.hybrid.Fusion.to_dict()``)."""

@@ -12,6 +12,7 @@ import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from qpr import distributed
 from qpr.bundle import NEURAL_SYSTEMS, Bundle, check_target
 from qpr.data import CLUSTER_FORMATS, data_dir, load_corpus, write_cluster_file
 from qpr.encoder import EncoderConfig
@@ -30,7 +31,7 @@ from qpr.serving import serving_retriever
 from qpr.supervise import DEFAULT_MIN_COHERENCE, MULTI_ANSWER, supervise
 from qpr.supervise_report import write_report
 from qpr.text import TextConfig, check_text
-from qpr.train import TrainConfig
+from qpr.train import TrainConfig, train
 
 
 def _train_config(args: argparse.Namespace) -> TrainConfig:
@@ -75,24 +76,31 @@ def _system(args: argparse.Namespace) -> str:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    # Under torchrun every worker runs this command; they train together (qpr.distributed) and
+    # worker 0 alone indexes, evaluates and saves the bundle.
+    distributed.init_from_env()
+    rank = distributed.world()[0]
     # Before hours of training: --out must be a new path or a bundle, in a folder that can be written.
-    check_target(args.out)
+    if rank == 0:
+        check_target(args.out)
     system = _system(args)
     corpus = load_corpus(args.data, seed=args.seed)
     check_config(IndexConfig(args.index, args.search), len(corpus))  # likewise the index settings
     if system not in NEURAL_SYSTEMS:
+        if rank > 0:
+            raise QPRError(f"--system {system} trains in one process; run it without torchrun")
         return _train_seed(args, system, corpus)
-    bundle = train_bundle(
-        corpus,
-        _train_config(args),
-        TextConfig(vocab_size=args.vocab_size, hash_bins=args.hash_bins, max_len=args.max_len, min_count=args.min_count,
-                   subword_ngrams=args.subword_ngrams),
-        EncoderConfig(windows=tuple(args.windows), normalize=args.normalize, architecture="lstm" if system == "lstm" else "cnn",
-                      pooling=args.pooling or ("mean" if system == "lstm" else "max")),
-        IndexConfig(args.index, args.search),
-        data=str(args.data),
-        progress=not args.quiet,
-    )
+    config = _train_config(args)
+    text_config = TextConfig(vocab_size=args.vocab_size, hash_bins=args.hash_bins, max_len=args.max_len,
+                             min_count=args.min_count, subword_ngrams=args.subword_ngrams)
+    encoder_config = EncoderConfig(windows=tuple(args.windows), normalize=args.normalize,
+                                   architecture="lstm" if system == "lstm" else "cnn",
+                                   pooling=args.pooling or ("mean" if system == "lstm" else "max"))
+    if rank > 0:
+        train(corpus, config, text_config, encoder_config, progress=False)
+        return 0
+    bundle = train_bundle(corpus, config, text_config, encoder_config, IndexConfig(args.index, args.search),
+                          data=str(args.data), progress=not args.quiet)
     run = bundle.manifest["training"]
     print(f"trained {len(run['history'])} epoch(s) in {run['seconds']:.0f}s ({run['stopped']}); "
           f"best epoch {run['best_epoch']}, val ROC AUC {run['best_auc']:.4f}", file=sys.stderr)
@@ -127,6 +135,15 @@ def cmd_index(args: argparse.Namespace) -> int:
     bundle = bundle.with_index(IndexConfig(args.index, args.search))
     bundle.save(args.bundle)
     print(f"{args.bundle}: {bundle.index.describe()} over {len(bundle.index)} questions")
+    return 0
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    bundle = Bundle.load(args.bundle)
+    grown = bundle.with_questions(load_corpus(args.questions), str(args.questions))
+    grown.save(args.bundle)
+    print(f"{args.bundle}: {len(grown.corpus) - len(bundle.corpus)} questions added, {len(grown.index)} indexed "
+          f"({grown.index.describe()}, not rebuilt)")
     return 0
 
 
@@ -279,6 +296,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("bundle", type=Path)
     _index_args(p)
     p.set_defaults(func=cmd_index)
+
+    p = sub.add_parser("add", help="add questions to a bundle's corpus and index without a rebuild",
+                       description="Encode the questions of a cluster file (qid, question, cluster[, split]) and add "
+                                   "them to the bundle's corpus and FAISS index in place (atomically); the rest "
+                                   "is not re-encoded and the index not retrained.")
+    p.add_argument("bundle", type=Path)
+    p.add_argument("questions", type=Path, help="cluster file in CSV/TSV/JSONL/Parquet")
+    p.set_defaults(func=cmd_add)
 
     p = sub.add_parser("search", help="retrieve paraphrases of one or more questions",
                        description="Print the top-k corpus questions nearest to each QUERY, with distance and cluster.")

@@ -1,22 +1,26 @@
 """A FAISS index over question vectors whose ids are the corpus' question ids.
 
-``VectorIndex.build`` picks the index type from the corpus size unless told. Measured on
-Quora-lite with the default encoder (docs/INDEX.md, idle machine, one query at a time): exact
-search over 157k questions takes 13 ms (p50), most of a 20 ms budget; an inverted file loses
-recall fast on these vectors (the paper's IVF2000 with 10 probes keeps 82% of the exact top 20,
-100 probes 91%); an HNSW graph with M=48 searched with 512 candidates keeps 99.4% in 2.3 ms and
-builds in 17 s. So ``auto`` searches exactly up to ``EXACT_UP_TO`` questions (a linear scan,
-about 4 ms there by extrapolation) and uses ``HNSW48`` with efSearch 512 beyond. Any IVF factory
-(``IVF{nlist},Flat``, ``IVF{nlist}_HNSW32,Flat``, ...) or other ``HNSW{M}`` can be asked for
+``VectorIndex.build`` picks the index type from the corpus size and a memory budget unless told
+(``auto_factory``). Measured on Quora-lite with the default encoder (docs/INDEX.md, idle machine,
+one query at a time): exact search over 157k questions takes 13 ms (p50), most of a 20 ms budget;
+an inverted file loses recall fast on these vectors (the paper's IVF2000 with 10 probes keeps 82%
+of the exact top 20, 100 probes 91%; docs/SCALE.md says why); an HNSW graph with M=48 searched
+with 512 candidates keeps 99.4% in 2.3 ms and builds in 17 s. So ``auto`` searches exactly up to
+``EXACT_UP_TO`` questions, uses ``HNSW48`` with efSearch 512 up to ``GRAPH_UP_TO`` when its float
+vectors and links fit the budget, and beyond an inverted file with an HNSW coarse quantizer,
+compressed codes and an exact re-ranking of the shortlist (docs/SCALE.md). Any IVF factory
+(``IVF{nlist},Flat``, ``IVF{nlist}_HNSW32,SQ8,RFlat``, ...) or other ``HNSW{M}`` can be asked for
 explicitly, with its search-time parameters as one FAISS ``ParameterSpace`` string
-(``nprobe=10``, ``efSearch=512``), which is also the index's label in benchmarks.
+(``nprobe=10``, ``efSearch=512``, ``nprobe=128,quantizer_efSearch=256,k_factor_rf=4``), which is
+also the index's label in benchmarks. ``VectorIndex.add`` adds questions without a rebuild.
 Distances are squared Euclidean, the distance SDML trains with.
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import faiss
@@ -27,38 +31,95 @@ from qpr.fsutil import atomic_path
 
 EXACT_UP_TO = 50_000
 AUTO_GRAPH = "HNSW48"
+# Beyond this many questions ``auto`` leaves the graph for a compressed inverted file (docs/SCALE.md).
+GRAPH_UP_TO = 2_000_000
+# Memory ``auto`` may plan for when not told: the 4 GB the 10M goal allows (issue 22).
+DEFAULT_MEMORY_BYTES = 4 * 2**30
 # Search-time parameters when none are given, by index type: the paper's 10 probes for an inverted
 # file; 512 HNSW candidates, the least measured that kept 99% of the exact top 20 (docs/INDEX.md).
 DEFAULT_SEARCH = {"ivf": "nprobe=10", "hnsw": "efSearch=512", "exact": ""}
+# What ``auto`` searches its compressed inverted files with (docs/SCALE.md): many probes (the
+# vectors' neighbours spread over many cells, docs/INDEX.md), a wide HNSW coarse search, and an
+# exact re-ranking of 4x the asked-for k from the compressed shortlist.
+COMPRESSED_SEARCH = "nprobe=128,quantizer_efSearch=256,k_factor_rf=4"
+# The coarse quantizer's k-means trains on a sample of this many vectors per list (FAISS warns
+# below 39), for this many iterations (FAISS's default is 25): on 2 shared cores k-means over 4096
+# lists is most of a 1M build, and docs/SCALE.md measures recall with these settings.
+TRAIN_PER_LIST = 40
+KMEANS_ITERATIONS = 10
 
 
 @dataclass(frozen=True)
 class IndexConfig:
     """``factory``: a FAISS factory string (``"Flat"``, ``"IVF2000,Flat"``, ``"HNSW32"``) or ``"auto"``;
     ``search``: the search-time parameters as one FAISS ``ParameterSpace`` string (``"nprobe=10"``,
-    ``"efSearch=512"``, several joined by commas); empty: ``DEFAULT_SEARCH`` for the index type."""
+    ``"efSearch=512"``, several joined by commas); empty: ``DEFAULT_SEARCH`` for the index type.
+    ``memory_bytes``: what ``auto`` may plan the index to occupy in memory (0: ``DEFAULT_MEMORY_BYTES``)."""
 
     factory: str = "auto"
     search: str = ""
+    memory_bytes: int = 0
 
 
-def auto_factory(n: int) -> str:
-    """``Flat`` up to ``EXACT_UP_TO`` vectors, else ``AUTO_GRAPH`` (module doc)."""
-    return "Flat" if n <= EXACT_UP_TO else AUTO_GRAPH
+def ivf_lists(n: int) -> int:
+    """Inverted lists for ``n`` vectors: the power of two nearest 4*sqrt(n), the low end of FAISS's
+    guideline (4 to 16 sqrt(n)): fewer lists train faster, and these vectors need many probes anyway."""
+    return 2 ** max(4, round(math.log2(4 * math.sqrt(n))))
 
 
-def auto_config(n: int) -> IndexConfig:
-    """What ``auto`` builds for ``n`` vectors: its factory with that type's default search parameters."""
-    factory = auto_factory(n)
-    return IndexConfig(factory, DEFAULT_SEARCH["exact" if factory == "Flat" else "hnsw"])
+def planned_bytes(factory: str, n: int, dim: int) -> int:
+    """Approximate memory of the index ``auto_factory`` may pick, for ``n`` vectors of ``dim``
+    float32s: codes and ids per vector (an HNSW graph's level-0 links, 2M int32s, dominate its
+    overhead), the coarse centroids of an inverted file."""
+    if factory == "Flat":
+        return n * (4 * dim + 8)
+    if factory.startswith("HNSW"):
+        return n * (4 * dim + 8 + 2 * int(factory[4:]) * 4 * 1.1)
+    nlist = ivf_lists(n)
+    code = {"SQ8,RFlat": dim + 4 * dim, "SQ8": dim}.get(factory.split(",", 1)[1], dim // 4 + dim)
+    return int(n * (code + 16) + nlist * 4 * dim * 1.5)
 
 
-def check_config(config: IndexConfig, n: int) -> None:
-    """QPRError now, before any work, if ``config`` cannot index ``n`` vectors: an unknown
-    factory, or search parameters the index type does not take (``build`` would find out only
-    after encoding, or a whole training run)."""
-    factory = auto_factory(n) if config.factory == "auto" else config.factory
-    probe = _factory_index(8, factory)
+def auto_factory(n: int, memory_bytes: int = 0, dim: int = 300) -> str:
+    """The index for ``n`` vectors of ``dim`` floats within ``memory_bytes`` (0: the default):
+    exact up to ``EXACT_UP_TO``; the ``AUTO_GRAPH`` up to ``GRAPH_UP_TO`` when it fits; beyond, an
+    inverted file with an HNSW coarse quantizer whose lists hold 8-bit codes re-ranked exactly
+    (``SQ8,RFlat``: full vectors kept beside the codes), or, when those do not fit, PQ codes
+    (d/4 bytes) re-ranked from 8-bit codes (``Refine(SQ8)``). Measurements: docs/SCALE.md."""
+    budget = memory_bytes or DEFAULT_MEMORY_BYTES
+    if n <= EXACT_UP_TO:
+        return "Flat"
+    if n <= GRAPH_UP_TO and planned_bytes(AUTO_GRAPH, n, dim) <= budget:
+        return AUTO_GRAPH
+    coarse = f"IVF{ivf_lists(n)}_HNSW32"
+    if planned_bytes(f"{coarse},SQ8,RFlat", n, dim) <= budget:
+        return f"{coarse},SQ8,RFlat"
+    return f"{coarse},PQ{dim // 4},Refine(SQ8)"
+
+
+def auto_config(n: int, memory_bytes: int = 0, dim: int = 300) -> IndexConfig:
+    """What ``auto`` builds for ``n`` vectors: its factory with the search parameters it is measured with."""
+    factory = auto_factory(n, memory_bytes, dim)
+    if factory == "Flat":
+        return IndexConfig(factory, DEFAULT_SEARCH["exact"])
+    return IndexConfig(factory, DEFAULT_SEARCH["hnsw"] if factory == AUTO_GRAPH else COMPRESSED_SEARCH)
+
+
+def resolve(config: IndexConfig, n: int, dim: int) -> IndexConfig:
+    """``config`` with ``auto`` replaced by what it picks for ``n`` vectors of ``dim``."""
+    if config.factory != "auto":
+        return config
+    picked = auto_config(n, config.memory_bytes, dim)
+    return IndexConfig(picked.factory, config.search or picked.search)
+
+
+def check_config(config: IndexConfig, n: int, dim: int = 300) -> None:
+    """QPRError now, before any work, if ``config`` cannot index ``n`` vectors of ``dim``: an
+    unknown factory, or search parameters the index type does not take (``build`` would find out
+    only after encoding, or a whole training run)."""
+    config = resolve(config, n, dim)
+    factory = config.factory
+    probe = _factory_index(dim, factory)
     search = config.search or DEFAULT_SEARCH[index_kind(probe)]
     try:
         if search:
@@ -81,7 +142,9 @@ def index_kind(index: faiss.Index) -> str | None:
 
 def _factory_index(dim: int, factory: str) -> faiss.Index:
     """A new FAISS index for ``factory``, with question ids: inverted files carry ids themselves,
-    exact and HNSW indexes get an ids map (the same ``add_with_ids`` interface)."""
+    exact and HNSW indexes get an ids map (the same ``add_with_ids`` interface), and so does an
+    inverted file behind an exact re-ranking (``RFlat``, ``Refine(...)``), which numbers its
+    vectors itself (``IDMap2``: it also finds a vector by id, for ``vectors``)."""
     unsupported = QPRError(f"unsupported index {factory!r}: use 'auto', 'Flat', an IVF factory such as 'IVF2000,Flat', or 'HNSW<M>'")
     try:
         probe = faiss.index_factory(dim, factory)
@@ -90,7 +153,9 @@ def _factory_index(dim: int, factory: str) -> faiss.Index:
     kind = index_kind(probe)
     if kind is None:
         raise unsupported
-    return probe if kind == "ivf" else faiss.index_factory(dim, f"IDMap,{factory}")
+    if kind == "ivf":
+        return faiss.index_factory(dim, f"IDMap2,{factory}") if isinstance(probe, faiss.IndexRefine) else probe
+    return faiss.index_factory(dim, f"IDMap,{factory}")
 
 
 class VectorIndex:
@@ -110,7 +175,7 @@ class VectorIndex:
             except RuntimeError:
                 raise QPRError(f"search parameters {self.search_params!r} do not apply to a {factory} index "
                                f"(for example: {DEFAULT_SEARCH['ivf']!r} for IVF, {DEFAULT_SEARCH['hnsw']!r} for HNSW)") from None
-        if kind == "ivf":
+        if kind == "ivf" and not isinstance(index, faiss.IndexIDMap):
             ivf = faiss.extract_index_ivf(index)
             if ivf.direct_map.type == faiss.DirectMap.NoMap:
                 # For ``vectors``: an id -> list position table (qids are not 0..n-1, so a hash).
@@ -121,21 +186,59 @@ class VectorIndex:
         return IndexConfig(self.factory, self.search_params)
 
     @classmethod
-    def build(cls, vectors: np.ndarray, ids: np.ndarray, config: IndexConfig = IndexConfig()) -> "VectorIndex":
-        """Index ``vectors`` (``(N, d)`` float32) under the int64 ``ids``; trains IVF quantizers."""
-        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    def build(cls, vectors: np.ndarray, ids: np.ndarray, config: IndexConfig = IndexConfig(), seed: int = 0) -> "VectorIndex":
+        """Index ``vectors`` (``(N, d)`` float32, a memory map will do) under the int64 ``ids``.
+        Inverted files train on a seeded sample of ``TRAIN_PER_LIST`` vectors per list."""
         ids = np.ascontiguousarray(ids, dtype=np.int64)
         if vectors.ndim != 2 or len(vectors) != len(ids) or len(ids) == 0:
             raise QPRError(f"need one vector per id and at least one: got {vectors.shape} vectors, {len(ids)} ids")
-        factory = auto_factory(len(vectors)) if config.factory == "auto" else config.factory
-        index = _factory_index(vectors.shape[1], factory)
+        config = resolve(config, len(vectors), vectors.shape[1])
+        index = _factory_index(vectors.shape[1], config.factory)
         if not index.is_trained:
-            nlist = faiss.extract_index_ivf(index).nlist
+            ivf = faiss.extract_index_ivf(index)
+            ivf.cp.niter = KMEANS_ITERATIONS
+            nlist = ivf.nlist
             if len(vectors) < nlist:
-                raise QPRError(f"{factory} needs at least {nlist} vectors to train, got {len(vectors)}; use 'auto' or 'Flat'")
-            index.train(vectors)
-        index.add_with_ids(vectors, ids)
-        return cls(index, factory, config.search)
+                raise QPRError(f"{config.factory} needs at least {nlist} vectors to train, got {len(vectors)}; use 'auto' or 'Flat'")
+            rows = np.random.default_rng(seed).choice(len(vectors), min(len(vectors), nlist * TRAIN_PER_LIST), replace=False)
+            index.train(np.ascontiguousarray(vectors[np.sort(rows)], dtype=np.float32))
+        built = cls(index, config.factory, config.search)
+        built.add(vectors, ids)
+        return built
+
+    def add(self, vectors: np.ndarray, ids: np.ndarray, chunk: int = 100_000) -> None:
+        """Add questions to this index without rebuilding it: an inverted file files them under its
+        trained centroids, a graph links them in, an exact index appends them. ``ids`` must be new
+        (QPRError names those already indexed, and nothing is added). Reads ``vectors`` in chunks,
+        so a memory map of any size will do."""
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        if vectors.ndim != 2 or vectors.shape[1] != self.dim or len(vectors) != len(ids):
+            raise QPRError(f"need one {self.dim}-d vector per id: got {vectors.shape} vectors, {len(ids)} ids")
+        unique, counts = np.unique(ids, return_counts=True)
+        repeated = unique[counts > 1]
+        known = ids[self._holds(ids)] if len(self) else ids[:0]
+        if len(repeated) or len(known):
+            raise QPRError(f"question ids must be new and distinct; already indexed: {known.tolist()[:5]}, "
+                           f"repeated: {repeated.tolist()[:5]}")
+        for start in range(0, len(ids), chunk):
+            self.index.add_with_ids(np.ascontiguousarray(vectors[start : start + chunk], dtype=np.float32),
+                                    ids[start : start + chunk])
+        self.__dict__.pop("_ids_by_value", None)  # the id table changed
+
+    def _holds(self, ids: np.ndarray) -> np.ndarray:
+        """Which of ``ids`` this index holds (a boolean mask)."""
+        if isinstance(self.index, faiss.IndexIDMap):
+            return np.isin(ids, faiss.vector_to_array(self.index.id_map))
+        # A bare inverted file keeps its ids in its lists; its hash table finds one at a time.
+        table = faiss.extract_index_ivf(self.index).direct_map
+        held = []
+        for qid in ids.tolist():
+            try:
+                table.get(qid)
+                held.append(True)
+            except RuntimeError:
+                held.append(False)
+        return np.asarray(held, dtype=bool)
 
     @property
     def dim(self) -> int:
@@ -192,8 +295,9 @@ class VectorIndex:
         return "exact" if self.kind == "exact" else f"{self.factory}/{self.search_params}"
 
     def settings(self) -> dict:
-        """What a bundle's manifest records to rebuild this index (``IndexConfig``'s fields)."""
-        return asdict(self.config)
+        """What a bundle's manifest records to rebuild this index: the factory and search
+        parameters it was built with (``auto`` and the memory budget already resolved)."""
+        return {"factory": self.factory, "search": self.search_params}
 
     def save(self, path: Path) -> None:
         with atomic_path(path) as tmp:

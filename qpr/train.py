@@ -20,6 +20,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from qpr import distributed
 from qpr.encoder import EncoderConfig, QuestionEncoder, encode_ids
 from qpr.errors import QPRError
 from qpr.evaluate import pair_auc
@@ -188,6 +189,9 @@ def train(
     groups = None if batch_groups is None else batch_groups.astype(object).fillna("").to_numpy()
 
     result = TrainResult(encoder=copy.deepcopy(encoder), vocab=vocab, best_auc=-1.0)
+    # Under torchrun: every worker draws the same global batches, encodes its share through DDP,
+    # and the loss sees the gathered global batch (qpr.distributed).
+    model, workers = distributed.wrap(encoder), distributed.world()[1]
     start = time.perf_counter()
     schedule = None
     try:
@@ -212,6 +216,9 @@ def train(
                 if group is not None:
                     group = np.concatenate([group, group.max() + 1 + np.arange(len(unlabeled))])
             batches = cluster_disjoint_batches(owner, config.batch_size, rng, group)
+            if workers > 1:
+                # A collective needs every worker in every step: a batch too short to share is skipped.
+                batches = [batch for batch in batches if len(batch) >= workers]
             if schedule is None and config.lr_schedule == "cosine":
                 # Epochs hold about the same number of batches, so the first one sets the horizon;
                 # past it (a later epoch with a few more batches) the rate stays at zero.
@@ -221,8 +228,9 @@ def train(
             total = 0.0
             bar = tqdm(batches, desc=f"epoch {epoch}/{config.max_epochs}", disable=not progress, leave=False)
             for step, batch in enumerate(bar, start=1):
-                a = encode_ids(encoder, [anchor_ids[i] for i in batch])
-                p = encode_ids(encoder, [positive_ids[i] for i in batch])
+                mine = distributed.local_share(batch)
+                a = distributed.global_rows(encode_ids(model, [anchor_ids[i] for i in mine]))
+                p = distributed.global_rows(encode_ids(model, [positive_ids[i] for i in mine]))
                 loss = loss_fn(a, p)
                 optimizer.zero_grad()
                 loss.backward()

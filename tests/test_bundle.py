@@ -103,3 +103,31 @@ def test_edited_corpus_is_detected(saved):
     corpus.to_parquet(saved / "corpus.parquet", index=False)
     with pytest.raises(QPRError, match="fingerprint differs"):
         Bundle.load(saved)
+
+
+def test_a_bundle_with_a_compressed_index_saves_loads_and_searches(tiny_bundle, tmp_path):
+    compressed = tiny_bundle.with_index(IndexConfig("IVF4_HNSW8,SQ8,RFlat", "nprobe=4,quantizer_efSearch=8,k_factor_rf=8"))
+    compressed.save(tmp_path / "b")
+    loaded = Bundle.load(tmp_path / "b")
+    assert loaded.index.describe() == "IVF4_HNSW8,SQ8,RFlat/nprobe=4,quantizer_efSearch=8,k_factor_rf=8"
+    assert len(loaded.index) == len(tiny_bundle.corpus)
+    # Every list probed and the shortlist re-ranked on the full vectors: the exact index's answers.
+    assert DenseRetriever(loaded).search(QUERIES, 5) == DenseRetriever(tiny_bundle).search(QUERIES, 5)
+
+
+def test_questions_are_added_to_a_bundle_without_reindexing_the_rest(tiny_bundle, tmp_path):
+    import pandas as pd
+
+    ivf = tiny_bundle.with_index(IndexConfig("IVF4,Flat", "nprobe=4"))
+    new = pd.DataFrame({"qid": [90001, 90002], "question": ["how do i tune a ukulele quickly ?", "best ukulele tuning app"],
+                        "cluster": ["uke", "uke"]})
+    grown = ivf.with_questions(new)
+    assert len(ivf.index) == len(tiny_bundle.corpus)  # the original is untouched
+    assert len(grown.index) == len(grown.corpus) == len(tiny_bundle.corpus) + 2
+    grown.save(tmp_path / "b")
+    loaded = Bundle.load(tmp_path / "b")
+    top = DenseRetriever(loaded).search("how do i tune a ukulele quickly ?", 1)[0]
+    assert top.qid == 90001
+    assert loaded.manifest["added_questions"] == 2
+    with pytest.raises(QPRError, match="already in the bundle's corpus: \\[90001\\]"):
+        grown.with_questions(new.iloc[:1])

@@ -45,6 +45,23 @@ def test_index_rebuilds_in_place(trained, capsys):
     assert "HNSW8/efSearch=4 over 160 questions" in capsys.readouterr().out
 
 
+def test_add_grows_a_bundle_without_a_rebuild(trained, tmp_path, capsys):
+    import shutil
+
+    import pandas as pd
+
+    bundle = shutil.copytree(trained / "bundle", tmp_path / "bundle")
+    new = write_cluster_file(pd.DataFrame({"qid": [77001], "question": ["where can i rent a canoe ?"], "cluster": ["canoe"],
+                                           "split": ["none"]}),
+                             tmp_path / "new.csv")
+    assert main(["add", str(bundle), str(new)]) == 0
+    assert "1 questions added, 161 indexed" in capsys.readouterr().out
+    assert main(["search", str(bundle), "where can i rent a canoe ?", "-k", "1", "--json", "--dense"]) == 0
+    assert json.loads(capsys.readouterr().out)["hits"][0]["qid"] == 77001
+    assert main(["add", str(bundle), str(new)]) == 2  # the same qid again: refused, one line
+    assert "already in the bundle's corpus: [77001]" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [

@@ -1,9 +1,12 @@
+import faiss
 import numpy as np
 import pytest
 
 from qpr.errors import QPRError
 from qpr.evaluate import index_recall
-from qpr.index import EXACT_UP_TO, IndexConfig, VectorIndex, auto_factory
+from qpr.index import (
+    DEFAULT_MEMORY_BYTES, EXACT_UP_TO, GRAPH_UP_TO, IndexConfig, VectorIndex, auto_config, auto_factory, planned_bytes,
+)
 
 
 def test_auto_factory_searches_small_corpora_exactly_and_larger_ones_with_the_measured_graph():
@@ -117,3 +120,45 @@ def test_index_settings_are_checked_before_any_work():
     check_config(IndexConfig("auto", "efSearch=64"), EXACT_UP_TO + 1)
     with pytest.raises(QPRError, match="unsupported index"):
         check_config(IndexConfig("NoSuch9"), 10)
+
+
+def test_auto_factory_moves_to_compressed_inverted_files_by_size_and_memory():
+    assert auto_factory(GRAPH_UP_TO) == "HNSW48"
+    large = auto_factory(GRAPH_UP_TO + 1, memory_bytes=10**12)
+    assert large.startswith("IVF") and large.endswith("_HNSW32,SQ8,RFlat")  # room for the full vectors beside the codes
+    ten_million = auto_factory(10_000_000)  # the 4 GB default: PQ codes re-ranked from 8-bit codes
+    assert ten_million == "IVF16384_HNSW32,PQ75,Refine(SQ8)"
+    assert planned_bytes(ten_million, 10_000_000, 300) <= DEFAULT_MEMORY_BYTES
+    # A graph that does not fit the budget is not chosen, whatever the size.
+    assert auto_factory(1_000_000, memory_bytes=planned_bytes("HNSW48", 1_000_000, 300) - 1).startswith("IVF")
+    assert auto_config(10_000_000).search == "nprobe=128,quantizer_efSearch=256,k_factor_rf=4"
+
+
+@pytest.mark.parametrize("factory, search", [("IVF16,Flat", "nprobe=16"),
+                                             ("IVF16_HNSW32,SQ8,RFlat", "nprobe=16,quantizer_efSearch=32,k_factor_rf=4"),
+                                             ("HNSW16", "efSearch=200")])
+def test_questions_are_added_to_an_existing_index_without_a_rebuild(vectors, factory, search):
+    more = np.random.default_rng(1).normal(size=(500, 8)).astype(np.float32)
+    all_vectors, ids = np.vstack([vectors, more]), np.arange(2500) * 3 + 1
+    index = VectorIndex.build(vectors, ids[:2000], IndexConfig(factory, search))
+    ivf = faiss.try_extract_index_ivf(index.index)
+    centroids = None if ivf is None else ivf.quantizer.reconstruct_n(0, ivf.nlist)
+    index.add(more, ids[2000:])
+    assert len(index) == 2500
+    if ivf is not None:  # the trained coarse quantizer is kept as it was
+        assert np.array_equal(ivf.quantizer.reconstruct_n(0, ivf.nlist), centroids)
+    exact = VectorIndex.build(all_vectors, ids, IndexConfig("Flat"))
+    assert index_recall(index, exact, more[:50]) >= 0.95  # all lists probed: only SQ8 / the graph may miss
+    assert list(index.search(more[:5], 1)[1][:, 0]) == list(ids[2000:2005])
+    assert np.allclose(index.vectors(ids[[3, 2100]]), all_vectors[[3, 2100]], atol=1e-5)
+
+
+def test_adding_known_or_repeated_ids_is_refused_and_adds_nothing(vectors):
+    index = VectorIndex.build(vectors[:1000], np.arange(1000), IndexConfig("IVF16,Flat"))
+    with pytest.raises(QPRError, match=r"already indexed: \[999\]"):
+        index.add(vectors[1000:1002], np.array([999, 5000]))
+    with pytest.raises(QPRError, match=r"repeated: \[5000\]"):
+        index.add(vectors[1000:1002], np.array([5000, 5000]))
+    with pytest.raises(QPRError, match="8-d vector per id"):
+        index.add(vectors[:2, :4], np.array([7000, 7001]))
+    assert len(index) == 1000

@@ -1,0 +1,143 @@
+"""Why an inverted file keeps so little of the exact top 20 on SDML vectors, and what fixes it.
+
+On a trained bundle's corpus (Quora-lite: 157k questions) this measures, for the test queries:
+the spread of the vectors' norms and how much of each vector is the corpus mean; hubness (the
+skew of the k-occurrence N_20: how often each question is in someone's exact top 20, from a
+sample of queries); how unevenly k-means fills the inverted lists (FAISS's imbalance factor); how
+many lists a query's exact top 20 spread over, and how many probes (lists nearest the query)
+it takes to reach them; and how close the 20th neighbour is compared with a random question
+(relative contrast). Then recall@20 against the exact search *of the same vectors* and test H@1
+of ``IVF{nlist},Flat`` for the raw vectors and for the vectors with the corpus mean removed and
+scaled to unit length (an index-side transform: queries get the same).
+
+    python -m bench.ivf_recall --bundle B [--nlist 1024]   # bench/results/ivf_recall.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import faiss
+import numpy as np
+from scipy.stats import skew
+
+from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
+from bench.scale import hits
+from qpr.bundle import Bundle
+from qpr.evaluate import TOP, query_set, rank_metrics
+from qpr.index import KMEANS_ITERATIONS, TRAIN_PER_LIST
+
+PROBES = (1, 10, 32, 100)
+HUB_SAMPLE = 5_000  # queries whose exact top 20 estimate each question's k-occurrence
+RESULTS = ROOT / "bench" / "results" / "ivf_recall.json"
+
+
+def unit_centred(vectors: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    centred = vectors - mean
+    return centred / np.linalg.norm(centred, axis=1, keepdims=True)
+
+
+def shape_of(vectors: np.ndarray, queries: np.ndarray, exact_ids: np.ndarray, rng) -> dict:
+    """Norms, share of the mean, hubness and relative contrast of ``vectors`` (rows = corpus order)."""
+    norms = np.linalg.norm(vectors, axis=1)
+    mean = vectors.mean(axis=0)
+    sample = vectors[rng.choice(len(vectors), min(HUB_SAMPLE, len(vectors)), replace=False)]
+    _, neighbours = faiss.knn(sample, vectors, TOP + 1)
+    occurrence = np.bincount(neighbours[:, 1:].ravel(), minlength=len(vectors))
+    d_exact = ((queries[:, None, :] - vectors[exact_ids[:, 1:TOP + 1]]) ** 2).sum(-1)
+    random_rows = vectors[rng.integers(0, len(vectors), len(queries))]
+    d_random = ((queries - random_rows) ** 2).sum(-1)
+    return {
+        "norm_mean": float(norms.mean()), "norm_cv": float(norms.std() / norms.mean()),
+        "norm_p1": float(np.percentile(norms, 1)), "norm_p99": float(np.percentile(norms, 99)),
+        "mean_vector_share": float(np.linalg.norm(mean) ** 2 / (norms ** 2).mean()),
+        "k_occurrence_skew": float(skew(occurrence)), "k_occurrence_max": int(occurrence.max()),
+        "share_never_a_neighbour": float((occurrence == 0).mean()),
+        "contrast_random_over_20th": float(np.median(d_random / d_exact[:, -1])),
+        "contrast_20th_over_1st": float(np.median(d_exact[:, -1] / np.maximum(d_exact[:, 0], 1e-12))),
+    }
+
+
+def ivf_behaviour(vectors: np.ndarray, queries: np.ndarray, exact_ids: np.ndarray, nlist: int,
+                  corpus, own: np.ndarray, qids: np.ndarray) -> dict:
+    """List imbalance, spread of the exact top 20 over lists, and recall / H@1 per probe count."""
+    quantizer = faiss.IndexFlatL2(vectors.shape[1])
+    index = faiss.IndexIVFFlat(quantizer, vectors.shape[1], nlist)
+    index.cp.niter = KMEANS_ITERATIONS  # trained as qpr.index trains its inverted files
+    sample = np.random.default_rng(0).choice(len(vectors), min(len(vectors), nlist * TRAIN_PER_LIST), replace=False)
+    start = time.perf_counter()
+    index.train(vectors[np.sort(sample)])
+    index.add_with_ids(vectors, qids)
+    build = time.perf_counter() - start
+    _, assign = quantizer.search(vectors, 1)
+    list_of = assign[:, 0]
+    _, ranked = quantizer.search(queries, nlist)  # lists by distance to each query
+    probe_rank = np.argsort(ranked, axis=1)  # probe_rank[q, list] = how many probes reach it
+    needed = np.array([probe_rank[q, list_of[exact_ids[q, :TOP]]] for q in range(len(queries))]) + 1
+    exact_qids = qids[exact_ids[:, :TOP]]
+    out = {"nlist": nlist, "build_s": build, "imbalance_factor": float(index.invlists.imbalance_factor()),
+           "lists_holding_top20_median": float(np.median([len(set(list_of[r])) for r in exact_ids[:, :TOP]])),
+           "probes_for_95pct_of_top20_median": float(np.median(np.percentile(needed, 95, axis=1))),
+           "probes": []}
+    for nprobe in PROBES:
+        index.nprobe = nprobe
+        _, found = index.search(queries, TOP + 1)
+        recall = float(np.mean([len(np.intersect1d(w, g[:TOP])) / TOP for w, g in zip(exact_qids, found)]))
+        out["probes"].append({"nprobe": nprobe, "recall_at_20_vs_exact": recall,
+                              "H1": rank_metrics(hits(corpus, own, found))["H1"]})
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bundle", required=True)
+    parser.add_argument("--nlist", type=int, default=1024)
+    parser.add_argument("--render", action="store_true", help="only rewrite the tables from the saved results")
+    args = parser.parse_args()
+    if args.render:
+        render(json.loads(RESULTS.read_text()))
+        return
+    bundle = Bundle.load(args.bundle)
+    corpus = bundle.corpus
+    qids = corpus["qid"].to_numpy()
+    raw = np.ascontiguousarray(bundle.index.vectors(qids), dtype=np.float32)
+    test = query_set(corpus, "test")
+    own, positions = test["qid"].to_numpy(), test.index.to_numpy()
+    rng = np.random.default_rng(0)
+    variants = {"raw": raw, "centred_unit": unit_centred(raw, raw.mean(axis=0)).astype(np.float32)}
+    result = {"bundle": bundle.version, "corpus_size": len(corpus), "queries": len(own), "machine": machine(), "variants": {}}
+    for name, vectors in variants.items():
+        queries = vectors[positions]
+        exact_d, exact_ids = faiss.knn(queries, vectors, TOP + 1)  # rows; the query itself is row 0
+        exact_hits = hits(corpus, own, qids[exact_ids])
+        entry = {"shape": shape_of(vectors, queries, exact_ids, rng), "exact_H1": rank_metrics(exact_hits)["H1"],
+                 "ivf": ivf_behaviour(vectors, queries, exact_ids, args.nlist, corpus, own, qids)}
+        result["variants"][name] = entry
+        print(name, entry, flush=True)
+    write_json(result, RESULTS)
+    render(result)
+
+
+def render(result: dict) -> None:
+    """The two tables of docs/SCALE.md's IVF section: the vectors' shape, and recall / H@1 per probe count."""
+    names = list(result["variants"])
+    shape_keys = list(result["variants"][names[0]]["shape"]) + ["imbalance_factor", "lists_holding_top20_median",
+                                                               "probes_for_95pct_of_top20_median"]
+    lines = ["| measure | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for key in shape_keys:
+        cells = [v["shape"].get(key, v["ivf"].get(key)) for v in result["variants"].values()]
+        lines.append(f"| {key} | " + " | ".join(f"{c:.3f}" if isinstance(c, float) else str(c) for c in cells) + " |")
+    lines.append("| exact test H@1 | " + " | ".join(f"{v['exact_H1']:.3f}" for v in result["variants"].values()) + " |")
+    rows = [{"variant": name, **p} for name, v in result["variants"].items() for p in v["ivf"]["probes"]]
+    table = markdown_table(rows, [("variant", "vectors"), ("nprobe", "nprobe"),
+                                  ("recall_at_20_vs_exact", "recall@20 vs exact (same vectors)"), ("H1", "test H@1")])
+    nlist = result["variants"][names[0]]["ivf"]["nlist"]
+    note = (f"{result['corpus_size']:,} questions, {result['queries']:,} test queries, `IVF{nlist},Flat`, bundle "
+            f"{result['bundle']}; {result['machine']}.")
+    replace_marked_section(ROOT / "docs" / "SCALE.md", "ivf-recall-data", f"{note}\n\n" + "\n".join(lines) + f"\n\n{table}")
+
+
+if __name__ == "__main__":
+    main()
