@@ -89,6 +89,10 @@ def main() -> int:
     except QPRError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    # Gradio recomputes its per-function statistics (a DataFrame over up to 10,000 past events)
+    # after every event by default, so each request cost more the longer the app ran; every
+    # 1,000 events is enough for the numbers it shows.
+    os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "1000")
     demo = QPRPage(ctx).build()
     # Searches and judgments are short: several run at once; retraining runs one at a time.
     demo.queue(default_concurrency_limit=8)
