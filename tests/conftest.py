@@ -153,3 +153,20 @@ def shot(page, name: str) -> None:
     """A full-page screenshot in test-artifacts/ (for a person to look at)."""
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def download_export(page, folder: Path) -> pd.DataFrame:
+    """On the Retrain & export tab: export the corrected clusters, download the cluster file the
+    page links (not the pairs or the manifest) into ``folder``, and read it."""
+    from playwright.sync_api import expect
+
+    from qpr.data import read_cluster_file
+
+    page.get_by_role("tab", name="Retrain & export").click()
+    page.get_by_role("button", name="Export corrected clusters").click()
+    cluster_file = page.locator("#export-files tr").filter(has_text=".csv").filter(has_not_text="pairs").filter(has_not_text="manifest")
+    link = cluster_file.locator("a")
+    expect(link).to_be_visible()
+    with page.expect_download() as download:
+        link.click()
+    return read_cluster_file(download.value.path().rename(folder / "export.csv"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from annotations.db import open_store
-from conftest import shot
+from conftest import download_export, shot
 from qpr.data import read_cluster_file
 from ui.demo import DEMO_CORPUS, SPLIT_PARAPHRASES
 
@@ -79,14 +79,7 @@ def test_search_annotate_merge_export_retrain(page, server, tmp_path):  # page f
     shot(page, "3-clusters")
 
     # Export: the downloaded cluster file holds both clusters under one id.
-    page.get_by_role("tab", name="Retrain & export").click()
-    page.get_by_role("button", name="Export corrected clusters").click()
-    cluster_file = page.locator("#export-files tr").filter(has_text=".csv").filter(has_not_text="pairs").filter(has_not_text="manifest")
-    link = cluster_file.locator("a")
-    expect(link).to_be_visible()
-    with page.expect_download() as download:
-        link.click()
-    exported = read_cluster_file(download.value.path().rename(tmp_path / "export.csv"))
+    exported = download_export(page, tmp_path)
     twins = exported[exported["qid"].isin(corpus.loc[corpus["cluster"].isin([TWIN_A, TWIN_B]), "qid"])]
     assert twins["cluster"].nunique() == 1 and len(twins) == corpus["cluster"].isin([TWIN_A, TWIN_B]).sum()
 

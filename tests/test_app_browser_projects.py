@@ -11,8 +11,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from conftest import make_corpus, shot
-from qpr.data import read_cluster_file
+from conftest import download_export, make_corpus, shot
 
 pytestmark = pytest.mark.browser
 TRAIN_LIMIT_MS = 240_000  # generous: only a guard against a training that never ends
@@ -145,13 +144,6 @@ def test_own_data_from_upload_to_export(page, server, tmp_path):
     assert search_row(page, sorted(on_screen - {outsider[1]})[0])[2] == merged_label
 
     # Export: the file's clusters are the ones on screen.
-    page.get_by_role("tab", name="Retrain & export").click()
-    page.get_by_role("button", name="Export corrected clusters").click()
-    cluster_file = page.locator("#export-files tr").filter(has_text=".csv").filter(has_not_text="pairs").filter(has_not_text="manifest")
-    link = cluster_file.locator("a")
-    expect(link).to_be_visible()
-    with page.expect_download() as download:
-        link.click()
-    exported = read_cluster_file(download.value.path().rename(tmp_path / "export.csv"))
+    exported = download_export(page, tmp_path)
     assert set(exported.loc[exported["cluster"] == merged_label, "question"]) == on_screen
     assert exported.loc[exported["question"] == member[1], "cluster"].isna().all()

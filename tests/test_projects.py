@@ -34,6 +34,23 @@ def upload_of(tmp_path, corpus, kind="clusters", name="faq.csv"):
     return read_upload(path, kind)
 
 
+@pytest.fixture
+def app_page(bundle, tmp_path):
+    """The whole page over a fresh SQLite store and an empty cache (tests call its handlers)."""
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
+    page.build()
+    yield page
+    store.close()
+
+
+def create_faq(page, tmp_path, name="FAQ", corpus=None) -> dict:
+    """Create a project from a clustered file of ``corpus`` (make_corpus by default) as "ann"."""
+    path = tmp_path / "faq.csv"
+    (make_corpus() if corpus is None else corpus)[["question", "cluster"]].to_csv(path, index=False)
+    return page.projects.create(str(path), "clusters", name, "", "", "", "ann")
+
+
 def wait_for(job, states, limit=300):
     deadline = time.monotonic() + limit
     while job.status()["state"] not in states:
@@ -130,18 +147,14 @@ def test_the_worker_reports_progress_refuses_a_second_training_and_is_found_dead
         job.cancel("bob")
 
 
-def test_a_project_trains_in_the_background_and_swaps_only_on_confirm(bundle, tmp_path, monkeypatch):
+def test_a_project_trains_in_the_background_and_swaps_only_on_confirm(app_page, tmp_path, monkeypatch):
     import ui.projects_tab as projects_tab
 
     monkeypatch.setattr(projects_tab, "DEMO_TRAIN", TINY_TRAIN)
     monkeypatch.setattr(projects_tab, "DEMO_ENCODER", _small_encoder())
-    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
-    page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
-    page.build()
+    page = app_page
     tab = page.projects
-    path = tmp_path / "faq.csv"
-    make_corpus()[["question", "cluster"]].to_csv(path, index=False)
-    shown = tab.create(str(path), "clusters", "My FAQ", "", "", "", "ann")
+    shown = create_faq(page, tmp_path, "My FAQ")
     assert "Created **My FAQ**" in shown[tab.note] and "BM25 only" in shown[tab.active]
     served = page.ctx.model.current().bundle
     results = page.search.search("how do i learn chess ?", 3, False)[page.search.results]
@@ -158,29 +171,23 @@ def test_a_project_trains_in_the_background_and_swaps_only_on_confirm(bundle, tm
     new = page.ctx.model.current().bundle
     assert not new.lexical and page.ctx.training().status()["state"] == "decided"
     assert page.ctx.projects.manifest("my-faq")["served"] == new.version  # served again after a restart
-    store.close()
 
 
-def test_handlers_refuse_without_a_name_or_a_file(bundle, tmp_path):
-    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
-    page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
-    page.build()
+def test_handlers_refuse_without_a_name_or_a_file(app_page, tmp_path):
+    page = app_page
     assert page.projects.create(None, "clusters", "x", "", "", "", "ann") == gr.skip()
     assert page.projects.create(None, "clusters", "x", "", "", "", "") == gr.skip()
     assert page.projects.new_version(None, "clusters", "", "", "", "ann") == gr.skip()  # the demo is fixed
     assert not (tmp_path / "projects").exists() or not list((tmp_path / "projects").glob("*/project.json"))
-    store.close()
 
 
-def test_a_cold_start_project_trains_on_the_clusters_its_annotators_built_and_survives_a_restart(bundle, tmp_path,
+def test_a_cold_start_project_trains_on_the_clusters_its_annotators_built_and_survives_a_restart(app_page, bundle, tmp_path,
                                                                                                  monkeypatch):
     import ui.projects_tab as projects_tab
 
     monkeypatch.setattr(projects_tab, "DEMO_TRAIN", TINY_TRAIN)
     monkeypatch.setattr(projects_tab, "DEMO_ENCODER", _small_encoder())
-    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
-    page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
-    page.build()
+    page, store = app_page, app_page.ctx.store
     path = tmp_path / "bare.csv"
     make_corpus()[["question"]].to_csv(path, index=False)
     page.projects.create(str(path), "questions", "Bare", "", "", "", "ann")
@@ -202,34 +209,25 @@ def test_a_cold_start_project_trains_on_the_clusters_its_annotators_built_and_su
     assert "is ready" in shown[restarted.projects.status], shown[restarted.projects.status]
     assert restarted.ctx.model.current().bundle.version == served.version  # served model intact until confirmed
     assert recorded == 120 and len(store.judgments()) == recorded  # no judgment lost
-    store.close()
 
 
-def test_a_model_trained_on_an_older_version_is_never_offered(bundle, tmp_path):
-    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
-    page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
-    page.build()
-    path = tmp_path / "faq.csv"
-    make_corpus()[["question", "cluster"]].to_csv(path, index=False)
-    page.projects.create(str(path), "clusters", "FAQ", "", "", "", "ann")
+def test_a_model_trained_on_an_older_version_is_never_offered(app_page, tmp_path):
+    page = app_page
+    create_faq(page, tmp_path)
     job = page.ctx.training()
     job.folder.mkdir(parents=True)
     (job.folder / "status.json").write_text(json.dumps({"state": "done", "version": "v-old", "by": "ann"}))
+    path = tmp_path / "faq-v2.csv"
     make_corpus(n_topics=20)[["question", "cluster"]].to_csv(path, index=False)
     shown = page.projects.new_version(str(path), "clusters", "", "", "", "bob")
     assert "Version 2" in shown[page.projects.note] and "110 question(s) kept (their judgments still apply), 0 new, 50 gone" in shown[page.projects.note]
     assert job.status()["state"] == "decided" and "version 2 was uploaded by bob" in job.status()["message"]
     assert page.ctx.model.candidate() is None
-    store.close()
 
 
-def test_every_tab_works_on_a_project_served_by_bm25_alone(bundle, tmp_path):
-    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
-    page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
-    page.build()
-    path = tmp_path / "faq.csv"
-    make_corpus()[["question", "cluster"]].to_csv(path, index=False)
-    page.projects.create(str(path), "clusters", "FAQ", "", "", "", "ann")
+def test_every_tab_works_on_a_project_served_by_bm25_alone(app_page, tmp_path):
+    page = app_page
+    create_faq(page, tmp_path)
     assert page.ctx.model.current().bundle.lexical
     view = page.annotate.start_cluster("c-chess", "ann", None, None)
     assert view  # the queue is ranked by BM25
@@ -251,13 +249,10 @@ def test_every_tab_works_on_a_project_served_by_bm25_alone(bundle, tmp_path):
     files = page.retrain.export_clusters("csv")[page.retrain.files]
     assert pd.read_csv(files[0])["question"].nunique() == len(make_corpus())
     assert page.retrain.retrain(1, lambda *a, **k: None) == gr.skip()  # told to train on Projects
-    store.close()
 
 
-def test_a_refused_upload_lists_one_problem_per_line_in_the_page(bundle, tmp_path):
-    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
-    page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
-    page.build()
+def test_a_refused_upload_lists_one_problem_per_line_in_the_page(app_page, tmp_path):
+    page = app_page
     path = tmp_path / "bad.csv"
     path.write_text("question,cluster\n,a\n<b>x</b>,b\n<b>x</b>,c\n")
     with pytest.warns(UserWarning) as caught:
@@ -265,4 +260,3 @@ def test_a_refused_upload_lists_one_problem_per_line_in_the_page(bundle, tmp_pat
     message = str(caught[0].message)
     assert "<br>- row 2: the question is empty" in message and "<br>- row 4: the same question as row 3" in message
     assert "<b>" not in message
-    store.close()
