@@ -55,7 +55,7 @@ from qpr.bundle import Bundle
 from qpr.data import data_dir
 from qpr.evaluate import TOP, query_set, rank_metrics
 from qpr.fsutil import atomic_path
-from qpr.index import IndexConfig, VectorIndex
+from qpr.index import IndexConfig, VectorIndex, auto_config
 from qpr.qalogs import PRESETS, read_log
 from qpr.retrievers import BM25Retriever, DenseRetriever
 from qpr.text import words
@@ -395,7 +395,24 @@ def render(payload: dict) -> None:
     note = (f"Measured {payload['date']} by `python -m bench.scale` on {payload['machine']}; other helpers' "
             f"jobs shared the machine (the load average at each timing is in the last column). "
             f"Encoding rate: {payload['encode_qps']:,.0f} questions/s (one process, one torch thread).")
-    replace_marked_section(ROOT / "docs" / "SCALE.md", "scale", f"{note}\n\n{table}")
+    replace_marked_section(ROOT / "docs" / "SCALE.md", "scale", f"{note}\n\n{table}\n\n{falling(payload)}")
+
+
+def falling(payload: dict) -> str:
+    """Test H@1 by corpus size for the product default (the index and search ``auto`` picks at that
+    size) and for BM25: how distractors cost retrieval, the paper's large-scale point."""
+    sizes = sorted({r["n"] for r in payload["runs"] + payload["bm25"]})
+    rows = []
+    for n in sizes:
+        config = auto_config(n)
+        label = "exact" if config.factory == "Flat" else f"{config.factory}/{config.search}"
+        default = next((r for r in payload["runs"] if r["n"] == n and r["index"] == label), None)
+        lexical = next((r for r in payload["bm25"] if r["n"] == n), None)
+        rows.append({"n": n, "default": label, "default_H1": default["H1"] if default else None,
+                     "bm25_H1": lexical["H1"] if lexical else None})
+    table = markdown_table(rows, [("n", "questions"), ("default", "what `auto` serves"),
+                                  ("default_H1", "test H@1, product default"), ("bm25_H1", "test H@1, BM25")])
+    return f"Test H@1 as distractors grow (blank: not measured at that size):\n\n{table}"
 
 
 def main() -> None:
