@@ -102,6 +102,26 @@ def test_size_limit_is_the_documented_setting(tmp_path, monkeypatch):
         read_upload(path, "questions")
 
 
+def test_the_app_refuses_an_upload_over_the_limit_before_storing_it(tmp_path, monkeypatch):
+    import gradio as gr
+    import httpx
+
+    from ui.startup import launch_options
+
+    monkeypatch.setenv("QPR_MAX_UPLOAD_MB", "0.01")  # 10,000 bytes
+    with gr.Blocks() as demo:
+        gr.File()
+    demo.launch(prevent_thread_lock=True, quiet=True, **launch_options(None, tmp_path))
+    try:
+        upload = f"{demo.local_url}gradio_api/upload"
+        refused = httpx.post(upload, files={"files": ("big.csv", b"question\n" + b"x" * 20_000)})
+        kept = httpx.post(upload, files={"files": ("small.csv", b"question\nhow do i learn chess ?\n")})
+    finally:
+        demo.close()
+    assert refused.status_code == 413 and "maximum allowed size of 10000 bytes" in refused.text
+    assert kept.status_code == 200 and kept.json()[0].endswith("small.csv")
+
+
 def test_unknown_kind_and_type(tmp_path):
     with pytest.raises(QPRError, match="unknown kind"):
         read_upload(write(tmp_path / "f.csv", GOOD), "faq")
