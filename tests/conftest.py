@@ -176,6 +176,7 @@ def db_url(request, scratch_dir) -> str:
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = Path("/usr/bin/chromium")
+EXPECT_MS = 60_000  # how long an expect(...) waits for its condition: generous, it costs nothing when quick
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync"]
 
@@ -186,6 +187,9 @@ def browser_context():
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -r requirements-dev.txt)")
     if not CHROMIUM.is_file():
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    # Every wait is on a condition (expect); on a loaded 2-core machine the app can take longer
+    # than Playwright's default 5 s to answer, which made a correct page fail a test.
+    sync_api.expect.set_options(timeout=EXPECT_MS)
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
