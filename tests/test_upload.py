@@ -3,7 +3,6 @@ from a bad file; good files of each kind and format read whole."""
 
 from __future__ import annotations
 
-import json
 import re
 
 import pandas as pd
@@ -12,7 +11,7 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from conftest import make_corpus
 from qpr.errors import QPRError
-from qpr.upload import MIN_TRAIN_CLUSTERS, read_upload
+from qpr.upload import read_upload
 
 
 def write(path, rows: list[dict]):
