@@ -59,6 +59,11 @@ class Upload:
     removed_sample: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
+def megabytes(size: int) -> str:
+    """``size`` bytes as the limit is set: decimal megabytes, no more digits than it has ("50 MB")."""
+    return f"{size / 1e6:,g} MB"
+
+
 def max_upload_bytes() -> int:
     """The size limit of an upload: ``QPR_MAX_UPLOAD_MB`` megabytes (default 50)."""
     spec = os.environ.get("QPR_MAX_UPLOAD_MB", "").strip()
@@ -191,7 +196,7 @@ def read_upload(path: str | Path, kind: str, name: str | None = None, columns: d
                        f"{', '.join(e.lstrip('.').upper() for e in CLUSTER_FORMATS)} file")
     limit = max_upload_bytes()
     if path.stat().st_size > limit:
-        raise refuse(source, [f"the file has {path.stat().st_size / 1e6:,.1f} MB, over the limit of {limit / 1e6:,.1f} MB "
+        raise refuse(source, [f"the file has {path.stat().st_size / 1e6:,.1f} MB, over the limit of {megabytes(limit)} "
                               "(QPR_MAX_UPLOAD_MB); split it or ask the app's admin to raise the limit"])
     problems = encoding_problems(path)
     if problems:

@@ -294,3 +294,12 @@ def test_the_search_labels_name_the_served_encoder(tiny_corpus, tmp_path):
     assert (page.search.results.label, page.search.dense.label) == ("LSTM encoder", "LSTM encoder alone")
     assert page.search.compare.label == "Compare with LSTM alone and BM25"
     store.close()
+
+
+def test_the_import_note_says_the_upload_limit(bundle, tmp_path, monkeypatch):
+    monkeypatch.setenv("QPR_MAX_UPLOAD_MB", "2.5")  # what the browser refuses past (ui.startup.launch_options)
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    demo = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path)).build()
+    notes = [block.value for block in demo.blocks.values() if getattr(block, "elem_id", None) == "project-import-note"]
+    assert len(notes) == 1 and "up to 2.5 MB (QPR_MAX_UPLOAD_MB)" in notes[0]
+    store.close()

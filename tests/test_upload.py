@@ -128,7 +128,7 @@ def test_wrong_encoding_names_the_line(tmp_path):
 def test_size_limit_is_the_documented_setting(tmp_path, monkeypatch):
     path = write(tmp_path / "big.csv", [{"question": f"question number {i}"} for i in range(2000)])
     monkeypatch.setenv("QPR_MAX_UPLOAD_MB", "0.01")
-    with pytest.raises(QPRError, match="over the limit of 0.0 MB \\(QPR_MAX_UPLOAD_MB\\)"):
+    with pytest.raises(QPRError, match="over the limit of 0.01 MB \\(QPR_MAX_UPLOAD_MB\\)"):
         read_upload(path, "questions")
     monkeypatch.setenv("QPR_MAX_UPLOAD_MB", "lots")
     with pytest.raises(QPRError, match="QPR_MAX_UPLOAD_MB must be a positive number"):
