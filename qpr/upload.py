@@ -15,11 +15,15 @@ Three kinds of file (CSV, TSV, JSONL or Parquet, by extension):
 unusable question, too few clusters to train, over the size limit ``QPR_MAX_UPLOAD_MB``) into one
 ``QPRError`` that names each row and says what to fix, so a file is either read whole or refused.
 Rows are numbered as a user sees them: in CSV/TSV as a spreadsheet shows them (the header is
-row 1), in JSONL by line, in Parquet from 1.
+row 1), in JSONL and Parquet by record from 1. Where a row starts on another line of the file
+(a quoted CSV field holding line breaks, a blank line between JSONL records), the message names
+that line too: ``row 3 (line 5 of the file)``.
 """
 
 from __future__ import annotations
 
+import csv
+import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +59,11 @@ class Upload:
     removed_sample: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
+def megabytes(size: int) -> str:
+    """``size`` bytes as the limit is set: decimal megabytes, no more digits than it has ("50 MB")."""
+    return f"{size / 1e6:,g} MB"
+
+
 def max_upload_bytes() -> int:
     """The size limit of an upload: ``QPR_MAX_UPLOAD_MB`` megabytes (default 50)."""
     spec = os.environ.get("QPR_MAX_UPLOAD_MB", "").strip()
@@ -69,9 +78,38 @@ def max_upload_bytes() -> int:
     return int(megabytes * 1_000_000)
 
 
-def row_number(fmt: str, position: int) -> int:
-    """The number a user sees for data row ``position`` (0-based) of a file in format ``fmt``."""
-    return position + 2 if fmt in ("csv", "tsv") else position + 1
+class Rows:
+    """How messages name the ``count`` data rows read from the file ``path`` in format ``fmt``
+    (module doc)."""
+
+    def __init__(self, path: Path, fmt: str, count: int) -> None:
+        self.path, self.fmt, self.count = path, fmt, count
+
+    def name(self, position: int) -> str:
+        """Data row ``position`` (0-based) as a user finds it: "row N", and its first line in the
+        file where that is another number."""
+        row = position + 2 if self.fmt in ("csv", "tsv") else position + 1
+        line = self._lines[position] if self._lines else row
+        return f"row {row}" if line == row else f"row {row} (line {line} of the file)"
+
+    @functools.cached_property
+    def _lines(self) -> list[int] | None:
+        # The first line of each data row, read again only when a problem is named. None for
+        # Parquet (no lines), or where these records are not the rows pandas read: then the
+        # messages give row numbers alone rather than a wrong line.
+        if self.fmt == "parquet":
+            return None
+        with self.path.open(encoding="utf-8", newline="") as handle:
+            if self.fmt == "jsonl":  # pandas skips blank lines between records
+                starts = [number for number, line in enumerate(handle, start=1) if line.strip()]
+            else:
+                reader = csv.reader(handle, delimiter="\t" if self.fmt == "tsv" else ",")
+                starts, end = [], 0
+                for _ in reader:  # line_num: the lines read so far, a record's quoted line breaks included
+                    starts.append(end + 1)
+                    end = reader.line_num
+                starts = starts[1:]  # the header is not a data row
+        return starts if len(starts) == self.count else None
 
 
 def encoding_problems(path: Path) -> list[str]:
@@ -90,36 +128,36 @@ def encoding_problems(path: Path) -> list[str]:
     return problems
 
 
-def question_problems(questions: pd.Series, fmt: str, duplicates: bool) -> list[str]:
+def question_problems(questions: pd.Series, rows: Rows, duplicates: bool) -> list[str]:
     """Rows whose question is missing, not text, unusable or (when ``duplicates``) a repeat of an
     earlier row's question (the same words, as the encoder sees them)."""
     problems, seen = [], {}
     for position, text in enumerate(questions):
-        row = row_number(fmt, position)
+        row = rows.name(position)
         if isinstance(text, (list, tuple, dict, np.ndarray)):
-            problems.append(f"row {row}: the question is a {type(text).__name__}, not text; give one question per row")
+            problems.append(f"{row}: the question is a {type(text).__name__}, not text; give one question per row")
             continue
         text = "" if pd.api.types.is_scalar(text) and pd.isna(text) else str(text)
         problem = text_problem(text)
         if problem:
-            problems.append(f"row {row}: the question {problem}")
+            problems.append(f"{row}: the question {problem}")
         elif not tokenize(text):
-            problems.append(f"row {row}: the question is empty; write it or delete the row")
+            problems.append(f"{row}: the question is empty; write it or delete the row")
         elif len(text) > MAX_QUERY_CHARS:
-            problems.append(f"row {row}: the question has {len(text):,} characters; shorten it to at most "
+            problems.append(f"{row}: the question has {len(text):,} characters; shorten it to at most "
                             f"{MAX_QUERY_CHARS:,}")
         elif duplicates:
             key = " ".join(tokenize(text))
             if key in seen:
-                problems.append(f"row {row}: the same question as row {seen[key]}; delete one of them")
+                problems.append(f"{row}: the same question as {seen[key]}; delete one of them")
             else:
                 seen[key] = row
     return problems
 
 
-def cluster_problems(clusters: pd.Series, fmt: str) -> list[str]:
+def cluster_problems(clusters: pd.Series, rows: Rows) -> list[str]:
     """Rows whose cluster cell is not a single label (a list or an object)."""
-    return [f"row {row_number(fmt, position)}: the cluster is a {type(value).__name__}; give one cluster label per row"
+    return [f"{rows.name(position)}: the cluster is a {type(value).__name__}; give one cluster label per row"
             for position, value in enumerate(clusters) if isinstance(value, (list, tuple, dict, np.ndarray))]
 
 
@@ -158,7 +196,7 @@ def read_upload(path: str | Path, kind: str, name: str | None = None, columns: d
                        f"{', '.join(e.lstrip('.').upper() for e in CLUSTER_FORMATS)} file")
     limit = max_upload_bytes()
     if path.stat().st_size > limit:
-        raise refuse(source, [f"the file has {path.stat().st_size / 1e6:,.1f} MB, over the limit of {limit / 1e6:,.1f} MB "
+        raise refuse(source, [f"the file has {path.stat().st_size / 1e6:,.1f} MB, over the limit of {megabytes(limit)} "
                               "(QPR_MAX_UPLOAD_MB); split it or ask the app's admin to raise the limit"])
     problems = encoding_problems(path)
     if problems:
@@ -178,9 +216,10 @@ def read_upload(path: str | Path, kind: str, name: str | None = None, columns: d
     # The chosen columns take the roles' names; another column already called so gives way.
     frame = frame.drop(columns=[r for r, c in named.items() if c != r and r in frame.columns])
     frame = frame.rename(columns={c: r for r, c in named.items()})
-    problems = question_problems(frame["question"], fmt, duplicates=kind != "qa-log")
+    rows = Rows(path, fmt, len(frame))
+    problems = question_problems(frame["question"], rows, duplicates=kind != "qa-log")
     if kind == "clusters":
-        problems += cluster_problems(frame["cluster"], fmt)
+        problems += cluster_problems(frame["cluster"], rows)
     if problems:
         raise refuse(source, problems)
     if kind == "qa-log":

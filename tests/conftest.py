@@ -1,9 +1,15 @@
-"""Shared fixtures: a small synthetic corpus that a model can learn in seconds, and data paths."""
+"""Shared fixtures: a small synthetic corpus that a model can learn in seconds, data paths, empty
+databases for store tests, and the app in headless Chromium."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+import uuid
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
@@ -94,8 +100,6 @@ def demo_cache(tmp_path_factory):
 def app_cache(bundle, demo_cache, tmp_path) -> Path:
     """A cache folder of the app's own for one test, holding the already trained demo bundle:
     what one app run writes there (retrained bundles, exports, the confirmed bundle) stays in it."""
-    import shutil
-
     cache = tmp_path / "app-cache"
     shutil.copytree(demo_cache / "demo-bundle", cache / "demo-bundle")
     return cache
@@ -109,11 +113,70 @@ def bundle(demo_cache):
     return demo_bundle(cache=demo_cache, progress=False, log=lambda _: None)
 
 
+# -- empty databases for store tests --------------------------------------------------------------
+
+POSTGRES_URL = os.environ.get("QPR_TEST_POSTGRES_URL")
+
+
+@contextmanager
+def fresh_schema(url: str, prefix: str = "test") -> Iterator[str]:
+    """A URL to a new, empty schema named ``<prefix>_<random>`` in the PostgreSQL database at
+    ``url``, dropped with all it holds on exit, so parallel and repeated runs never meet. Commits
+    there do not wait for the disk: these throwaway schemas test locking and consistency, not
+    durability."""
+    from sqlalchemy import create_engine, make_url, text
+
+    schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(url)
+    with admin.begin() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    options = f"-csearch_path={schema} -csynchronous_commit=off"
+    try:
+        yield make_url(url).update_query_dict({"options": options}).render_as_string(hide_password=False)
+    finally:
+        with admin.begin() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture
+def postgres_url(request) -> Iterator[str]:
+    """A fresh schema (``fresh_schema``, named after the test module) in QPR_TEST_POSTGRES_URL's
+    database; skips without that variable."""
+    if not POSTGRES_URL:
+        pytest.skip("QPR_TEST_POSTGRES_URL is not set (bash .ci/run starts PostgreSQL and sets it)")
+    with fresh_schema(POSTGRES_URL, request.module.__name__.rpartition(".")[2]) as url:
+        yield url
+
+
+@pytest.fixture
+def scratch_dir(tmp_path) -> Iterator[Path]:
+    """A folder for SQLite files, in memory (/dev/shm) where there is one: fsync costs nothing
+    there, and store tests check locking and consistency, not durability across power loss."""
+    shm = Path("/dev/shm")
+    if not (shm.is_dir() and os.access(shm, os.W_OK)):
+        yield tmp_path
+        return
+    folder = Path(tempfile.mkdtemp(prefix="annotations-test-", dir=shm))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, scratch_dir) -> str:
+    """A URL to an empty database, once per backend: a SQLite file in ``scratch_dir``, or a fresh
+    PostgreSQL schema (``postgres_url``)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{scratch_dir / 'annotations.db'}"
+    return request.getfixturevalue("postgres_url")
+
+
 # -- the app in headless Chromium (browser tests) -----------------------------------------------
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = Path("/usr/bin/chromium")
+EXPECT_MS = 60_000  # how long an expect(...) waits for its condition: generous, it costs nothing when quick
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync"]
 
@@ -124,6 +187,9 @@ def browser_context():
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -r requirements-dev.txt)")
     if not CHROMIUM.is_file():
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    # Every wait is on a condition (expect); on a loaded 2-core machine the app can take longer
+    # than Playwright's default 5 s to answer, which made a correct page fail a test.
+    sync_api.expect.set_options(timeout=EXPECT_MS)
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)

@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import threading
-import uuid
 from pathlib import Path
 
 import pandas as pd
@@ -25,53 +22,17 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import create_engine, inspect, make_url, text
+from sqlalchemy import create_engine, inspect, text
 
 import annotations.db
 import annotations.store
 from annotations.db import alembic_config, open_store
 from annotations.errors import AnnotationError
 from annotations.models import Base
-from conftest import make_corpus
+from conftest import POSTGRES_URL, fresh_schema, make_corpus
 
-POSTGRES_URL = os.environ.get("QPR_TEST_POSTGRES_URL")
 VERSION = "v1"
 WRITERS, PER_WRITER = 8, 500
-
-
-@pytest.fixture
-def scratch_dir(tmp_path):
-    """A folder for SQLite files, in memory (/dev/shm) where there is one: fsync costs nothing
-    there, and these tests check locking and consistency, not durability across power loss."""
-    shm = Path("/dev/shm")
-    if not (shm.is_dir() and os.access(shm, os.W_OK)):
-        yield tmp_path
-        return
-    folder = Path(tempfile.mkdtemp(prefix="annotations-test-", dir=shm))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request, scratch_dir):
-    """A URL to an empty database: a SQLite file, or a fresh PostgreSQL schema dropped afterwards."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{scratch_dir / 'annotations.db'}"
-        return
-    if not POSTGRES_URL:
-        pytest.skip("QPR_TEST_POSTGRES_URL is not set (bash .ci/run starts PostgreSQL and sets it)")
-    schema = f"annotations_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(POSTGRES_URL)
-    with admin.begin() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    # Commits without waiting for the disk: this throwaway schema tests locking, not durability.
-    options = f"-csearch_path={schema} -csynchronous_commit=off"
-    try:
-        yield make_url(POSTGRES_URL).update_query_dict({"options": options}).render_as_string(hide_password=False)
-    finally:
-        with admin.begin() as connection:
-            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
 
 
 @pytest.fixture
@@ -106,6 +67,24 @@ def test_sqlite_connections_use_wal_busy_timeout_and_foreign_keys(scratch_dir):
         assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
         assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() > 0
+
+
+def test_a_fresh_schema_starts_empty_holds_what_is_written_and_is_dropped_after():
+    if not POSTGRES_URL:
+        pytest.skip("QPR_TEST_POSTGRES_URL is not set (bash .ci/run starts PostgreSQL and sets it)")
+    with fresh_schema(POSTGRES_URL, "fresh_schema_test") as url, open_store(url) as store:
+        with store.engine.connect() as connection:
+            schema = connection.exec_driver_sql("SELECT current_schema()").scalar()
+        assert schema.startswith("fresh_schema_test_") and count_rows(store, "judgments") == 0
+        store.register_corpus(VERSION, make_corpus())
+        store.record("ann", 2, "same", VERSION, query_qid=1)
+        assert count_rows(store, "judgments") == 1
+    admin = create_engine(POSTGRES_URL)
+    with admin.connect() as connection:
+        left = connection.execute(text("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = :name"),
+                                  {"name": schema}).scalar_one()
+    admin.dispose()
+    assert left == 0
 
 
 def test_default_url_is_a_sqlite_file_under_data_and_env_overrides_it(tmp_path, monkeypatch):

@@ -81,6 +81,11 @@ def test_own_data_from_upload_to_export(page, server, tmp_path):
     expect(page.locator("#project-note")).to_contain_text("in 30 cluster(s)")
     expect(page.locator("#project-active")).to_contain_text("My FAQ")
     expect(page.locator("#project-active")).to_contain_text("BM25 only")
+    # The Search tab names what answers now (the page was built serving the demo's hybrid).
+    page.get_by_role("tab", name="Search").click()
+    expect(page.locator("#search-results")).to_contain_text("BM25 alone (no encoder trained yet)")
+    expect(page.locator("#search-results")).not_to_contain_text("Hybrid")
+    page.get_by_role("tab", name="Projects").click()
 
     # Train in the background: progress, a reload keeps it, served only once used.
     page.get_by_role("button", name="Train in the background").click()
@@ -132,6 +137,7 @@ def test_own_data_from_upload_to_export(page, server, tmp_path):
 
     # Search shows the corrections at once, without retraining; the cluster view shows the merged cluster.
     assert search_row(page, member[1])[2] == ""
+    expect(page.locator("#search-results")).to_contain_text("Hybrid: SDML and BM25")  # the trained CNN, fused with BM25
     merged_label = search_row(page, outsider[1])[2]
     assert merged_label in (TOPIC, outsider[2])
     page.get_by_role("tab", name="Clusters").click()

@@ -69,7 +69,7 @@ def test_two_annotators_tie_and_a_reviewer_adjudicates(page, server, tmp_path):
     with open_store(db_url) as store:
         votes = store.judgments().query("label != 'unsure'")
     assert sorted(votes["annotator"]) == ["alice", "bob"] and votes["item_key"].nunique() == 1
-    key = votes["item_key"].iloc[0]
+    key, bobs = votes["item_key"].iloc[0], str(votes.loc[votes["annotator"] == "bob", "id"].iloc[0])
 
     page.goto(url)
     page.get_by_label("Your name (needed to annotate)").fill("carol")
@@ -109,6 +109,9 @@ def test_two_annotators_tie_and_a_reviewer_adjudicates(page, server, tmp_path):
 
     # The reviewer writes guidelines; bob finds his judgment under My work and comments on it.
     page.get_by_role("tab", name="Guidelines").click()
+    # Opening the tab fills the edit boxes with the stored guidelines: type only after that, or
+    # a slow answer overwrites what was typed (the preview shows when it has come).
+    expect(page.locator("#guidelines-preview")).to_contain_text("No annotation guidelines yet")
     page.get_by_label("Guidelines", exact=True).fill("Same: one answer serves both questions.")
     page.get_by_label("Examples of “same” (one pair per line)").fill(" | ".join(item))
     page.get_by_role("button", name="Save guidelines").click()
@@ -120,6 +123,8 @@ def test_two_annotators_tie_and_a_reviewer_adjudicates(page, server, tmp_path):
     mine = bob.locator("#my-work-table")
     expect(mine).to_contain_text("different")
     mine.get_by_role("gridcell").filter(has_text="different").first.click()
+    # The click loads the judgment, its comment box included: type the comment only after that.
+    expect(bob.get_by_label("Judgment id")).to_have_value(bobs)
     bob.get_by_label("Comment on this judgment").fill("unsure about the tense")
     bob.get_by_role("button", name="Save comment").click()
     expect(bob.locator("#my-work-status")).to_contain_text("Comment saved")

@@ -9,7 +9,7 @@ import pytest
 
 from annotations.corrections import apply_corrections, history, revert_decision, rollback
 from annotations.errors import AnnotationError
-from test_annotations_store import VERSION, corpus, count_rows, db_url, scratch_dir, store  # noqa: F401  (fixtures)
+from test_annotations_store import VERSION, corpus, count_rows, store  # noqa: F401  (fixtures)
 
 
 def members(corpus: pd.DataFrame, cluster: str) -> list[int]:

@@ -17,7 +17,8 @@ from qpr.distill import GeneralConfig
 from qpr.errors import QPRError
 from qpr.general import build_general, general_material, minilm_vectors, rebase
 from qpr.hybrid import RankFusionRetriever
-from qpr.serving import serving_retriever
+from qpr.serving import Served, serving_retriever
+from ui.search_tab import labels_of
 
 TINY = GeneralConfig(per_source=50, unlabelled_per_epoch=40, epochs=1, batch_size=16)
 
@@ -42,6 +43,7 @@ def test_build_serves_rank_fusion_and_rebases_onto_a_corpus_without_clusters(tin
     general = build_general(domains=tiny_domains, teacher=False, config=TINY, dense_weight=0.7, progress=False)
     assert general.manifest["fusion"]["kind"] == "rrf" and general.manifest["training"]["domains"] == tiny_domains
     assert len(general.corpus) == 36 and isinstance(serving_retriever(general), RankFusionRetriever)
+    assert labels_of(Served.of(general))["results"] == "Rank fusion of SDML and BM25"  # the Search tab's label
     users = pd.DataFrame({"qid": [10, 11, 12], "question": ["reset my bank pin", "my pin needs a reset", "opening hours"],
                           "cluster": pd.array([pd.NA] * 3, dtype="string"), "split": "none"})
     cold = rebase(general, users, adapt=None)

@@ -3,15 +3,13 @@ SAVEPOINT; every caller gets its own result or its own error, and a return means
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
 import time
-import uuid
 
 import pytest
-from sqlalchemy import create_engine, make_url, select, text
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 import annotations.store
@@ -23,32 +21,12 @@ from conftest import make_corpus
 VERSION = "v1"
 
 
-POSTGRES_URL = os.environ.get("QPR_TEST_POSTGRES_URL")
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request, tmp_path):
-    """A store with the test corpus: a SQLite file, or a fresh PostgreSQL schema dropped afterwards."""
-    if request.param == "sqlite":
-        with open_store(f"sqlite:///{tmp_path / 'a.db'}") as store:
-            store.register_corpus(VERSION, make_corpus())
-            yield store
-        return
-    if not POSTGRES_URL:
-        pytest.skip("QPR_TEST_POSTGRES_URL is not set")
-    schema = f"group_commit_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(POSTGRES_URL)
-    with admin.begin() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    url = make_url(POSTGRES_URL).update_query_dict({"options": f"-csearch_path={schema}"})
-    try:
-        with open_store(url.render_as_string(hide_password=False)) as store:
-            store.register_corpus(VERSION, make_corpus())
-            yield store
-    finally:
-        with admin.begin() as connection:
-            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+@pytest.fixture
+def store(db_url):
+    """A store with the test corpus, once per backend (``db_url``)."""
+    with open_store(db_url) as store:
+        store.register_corpus(VERSION, make_corpus())
+        yield store
 
 
 def _hold_writer(store):

@@ -17,15 +17,18 @@ from annotations.merge import applicable_judgments
 from conftest import _small_encoder, make_corpus
 from qpr.background_training import TrainingJob, describe
 from qpr.bundle import Bundle
+from qpr.encoder import EncoderConfig
 from qpr.errors import QPRError
+from qpr.index import IndexConfig
 from qpr.projects import DEMO, Projects, stable_qids
 from qpr.serving import ServedModel
 from qpr.text import TextConfig
-from qpr.train import TrainConfig
+from qpr.train import TrainConfig, train
 from qpr.upload import read_upload
 from ui.clusters_tab import representative
 from ui.common import AppContext
 from ui.page import QPRPage
+from ui.search_tab import labels_of
 
 
 def upload_of(tmp_path, corpus, kind="clusters", name="faq.csv"):
@@ -260,3 +263,43 @@ def test_a_refused_upload_lists_one_problem_per_line_in_the_page(app_page, tmp_p
     message = str(caught[0].message)
     assert "<br>- row 2: the question is empty" in message and "<br>- row 4: the same question as row 3" in message
     assert "<b>" not in message
+
+
+def test_the_search_labels_follow_the_project_served_to_the_session(app_page, tmp_path):
+    search = app_page.search
+    hybrid = labels_of(app_page.ctx.model.current())
+    assert hybrid["results"] == "Hybrid: SDML and BM25 candidates re-scored" == search.results.label
+    assert search.relabel(hybrid["results"], True) == gr.skip()  # the page already says so
+    assert set(search.search("how do i learn chess ?", 3, False, hybrid["results"])) == {search.results}  # values only
+    create_faq(app_page, tmp_path)  # someone switches the app to a project served by BM25 alone
+    found = search.search("how do i learn chess ?", 3, True, hybrid["results"])
+    assert found[search.labelled] == "BM25 alone (no encoder trained yet)" == found[search.results].label
+    assert found[search.results].constructor_args["value"]["cluster"].iloc[0] == "c-chess"
+    assert found[search.dense].visible is False and found[search.bm25].visible is True  # no encoder to compare
+    assert "no encoder trained yet" in found[search.compare].label
+    opened = search.relabel(hybrid["results"], False)  # another page opens the Search tab
+    assert opened[search.labelled] == opened[search.results].label == found[search.labelled]
+    assert "value" not in opened[search.results].constructor_args  # the tables keep what they show
+    assert search.relabel(found[search.labelled], False) == gr.skip()
+
+
+def test_the_search_labels_name_the_served_encoder(tiny_corpus, tmp_path):
+    lstm = EncoderConfig(architecture="lstm", pooling="mean", embedding_dim=16, channels=12, output_dim=8)
+    trained = train(tiny_corpus, TrainConfig(batch_size=16, max_epochs=1, patience=1, val_pairs=50), encoder_config=lstm,
+                    progress=False)
+    bundle = Bundle.create(trained.encoder, trained.vocab, tiny_corpus, IndexConfig("Flat"))
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
+    page.build()
+    assert (page.search.results.label, page.search.dense.label) == ("LSTM encoder", "LSTM encoder alone")
+    assert page.search.compare.label == "Compare with LSTM alone and BM25"
+    store.close()
+
+
+def test_the_import_note_says_the_upload_limit(bundle, tmp_path, monkeypatch):
+    monkeypatch.setenv("QPR_MAX_UPLOAD_MB", "2.5")  # what the browser refuses past (ui.startup.launch_options)
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    demo = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path)).build()
+    notes = [block.value for block in demo.blocks.values() if getattr(block, "elem_id", None) == "project-import-note"]
+    assert len(notes) == 1 and "up to 2.5 MB (QPR_MAX_UPLOAD_MB)" in notes[0]
+    store.close()

@@ -9,7 +9,7 @@ import pytest
 
 from annotations.assign import assign, overlap_setting
 from annotations.errors import AnnotationError
-from test_annotations_store import VERSION, corpus, db_url, scratch_dir, store  # noqa: F401  (fixtures)
+from test_annotations_store import VERSION, corpus, store  # noqa: F401  (fixtures)
 
 
 def test_adjudications_keep_history_and_show_the_newest_per_target(store):

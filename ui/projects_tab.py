@@ -24,7 +24,7 @@ from qpr.data import read_cluster_file
 from qpr.errors import QPRError
 from qpr.projects import DEMO
 from qpr.retrievers import BM25Retriever
-from qpr.upload import MIN_TRAIN_CLUSTERS, read_upload
+from qpr.upload import MIN_TRAIN_CLUSTERS, max_upload_bytes, megabytes, read_upload
 from ui.common import AppContext, plain, shows_errors, text_table
 from ui.demo import DEMO_ENCODER, DEMO_TEXT, DEMO_TRAIN
 from ui.retrain_tab import RetrainTab
@@ -51,8 +51,9 @@ class ProjectsTab:
                 self.choice = gr.Dropdown(label="Project", choices=self._choices(), value=self.ctx.project,
                                           elem_id="project-choice", scale=3)
                 switch = gr.Button("Serve this project", elem_id="project-switch")
-            gr.Markdown("### Import a file\nCSV, TSV, JSONL or Parquet with a header. Nothing is imported unless "
-                        "the whole file is fine; every problem is listed with its row.")
+            gr.Markdown(f"### Import a file\nCSV, TSV, JSONL or Parquet with a header, up to {megabytes(max_upload_bytes())} "
+                        "(QPR_MAX_UPLOAD_MB). Nothing is imported unless the whole file is fine; every problem is listed "
+                        "with its row.", elem_id="project-import-note")
             with gr.Row():
                 upload = gr.File(label="File", file_types=[".csv", ".tsv", ".jsonl", ".parquet"], type="filepath",
                                  elem_id="project-file")

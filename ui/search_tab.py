@@ -1,23 +1,40 @@
-"""The Search tab: a question in, the served retriever's top k out, and on request its two parts."""
+"""The Search tab: a question in, the served retriever's top k out, and on request its two parts.
+
+The tables' labels name what answers (the served bundle's ``system``; BM25 alone for a lexical
+bundle). The app serves one project to everyone and it can change under an open page (a switch,
+an upload, a confirmed retraining), so each session keeps the label its page shows (a gr.State)
+and a search, or opening the tab, sends new labels only when what is served differs.
+"""
 
 from __future__ import annotations
 
 import gradio as gr
 import pandas as pd
 
+from qpr.serving import Served
 from ui.common import AppContext, shows_errors
 
 COLUMNS = ["rank", "question", "cluster", "same meaning"]
 WIDTHS = ["9%", "55%", "21%", "15%"]
-RESULT_LABELS = {
-    "hybrid": "Hybrid: SDML and BM25 candidates re-scored",
-    "sdml": "SDML encoder alone",
-    "bm25": "BM25 alone",
-}
+ENCODER_NAMES = {"cnn-sdml": "SDML", "lstm": "LSTM", "film": "FiLM", "idf-embed": "IDF-embed", "fcrr": "FCRR",
+                 "convrr": "ConvRR"}  # a bundle's ``system`` as the page names its encoder
 SCORE_NOTE = ("**same meaning**: the estimated probability, 0 to 1 (higher = more alike), that a result means the same "
               "as your question, fitted on this corpus' held-out clusters; the same scale in all three tables. Where it "
               "cannot be fitted (no held-out clusters) the table shows each retriever's own distance instead (lower = "
               "closer).")
+
+
+def labels_of(served: Served) -> dict[str, str]:
+    """What the tab calls the tables and the compare box when ``served`` answers: "results" (the
+    served retriever), "dense" (its encoder alone), "bm25" and "compare"."""
+    if served.bundle.lexical:
+        return {"results": "BM25 alone (no encoder trained yet)", "dense": "No encoder trained yet", "bm25": "BM25 alone",
+                "compare": "Compare with BM25 alone (the same: no encoder trained yet)"}
+    encoder = ENCODER_NAMES.get(served.bundle.system, served.bundle.system)
+    results = {"hybrid": f"Hybrid: {encoder} and BM25 candidates re-scored",
+               "rrf": f"Rank fusion of {encoder} and BM25"}.get(served.default.name, f"{encoder} encoder")
+    return {"results": results, "dense": f"{encoder} encoder alone", "bm25": "BM25 alone",
+            "compare": f"Compare with {encoder} alone and BM25"}
 
 
 class SearchTab:
@@ -28,48 +45,74 @@ class SearchTab:
 
     def render(self) -> None:
         """Lay out the tab (inside a gr.Blocks) and wire it to ``search``."""
-        with gr.Tab("Search"):
+        labels = labels_of(self.ctx.model.current())
+        with gr.Tab("Search") as tab:
+            self.labelled = gr.State(labels["results"])  # what this session's page calls the results
             with gr.Row():
                 query = gr.Textbox(label="Question", placeholder="Type a question", scale=4)
                 k = gr.Slider(1, 50, value=10, step=1, label="Results")
-                compare = gr.Checkbox(label="Compare with SDML alone and BM25")
+                self.compare = gr.Checkbox(label=labels["compare"])
             button = gr.Button("Search", variant="primary")
             gr.Markdown(SCORE_NOTE)
             with gr.Row():  # side by side when compared
                 self.results, self.dense, self.bm25 = (
-                    gr.Dataframe(label=label, elem_id=elem_id, datatype=["number", "str", "str", "number"], interactive=False,
-                                 wrap=True, visible=visible, column_widths=WIDTHS)
-                    for label, elem_id, visible in ((RESULT_LABELS[self.ctx.model.current().default.name], "search-results", True),
-                                                    (RESULT_LABELS["sdml"], "search-dense", False),
-                                                    (RESULT_LABELS["bm25"], "search-bm25", False))
+                    gr.Dataframe(label=labels[part], elem_id=f"search-{part}", datatype=["number", "str", "str", "number"],
+                                 interactive=False, wrap=True, visible=part == "results", column_widths=WIDTHS)
+                    for part in ("results", "dense", "bm25")
                 )
-            outputs = [self.results, self.dense, self.bm25]
-            gr.Examples([[q, 10, True] for q in self.ctx.examples], inputs=[query, k, compare], outputs=outputs,
-                        fn=self.search, run_on_click=True, cache_examples=False, visible_columns=[0],
-                        label="Examples (click to search and compare)")
-            gr.on([button.click, query.submit], self.search, [query, k, compare], outputs)
-            compare.change(self.show_parts, [compare], [self.dense, self.bm25]).then(self.refresh, [query, k, compare], outputs)
+            inputs, outputs = [query, k, self.compare, self.labelled], [self.results, self.dense, self.bm25]
+            self.relabelled = [*outputs, self.compare, self.labelled]  # what a change of labels updates
+            gr.on([button.click, query.submit], self.search, inputs, self.relabelled, api_name="search")
+            # An example fills the inputs, then searches as the button does (with this session's labels).
+            examples = gr.Examples([[q, 10, True] for q in self.ctx.examples], inputs=[query, k, self.compare],
+                                   visible_columns=[0], label="Examples (click to search and compare)")
+            examples.load_input_event.then(self.search, inputs, self.relabelled, api_visibility="undocumented")
+            self.compare.change(self.show_parts, [self.compare], [self.dense, self.bm25]).then(self.refresh, inputs, self.relabelled)
+            tab.select(self.relabel, [self.labelled, self.compare], self.relabelled)
 
     @shows_errors
-    def search(self, query: str, k: float, compare: bool) -> dict:
+    def search(self, query: str, k: float, compare: bool, labelled: str | None = None) -> dict:
         """Top-k questions for ``query`` from the served retriever (the hybrid when the bundle has
-        one) and, when ``compare``, from its two parts alone: the encoder and BM25."""
+        one) and, when ``compare``, from its two parts alone: the encoder and BM25. ``labelled``
+        is what the session's page calls the results (None: not tracked, as in a direct call):
+        when the served model is called otherwise now, the tables come with their new labels."""
         served = self.ctx.model.current()
         found = {self.results: _table(served, served.default, query, int(k))}
         if compare:
             parts = {self.dense: served.dense, self.bm25: served.bm25} if served.default is not served.dense else {self.bm25: served.bm25}
             found |= {component: _table(served, retriever, query, int(k)) for component, retriever in parts.items()}
-        return found
+        return found if labelled is None else self._labelled(served, labelled, compare, found)
+
+    def relabel(self, labelled: str, compare: bool) -> dict:
+        """On opening the tab: the labels of what is served now, if the page shows others."""
+        return self._labelled(self.ctx.model.current(), labelled, compare) or gr.skip()
+
+    def _labelled(self, served: Served, labelled: str, compare: bool, tables: dict | None = None) -> dict:
+        """``tables`` (new contents), with the labels for ``served`` where they differ from what
+        the page shows (``labelled``). Only then: a label update costs Gradio a rebuild of the
+        component's config, which sent with every search was a third of its time under load
+        (docs/RELIABILITY.md)."""
+        tables = tables or {}
+        labels = labels_of(served)
+        if labels["results"] == labelled:
+            return tables
+        parts = {self.results: ("results", True), self.dense: ("dense", compare and not served.bundle.lexical),
+                 self.bm25: ("bm25", compare)}
+        updates = {component: gr.Dataframe(label=labels[part], visible=visible,
+                                           **({"value": tables[component]} if component in tables else {}))
+                   for component, (part, visible) in parts.items()}
+        return updates | {self.compare: gr.Checkbox(label=labels["compare"]), self.labelled: labels["results"]}
 
     def show_parts(self, compare: bool) -> dict:
-        """Show or hide the two parts' tables. Only the compare box changes their visibility: a
-        visibility update costs Gradio a rebuild of the component's config, and sent with every
-        search it was a third of a search's time under load (docs/RELIABILITY.md)."""
-        return {self.dense: gr.update(visible=compare), self.bm25: gr.update(visible=compare)}
+        """Show or hide the two parts' tables (a lexical bundle has no encoder: BM25's only).
+        Only the compare box changes their visibility: a visibility update costs Gradio a rebuild
+        of the component's config (see ``_labelled``)."""
+        encoder = not self.ctx.model.current().bundle.lexical
+        return {self.dense: gr.update(visible=compare and encoder), self.bm25: gr.update(visible=compare)}
 
-    def refresh(self, query: str, k: float, compare: bool) -> dict:
+    def refresh(self, query: str, k: float, compare: bool, labelled: str | None = None) -> dict:
         """After the compare box changes: fill the parts' tables if there is a question to compare."""
-        return self.search(query, k, compare) if compare and query.strip() else gr.skip()
+        return self.search(query, k, compare, labelled) if compare and query.strip() else gr.skip()
 
 
 def _table(served, retriever, query: str, k: int) -> pd.DataFrame:

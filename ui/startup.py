@@ -12,7 +12,8 @@ Environment:
 - ``QPR_ADMINS``: with logins, the names that alone may replace (or discard) the served model;
 - ``QPR_CACHE_DIR``: where the demo bundle, retrained bundles, exports and projects are kept
   (default ``runs``); the app serves the project last switched to there (the demo at first);
-- ``QPR_MAX_UPLOAD_MB``: the largest file the Projects tab imports (default 50).
+- ``QPR_MAX_UPLOAD_MB``: the largest file the Projects tab imports (default 50); Gradio refuses a
+  larger upload before storing it (``launch_options``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from qpr.bundle import Bundle
 from qpr.errors import QPRError
 from qpr.projects import DEMO, Projects
 from qpr.serving import ServedModel
+from qpr.upload import max_upload_bytes
 from ui.common import AppContext, identity_mode, parse_auth, remembered_bundle
 from ui.demo import EXAMPLE_QUERIES, cache_dir, demo_bundle
 from ui.page import QPRPage
@@ -79,6 +81,15 @@ def serving_context(demo: ServedModel, store, identity: str, examples: tuple[str
     return AppContext(demo, store, identity, examples, cache_dir())
 
 
+def launch_options(auth: list[tuple[str, str]] | None, cache: Path) -> dict:
+    """What ``gr.Blocks.launch`` is given: the logins, the page's script and style, the exports
+    under ``cache`` as downloadable, and the upload limit (``QPR_MAX_UPLOAD_MB``), which Gradio
+    checks in the browser before sending and on the server while receiving, so an over-size
+    file is never stored; ``qpr.upload`` still checks files that reach it another way."""
+    return {"auth": auth, "head": SHORTCUTS, "css": CSS, "allowed_paths": [str(cache / "exports")],
+            "max_file_size": max_upload_bytes()}
+
+
 def main() -> int:
     """Serve the app; a configuration error prints one line and returns 2."""
     try:
@@ -86,6 +97,7 @@ def main() -> int:
         store = open_store()
         bundle, examples = served_bundle()
         ctx = serving_context(ServedModel(bundle), store, identity_mode(auth), examples)
+        options = launch_options(auth, ctx.cache)
     except QPRError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -96,5 +108,5 @@ def main() -> int:
     demo = QPRPage(ctx).build()
     # Searches and judgments are short: several run at once; retraining runs one at a time.
     demo.queue(default_concurrency_limit=8)
-    demo.launch(auth=auth, head=SHORTCUTS, css=CSS, allowed_paths=[str(ctx.cache / "exports")])
+    demo.launch(**options)
     return 0

@@ -3,14 +3,12 @@ shown as first written, kept by a unique index on every backend; undo touches on
 
 from __future__ import annotations
 
-import os
 import threading
 import unicodedata
-import uuid
 
 import pytest
 from alembic import command
-from sqlalchemy import create_engine, make_url, text
+from sqlalchemy import create_engine, text
 from sqlalchemy.exc import IntegrityError
 
 from annotations.db import alembic_config, open_store
@@ -18,28 +16,7 @@ from annotations.errors import AnnotationError
 from annotations.store import annotator_key, annotator_name
 from conftest import make_corpus
 
-POSTGRES_URL = os.environ.get("QPR_TEST_POSTGRES_URL")
 VERSION = "v1"
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request, tmp_path):
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'a.db'}"
-        return
-    if not POSTGRES_URL:
-        pytest.skip("QPR_TEST_POSTGRES_URL is not set (bash .ci/run starts PostgreSQL and sets it)")
-    schema = f"identity_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(POSTGRES_URL)
-    with admin.begin() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    try:
-        yield make_url(POSTGRES_URL).update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(
-            hide_password=False)
-    finally:
-        with admin.begin() as connection:
-            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
 
 
 @pytest.fixture
