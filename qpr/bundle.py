@@ -179,7 +179,7 @@ class Bundle:
         if len(known):
             raise QPRError(f"{source}: qids already in the bundle's corpus: {known.tolist()[:5]}")
         index = VectorIndex(faiss.clone_index(self.index.index), self.index.factory, self.index.search_params)
-        index.add(encode_texts(self.encoder, self.vocab, new["question"].tolist()), new["qid"].to_numpy())
+        index.add(self.encode(new["question"].tolist()), new["qid"].to_numpy())
         corpus = pd.concat([self.corpus, new], ignore_index=True)
         manifest = self.manifest | {
             "index": index.settings() | {"ntotal": len(index), "dim": index.dim},

@@ -66,6 +66,18 @@ def test_train_cli_fine_tunes_a_transformer_into_a_bundle_that_reloads_and_searc
     assert json.loads(capsys.readouterr().out)["hits"][0]["question"] == "how do i learn chess ?"
 
 
+def test_questions_are_added_to_a_transformer_bundle_without_a_rebuild(transformer_bundles, tmp_path, capsys):
+    trained, _ = transformer_bundles
+    path = trained.save(tmp_path / "b")
+    new = tmp_path / "new.tsv"
+    new.write_text("qid\tquestion\tcluster\n9001\thow do i learn to juggle ?\t\n")
+    assert main(["add", str(path), str(new)]) == 0
+    grown = Bundle.load(path)
+    assert len(grown.index) == len(trained.corpus) + 1
+    assert main(["search", str(path), "how do i learn to juggle ?", "-k", "1", "--dense", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["hits"][0]["qid"] == 9001
+
+
 def test_a_base_that_is_no_model_is_refused_before_anything_is_written(cluster_file, tmp_path, capsys):
     out = tmp_path / "b"
     (tmp_path / "not-a-model").mkdir()
