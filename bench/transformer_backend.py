@@ -5,16 +5,19 @@ and metrics): all-MiniLM-L6-v2 is fine-tuned with SDML on a small budget (``BUDG
 batches of 32, what this shared 2-core machine affords) of training pairs from the other domains'
 train clusters, early-stopped on their val clusters, then measured on the left-out domain
 (``LEFT_OUT``) against zero-shot MiniLM and BM25 on the same queries, and on the test clusters of
-``IN_DOMAIN``, one of the domains it was fine-tuned on (its test split was not).
+``IN_DOMAIN``, one of the domains it was fine-tuned on (its test split was not). Two variants
+(``VARIANTS``): SDML over squared distances of unit vectors (the product's loss, the backend's
+default) and over cosine distances times a learned scale (``distance="cosine"``).
 The price: questions encoded per second at one and two torch threads, the model's size on disk,
 and the peak resident memory of a process that loads a transformer bundle and answers searches.
 
 Stages (each kept in runs/transformer, so an interrupted run resumes):
-  finetune  the fine-tuned model (runs/transformer/model) and its training history
-  domains   BM25, zero-shot MiniLM and the fine-tuned model on each measured domain
+  finetune  each variant's fine-tuned model (runs/transformer[/<variant>]) and its training history
+  domains   BM25, zero-shot MiniLM and each fine-tuned model on the two measured domains
   price     encoding rates (run under ``flock /tmp/qpr-timing.lock``), size on disk, peak RSS
   report    rows ``transformer-sdml`` in bench/results/out_of_domain.json (its other rows kept) and
-            the section "The transformer backend" of docs/OUT_OF_DOMAIN.md
+            the section "The transformer backend" of docs/OUT_OF_DOMAIN.md; price and report read the
+            default variant (the variants differ in training only: same model, same cost)
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -34,20 +37,25 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json  # noqa: E402
-from bench.out_of_domain import DOC, RESULTS, Fold, VectorLookup, domain, hits_of, minilm, ranked  # noqa: E402
+from bench.out_of_domain import DOC, RESULTS, TRANSFORMER as SYSTEM, Fold, VectorLookup, domain, hits_of, minilm, ranked  # noqa: E402
 from qpr.bundle import Bundle  # noqa: E402
-from qpr.evaluate import rank_metrics  # noqa: E402
+from qpr.evaluate import h1_change, rank_metrics  # noqa: E402
 from qpr.index import IndexConfig  # noqa: E402
 from qpr.sources import DOMAINS  # noqa: E402
 from qpr.transformer import TransformerEncoder, TransformerSettings, fit_transformer, load_model  # noqa: E402
 
 WORK = ROOT / "runs" / "transformer"
-SYSTEM = "transformer-sdml"
 BUDGET = TransformerSettings(batch_size=32, lr=2e-5, epochs=3, steps_per_epoch=100, patience=2, val_questions=1000, seed=0)
 LEFT_OUT = "banking77"  # the fold whose ablation docs/OUT_OF_DOMAIN.md has too
 IN_DOMAIN = "covid-faq"
 SERVED_ON = "covid-faq"  # the corpus of the bundle whose memory is measured (small: the model dominates)
 RATE_QUESTIONS = 350  # as bench/out_of_domain.py times MiniLM
+VARIANTS = {SYSTEM: BUDGET, f"{SYSTEM}-cosine": replace(BUDGET, distance="cosine")}
+
+
+def folder(system: str) -> Path:
+    """Where a variant's model and training record are kept."""
+    return WORK if system == SYSTEM else WORK / system
 
 
 def training_corpus() -> pd.DataFrame:
@@ -60,20 +68,27 @@ def training_corpus() -> pd.DataFrame:
 
 
 def finetune() -> None:
-    """Fine-tune MiniLM on the other domains' train clusters with ``BUDGET``, early-stopped on their val."""
-    if (WORK / "finetune.json").is_file():
-        return
-    corpus = training_corpus()
-    encoder, summary = fit_transformer(corpus, BUDGET)
-    encoder.save(WORK)
-    clustered = corpus[corpus["cluster"].notna()]
-    write_json({"settings": asdict(BUDGET), "domains": [n for n in DOMAINS if n != LEFT_OUT],
-                "train_questions": int((clustered["split"] == "train").sum()), "fit": summary, "machine": machine()},
-               WORK / "finetune.json")
+    """Fine-tune MiniLM on the other domains' train clusters with each variant's settings,
+    early-stopped on their val (variants already trained are skipped)."""
+    for system, settings in VARIANTS.items():
+        if (folder(system) / "finetune.json").is_file():
+            continue
+        corpus = training_corpus()
+        encoder, summary = fit_transformer(corpus, settings)
+        folder(system).mkdir(parents=True, exist_ok=True)
+        encoder.save(folder(system))
+        clustered = corpus[corpus["cluster"].notna()]
+        write_json({"settings": asdict(settings), "domains": [n for n in DOMAINS if n != LEFT_OUT],
+                    "train_questions": int((clustered["split"] == "train").sum()), "fit": summary, "machine": machine()},
+                   folder(system) / "finetune.json")
 
 
-def finetuned() -> TransformerEncoder:
-    return TransformerEncoder(load_model(WORK / "transformer", "the fine-tuned model"), BUDGET)
+def trained() -> list[str]:
+    return [system for system in VARIANTS if (folder(system) / "finetune.json").is_file()]
+
+
+def finetuned(system: str = SYSTEM) -> TransformerEncoder:
+    return TransformerEncoder(load_model(folder(system) / "transformer", "the fine-tuned model"), VARIANTS[system])
 
 
 def domains() -> list[dict]:
@@ -81,26 +96,33 @@ def domains() -> list[dict]:
     in-domain one's test clusters (rows kept as measured)."""
     path = WORK / "domains.json"
     rows = json.loads(path.read_text()) if path.is_file() else []
-    encoder = finetuned()
     for name in (LEFT_OUT, IN_DOMAIN):
-        if any(r["left_out"] == name for r in rows):
+        missing = [s for s in ["bm25", "minilm", *trained()] if not any(r["left_out"] == name and r["system"] == s for r in rows)]
+        if not missing:
             continue
         fold = Fold(name)
         queries = fold.queries if name == LEFT_OUT else fold.test_queries
-        start = time.perf_counter()
-        bundle = Bundle.create(encoder, None, fold.corpus, IndexConfig("Flat"))
-        seconds = time.perf_counter() - start
-        for system, retriever in (("bm25", fold.bm25), ("minilm", VectorLookup(fold.corpus, minilm(name, fold.corpus))),
-                                  (SYSTEM, VectorLookup(fold.corpus, bundle))):
-            hits = hits_of(ranked(retriever, queries), fold.corpus, queries)
-            row = {"left_out": name, "system": system} | rank_metrics(hits) | {"in_domain": name != LEFT_OUT}
+        lists_path = WORK / f"lists-{name}.npz"
+        lists = dict(np.load(lists_path)) if lists_path.is_file() else {}
+        for system in missing:
+            extra = {}
+            if system == "bm25":
+                retriever = fold.bm25
+            elif system == "minilm":
+                retriever = VectorLookup(fold.corpus, minilm(name, fold.corpus))
+            else:
+                start = time.perf_counter()
+                retriever = VectorLookup(fold.corpus, Bundle.create(finetuned(system), None, fold.corpus, IndexConfig("Flat")))
+                extra = {"index_seconds": round(time.perf_counter() - start, 1)}
+            lists[system] = ranked(retriever, queries)
+            hits = hits_of(lists[system], fold.corpus, queries)
+            row = {"left_out": name, "system": system} | rank_metrics(hits) | {"in_domain": name != LEFT_OUT} | extra
             if name != LEFT_OUT:
                 row["split"] = "test"
-            if system == SYSTEM:
-                row["index_seconds"] = round(seconds, 1)
             print(row, flush=True)
             rows.append(row)
-        write_json(rows, path)
+            np.savez(WORK / f"lists-{name}.npz", **lists)  # the ranked qids, for the paired intervals of ``report``
+            write_json(rows, path)
     return rows
 
 
@@ -154,49 +176,57 @@ def serving_rss(bundle: Path) -> float:
 
 
 def report() -> None:
-    run = json.loads((WORK / "finetune.json").read_text())
+    runs = {system: json.loads((folder(system) / "finetune.json").read_text()) for system in trained()}
     rows = json.loads((WORK / "domains.json").read_text())
     cost = json.loads((WORK / "price.json").read_text())
     results = json.loads(RESULTS.read_text())
-    ours = [r | {"encode_qps": cost["encode_qps_1_threads"], "default": False}
-            for r in rows if r["system"] == SYSTEM]
-    results["runs"] = [r for r in results["runs"] if r["system"] != SYSTEM] + ours
-    results["transformer"] = {"finetune": run, "price": cost, "compared": rows, "date": time.strftime("%Y-%m-%d")}
+    ours = [r | {"encode_qps": cost["encode_qps_1_threads"], "default": False} for r in rows if r["system"] in VARIANTS]
+    results["runs"] = [r for r in results["runs"] if r["system"] not in VARIANTS] + ours
+    results["transformer"] = {"finetune": runs, "price": cost, "compared": rows, "date": time.strftime("%Y-%m-%d")}
     write_json(results, RESULTS)
-    replace_marked_section(DOC, "transformer", section(run, rows, cost, results.get("rates", {})))
+    replace_marked_section(DOC, "transformer", section(runs, rows, cost, results.get("rates", {})))
 
 
-def section(run: dict, rows: list[dict], cost: dict, rates: dict) -> str:
-    fit = run["fit"]
-    by = {(r["left_out"], r["system"]): r for r in rows}
-    names = [n for n in MEASURED if (n, SYSTEM) in by]
-    quality = [{"domain": n + (" (in-domain)" if by[n, SYSTEM]["in_domain"] else ""), "queries": by[n, SYSTEM]["queries"]}
-               | {f"{s}-{k}": by[n, s][k] for s in ("bm25", "minilm", SYSTEM) for k in ("H1", "MRR")}
-               | {"change": by[n, SYSTEM]["H1"] - by[n, "minilm"]["H1"]} for n in names]
-    history = ", ".join(f"{h['epoch']}: {h['val_nn_accuracy']:.3f}" for h in fit["history"])
+def section(runs: dict, rows: list[dict], cost: dict, rates: dict) -> str:
+    first = runs[SYSTEM]
+    training = [{"system": system, "distance": run["settings"]["distance"],
+                 "history": ", ".join(f"{h['val_nn_accuracy']:.3f}" for h in run["fit"]["history"]),
+                 "kept": run["fit"]["best_epoch"], "minutes": run["fit"]["seconds"] / 60} for system, run in runs.items()]
+    lists = {name: dict(np.load(WORK / f"lists-{name}.npz")) for name in (LEFT_OUT, IN_DOMAIN)}
+    folds = {name: Fold(name) for name in lists}
+    quality = []
+    for row in rows:
+        fold, name = folds[row["left_out"]], row["left_out"]
+        queries = fold.queries if name == LEFT_OUT else fold.test_queries
+        hits = {s: hits_of(lists[name][s], fold.corpus, queries) for s in ("minilm", row["system"])}
+        change, low, high = h1_change(hits["minilm"], hits[row["system"]])
+        quality.append(row | {"domain": name + ("" if name == LEFT_OUT else " (in-domain: its test clusters)"),
+                              "change": f"{change:+.3f} [{low:+.3f}, {high:+.3f}]" if row["system"] != "minilm" else ""})
     price_rows = [
         {"what": "questions encoded per second, 1 torch thread", "cnn": rates.get("cnn"), "transformer": cost["encode_qps_1_threads"]},
-        {"what": "questions encoded per second, 2 torch threads", "cnn": None, "transformer": cost["encode_qps_2_threads"]},
-        {"what": "model on disk (MB)", "cnn": None, "transformer": cost["model_mb_on_disk"]},
-        {"what": f"bundle on disk (MB), {cost['served_corpus']}", "cnn": None, "transformer": cost["bundle_mb_on_disk"]},
-        {"what": "peak RSS of a process serving that bundle (MB; 200 searches)", "cnn": None,
-         "transformer": cost["serving_peak_rss_mb"]},
+        {"what": "questions encoded per second, 2 torch threads", "transformer": cost["encode_qps_2_threads"]},
+        {"what": "model on disk (MB)", "transformer": cost["model_mb_on_disk"]},
+        {"what": f"bundle on disk (MB), {cost['served_corpus']}", "transformer": cost["bundle_mb_on_disk"]},
+        {"what": "peak RSS of a process serving that bundle (MB; 200 searches)", "transformer": cost["serving_peak_rss_mb"]},
     ]
     return "\n".join([
         f"Measured {time.strftime('%Y-%m-%d')} on {cost['machine']}; seed {BUDGET.seed}.",
         "",
-        f"**Fine-tune** ({fit['base']}): SDML (smoothing {BUDGET.smoothing}) on unit vectors, batches of "
-        f"{BUDGET.batch_size} Quora-lite training pairs (one per cluster), AdamW lr {BUDGET.lr}, up to {BUDGET.epochs} "
-        f"epochs of {BUDGET.steps_per_epoch} batches, early-stopped on the nearest-neighbour accuracy "
-        f"among {BUDGET.val_questions:,} Quora-lite val questions (per epoch, epoch 0 = MiniLM as shipped: {history}); kept epoch {fit['best_epoch']}, "
-        f"{fit['seconds'] / 60:.1f} minutes on one loaded core ({run['train_questions']:,} Quora-lite questions capped).",
+        f"**Fine-tune** of {first['fit']['base']} on the train clusters of the six domains other than {LEFT_OUT} "
+        f"({first['train_questions']:,} clustered training questions): SDML (smoothing {BUDGET.smoothing}) on unit "
+        f"vectors, batches of {BUDGET.batch_size} pairs (one per cluster), AdamW lr {BUDGET.lr}, up to {BUDGET.epochs} "
+        f"epochs of {BUDGET.steps_per_epoch} batches, patience {BUDGET.patience}, early-stopped on the nearest-neighbour "
+        f"accuracy among {BUDGET.val_questions:,} of their val questions (epoch 0 is MiniLM as shipped):",
         "",
-        "**Quality** (the leave-one-domain-out protocol above: the domain's capped corpus, its queries, top 20):",
+        markdown_table(training, [("system", "system"), ("distance", "SDML distance"),
+                                  ("history", "val nearest-neighbour accuracy, epoch 0, 1, ..."),
+                                  ("kept", "epoch kept"), ("minutes", "minutes (one loaded core)")]),
         "",
-        markdown_table(quality, [("domain", "domain"), ("queries", "queries"), ("bm25-H1", "BM25 H@1"),
-                                 ("minilm-H1", "MiniLM zero-shot H@1"), (f"{SYSTEM}-H1", "fine-tuned H@1"),
-                                 ("change", "fine-tuned - zero-shot H@1"), ("bm25-MRR", "BM25 MRR"),
-                                 ("minilm-MRR", "MiniLM MRR"), (f"{SYSTEM}-MRR", "fine-tuned MRR")]),
+        "**Quality** (the leave-one-domain-out protocol above; H@1 change against zero-shot MiniLM on the same "
+        "queries, 95% paired bootstrap interval):",
+        "",
+        markdown_table(quality, [("domain", "domain"), ("queries", "queries"), ("system", "system"), ("H1", "H@1"),
+                                 ("MRR", "MRR"), ("change", "H@1 - MiniLM [95% CI]")]),
         "",
         "**Price** (the CNN's rate: stage `rates` of `bench/out_of_domain.py`, one thread):",
         "",

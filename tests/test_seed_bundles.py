@@ -180,6 +180,7 @@ def test_train_cli_trains_film_by_name_and_the_bundle_answers_search(cluster_fil
     (["--system", "film", "--steps-per-epoch", "3"], "--steps-per-epoch is not an option of --system film"),
     (["--system", "transformer", "--windows", "3"], "--windows is not an option of --system transformer"),
     (["--system", "transformer", "--batch-size", "1"], "batch_size must be at least 2"),
+    (["--system", "transformer", "--distance", "euclidean"], "the transformer's distance is 'squared' or 'cosine'"),
 ])
 def test_train_cli_refuses_options_the_system_does_not_use(cluster_file, tmp_path, capsys, argv, message):
     out = tmp_path / "b"

@@ -54,14 +54,15 @@ def test_train_cli_fine_tunes_a_transformer_into_a_bundle_that_reloads_and_searc
     out = tmp_path / "transformer"
     assert main(["train", "--system", "transformer", "--base", str(sentence_model), "--data", str(cluster_file),
                  "--out", str(out), "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "8", "--lr", "1e-3",
-                 "--index", "Flat", "--quiet"]) == 0
+                 "--distance", "cosine", "--index", "Flat", "--quiet"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["system"] == "transformer" and set(printed["metrics"]) == {"val", "test"}
     assert is_bundle(out) and (out / "transformer" / "modules.json").is_file()
     loaded = Bundle.load(out)
     fit = loaded.manifest["training"]["fit"]
     assert [row["batches"] for row in fit["history"]] == [0, 2] and fit["base"] == str(sentence_model)
-    assert loaded.manifest["encoder_config"]["batch_size"] == 8 and loaded.index.dim == 32
+    assert loaded.manifest["encoder_config"]["batch_size"] == 8 and loaded.manifest["encoder_config"]["distance"] == "cosine"
+    assert loaded.index.dim == 32
     assert main(["search", str(out), "how do i learn chess ?", "-k", "1", "--dense", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["hits"][0]["question"] == "how do i learn chess ?"
 
