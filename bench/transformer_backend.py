@@ -1,13 +1,17 @@
 """Benchmark for issue 24, part 5: the optional transformer backend (``qpr.transformer``), priced.
 
-One fold of the leave-one-domain-out protocol of ``bench/out_of_domain.py`` (its corpora, queries
-and metrics): all-MiniLM-L6-v2 is fine-tuned with SDML on a small budget (``BUDGET``: a few hundred
-batches of 32, what this shared 2-core machine affords) of training pairs from the other domains'
-train clusters, early-stopped on their val clusters, then measured on the left-out domain
-(``LEFT_OUT``) against zero-shot MiniLM and BM25 on the same queries, and on the test clusters of
-``IN_DOMAIN``, one of the domains it was fine-tuned on (its test split was not). Two variants
-(``VARIANTS``): SDML over squared distances of unit vectors (the product's loss, the backend's
-default) and over cosine distances times a learned scale (``distance="cosine"``).
+The corpora, queries and metrics of ``bench/out_of_domain.py``. all-MiniLM-L6-v2 is fine-tuned with
+SDML on a small budget (``BUDGET``: a few hundred batches of 32, what this shared 2-core machine
+affords), early-stopped on val, in two settings, and compared with zero-shot MiniLM and BM25 on
+the same queries (``PLACES``):
+
+- one fold of leave-one-domain-out: trained on the train clusters of every domain but ``LEFT_OUT``,
+  measured on ``LEFT_OUT``'s queries, and on the test clusters of ``IN_DOMAIN``, one of the domains
+  it was trained on (its test split was not);
+- a user's own clusters: trained on ``LEFT_OUT``'s own train clusters, measured on its test clusters.
+
+Each with SDML over squared distances of unit vectors (the product's loss, the backend's default)
+and over cosine distances times a learned scale (``distance="cosine"``): ``VARIANTS``.
 The price: questions encoded per second at one and two torch threads, the model's size on disk,
 and the peak resident memory of a process that loads a transformer bundle and answers searches.
 
@@ -48,11 +52,18 @@ from qpr.transformer import TransformerEncoder, TransformerSettings, fit_transfo
 
 WORK = ROOT / "runs" / "transformer"
 BUDGET = TransformerSettings(batch_size=32, lr=2e-5, epochs=3, steps_per_epoch=100, patience=2, val_questions=1000, seed=0)
-LEFT_OUT = "banking77"  # the fold whose ablation docs/OUT_OF_DOMAIN.md has too
+LEFT_OUT = "banking77"  # the fold whose ablation docs/OUT_OF_DOMAIN.md has too, and the "own clusters" domain
 IN_DOMAIN = "wikianswers"  # its test clusters: 590 queries (covid-faq's have 25)
 SERVED_ON = "covid-faq"  # the corpus of the bundle whose memory is measured (small: the model dominates)
 RATE_QUESTIONS = 350  # as bench/out_of_domain.py times MiniLM
-VARIANTS = {SYSTEM: BUDGET, f"{SYSTEM}-cosine": replace(BUDGET, distance="cosine")}
+COSINE = replace(BUDGET, distance="cosine")
+OTHERS = "others"  # trained on the other domains' train clusters (the fold)
+# system -> (settings, what it is trained on: OTHERS, or LEFT_OUT's own train clusters)
+VARIANTS = {SYSTEM: (BUDGET, OTHERS), f"{SYSTEM}-cosine": (COSINE, OTHERS),
+            f"{SYSTEM}-{LEFT_OUT}": (BUDGET, LEFT_OUT), f"{SYSTEM}-cosine-{LEFT_OUT}": (COSINE, LEFT_OUT)}
+# Where systems are measured: (domain, split of the queries: None = all its clustered questions, as
+# out_of_domain.py's zero-shot rows) -> what the variants there were trained on.
+PLACES = {(LEFT_OUT, None): OTHERS, (IN_DOMAIN, "test"): OTHERS, (LEFT_OUT, "test"): LEFT_OUT}
 
 
 def folder(system: str) -> Path:
@@ -70,17 +81,18 @@ def training_corpus() -> pd.DataFrame:
 
 
 def finetune() -> None:
-    """Fine-tune MiniLM on the other domains' train clusters with each variant's settings,
-    early-stopped on their val (variants already trained are skipped)."""
-    for system, settings in VARIANTS.items():
+    """Fine-tune MiniLM with each variant's settings on its training clusters, early-stopped on
+    their val (variants already trained are skipped)."""
+    for system, (settings, trained_on) in VARIANTS.items():
         if (folder(system) / "finetune.json").is_file():
             continue
-        corpus = training_corpus()
+        corpus = training_corpus() if trained_on == OTHERS else domain(trained_on)
         encoder, summary = fit_transformer(corpus, settings)
         folder(system).mkdir(parents=True, exist_ok=True)
         encoder.save(folder(system))
         clustered = corpus[corpus["cluster"].notna()]
-        write_json({"settings": asdict(settings), "domains": [n for n in DOMAINS if n != LEFT_OUT],
+        domains = [n for n in DOMAINS if n != LEFT_OUT] if trained_on == OTHERS else [trained_on]
+        write_json({"settings": asdict(settings), "domains": domains,
                     "train_questions": int((clustered["split"] == "train").sum()), "fit": summary, "machine": machine()},
                    folder(system) / "finetune.json")
 
@@ -90,22 +102,21 @@ def trained() -> list[str]:
 
 
 def finetuned(system: str = SYSTEM) -> TransformerEncoder:
-    return TransformerEncoder(load_model(folder(system) / "transformer", "the fine-tuned model"), VARIANTS[system])
+    return TransformerEncoder(load_model(folder(system) / "transformer", "the fine-tuned model"), VARIANTS[system][0])
 
 
 def domains() -> list[dict]:
-    """BM25, zero-shot MiniLM and the fine-tuned model on the left-out domain's queries and on the
-    in-domain one's test clusters (rows kept as measured)."""
+    """BM25, zero-shot MiniLM and the fine-tuned variants at each of ``PLACES`` (rows kept as measured)."""
     path = WORK / "domains.json"
     rows = json.loads(path.read_text()) if path.is_file() else []
-    for name in (LEFT_OUT, IN_DOMAIN):
-        missing = [s for s in ["bm25", "minilm", *trained()] if not any(r["left_out"] == name and r["system"] == s for r in rows)]
+    for (name, split), trained_on in PLACES.items():
+        systems = ["bm25", "minilm", *(s for s in trained() if VARIANTS[s][1] == trained_on)]
+        missing = [s for s in systems if not any(place(r) == (name, split) and r["system"] == s for r in rows)]
         if not missing:
             continue
         fold = Fold(name)
-        queries = fold.queries if name == LEFT_OUT else fold.test_queries
-        lists_path = WORK / f"lists-{name}.npz"
-        lists = dict(np.load(lists_path)) if lists_path.is_file() else {}
+        queries = queries_of(fold, split)
+        lists = ranked_lists(name, split)
         for system in missing:
             extra = {}
             if system == "bm25":
@@ -115,17 +126,32 @@ def domains() -> list[dict]:
             else:
                 start = time.perf_counter()
                 retriever = VectorLookup(fold.corpus, Bundle.create(finetuned(system), None, fold.corpus, IndexConfig("Flat")))
-                extra = {"index_seconds": round(time.perf_counter() - start, 1)}
+                extra = {"in_domain": split == "test", "index_seconds": round(time.perf_counter() - start, 1)}
             lists[system] = ranked(retriever, queries)
-            hits = hits_of(lists[system], fold.corpus, queries)
-            row = {"left_out": name, "system": system} | rank_metrics(hits) | {"in_domain": name != LEFT_OUT} | extra
-            if name != LEFT_OUT:
-                row["split"] = "test"
+            row = {"left_out": name, "system": system} | ({"split": split} if split else {})
+            row |= rank_metrics(hits_of(lists[system], fold.corpus, queries)) | extra
             print(row, flush=True)
             rows.append(row)
-            np.savez(WORK / f"lists-{name}.npz", **lists)  # the ranked qids, for the paired intervals of ``report``
+            np.savez(lists_path(name, split), **lists)  # the ranked qids, for the paired intervals of ``report``
             write_json(rows, path)
     return rows
+
+
+def place(row: dict) -> tuple[str, str | None]:
+    return row["left_out"], row.get("split")
+
+
+def queries_of(fold: Fold, split: str | None):
+    return fold.queries if split is None else fold.test_queries
+
+
+def lists_path(name: str, split: str | None) -> Path:
+    return WORK / f"lists-{name}-{split or 'queries'}.npz"
+
+
+def ranked_lists(name: str, split: str | None) -> dict:
+    path = lists_path(name, split)
+    return dict(np.load(path)) if path.is_file() else {}
 
 
 def price() -> dict:
@@ -189,23 +215,30 @@ def report() -> None:
     replace_marked_section(DOC, "transformer", section(runs, rows, cost, results.get("rates", {})))
 
 
+WHERE = {(LEFT_OUT, None): f"{LEFT_OUT}, left out (all its clustered questions)",
+         (IN_DOMAIN, "test"): f"{IN_DOMAIN} test clusters (its train clusters were in the fine-tune)",
+         (LEFT_OUT, "test"): f"{LEFT_OUT} test clusters (fine-tuned on its own train clusters)"}
+
+
 def section(runs: dict, rows: list[dict], cost: dict, rates: dict) -> str:
-    first = runs[SYSTEM]
-    training = [{"system": system, "distance": run["settings"]["distance"],
+    training = [{"system": system, "distance": run["settings"]["distance"], "on": ", ".join(run["domains"]),
+                 "questions": run["train_questions"],
                  "history": ", ".join(f"{h['val_nn_accuracy']:.3f}" for h in run["fit"]["history"]),
                  "kept": run["fit"]["best_epoch"], "minutes": run["fit"]["seconds"] / 60} for system, run in runs.items()]
-    lists = {name: dict(np.load(WORK / f"lists-{name}.npz")) for name in (LEFT_OUT, IN_DOMAIN)}
-    folds = {name: Fold(name) for name in lists}
     quality = []
-    for row in rows:
-        fold, name = folds[row["left_out"]], row["left_out"]
-        queries = fold.queries if name == LEFT_OUT else fold.test_queries
-        hits = {s: hits_of(lists[name][s], fold.corpus, queries) for s in ("minilm", row["system"])}
-        change, low, high = h1_change(hits["minilm"], hits[row["system"]])
-        quality.append(row | {"domain": name + ("" if name == LEFT_OUT else " (in-domain: its test clusters)"),
-                              "change": f"{change:+.3f} [{low:+.3f}, {high:+.3f}]" if row["system"] != "minilm" else ""})
+    for (name, split), _ in PLACES.items():
+        fold = Fold(name)
+        queries, lists = queries_of(fold, split), ranked_lists(name, split)
+        zero_shot = hits_of(lists["minilm"], fold.corpus, queries)
+        for row in (r for r in rows if place(r) == (name, split)):
+            change = ""
+            if row["system"] != "minilm":
+                gain, low, high = h1_change(zero_shot, hits_of(lists[row["system"]], fold.corpus, queries))
+                change = f"{gain:+.3f} [{low:+.3f}, {high:+.3f}]"
+            quality.append(row | {"where": WHERE[name, split], "change": change})
     price_rows = [
-        {"what": "questions encoded per second, 1 torch thread", "cnn": rates.get("cnn"), "transformer": cost["encode_qps_1_threads"]},
+        {"what": "questions encoded per second, 1 torch thread", "cnn": rates.get("cnn"),
+         "transformer": cost["encode_qps_1_threads"]},
         {"what": "questions encoded per second, 2 torch threads", "transformer": cost["encode_qps_2_threads"]},
         {"what": "model on disk (MB)", "transformer": cost["model_mb_on_disk"]},
         {"what": f"bundle on disk (MB), {cost['served_corpus']}", "transformer": cost["bundle_mb_on_disk"]},
@@ -214,20 +247,20 @@ def section(runs: dict, rows: list[dict], cost: dict, rates: dict) -> str:
     return "\n".join([
         f"Measured {time.strftime('%Y-%m-%d')} on {cost['machine']}; seed {BUDGET.seed}.",
         "",
-        f"**Fine-tune** of {first['fit']['base']} on the train clusters of the six domains other than {LEFT_OUT} "
-        f"({first['train_questions']:,} clustered training questions): SDML (smoothing {BUDGET.smoothing}) on unit "
-        f"vectors, batches of {BUDGET.batch_size} pairs (one per cluster), AdamW lr {BUDGET.lr}, up to {BUDGET.epochs} "
-        f"epochs of {BUDGET.steps_per_epoch} batches, patience {BUDGET.patience}, early-stopped on the nearest-neighbour "
-        f"accuracy among {BUDGET.val_questions:,} of their val questions (epoch 0 is MiniLM as shipped):",
+        f"**Fine-tunes** of {runs[SYSTEM]['fit']['base']}: SDML (smoothing {BUDGET.smoothing}) on unit vectors, "
+        f"batches of {BUDGET.batch_size} pairs (one per cluster), AdamW lr {BUDGET.lr}, up to {BUDGET.epochs} epochs of "
+        f"{BUDGET.steps_per_epoch} batches, patience {BUDGET.patience}, early-stopped on the nearest-neighbour accuracy "
+        f"among {BUDGET.val_questions:,} of the training domains' val questions (epoch 0 is MiniLM as shipped):",
         "",
-        markdown_table(training, [("system", "system"), ("distance", "SDML distance"),
+        markdown_table(training, [("system", "system"), ("distance", "SDML distance"), ("on", "train clusters of"),
+                                  ("questions", "clustered train questions"),
                                   ("history", "val nearest-neighbour accuracy, epoch 0, 1, ..."),
                                   ("kept", "epoch kept"), ("minutes", "minutes (one loaded core)")]),
         "",
-        "**Quality** (the leave-one-domain-out protocol above; H@1 change against zero-shot MiniLM on the same "
-        "queries, 95% paired bootstrap interval):",
+        "**Quality** (out_of_domain.py's corpora and protocol, top 20; H@1 change against zero-shot MiniLM on the "
+        "same queries with its 95% paired bootstrap interval):",
         "",
-        markdown_table(quality, [("domain", "domain"), ("queries", "queries"), ("system", "system"), ("H1", "H@1"),
+        markdown_table(quality, [("where", "queries from"), ("queries", "queries"), ("system", "system"), ("H1", "H@1"),
                                  ("MRR", "MRR"), ("change", "H@1 - MiniLM [95% CI]")]),
         "",
         "**Price** (the CNN's rate: stage `rates` of `bench/out_of_domain.py`, one thread):",
