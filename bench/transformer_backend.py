@@ -196,7 +196,8 @@ def price() -> dict:
         if not path.is_dir():
             bundle().save(path)
         out[f"{name}_bundle_mb_on_disk"] = round(folder_mb(path), 1)
-        out[f"{name}_serving_peak_rss_mb"] = serving_rss(path)
+        out[f"{name}_serving_rss_mb"] = serving_rss(path)
+    out["imports_only_rss_mb"] = serving_rss(None)
     out["transformer_model_mb_on_disk"] = round(folder_mb(WORK / "bundle-transformer" / "transformer"), 1)
     out["machine"] = machine()
     print(out, flush=True)
@@ -214,18 +215,23 @@ torch.set_num_threads(1)
 from bench.common import peak_rss_mb
 from qpr.bundle import Bundle
 from qpr.serving import serving_retriever
-bundle = Bundle.load(sys.argv[1])
-retriever = serving_retriever(bundle)
-for query in bundle.corpus["question"].head(200):
-    retriever.search(query, 10)
-print(peak_rss_mb())
+if sys.argv[1:]:
+    bundle = Bundle.load(sys.argv[1])
+    retriever = serving_retriever(bundle)
+    for query in bundle.corpus["question"].head(200):
+        retriever.search(query, 10)
+resident = next(line for line in open("/proc/self/status") if line.startswith("VmRSS:"))
+print(peak_rss_mb(), int(resident.split()[1]) / 1024)
 """
 
 
-def serving_rss(bundle: Path) -> float:
-    """Peak RSS (MB) of a fresh process that loads ``bundle`` and answers 200 searches one by one."""
-    done = subprocess.run([sys.executable, "-c", SERVE, str(bundle)], cwd=ROOT, capture_output=True, text=True, check=True)
-    return round(float(done.stdout.strip().splitlines()[-1]), 1)
+def serving_rss(bundle: Path | None) -> dict:
+    """Peak and final RSS (MB) of a fresh process that loads ``bundle`` and answers 200 searches one
+    by one (None: that process's imports alone, the floor both bundles stand on)."""
+    done = subprocess.run([sys.executable, "-c", SERVE, *([str(bundle)] if bundle else [])], cwd=ROOT,
+                          capture_output=True, text=True, check=True)
+    peak, resident = (round(float(v), 1) for v in done.stdout.split()[-2:])
+    return {"peak": peak, "resident_after": resident}
 
 
 def report() -> None:
@@ -247,10 +253,11 @@ WHERE = {(LEFT_OUT, None): f"{LEFT_OUT}, left out (all its clustered questions)"
 
 
 def section(runs: dict, rows: list[dict], cost: dict) -> str:
-    training = [{"system": system, "distance": run["settings"]["distance"], "on": ", ".join(run["domains"]),
+    # A run from before the distance option trained with the squared distance, the only one then.
+    training = [{"system": system, "distance": run["settings"].get("distance", "squared"), "on": ", ".join(run["domains"]),
                  "questions": run["train_questions"],
                  "history": ", ".join(f"{h['val_nn_accuracy']:.3f}" for h in run["fit"]["history"]),
-                 "kept": run["fit"]["best_epoch"], "minutes": run["fit"]["seconds"] / 60} for system, run in runs.items()]
+                 "kept": run["fit"]["best_epoch"], "minutes": f"{run['fit']['seconds'] / 60:.1f}"} for system, run in runs.items()]
     quality = []
     for (name, split), _ in PLACES.items():
         fold = Fold(name)
@@ -266,15 +273,20 @@ def section(runs: dict, rows: list[dict], cost: dict) -> str:
         value = cost[f"{name}_encode_qps_{threads}_threads"]
         return f"{value['median']:,.0f} ({value['min']:,.0f}-{value['max']:,.0f})"
 
+    def memory(rss: dict) -> str:
+        return f"{rss['resident_after']:,.0f} ({rss['peak']:,.0f})"
+
     price_rows = [
         {"what": f"questions encoded per second, {threads} torch thread{'s' if threads > 1 else ''}: median (range)",
          "cnn": rate("cnn", threads), "transformer": rate("transformer", threads)} for threads in (1, 2)
     ] + [
-        {"what": "model on disk (MB)", "transformer": cost["transformer_model_mb_on_disk"]},
-        {"what": f"bundle on disk (MB), {cost['served_corpus']}", "cnn": cost["cnn_bundle_mb_on_disk"],
-         "transformer": cost["transformer_bundle_mb_on_disk"]},
-        {"what": "peak RSS of a process serving that bundle (MB; 200 searches)", "cnn": cost["cnn_serving_peak_rss_mb"],
-         "transformer": cost["transformer_serving_peak_rss_mb"]},
+        {"what": "model on disk (MB)", "transformer": f"{cost['transformer_model_mb_on_disk']:.1f}"},
+        {"what": f"bundle on disk (MB), {cost['served_corpus']}", "cnn": f"{cost['cnn_bundle_mb_on_disk']:.1f}",
+         "transformer": f"{cost['transformer_bundle_mb_on_disk']:.1f}"},
+        {"what": "RSS of a process serving that bundle after 200 searches (MB; its peak in brackets)",
+         "cnn": memory(cost["cnn_serving_rss_mb"]), "transformer": memory(cost["transformer_serving_rss_mb"])},
+        {"what": "the same process's imports alone, no bundle (MB; peak)", "cnn": memory(cost["imports_only_rss_mb"]),
+         "transformer": memory(cost["imports_only_rss_mb"])},
     ]
     return "\n".join([
         f"Measured {time.strftime('%Y-%m-%d')} on {cost['machine']}; seed {BUDGET.seed}.",
