@@ -54,9 +54,9 @@ ENCODE_BATCH = 64
 class TransformerSettings:
     """What ``python -m qpr train --system transformer`` sets: the base model (a folder, or a name
     in the local Hugging Face cache; "" is ``DEFAULT_BASE``), pairs per batch, AdamW's learning rate,
-    SDML's label smoothing and distance (module doc), epochs (each validated) and the batches an epoch takes (0: all of
-    that epoch's pairs), patience (epochs without val gain), val questions scored, tokens kept per
-    question, and the seed."""
+    SDML's label smoothing and distance (module doc), epochs (each validated) and the batches an
+    epoch takes (0: all of that epoch's pairs), patience (epochs without val gain), val questions
+    scored, tokens kept per question, and the seed."""
 
     base: str = ""
     batch_size: int = 32
@@ -105,16 +105,22 @@ def base_path(base: str) -> str:
     return str(get_model_path())
 
 
-def load_model(source: str | Path, what: str):
+BASE_FIX = (f"give the folder of one (a saved SentenceTransformer or a Hugging Face model folder), or leave --base "
+            f"out for {DEFAULT_BASE}")
+REBUILD = "the bundle is damaged: rebuild it with `python -m qpr train --system transformer` (or restore a copy)"
+
+
+def load_model(source: str | Path, what: str, fix: str = BASE_FIX):
     """The SentenceTransformer at ``source`` (a folder, or a name already in the local cache: nothing
-    is downloaded), on the CPU; QPRError saying what ``what`` should be otherwise."""
+    is downloaded), on the CPU; otherwise QPRError naming ``what`` it is and how to ``fix`` it."""
     library = sentence_transformers()
+    from safetensors import SafetensorError  # a dependency of sentence-transformers: here once that imported
+
     try:
         return library.SentenceTransformer(str(source), device="cpu", local_files_only=True)
-    except (OSError, ValueError, KeyError, TypeError, RuntimeError, AttributeError) as err:
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError, AttributeError, SafetensorError) as err:
         raise QPRError(f"{what} {str(source)!r} is not a sentence-transformers model on this machine "
-                       f"({one_line(err)}); give the folder of one (a saved SentenceTransformer or a Hugging Face "
-                       f"model folder), or leave --base out for {DEFAULT_BASE}") from err
+                       f"({one_line(err)}); {fix}") from err
 
 
 class TransformerEncoder:
@@ -150,8 +156,8 @@ class TransformerEncoder:
             config = TransformerSettings(**{k: v for k, v in settings.items() if k in known})
         except (TypeError, QPRError) as err:
             raise QPRError(f"{folder}/manifest.json: encoder_config is not one this version reads ({one_line(err)}); "
-                           "rebuild the bundle with `python -m qpr train --system transformer`") from err
-        return cls(load_model(folder / MODEL, "the bundle's model"), config)
+                           f"{REBUILD}") from err
+        return cls(load_model(folder / MODEL, "the bundle's model", REBUILD), config)
 
 
 def embed(model, texts: Sequence[str]) -> torch.Tensor:

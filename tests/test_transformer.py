@@ -104,9 +104,12 @@ def test_without_the_extra_training_and_loading_say_what_to_install(transformer_
     assert f"pip install -r {EXTRA}" in capsys.readouterr().err
 
 
-def test_a_bundle_missing_its_model_is_refused_with_what_is_missing(transformer_bundles, tmp_path):
+def test_a_bundle_with_a_damaged_or_missing_model_is_refused_with_what_is_wrong(transformer_bundles, tmp_path):
     trained, _ = transformer_bundles
     path = trained.save(tmp_path / "b")
+    (path / "transformer" / "model.safetensors").write_bytes(b"not weights")
+    with pytest.raises(QPRError, match="the bundle's model .* is not a sentence-transformers model.*the bundle is damaged"):
+        Bundle.load(path)
     (path / "transformer" / "modules.json").unlink()
     with pytest.raises(QPRError, match="missing transformer/modules.json"):
         Bundle.load(path)
