@@ -24,6 +24,9 @@ Stages (each resumable: a fold's rows are kept in runs/ood/folds/<domain>.json):
   folds     every system on every left-out domain (``--only`` a subset of systems)
   rates     encoding rates (run under ``flock /tmp/qpr-timing.lock``)
   report    bench/results/out_of_domain.json, the plot and the tables in docs/OUT_OF_DOMAIN.md
+
+The optional transformer backend is measured apart (``bench/transformer_backend.py``): its rows
+(systems ``transformer-sdml*``) and its ``transformer`` entry in the results are kept by ``report``.
 """
 
 from __future__ import annotations
@@ -281,6 +284,7 @@ def fused_rows(folds: dict[str, Fold], dense: str, system: str, default: bool) -
 
 
 ENCODER_OF = {"bm25": "bm25", "minilm": "minilm"}  # every other system encodes with the CNN
+TRANSFORMER = "transformer-sdml"  # rows of bench/transformer_backend.py (and its variants: transformer-sdml-*)
 
 
 def report() -> None:
@@ -297,6 +301,8 @@ def report() -> None:
             runs.append({"left_out": name, "system": "bm25", "split": "test", "default": False} | rank_metrics(hits))
     for row in runs:
         row["encode_qps"] = rate.get(ENCODER_OF.get(row["system"], "cnn"), 0.0)
+    previous = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+    runs += [r for r in previous.get("runs", []) if r["system"].startswith(TRANSFORMER)]
     zero_shot = [r for r in runs if r.get("split") != "test"]
     by = {(r["left_out"], r["system"]): r for r in zero_shot}
     names = [n for n in folds if (n, "hybrid") in by]
@@ -312,6 +318,8 @@ def report() -> None:
                             "general": asdict(GENERAL), "product": asdict(PRODUCT) | {"questions": PRODUCT_QUESTIONS},
                             "adapt": asdict(ADAPT), "finetune": asdict(FINETUNE)},
                "rates": rate, "machine": machine(), "date": time.strftime("%Y-%m-%d")}
+    if "transformer" in previous:
+        payload["transformer"] = previous["transformer"]
     write_json(payload, RESULTS)
     plot(by, names)
     replace_marked_section(DOC, "ood", tables(runs, by, names, payload))

@@ -13,8 +13,9 @@ Layout::
 ``system`` (in the manifest) names the encoder: ``cnn-sdml`` or ``lstm`` (a ``QuestionEncoder``
 with its vocabulary, the layout above; bundles from before the field are these), or a seed system
 (``qpr.seed_encoders``: film, idf-embed, fcrr, convrr), which has no vocabulary and keeps its
-encoder in ``encoder.npz`` (and FCRR / ConvRR their weights in ``encoder.pt``). Either way
-``Bundle.encode`` maps texts to the vectors the index holds.
+encoder in ``encoder.npz`` (and FCRR / ConvRR their weights in ``encoder.pt``), or the optional
+transformer backend (``qpr.transformer``: system ``transformer``, its sentence-transformers model
+in the folder ``transformer/``). Either way ``Bundle.encode`` maps texts to the vectors the index holds.
 
 A *lexical* bundle (``Bundle.lexical``) is a corpus with no encoder yet, served by BM25 alone:
 a project started from bare questions, or one whose encoder is still training. It holds only
@@ -47,6 +48,7 @@ from qpr.errors import QPRError, one_line
 from qpr.fsutil import atomic_path, check_writable, recover
 from qpr.index import IndexConfig, VectorIndex
 from qpr.text import Vocabulary
+from qpr.transformer import MODEL as TRANSFORMER_MODEL
 
 FORMAT_VERSION = 1
 FILES = ("manifest.json", "vocab.json", "encoder.pt", "index.faiss", "corpus.parquet")
@@ -177,7 +179,7 @@ class Bundle:
         if len(known):
             raise QPRError(f"{source}: qids already in the bundle's corpus: {known.tolist()[:5]}")
         index = VectorIndex(faiss.clone_index(self.index.index), self.index.factory, self.index.search_params)
-        index.add(encode_texts(self.encoder, self.vocab, new["question"].tolist()), new["qid"].to_numpy())
+        index.add(self.encode(new["question"].tolist()), new["qid"].to_numpy())
         corpus = pd.concat([self.corpus, new], ignore_index=True)
         manifest = self.manifest | {
             "index": index.settings() | {"ntotal": len(index), "dim": index.dim},
@@ -376,8 +378,8 @@ def _read_corpus(path: Path) -> pd.DataFrame:
 
 def is_bundle(path: str | Path) -> bool:
     """Whether ``path`` is a folder this package wrote as a bundle: a manifest object with a format
-    version and a version, and no entries other than a bundle's files (``FILES``, or a seed system's
-    ``encoder.npz``)."""
+    version and a version, and no entries other than a bundle's files (``FILES``, a seed system's
+    ``encoder.npz``, or a transformer's model folder)."""
     path = Path(path)
     try:
         entries = set(os.listdir(path))
@@ -385,7 +387,7 @@ def is_bundle(path: str | Path) -> bool:
     except (OSError, ValueError, UnicodeDecodeError):
         return False
     return (isinstance(manifest, dict) and {"format_version", "version"} <= manifest.keys()
-            and entries <= set(FILES) | {"encoder.npz"})
+            and entries <= set(FILES) | {"encoder.npz", TRANSFORMER_MODEL})
 
 
 def check_target(path: str | Path) -> None:

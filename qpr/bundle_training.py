@@ -2,7 +2,8 @@
 
 ``train_bundle`` is train -> index -> hybrid fusion (fitted on val) -> held-out metrics in one
 call; ``train_seed_bundle`` the same for the other papers' systems (FILM, IDF-weighted word vectors,
-FCRR, ConvRR: ``qpr.seed_encoders``). ``retrain_bundle`` continues a bundle's encoder on a corrected corpus with the settings it
+FCRR, ConvRR: ``qpr.seed_encoders``), ``train_transformer_bundle`` for the optional transformer
+backend (``qpr.transformer``). ``retrain_bundle`` continues a bundle's encoder on a corrected corpus with the settings it
 was trained with, so old and new are comparable; ``compare_bundles`` scores two bundles, each as
 it is served, on the same held-out clusters.
 
@@ -34,6 +35,7 @@ from qpr.seed_encoders import SYSTEMS, SeedSettings, fit_encoder
 from qpr.serving import serving_retriever
 from qpr.text import TextConfig, Vocabulary
 from qpr.train import TrainConfig, train
+from qpr.transformer import SYSTEM as TRANSFORMER, TransformerEncoder, TransformerSettings, fit_transformer
 
 HELD_OUT = ("val", "test")
 METRIC_COLUMNS = ["model", "version", "split", "H1", "H10", "MRR", "queries"]
@@ -92,8 +94,36 @@ def train_seed_bundle(
     fit its encoder on ``corpus``, index every question, fit the hybrid and record the metrics the
     same way, so the bundle is served, compared and retrained like a CNN's. ``log`` sees FILM's
     iterations."""
+    return _fitted(lambda: fit_encoder(system, corpus, settings, log), system, settings, corpus, index_config, data,
+                   labels, bm25, fuse)
+
+
+def train_transformer_bundle(
+    corpus: pd.DataFrame,
+    settings: TransformerSettings = TransformerSettings(),
+    index_config: IndexConfig = IndexConfig(),
+    data: str = "",
+    labels: dict | None = None,
+    bm25: BM25Retriever | None = None,
+    fuse: bool = True,
+    warm_start: TransformerEncoder | None = None,
+    progress: bool = True,
+    on_batch: Callable[[int, int, int], None] | None = None,
+) -> Bundle:
+    """``train_seed_bundle`` for the transformer backend: fine-tune ``settings.base`` (or continue
+    ``warm_start``) with SDML on ``corpus`` (``qpr.transformer.fit_transformer``), index every
+    question, fit the hybrid and record the metrics the same way. Needs the extra
+    (``qpr.transformer.EXTRA``)."""
+    return _fitted(lambda: fit_transformer(corpus, settings, warm_start, progress, on_batch), TRANSFORMER, settings,
+                   corpus, index_config, data, labels, bm25, fuse)
+
+
+def _fitted(fit: Callable[[], tuple], system: str, settings, corpus: pd.DataFrame, index_config: IndexConfig, data: str,
+            labels: dict | None, bm25: BM25Retriever | None, fuse: bool) -> Bundle:
+    """The bundle of the encoder ``fit()`` returns with its training summary (timed here), measured
+    by ``_measured``; the manifest records ``system`` and its ``settings`` (a dataclass)."""
     start = time.perf_counter()
-    encoder, summary = fit_encoder(system, corpus, settings, log)
+    encoder, summary = fit()
     info = {"system": system, "settings": asdict(settings), "data": data, "seconds": time.perf_counter() - start,
             "fit": summary}
     bundle = Bundle.create(encoder, None, corpus, index_config, train_info=info)
@@ -142,7 +172,17 @@ def retrain_bundle(
     A seed system's bundle (FILM, IDF-embed, FCRR, ConvRR) is refitted from scratch on ``corpus``
     with its recorded settings (``train_seed_bundle``; none of them continues from a state), its
     ``max_epochs`` bounding the residual nets' epochs; ``on_epoch`` and ``progress`` do not apply.
+    A transformer bundle continues from its own model with its recorded settings
+    (``train_transformer_bundle``), ``max_epochs`` bounding its epochs; ``on_epoch`` does not apply.
     """
+    if bundle.system == TRANSFORMER:
+        recorded = bundle.manifest.get("training", {}).get("settings", {})
+        settings = TransformerSettings(**{k: v for k, v in recorded.items() if k in TransformerSettings.__dataclass_fields__})
+        if max_epochs is not None:
+            settings = replace(settings, epochs=max_epochs)
+        return train_transformer_bundle(corpus, settings, bundle.index.config, data="corrected clusters", labels=labels,
+                                        bm25=bm25, fuse=fuse, warm_start=bundle.encoder, progress=progress,
+                                        on_batch=on_batch)
     if bundle.system in SYSTEMS:
         recorded = bundle.manifest.get("training", {}).get("settings", {})
         settings = SeedSettings(**{k: v for k, v in recorded.items() if k in SeedSettings.__dataclass_fields__})

@@ -23,7 +23,7 @@ from qpr.experiment import run_experiment
 from qpr.hybrid import DEPTH, fit_fusion
 from qpr.index import IndexConfig, check_config
 from qpr.qalogs import PRESETS, read_log
-from qpr.bundle_training import train_bundle, train_seed_bundle
+from qpr.bundle_training import train_bundle, train_seed_bundle, train_transformer_bundle
 from qpr.retrievers import BM25Retriever, DenseRetriever
 from qpr.sources import DOMAINS
 from qpr.seed_encoders import SYSTEMS, SeedSettings
@@ -32,13 +32,15 @@ from qpr.supervise import DEFAULT_MIN_COHERENCE, MULTI_ANSWER, supervise
 from qpr.supervise_report import write_report
 from qpr.text import TextConfig, check_text
 from qpr.train import TrainConfig, train
+from qpr.transformer import DEFAULT_BASE, EXTRA, SYSTEM as TRANSFORMER, TransformerSettings
 
 
 def _train_config(args: argparse.Namespace) -> TrainConfig:
     defaults = TrainConfig()
     return TrainConfig(
         loss=args.loss, smoothing=args.smoothing, margin=args.margin, distance=args.distance,
-        negatives=args.negatives, batch_size=args.batch_size, lr=args.lr, lr_schedule=args.lr_schedule,
+        negatives=args.negatives, batch_size=_given(args.batch_size, defaults.batch_size), lr=_given(args.lr, defaults.lr),
+        lr_schedule=args.lr_schedule,
         batching=args.batching, pairs=args.pairs, max_epochs=_given(args.epochs, defaults.max_epochs),
         patience=_given(args.patience, defaults.patience), seed=args.seed,
         unlabeled_dropout=args.unlabeled_dropout, word_vectors=args.word_vectors,
@@ -46,7 +48,8 @@ def _train_config(args: argparse.Namespace) -> TrainConfig:
 
 
 def _given(value, default):
-    """``value`` when the option was given (``--epochs`` and ``--patience`` default by system)."""
+    """``value`` when the option was given (``--epochs``, ``--patience``, ``--batch-size`` and ``--lr``
+    default by system)."""
     return default if value is None else value
 
 
@@ -55,6 +58,9 @@ NEURAL_OPTIONS = ("loss", "smoothing", "margin", "distance", "negatives", "batch
                   "pairs", "unlabeled_dropout", "word_vectors", "vocab_size", "hash_bins", "max_len", "min_count",
                   "subword_ngrams", "windows", "normalize", "architecture", "pooling")
 SEED_OPTIONS = ("film_rank", "film_iterations", "word_dim")
+TRANSFORMER_OPTIONS = ("base", "steps_per_epoch")
+# The neural options the transformer reads too (--max-len: tokens kept per question, as for the CNN).
+TRANSFORMER_SHARED = ("smoothing", "distance", "batch_size", "lr", "max_len")
 
 
 def _system(args: argparse.Namespace) -> str:
@@ -64,7 +70,10 @@ def _system(args: argparse.Namespace) -> str:
     system = args.system or implied
     if args.architecture != "cnn" and system != implied:
         raise QPRError(f"--architecture {args.architecture} contradicts --system {system}; give one of them")
-    foreign = SEED_OPTIONS if system in NEURAL_SYSTEMS else NEURAL_OPTIONS
+    if system == TRANSFORMER:
+        foreign = SEED_OPTIONS + tuple(name for name in NEURAL_OPTIONS if name not in TRANSFORMER_SHARED)
+    else:
+        foreign = (SEED_OPTIONS if system in NEURAL_SYSTEMS else NEURAL_OPTIONS) + TRANSFORMER_OPTIONS
     if system in ("film", "idf-embed"):  # nothing of theirs trains by epochs
         foreign += ("epochs", "patience")
     given = [name for name in foreign if getattr(args, name) != args.option_default(name)]
@@ -89,7 +98,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if system not in NEURAL_SYSTEMS:
         if rank > 0:
             raise QPRError(f"--system {system} trains in one process; run it without torchrun")
-        return _train_seed(args, system, corpus)
+        return _train_transformer(args, corpus) if system == TRANSFORMER else _train_seed(args, system, corpus)
     config = _train_config(args)
     text_config = TextConfig(vocab_size=args.vocab_size, hash_bins=args.hash_bins, max_len=args.max_len,
                              min_count=args.min_count, subword_ngrams=args.subword_ngrams)
@@ -119,6 +128,22 @@ def _train_seed(args: argparse.Namespace, system: str, corpus) -> int:
 
     bundle = train_seed_bundle(corpus, system, settings, IndexConfig(args.index, args.search), data=str(args.data), log=log)
     print(f"trained {system} in {bundle.manifest['training']['seconds']:.0f}s", file=sys.stderr)
+    return _save_trained(bundle, args.out)
+
+
+def _train_transformer(args: argparse.Namespace, corpus) -> int:
+    defaults = TransformerSettings()
+    settings = TransformerSettings(
+        base=args.base or "", batch_size=_given(args.batch_size, defaults.batch_size), lr=_given(args.lr, defaults.lr),
+        smoothing=args.smoothing, distance=args.distance, epochs=_given(args.epochs, defaults.epochs),
+        steps_per_epoch=args.steps_per_epoch, patience=_given(args.patience, defaults.patience), max_len=args.max_len,
+        seed=args.seed)
+    bundle = train_transformer_bundle(corpus, settings, IndexConfig(args.index, args.search), data=str(args.data),
+                                      progress=not args.quiet)
+    run = bundle.manifest["training"]
+    print(f"fine-tuned {settings.base or DEFAULT_BASE} in {run['seconds']:.0f}s ({run['fit']['stopped']}); best epoch "
+          f"{run['fit']['best_epoch']} (0: the base model), val nearest-neighbour accuracy "
+          f"{run['fit']['best_val_nn_accuracy']:.4f}", file=sys.stderr)
     return _save_trained(bundle, args.out)
 
 
@@ -244,17 +269,24 @@ def build_parser() -> argparse.ArgumentParser:
                        "cluster file (qid, question, cluster[, split]) in CSV/TSV/JSONL/Parquet.")
     p.add_argument("--data", required=True, type=Path, help="quora-lite folder, Quora pairs TSV or cluster file")
     p.add_argument("--out", required=True, type=Path, help="bundle directory to write: a new path or an existing bundle (replaced atomically)")
-    p.add_argument("--system", choices=list(NEURAL_SYSTEMS) + list(SYSTEMS),
+    p.add_argument("--system", choices=list(NEURAL_SYSTEMS) + list(SYSTEMS) + [TRANSFORMER],
                    help="cnn-sdml (default) or lstm: the encoder trained with --loss; film, idf-embed, fcrr, convrr: "
-                   "the other papers' systems (docs/SEEDS.md; the last three need gensim)")
+                   "the other papers' systems (docs/SEEDS.md; the last three need gensim); transformer: a "
+                   f"sentence-transformers model fine-tuned with SDML (slower, optional: pip install -r {EXTRA}; "
+                   "docs/OUT_OF_DOMAIN.md prices it)")
+    p.add_argument("--base", help=f"transformer: the model to fine-tune, a folder or a name in the local Hugging Face "
+                   f"cache (default: {DEFAULT_BASE})")
+    p.add_argument("--steps-per-epoch", type=int, default=0, metavar="N",
+                   help="transformer: batches per epoch, each epoch validated (default 0: every training question once)")
     p.add_argument("--loss", choices=["sdml", "triplet"], default=defaults_t.loss)
     p.add_argument("--smoothing", type=float, default=defaults_t.smoothing, help="SDML label smoothing epsilon")
     p.add_argument("--margin", type=float, default=defaults_t.margin, help="triplet margin")
     p.add_argument("--distance", choices=["squared", "euclidean", "cosine"], default=defaults_t.distance,
-                   help="cosine needs --normalize")
+                   help="cosine needs --normalize (transformer: squared or cosine, on its unit vectors)")
     p.add_argument("--negatives", choices=["random", "hard"], default=defaults_t.negatives, help="triplet negatives")
-    p.add_argument("--batch-size", type=int, default=defaults_t.batch_size, help="pairs per batch (N)")
-    p.add_argument("--lr", type=float, default=defaults_t.lr)
+    p.add_argument("--batch-size", type=int, help=f"pairs per batch (N; default {defaults_t.batch_size}, transformer "
+                   f"{TransformerSettings().batch_size})")
+    p.add_argument("--lr", type=float, help=f"learning rate (default {defaults_t.lr}, transformer {TransformerSettings().lr})")
     p.add_argument("--lr-schedule", choices=["constant", "cosine"], default=defaults_t.lr_schedule)
     p.add_argument("--batching", choices=["random", "neighbours"], default=defaults_t.batching,
                    help="neighbours: batches of similar clusters (harder in-batch negatives)")
@@ -267,7 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--word-vectors", action="store_true",
                    help="start the embeddings from skip-gram vectors trained on the corpus (needs gensim)")
     p.add_argument("--epochs", type=int, help=f"maximum epochs (default {defaults_t.max_epochs}; fcrr / convrr "
-                   f"{defaults_s.epochs})")
+                   f"{defaults_s.epochs}; transformer {TransformerSettings().epochs})")
     p.add_argument("--patience", type=int, help=f"epochs without val gain before stopping (default {defaults_t.patience}; "
                    f"fcrr / convrr {defaults_s.patience})")
     p.add_argument("--seed", type=int, default=defaults_t.seed)

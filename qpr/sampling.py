@@ -181,6 +181,19 @@ def neighbour_groups(
     return kmeans.index.search(centroids, 1)[1].ravel()
 
 
+def validation_questions(corpus: pd.DataFrame, n: int, seed: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of up to ``n`` questions of val clusters (whole clusters, in cluster order or, with a
+    ``seed``, in a random order, so a corpus of several sources is sampled across them) and their
+    cluster numbers: what ``qpr.evaluate.nearest_neighbour_accuracy`` scores. Empty without val clusters."""
+    clusters = cluster_members(corpus, "val")
+    if seed is not None:
+        clusters = [clusters[i] for i in np.random.default_rng(seed).permutation(len(clusters))]
+    if not clusters:
+        return np.array([], dtype=np.int64), np.array([], dtype=np.int64)
+    owner = np.repeat(np.arange(len(clusters)), [len(c) for c in clusters])
+    return np.concatenate(clusters)[:n], owner[:n]
+
+
 def validation_pairs(corpus: pd.DataFrame, n: int, seed: int) -> tuple[list[str], list[str], np.ndarray]:
     """Up to ``n`` positive pairs from val clusters and as many negatives (questions of two
     different val clusters), as (texts a, texts b, labels 1/0)."""

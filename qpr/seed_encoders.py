@@ -31,7 +31,9 @@ from qpr.errors import QPRError, one_line
 from qpr.film import FilmConfig, FilmModel, fit_film
 from qpr.residual import IdfEmbedder, ResidualConfig, ResidualRetriever, fit_residual
 from qpr.retrievers import restored_tfidf_vectorizer
-from qpr.sampling import cluster_members
+from qpr.evaluate import nearest_neighbour_accuracy
+from qpr.sampling import cluster_members, validation_questions
+from qpr.transformer import FILES as TRANSFORMER_FILES, SYSTEM as TRANSFORMER, TransformerEncoder
 
 SYSTEMS = ("film", "idf-embed", "fcrr", "convrr")
 ARRAYS, WEIGHTS = "encoder.npz", "encoder.pt"
@@ -148,12 +150,16 @@ class ResidualEncoder:
         return cls(embedder, model)
 
 
-ENCODERS = {"film": FilmEncoder, "idf-embed": IdfEncoder, "fcrr": ResidualEncoder, "convrr": ResidualEncoder}
+# The optional transformer backend (qpr.transformer) is served like them, but trained by ``fit_transformer``.
+ENCODERS = {"film": FilmEncoder, "idf-embed": IdfEncoder, "fcrr": ResidualEncoder, "convrr": ResidualEncoder,
+            TRANSFORMER: TransformerEncoder}
 _REBUILD = "the bundle is damaged: rebuild it with `python -m qpr train --system ...` (or restore a copy)"
 
 
 def files_of(system: str) -> tuple[str, ...]:
     """The encoder files a bundle of ``system`` holds."""
+    if system == TRANSFORMER:
+        return TRANSFORMER_FILES
     return (ARRAYS, WEIGHTS) if system in ("fcrr", "convrr") else (ARRAYS,)
 
 
@@ -161,7 +167,7 @@ def load_encoder(system: str, folder: Path, settings: dict):
     """The ``system`` encoder saved in the bundle ``folder`` with the manifest's ``settings``."""
     if system not in ENCODERS:
         raise QPRError(f"{folder}: unknown system {system!r} in the manifest; this version serves "
-                       f"cnn-sdml, lstm, {', '.join(SYSTEMS)}")
+                       f"cnn-sdml, lstm, {', '.join(ENCODERS)}")
     return ENCODERS[system].load(folder, settings)
 
 
@@ -202,17 +208,12 @@ def fit_qpr_residual(corpus: pd.DataFrame, embedder: IdfEmbedder, config: Residu
     anchors = np.concatenate(clusters)
     partners = np.concatenate([m[(np.arange(len(m)) + rng.integers(1, len(m), len(m))) % len(m)] for m in clusters])
     owner = np.repeat(np.arange(len(clusters)), [len(c) for c in clusters])
-    val_clusters = cluster_members(corpus, "val")
+    val_rows, val_owner = validation_questions(corpus, VAL_QUESTIONS)
     validate = None
-    if val_clusters:
-        val_rows = np.concatenate(val_clusters)[:VAL_QUESTIONS]
-        val_owner = np.repeat(np.arange(len(val_clusters)), [len(c) for c in val_clusters])[:VAL_QUESTIONS]
+    if len(val_rows):
 
         def validate(model: ResidualRetriever) -> float:
-            z = model.transform(vectors[val_rows])
-            scores = z @ z.T
-            np.fill_diagonal(scores, -np.inf)
-            return float(np.mean(val_owner[scores.argmax(axis=1)] == val_owner))
+            return nearest_neighbour_accuracy(model.transform(vectors[val_rows]), val_owner)
 
     return fit_residual(vectors[anchors], vectors[partners], owner, config, symmetric=True, validate=validate)
 

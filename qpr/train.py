@@ -106,12 +106,13 @@ class TrainResult:
     def summary(self) -> dict:
         return {k: getattr(self, k) for k in ("history", "best_epoch", "best_auc", "seconds", "stopped")}
 
-    def record_epoch(self, row: dict, encoder: QuestionEncoder, patience: int) -> bool:
-        """Early stopping, shared by every training loop: note ``row`` (with ``epoch`` and
-        ``val_auc``), keep ``encoder``'s weights when its val ROC AUC beats the best by more than
-        1e-4, and return True (stop) after ``patience`` epochs in a row without such a gain."""
-        if row["val_auc"] > self.best_auc + 1e-4:
-            self.best_auc, self.best_epoch, self.stale = row["val_auc"], row["epoch"], 0
+    def record_epoch(self, row: dict, encoder: QuestionEncoder, patience: int, score: str = "val_auc") -> bool:
+        """Early stopping, shared by every training loop: note ``row`` (with ``epoch`` and the val
+        ``score``, ROC AUC unless another is named), keep ``encoder``'s weights when that score beats
+        the best by more than 1e-4, and return True (stop) after ``patience`` epochs in a row without
+        such a gain."""
+        if row[score] > self.best_auc + 1e-4:
+            self.best_auc, self.best_epoch, self.stale = row[score], row["epoch"], 0
             self.best_state = copy.deepcopy(encoder.state_dict())
             return False
         self.stale += 1

