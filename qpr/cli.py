@@ -38,7 +38,7 @@ from qpr.transformer import DEFAULT_BASE, EXTRA, SYSTEM as TRANSFORMER, Transfor
 def _train_config(args: argparse.Namespace) -> TrainConfig:
     defaults = TrainConfig()
     return TrainConfig(
-        loss=args.loss, smoothing=args.smoothing, margin=args.margin, distance=args.distance,
+        loss=args.loss, smoothing=args.smoothing, margin=args.margin, distance=_given(args.distance, defaults.distance),
         negatives=args.negatives, batch_size=_given(args.batch_size, defaults.batch_size), lr=_given(args.lr, defaults.lr),
         lr_schedule=args.lr_schedule,
         batching=args.batching, pairs=args.pairs, max_epochs=_given(args.epochs, defaults.max_epochs),
@@ -48,8 +48,8 @@ def _train_config(args: argparse.Namespace) -> TrainConfig:
 
 
 def _given(value, default):
-    """``value`` when the option was given (``--epochs``, ``--patience``, ``--batch-size`` and ``--lr``
-    default by system)."""
+    """``value`` when the option was given (``--epochs``, ``--patience``, ``--batch-size``, ``--lr``
+    and ``--distance`` default by system)."""
     return default if value is None else value
 
 
@@ -135,7 +135,7 @@ def _train_transformer(args: argparse.Namespace, corpus) -> int:
     defaults = TransformerSettings()
     settings = TransformerSettings(
         base=args.base or "", batch_size=_given(args.batch_size, defaults.batch_size), lr=_given(args.lr, defaults.lr),
-        smoothing=args.smoothing, distance=args.distance, epochs=_given(args.epochs, defaults.epochs),
+        smoothing=args.smoothing, distance=_given(args.distance, defaults.distance), epochs=_given(args.epochs, defaults.epochs),
         steps_per_epoch=args.steps_per_epoch, patience=_given(args.patience, defaults.patience), max_len=args.max_len,
         seed=args.seed)
     bundle = train_transformer_bundle(corpus, settings, IndexConfig(args.index, args.search), data=str(args.data),
@@ -281,8 +281,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--loss", choices=["sdml", "triplet"], default=defaults_t.loss)
     p.add_argument("--smoothing", type=float, default=defaults_t.smoothing, help="SDML label smoothing epsilon")
     p.add_argument("--margin", type=float, default=defaults_t.margin, help="triplet margin")
-    p.add_argument("--distance", choices=["squared", "euclidean", "cosine"], default=defaults_t.distance,
-                   help="cosine needs --normalize (transformer: squared or cosine, on its unit vectors)")
+    p.add_argument("--distance", choices=["squared", "euclidean", "cosine"],
+                   help=f"default {defaults_t.distance}; cosine needs --normalize (transformer: squared or cosine, on its "
+                        f"unit vectors; default {TransformerSettings().distance})")
     p.add_argument("--negatives", choices=["random", "hard"], default=defaults_t.negatives, help="triplet negatives")
     p.add_argument("--batch-size", type=int, help=f"pairs per batch (N; default {defaults_t.batch_size}, transformer "
                    f"{TransformerSettings().batch_size})")

