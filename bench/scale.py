@@ -16,7 +16,7 @@ Steps, each resumable (its output is written atomically and a rerun skips what e
     python -m bench.scale bm25    --bundle B --n 1000000
     python -m bench.scale store                                          # 32 writers on PostgreSQL + export
     python -m bench.scale ddp                                            # the DDP equivalence test
-    python -m bench.scale report                                         # bench/results/scale.json, docs/SCALE.md
+    python -m bench.scale report                                         # merged into bench/results/scale.json, docs/SCALE.md
 
 ``encode --part k/K`` encodes every K-th shard from the k-th, so K processes (or machines sharing
 the folder) encode in parallel. ``measure`` builds one index setting in its own process (so its
@@ -286,7 +286,7 @@ def measure(work: Path, bundle: Bundle, n: int, factory: str, searches: list[str
             _, found = index.search(queries, TOP + 1)
             batched = time.perf_counter() - start
         recall = float(np.mean([len(np.intersect1d(w, g[:TOP])) / TOP for w, g in zip(reference, found[sample])]))
-        result = {"n": n, "index": index.describe(), "recall_at_20_vs_exact": recall, "p50_ms": p50, "p99_ms": p99,
+        result = {"n": n, "index": index.describe(), "bundle": bundle.version, "recall_at_20_vs_exact": recall, "p50_ms": p50, "p99_ms": p99,
                   "build_s": build, "build_threads": build_threads, "index_bytes": index_bytes,
                   "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                   "H1": rank_metrics(hits(corpus, own, found))["H1"], "batched_qps": len(queries) / batched,
@@ -326,7 +326,7 @@ def bm25(work: Path, bundle: Bundle, n: int) -> None:
     start = time.perf_counter()
     _, found = retriever.search_ids(queries["question"].tolist(), TOP + 1)
     seconds = time.perf_counter() - start
-    result = {"n": n, "index": "bm25", "H1": rank_metrics(hits(corpus, queries["qid"].to_numpy(), found))["H1"],
+    result = {"n": n, "index": "bm25", "bundle": bundle.version, "H1": rank_metrics(hits(corpus, queries["qid"].to_numpy(), found))["H1"],
               "build_s": build, "batched_qps": len(queries) / seconds,
               "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
     write_json(result, out)
@@ -366,27 +366,40 @@ def ddp(work: Path) -> None:
 # --- the report ------------------------------------------------------------------------------
 
 def report(work: Path) -> None:
-    runs = sorted((json.loads(p.read_text()) for p in (work / "runs").glob("*.json")),
-                  key=lambda r: (r["n"], r["index"]))
+    """Write ``RESULTS`` and the docs table from ``work``'s run files, merged into the rows the
+    results file already holds: a row measured in this work folder replaces the row of the same size
+    and index, and rows measured elsewhere (an earlier work folder, another machine) are kept, so a
+    lost or partial work folder never erases a measurement."""
+    earlier = read(RESULTS)
+    measured = [json.loads(p.read_text()) for p in (work / "runs").glob("*.json")]
     exact_runs = []
     for path in sorted(work.glob("exact-*.npz")):
         n = int(path.stem.split("-")[1])
         exact_runs.append({"n": n, "index": "exact (streaming brute force)", "seconds": float(np.load(path)["seconds"])})
+    runs = merged(earlier.get("runs", []) + earlier.get("bm25", []), measured)
     encoded = [json.loads(line) for line in (work / "encode.jsonl").read_text().splitlines()] if (work / "encode.jsonl").exists() else []
+    ddp_run = read(work / "ddp.json")
     payload = {
         "runs": [r for r in runs if r["index"] != "bm25"],
         "bm25": [r for r in runs if r["index"] == "bm25"],
-        "exact_reference": exact_runs,
-        "encode_qps": sum(e["questions"] for e in encoded) / max(sum(e["seconds"] for e in encoded), 1e-9) if encoded else 0.0,
-        "encode_log": encoded,
-        "ddp_equivalent": read(work / "ddp.json").get("ddp_equivalent", False),
-        "ddp_test": read(work / "ddp.json").get("pytest"),
-        "store_load": read(work / "store.json"),
+        "exact_reference": merged(earlier.get("exact_reference", []), exact_runs),
+        "encode_qps": (sum(e["questions"] for e in encoded) / max(sum(e["seconds"] for e in encoded), 1e-9)
+                       if encoded else earlier.get("encode_qps", 0.0)),
+        "encode_log": encoded or earlier.get("encode_log", []),
+        "ddp_equivalent": ddp_run.get("ddp_equivalent", earlier.get("ddp_equivalent", False)),
+        "ddp_test": ddp_run.get("pytest", earlier.get("ddp_test")),
+        "store_load": read(work / "store.json") or earlier.get("store_load", {}),
         "machine": machine(),
         "date": time.strftime("%Y-%m-%d"),
     }
     write_json(payload, RESULTS)
     render(payload)
+
+
+def merged(earlier: list[dict], measured: list[dict]) -> list[dict]:
+    """``earlier`` rows with ``measured`` ones put in place of those of the same size and index, by size and index."""
+    rows = {(r["n"], r["index"]): r for r in earlier} | {(r["n"], r["index"]): r for r in measured}
+    return [rows[key] for key in sorted(rows)]
 
 
 def read(path: Path) -> dict:
@@ -397,9 +410,11 @@ def render(payload: dict) -> None:
     table = markdown_table(payload["runs"] + payload["bm25"], [
         ("n", "questions"), ("index", "index"), ("recall_at_20_vs_exact", "recall@20 vs exact"), ("p50_ms", "p50 ms"),
         ("p99_ms", "p99 ms"), ("batched_qps", "batched q/s"), ("build_s", "build s"), ("index_bytes", "index bytes"),
-        ("peak_rss_bytes", "peak RSS bytes"), ("H1", "test H@1"), ("load_at_timing", "load at timing")])
-    note = (f"Measured {payload['date']} by `python -m bench.scale` on {payload['machine']}; other helpers' "
-            f"jobs shared the machine (the load average at each timing is in the last column). "
+        ("peak_rss_bytes", "peak RSS bytes"), ("H1", "test H@1"), ("load_at_timing", "load at timing"),
+        ("bundle", "bundle")])
+    note = (f"Measured by `python -m bench.scale`, report written {payload['date']} on {payload['machine']}; "
+            f"the load average at each timing is in its row, and the bundle measured (blank: not recorded, "
+            f"rows measured before the results kept it). "
             f"Encoding rate: {payload['encode_qps']:,.0f} questions/s (one process, one torch thread).")
     replace_marked_section(ROOT / "docs" / "SCALE.md", "scale", f"{note}\n\n{table}\n\n{falling(payload)}")
 
