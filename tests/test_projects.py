@@ -268,19 +268,23 @@ def test_a_refused_upload_lists_one_problem_per_line_in_the_page(app_page, tmp_p
 def test_the_search_labels_follow_the_project_served_to_the_session(app_page, tmp_path):
     search = app_page.search
     hybrid = labels_of(app_page.ctx.model.current())
+    before = app_page.ctx.model.current().bundle.version
     assert hybrid["results"] == "Hybrid: SDML and BM25 candidates re-scored" == search.results.label
-    assert search.relabel(hybrid["results"], True) == gr.skip()  # the page already says so
-    assert set(search.search("how do i learn chess ?", 3, False, hybrid["results"])) == {search.results}  # values only
+    assert search.relabel(before, True) == gr.skip()  # the page already shows it
+    assert set(search.search("how do i learn chess ?", 3, False, before)) == {search.results}  # values only
     create_faq(app_page, tmp_path)  # someone switches the app to a project served by BM25 alone
-    found = search.search("how do i learn chess ?", 3, True, hybrid["results"])
-    assert found[search.labelled] == "BM25 alone (no encoder trained yet)" == found[search.results].label
+    now = app_page.ctx.model.current().bundle.version
+    found = search.search("how do i learn chess ?", 3, True, before)
+    assert found[search.shown] == now != before
+    assert found[search.results].label == "BM25 alone (no encoder trained yet)"
     assert found[search.results].constructor_args["value"]["cluster"].iloc[0] == "c-chess"
     assert found[search.dense].visible is False and found[search.bm25].visible is True  # no encoder to compare
+    assert found[search.dense].constructor_args["value"].empty  # the old encoder's results do not stay
     assert "no encoder trained yet" in found[search.compare].label
-    opened = search.relabel(hybrid["results"], False)  # another page opens the Search tab
-    assert opened[search.labelled] == opened[search.results].label == found[search.labelled]
-    assert "value" not in opened[search.results].constructor_args  # the tables keep what they show
-    assert search.relabel(found[search.labelled], False) == gr.skip()
+    opened = search.relabel(before, False)  # another page, which searched before the switch, opens the tab
+    assert opened[search.shown] == now and opened[search.results].label == found[search.results].label
+    assert all(opened[table].constructor_args["value"].empty for table in (search.results, search.dense, search.bm25))
+    assert search.relabel(now, False) == gr.skip()
 
 
 def test_the_search_labels_name_the_served_encoder(tiny_corpus, tmp_path):

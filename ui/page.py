@@ -55,7 +55,7 @@ class QPRPage:
             self.guidelines.render(name)
             self.projects.render(name)
             gr.on([demo.load, name.change], self.ctx.whoami, [name], [who])
-            demo.load(self.search.relabel, [self.search.labelled, self.search.compare], self.search.relabelled)
+            demo.load(self.search.relabel, [self.search.shown, self.search.compare], self.search.relabelled)
             demo.load(self.retrain.restore, None, self.retrain.decision_outputs)
             demo.load(self.projects.listed, None, self.projects.shown)
         return demo

@@ -2,8 +2,10 @@
 
 The tables' labels name what answers (the served bundle's ``system``; BM25 alone for a lexical
 bundle). The app serves one project to everyone and it can change under an open page (a switch,
-an upload, a confirmed retraining), so each session keeps the label its page shows (a gr.State)
-and a search, or opening the tab, sends new labels only when what is served differs.
+an upload, a confirmed retraining), so each session keeps which served model its page shows (the
+bundle version, a gr.State), and a search, or opening the tab, sends new labels only when what is
+served differs; the tables it does not refill are then emptied, so no result of another model
+stays on the page under the new model's name.
 """
 
 from __future__ import annotations
@@ -45,9 +47,10 @@ class SearchTab:
 
     def render(self) -> None:
         """Lay out the tab (inside a gr.Blocks) and wire it to ``search``."""
-        labels = labels_of(self.ctx.model.current())
+        served = self.ctx.model.current()
+        labels = labels_of(served)
         with gr.Tab("Search") as tab:
-            self.labelled = gr.State(labels["results"])  # what this session's page calls the results
+            self.shown = gr.State(served.bundle.version)  # the served model this page shows
             with gr.Row():
                 query = gr.Textbox(label="Question", placeholder="Type a question", scale=4)
                 k = gr.Slider(1, 50, value=10, step=1, label="Results")
@@ -60,48 +63,49 @@ class SearchTab:
                                  interactive=False, wrap=True, visible=part == "results", column_widths=WIDTHS)
                     for part in ("results", "dense", "bm25")
                 )
-            inputs, outputs = [query, k, self.compare, self.labelled], [self.results, self.dense, self.bm25]
-            self.relabelled = [*outputs, self.compare, self.labelled]  # what a change of labels updates
+            inputs, outputs = [query, k, self.compare, self.shown], [self.results, self.dense, self.bm25]
+            self.relabelled = [*outputs, self.compare, self.shown]  # what a change of served model updates
             gr.on([button.click, query.submit], self.search, inputs, self.relabelled, api_name="search")
             # An example fills the inputs, then searches as the button does (with this session's labels).
             examples = gr.Examples([[q, 10, True] for q in self.ctx.examples], inputs=[query, k, self.compare],
                                    visible_columns=[0], label="Examples (click to search and compare)")
             examples.load_input_event.then(self.search, inputs, self.relabelled, api_visibility="undocumented")
             self.compare.change(self.show_parts, [self.compare], [self.dense, self.bm25]).then(self.refresh, inputs, self.relabelled)
-            tab.select(self.relabel, [self.labelled, self.compare], self.relabelled)
+            tab.select(self.relabel, [self.shown, self.compare], self.relabelled)
 
     @shows_errors
-    def search(self, query: str, k: float, compare: bool, labelled: str | None = None) -> dict:
+    def search(self, query: str, k: float, compare: bool, shown: str | None = None) -> dict:
         """Top-k questions for ``query`` from the served retriever (the hybrid when the bundle has
-        one) and, when ``compare``, from its two parts alone: the encoder and BM25. ``labelled``
-        is what the session's page calls the results (None: not tracked, as in a direct call):
-        when the served model is called otherwise now, the tables come with their new labels."""
+        one) and, when ``compare``, from its two parts alone: the encoder and BM25. ``shown`` is
+        the version of the served model the session's page shows (None: not tracked, as in a
+        direct call): when another is served now, the tables come with its labels."""
         served = self.ctx.model.current()
         found = {self.results: _table(served, served.default, query, int(k))}
         if compare:
             parts = {self.dense: served.dense, self.bm25: served.bm25} if served.default is not served.dense else {self.bm25: served.bm25}
             found |= {component: _table(served, retriever, query, int(k)) for component, retriever in parts.items()}
-        return found if labelled is None else self._labelled(served, labelled, compare, found)
+        return found if shown is None else self._labelled(served, shown, compare, found)
 
-    def relabel(self, labelled: str, compare: bool) -> dict:
-        """On opening the tab: the labels of what is served now, if the page shows others."""
-        return self._labelled(self.ctx.model.current(), labelled, compare) or gr.skip()
+    def relabel(self, shown: str, compare: bool) -> dict:
+        """On opening the tab: if another model is served than the page shows, its labels and
+        empty tables."""
+        return self._labelled(self.ctx.model.current(), shown, compare) or gr.skip()
 
-    def _labelled(self, served: Served, labelled: str, compare: bool, tables: dict | None = None) -> dict:
-        """``tables`` (new contents), with the labels for ``served`` where they differ from what
-        the page shows (``labelled``). Only then: a label update costs Gradio a rebuild of the
-        component's config, which sent with every search was a third of its time under load
-        (docs/RELIABILITY.md)."""
+    def _labelled(self, served: Served, shown: str, compare: bool, tables: dict | None = None) -> dict:
+        """``tables`` (new contents); when ``served`` is not the model the page shows (``shown``),
+        also the labels for ``served`` and empty tables where ``tables`` has none. Only then: a
+        label update costs Gradio a rebuild of the component's config, which sent with every
+        search was a third of its time under load (docs/RELIABILITY.md)."""
         tables = tables or {}
-        labels = labels_of(served)
-        if labels["results"] == labelled:
+        if served.bundle.version == shown:
             return tables
+        labels = labels_of(served)
         parts = {self.results: ("results", True), self.dense: ("dense", compare and not served.bundle.lexical),
                  self.bm25: ("bm25", compare)}
         updates = {component: gr.Dataframe(label=labels[part], visible=visible,
-                                           **({"value": tables[component]} if component in tables else {}))
+                                           value=tables.get(component, pd.DataFrame(columns=COLUMNS)))
                    for component, (part, visible) in parts.items()}
-        return updates | {self.compare: gr.Checkbox(label=labels["compare"]), self.labelled: labels["results"]}
+        return updates | {self.compare: gr.Checkbox(label=labels["compare"]), self.shown: served.bundle.version}
 
     def show_parts(self, compare: bool) -> dict:
         """Show or hide the two parts' tables (a lexical bundle has no encoder: BM25's only).
@@ -110,9 +114,9 @@ class SearchTab:
         encoder = not self.ctx.model.current().bundle.lexical
         return {self.dense: gr.update(visible=compare and encoder), self.bm25: gr.update(visible=compare)}
 
-    def refresh(self, query: str, k: float, compare: bool, labelled: str | None = None) -> dict:
+    def refresh(self, query: str, k: float, compare: bool, shown: str | None = None) -> dict:
         """After the compare box changes: fill the parts' tables if there is a question to compare."""
-        return self.search(query, k, compare, labelled) if compare and query.strip() else gr.skip()
+        return self.search(query, k, compare, shown) if compare and query.strip() else gr.skip()
 
 
 def _table(served, retriever, query: str, k: int) -> pd.DataFrame:
