@@ -133,7 +133,7 @@ def test_auto_factory_moves_to_compressed_inverted_files_by_size_and_memory():
     assert planned_bytes(ten_million, 10_000_000, 300) <= DEFAULT_MEMORY_BYTES
     # A graph that does not fit the budget is not chosen, whatever the size.
     assert auto_factory(1_000_000, memory_bytes=planned_bytes("HNSW48", 1_000_000, 300) - 1).startswith("IVF")
-    assert auto_config(10_000_000).search == "nprobe=128,quantizer_efSearch=256,k_factor_rf=4"
+    assert auto_config(10_000_000).search == "nprobe=256,quantizer_efSearch=512,k_factor_rf=8"
 
 
 @pytest.mark.parametrize("factory, search", [("IVF16,Flat", "nprobe=16"),
