@@ -10,7 +10,13 @@ it takes to reach them; and how close the 20th neighbour is compared with a rand
 of ``IVF{nlist},Flat`` for the raw vectors and for the vectors with the corpus mean removed and
 scaled to unit length (an index-side transform: queries get the same).
 
-    python -m bench.ivf_recall --bundle B [--nlist 1024]   # bench/results/ivf_recall.json
+``--encoders`` asks the encoder side instead: the same figures for the raw vectors of bundles
+trained on the same corpus with other encoder settings (e.g. less label smoothing, or unit
+vectors with the cosine SDML), to see whether training for more contrast lets fewer probes reach
+the exact top 20. Each step keeps the other's results in the results file.
+
+    python -m bench.ivf_recall --bundle B [--nlist 1024]        # bench/results/ivf_recall.json
+    python -m bench.ivf_recall --encoders B B_cosine B_smooth   # its "encoders" entry
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import time
 
 import faiss
 import numpy as np
+import pandas as pd
 from scipy.stats import skew
 
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
@@ -92,36 +99,68 @@ def ivf_behaviour(vectors: np.ndarray, queries: np.ndarray, exact_ids: np.ndarra
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bundle", required=True)
+    parser.add_argument("--bundle", help="the bundle whose vectors are analysed, raw and centred to unit length")
+    parser.add_argument("--encoders", nargs="+", default=[],
+                        help="bundles trained on the same corpus with other encoder settings: their raw vectors compared")
     parser.add_argument("--nlist", type=int, default=1024)
     parser.add_argument("--render", action="store_true", help="only rewrite the tables from the saved results")
     args = parser.parse_args()
+    result = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     if args.render:
-        render(json.loads(RESULTS.read_text()))
+        render(result)
         return
-    bundle = Bundle.load(args.bundle)
-    corpus = bundle.corpus
-    qids = corpus["qid"].to_numpy()
-    raw = np.ascontiguousarray(bundle.index.vectors(qids), dtype=np.float32)
-    test = query_set(corpus, "test")
-    own, positions = test["qid"].to_numpy(), test.index.to_numpy()
-    rng = np.random.default_rng(0)
-    variants = {"raw": raw, "centred_unit": unit_centred(raw, raw.mean(axis=0)).astype(np.float32)}
-    result = {"bundle": bundle.version, "corpus_size": len(corpus), "queries": len(own), "machine": machine(), "variants": {}}
-    for name, vectors in variants.items():
-        queries = vectors[positions]
-        exact_d, exact_ids = faiss.knn(queries, vectors, TOP + 1)  # rows; the query itself is row 0
-        exact_hits = hits(corpus, own, qids[exact_ids])
-        entry = {"shape": shape_of(vectors, queries, exact_ids, rng), "exact_H1": rank_metrics(exact_hits)["H1"],
-                 "ivf": ivf_behaviour(vectors, queries, exact_ids, args.nlist, corpus, own, qids)}
-        result["variants"][name] = entry
-        print(name, entry, flush=True)
+    if not args.bundle and not args.encoders:
+        parser.error("name a --bundle to analyse, or --encoders to compare")
+    if args.bundle:
+        bundle = Bundle.load(args.bundle)
+        raw, corpus, own, positions, qids = bundle_vectors(bundle)
+        variants = {"raw": raw, "centred_unit": unit_centred(raw, raw.mean(axis=0)).astype(np.float32)}
+        result |= {"bundle": bundle.version, "corpus_size": len(corpus), "queries": len(own), "machine": machine(), "variants": {}}
+        for name, vectors in variants.items():
+            result["variants"][name] = analyse(vectors, corpus, own, positions, qids, args.nlist)
+            print(name, result["variants"][name], flush=True)
+    if args.encoders:
+        result["encoders"] = {"machine": machine(), "runs": [encoder_run(Bundle.load(path), args.nlist) for path in args.encoders]}
     write_json(result, RESULTS)
     render(result)
 
 
+def bundle_vectors(bundle: Bundle) -> tuple[np.ndarray, pd.DataFrame, np.ndarray, np.ndarray, np.ndarray]:
+    """The bundle's corpus vectors (corpus order), its corpus, and the test queries' qids and rows."""
+    corpus = bundle.corpus
+    qids = corpus["qid"].to_numpy()
+    test = query_set(corpus, "test")
+    return (np.ascontiguousarray(bundle.index.vectors(qids), dtype=np.float32), corpus, test["qid"].to_numpy(),
+            test.index.to_numpy(), qids)
+
+
+def analyse(vectors: np.ndarray, corpus, own: np.ndarray, positions: np.ndarray, qids: np.ndarray, nlist: int) -> dict:
+    """Shape, exact test H@1 and inverted-file behaviour of one set of vectors (the test queries are rows ``positions``)."""
+    queries = vectors[positions]
+    _, exact_ids = faiss.knn(queries, vectors, TOP + 1)  # rows; the query itself is row 0
+    return {"shape": shape_of(vectors, queries, exact_ids, np.random.default_rng(0)),
+            "exact_H1": rank_metrics(hits(corpus, own, qids[exact_ids]))["H1"],
+            "ivf": ivf_behaviour(vectors, queries, exact_ids, nlist, corpus, own, qids)}
+
+
+def encoder_run(bundle: Bundle, nlist: int) -> dict:
+    """``analyse`` of a bundle's raw vectors, with the encoder settings it was trained with."""
+    raw, corpus, own, positions, qids = bundle_vectors(bundle)
+    config = bundle.manifest["training"]["config"]
+    run = {"bundle": bundle.version, "smoothing": config["smoothing"], "distance": config["distance"],
+           "normalize": bundle.manifest["encoder_config"]["normalize"], "epochs": len(bundle.manifest["training"]["history"]),
+           "val_auc": bundle.manifest["training"]["best_auc"]} | analyse(raw, corpus, own, positions, qids, nlist)
+    print(run, flush=True)
+    return run
+
+
 def render(result: dict) -> None:
-    """The two tables of docs/SCALE.md's IVF section: the vectors' shape, and recall / H@1 per probe count."""
+    """The tables of docs/SCALE.md's IVF section: the vectors' shape and recall / H@1 per probe
+    count, and the encoder settings compared."""
+    if "encoders" in result:
+        render_encoders(result["encoders"])
+    if "variants" not in result:
+        return
     names = list(result["variants"])
     shape_keys = list(result["variants"][names[0]]["shape"]) + ["imbalance_factor", "lists_holding_top20_median",
                                                                "probes_for_95pct_of_top20_median"]
@@ -137,6 +176,23 @@ def render(result: dict) -> None:
     note = (f"{result['corpus_size']:,} questions, {result['queries']:,} test queries, `IVF{nlist},Flat`, bundle "
             f"{result['bundle']}; {result['machine']}.")
     replace_marked_section(ROOT / "docs" / "SCALE.md", "ivf-recall-data", f"{note}\n\n" + "\n".join(lines) + f"\n\n{table}")
+
+
+def render_encoders(encoders: dict) -> None:
+    """One row per bundle compared: its training settings, contrast, spread and recall per probe count."""
+    rows = []
+    for run in encoders["runs"]:
+        recall = {f"r{p['nprobe']}": p["recall_at_20_vs_exact"] for p in run["ivf"]["probes"]}
+        rows.append({"setting": f"smoothing {run['smoothing']}, {run['distance']}" + (", unit vectors" if run["normalize"] else ""),
+                     "val_auc": run["val_auc"], "exact_H1": run["exact_H1"],
+                     "contrast": run["shape"]["contrast_random_over_20th"],
+                     "probes95": run["ivf"]["probes_for_95pct_of_top20_median"], **recall, "bundle": run["bundle"]})
+    nlist = encoders["runs"][0]["ivf"]["nlist"]
+    columns = [("setting", "SDML setting"), ("val_auc", "val ROC AUC"), ("exact_H1", "exact test H@1"),
+               ("contrast", "random / 20th neighbour distance"), ("probes95", "probes for 95% of top 20 (median)")]
+    columns += [(f"r{p}", f"recall@20, {p} probes") for p in PROBES] + [("bundle", "bundle")]
+    note = f"Raw vectors of each bundle, `IVF{nlist},Flat` as above; {encoders['machine']}."
+    replace_marked_section(ROOT / "docs" / "SCALE.md", "ivf-encoders", f"{note}\n\n{markdown_table(rows, columns)}")
 
 
 if __name__ == "__main__":
