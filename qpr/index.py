@@ -40,7 +40,7 @@ DEFAULT_MEMORY_BYTES = 4 * 2**30
 DEFAULT_SEARCH = {"ivf": "nprobe=10", "hnsw": "efSearch=512", "exact": ""}
 # The candidates ``auto``'s graph searches with, by corpus size: a larger graph needs more for the
 # same recall. Measured (docs/SCALE.md): 512 keeps 0.995 of the exact top 20 at 157k and 0.9875 at
-# 1M, where 768 keeps 0.9916 with p99 9.2 ms on 2 cores.
+# 1M, where 768 keeps 0.992 with p99 6.2 ms on 2 cores.
 GRAPH_SEARCH = ((500_000, "efSearch=512"), (GRAPH_UP_TO, "efSearch=768"))
 # What ``auto`` searches its compressed inverted files with (docs/SCALE.md): many probes (the
 # vectors' neighbours spread over many cells, docs/INDEX.md), a wide HNSW coarse search, and a
