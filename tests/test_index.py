@@ -155,6 +155,22 @@ def test_questions_are_added_to_an_existing_index_without_a_rebuild(vectors, fac
     assert np.allclose(index.vectors(ids[[3, 2100]]), all_vectors[[3, 2100]], atol=1e-5)
 
 
+def test_the_index_auto_builds_at_10m_adds_saves_loads_and_searches(vectors, tmp_path):
+    """PQ codes re-ranked on 8-bit codes, as ``auto`` builds at 10M questions, at toy size."""
+    more = np.random.default_rng(1).normal(size=(500, 8)).astype(np.float32)
+    ids = np.arange(2500) * 3 + 1
+    config = IndexConfig("IVF16_HNSW32,PQ4,Refine(SQ8)", "nprobe=16,quantizer_efSearch=32,k_factor_rf=16")
+    index = VectorIndex.build(vectors, ids[:2000], config)
+    index.add(more, ids[2000:])
+    index.save(tmp_path / "pq.faiss")
+    loaded = VectorIndex.load(tmp_path / "pq.faiss", index.settings())
+    assert loaded.describe() == "IVF16_HNSW32,PQ4,Refine(SQ8)/nprobe=16,quantizer_efSearch=32,k_factor_rf=16"
+    assert len(loaded) == 2500
+    exact = VectorIndex.build(np.vstack([vectors, more]), ids, IndexConfig("Flat"))
+    assert index_recall(loaded, exact, more[:50]) >= 0.9  # all lists probed: only the codes may miss
+    assert list(loaded.search(more[:5], 1)[1][:, 0]) == list(ids[2000:2005])
+
+
 def test_adding_known_or_repeated_ids_is_refused_and_adds_nothing(vectors):
     index = VectorIndex.build(vectors[:1000], np.arange(1000), IndexConfig("IVF16,Flat"))
     with pytest.raises(QPRError, match=r"already indexed: \[999\]"):
