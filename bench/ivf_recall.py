@@ -145,6 +145,9 @@ def analyse(vectors: np.ndarray, corpus, own: np.ndarray, positions: np.ndarray,
 
 def encoder_run(bundle: Bundle, nlist: int) -> dict:
     """``analyse`` of a bundle's raw vectors, with the encoder settings it was trained with."""
+    if bundle.system != "cnn-sdml":
+        raise SystemExit(f"bundle {bundle.version} is not a CNN trained with SDML ({bundle.system}): --encoders compares "
+                         "bundles trained by `python -m qpr train` on the same corpus")
     raw, corpus, own, positions, qids = bundle_vectors(bundle)
     config = bundle.manifest["training"]["config"]
     run = {"bundle": bundle.version, "smoothing": config["smoothing"], "distance": config["distance"],

@@ -70,12 +70,12 @@ def max_upload_bytes() -> int:
     if not spec:
         return DEFAULT_MAX_MB * 1_000_000
     try:
-        megabytes = float(spec)
+        limit_mb = float(spec)
     except ValueError:
-        megabytes = -1.0
-    if not megabytes > 0:
+        limit_mb = -1.0
+    if not limit_mb > 0:
         raise QPRError(f"QPR_MAX_UPLOAD_MB must be a positive number of megabytes, e.g. 50; got {spec!r}")
-    return int(megabytes * 1_000_000)
+    return int(limit_mb * 1_000_000)
 
 
 class Rows:
