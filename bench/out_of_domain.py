@@ -15,12 +15,14 @@ paper's protocol (query removed from its own results; hit = same cluster; H@1 an
 - ablations ``dense-pairs-only`` (no teacher) and ``dense-distill-only`` (no labels);
 - ``adapted-dense``: the general CNN after one epoch of self-supervised views of the left-out
   domain's own questions (no labels: what a cold start can do on a user's corpus);
+  ``taught-dense``: the general CNN further distilled from MiniLM on the left-out domain's own
+  questions (no labels either, but the teacher must be installed: ``rebase(..., teacher=True)``);
 - step 3 on the left-out domain's own ``test`` clusters: ``general`` (zero-shot), ``adapted``
   (+ self-supervised views of the domain's questions, no labels) and ``finetuned`` (+ its
   ``train`` clusters).
 
 Stages (each resumable: a fold's rows are kept in runs/ood/folds/<domain>.json):
-  teacher   MiniLM vectors of every domain (cached in runs/ood)
+  teacher   MiniLM vectors of every domain and its extra questions (cached in runs/ood)
   folds     every system on every left-out domain (``--only`` a subset of systems)
   rates     encoding rates (run under ``flock /tmp/qpr-timing.lock``)
   report    bench/results/out_of_domain.json, the plot and the tables in docs/OUT_OF_DOMAIN.md
@@ -49,7 +51,8 @@ from bench.quality import MiniLMRetriever  # noqa: E402
 from qpr.bundle import Bundle  # noqa: E402
 from qpr.data import fingerprint, load_corpus, data_dir  # noqa: E402
 from qpr.encoder import encode_texts  # noqa: E402
-from qpr.distill import GeneralConfig, Unlabelled, train_general  # noqa: E402
+from qpr.distill import Unlabelled, train_general  # noqa: E402
+from qpr.general import ADAPT, BUILD, TEACH, general_material  # noqa: E402
 from qpr.evaluate import TOP, h1_change, rank_metrics  # noqa: E402
 from qpr.hybrid import Fusion, HybridRetriever, RankFusion, fit_fusion, rank_fuse  # noqa: E402
 from qpr.index import IndexConfig  # noqa: E402
@@ -62,11 +65,10 @@ RESULTS = ROOT / "bench" / "results" / "out_of_domain.json"
 DOC = ROOT / "docs" / "OUT_OF_DOMAIN.md"
 PLOT = ROOT / "docs" / "out_of_domain.png"
 MAX_QUERIES = 1_000
-# The general encoder's budget per fold (about 4 minutes of one loaded core), and the product's.
-GENERAL = GeneralConfig(per_source=2000, unlabelled_per_epoch=5000, epochs=2, batch_size=256)
+GENERAL = BUILD  # each fold's general encoder is trained as `python -m qpr general` trains it
+# The product's budget (about the general encoder's of before; not the 0.817 bundle of docs/QUALITY.md).
 PRODUCT_QUESTIONS = 20_000  # Quora-lite capped: about 28k training pairs over 2 epochs
 PRODUCT = TrainConfig(max_epochs=2, patience=2, val_pairs=2000)
-ADAPT = replace(GENERAL, per_source=0, unlabelled_per_epoch=5000, epochs=1)
 FINETUNE = replace(GENERAL, per_source=4000, unlabelled_per_epoch=0, epochs=1)
 WEIGHTS = tuple(round(w, 1) for w in np.linspace(0, 1, 11))
 
@@ -178,11 +180,9 @@ def product_bundle() -> Bundle:
 
 def training_material(left_out: str, teacher: bool) -> tuple[dict, Unlabelled]:
     """The other domains' corpora (their train clusters are the labelled pairs) and their
-    questions as unlabelled material, with MiniLM's vectors when ``teacher``."""
-    sources = {name: domain(name) for name in DOMAINS if name != left_out}
-    questions = [q for c in sources.values() for q in c["question"]]
-    vectors = np.concatenate([teacher_vectors(n, c) for n, c in sources.items()]) if teacher else None
-    return sources, Unlabelled(questions, vectors)
+    questions as unlabelled material, with MiniLM's vectors when ``teacher``: what
+    ``python -m qpr general`` trains on, less the left-out domain."""
+    return general_material([name for name in DOMAINS if name != left_out], teacher, WORK)
 
 
 def general_variant(left_out: str, labels: bool, teacher: bool):
@@ -222,6 +222,11 @@ def run_fold(name: str, only: set[str] | None) -> None:
         adapted = train_general({}, Unlabelled(fold.corpus["question"].tolist()), ADAPT,
                                 warm_start=(general.encoder, general.vocab), progress=False)
         fold.record("adapted-dense", DenseRetriever(bundle_on(adapted, fold.corpus)), train_seconds=round(adapted.seconds, 1))
+    if wanted("taught-dense"):  # the cold start with the teacher: MiniLM on the domain's questions, no labels
+        general = Bundle.load(general_path)
+        taught = train_general({}, Unlabelled(fold.corpus["question"].tolist(), teacher_vectors(name, fold.corpus)), TEACH,
+                               warm_start=(general.encoder, general.vocab), progress=False)
+        fold.record("taught-dense", DenseRetriever(bundle_on(taught, fold.corpus)), train_seconds=round(taught.seconds, 1))
     if step3:
         general = Bundle.load(general_path)
         test = dict(queries=fold.test_queries, split="test")
@@ -294,7 +299,8 @@ def report() -> None:
     hybrid, hybrid_fusion = fused_rows(folds, "dense", "hybrid", default=True)
     product, product_fusion = fused_rows(folds, "product-dense", "product-rrf", default=False)
     adapted, adapted_fusion = fused_rows(folds, "adapted-dense", "adapted-rrf", default=False)
-    runs += hybrid + product + adapted
+    taught, taught_fusion = fused_rows(folds, "taught-dense", "taught-rrf", default=False)
+    runs += hybrid + product + adapted + taught
     for name, fold in folds.items():  # BM25 on the test clusters too, beside the adaptation steps
         if any(r.get("split") == "test" for r in fold.rows):
             hits = hits_of(ranked(fold.bm25, fold.test_queries), fold.corpus, fold.test_queries)
@@ -313,10 +319,11 @@ def report() -> None:
         "mean_minilm_minus_dense_H1": float(np.mean([by[n, "minilm"]["H1"] - by[n, "dense"]["H1"] for n in names])) if names else None,
         "cnn_over_minilm_encode_rate": rate["cnn"] / rate["minilm"] if rate else None,
     }
-    payload = {"runs": runs, "fusion": {"hybrid": hybrid_fusion, "product-rrf": product_fusion, "adapted-rrf": adapted_fusion}, "bar": bar,
+    payload = {"runs": runs, "fusion": {"hybrid": hybrid_fusion, "product-rrf": product_fusion, "adapted-rrf": adapted_fusion,
+                                  "taught-rrf": taught_fusion}, "bar": bar,
                "protocol": {"max_queries": MAX_QUERIES, "caps": {n: domain_cap(n) for n in DOMAINS}, "seed": 0,
                             "general": asdict(GENERAL), "product": asdict(PRODUCT) | {"questions": PRODUCT_QUESTIONS},
-                            "adapt": asdict(ADAPT), "finetune": asdict(FINETUNE)},
+                            "adapt": asdict(ADAPT), "teach": asdict(TEACH), "finetune": asdict(FINETUNE)},
                "rates": rate, "machine": machine(), "date": time.strftime("%Y-%m-%d")}
     if "transformer" in previous:
         payload["transformer"] = previous["transformer"]
@@ -327,7 +334,8 @@ def report() -> None:
 
 SHOWN = [("bm25", "BM25"), ("product-dense", "product dense"), ("product-hybrid", "product hybrid"),
          ("product-rrf", "product + RRF"), ("dense", "general dense"), ("adapted-dense", "general + views"),
-         ("hybrid", "general hybrid (RRF)"),
+         ("hybrid", "general hybrid (RRF)"), ("taught-dense", "general + MiniLM on its questions"),
+         ("taught-rrf", "its hybrid (RRF)"),
          ("minilm", "MiniLM")]
 
 
@@ -402,10 +410,8 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", help="systems to run (default: all)")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    if args.stage == "teacher":
-        for name in args.domains:
-            print(name, flush=True)
-            minilm(name, domain(name))
+    if args.stage == "teacher":  # every domain's corpus and extra questions (general_material's cache)
+        general_material(args.domains, teacher=True, cache=WORK)
     elif args.stage == "folds":
         for name in args.domains:
             print(f"fold: {name}", flush=True)

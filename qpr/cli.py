@@ -18,7 +18,7 @@ from qpr.data import CLUSTER_FORMATS, data_dir, load_corpus, write_cluster_file
 from qpr.encoder import EncoderConfig
 from qpr.errors import QPRError
 from qpr.evaluate import evaluate
-from qpr.general import BUILD, build_general
+from qpr.general import ADAPT, BUILD, TEACH, build_general, rebase
 from qpr.experiment import run_experiment
 from qpr.hybrid import DEPTH, fit_fusion
 from qpr.index import IndexConfig, check_config
@@ -245,6 +245,19 @@ def cmd_general(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rebase(args: argparse.Namespace) -> int:
+    check_target(args.out)  # before the adaptation
+    general = Bundle.load(args.general)
+    corpus = load_corpus(args.corpus)
+    adapt = {"views": ADAPT, "teacher": TEACH, "none": None}[args.adapt]
+    bundle = rebase(general, corpus, adapt=adapt, teacher=args.adapt == "teacher", cache=args.teacher_cache,
+                    progress=not args.quiet)
+    bundle.save(args.out)
+    print(json.dumps({"bundle": str(args.out), "version": bundle.version, "questions": len(bundle.corpus),
+                      "from": general.version, "adapt": args.adapt, "fusion": bundle.manifest["fusion"]}))
+    return 0
+
+
 def cmd_experiment(args: argparse.Namespace) -> int:
     corpus = load_corpus(args.data)
     malformed = [condition for condition in args.where if "=" not in condition]
@@ -397,6 +410,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_general)
+
+    p = sub.add_parser("rebase", help="put a general bundle over your own questions: the cold start of a new corpus",
+                       description="Index --corpus with a general bundle's encoder and rank fusion, after adapting the "
+                       "encoder to the corpus's questions without labels: 'views' (self-supervised, default), 'teacher' "
+                       "(distilled from all-MiniLM-L6-v2 on them; needs requirements-bench.txt) or 'none'. "
+                       "docs/OUT_OF_DOMAIN.md measures each.")
+    p.add_argument("general", type=Path, help="a bundle built by `python -m qpr general`")
+    p.add_argument("--corpus", type=Path, required=True, help="your questions (a cluster file; clusters may be empty)")
+    p.add_argument("--out", type=Path, required=True, help="the new bundle's directory")
+    p.add_argument("--adapt", choices=["views", "teacher", "none"], default="views")
+    p.add_argument("--teacher-cache", type=Path, default=Path("runs/teacher"), help="where MiniLM's vectors are cached")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_rebase)
 
     p = sub.add_parser("experiment", help="run the paper-reproduction experiments (resumable)",
                        description="Train and evaluate every arm of an experiment (smoothing, batch, loss, noise, "

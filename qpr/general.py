@@ -28,16 +28,19 @@ from qpr.distill import GeneralConfig, Unlabelled, train_general
 from qpr.errors import QPRError
 from qpr.hybrid import RankFusion
 from qpr.index import IndexConfig
-from qpr.sources import DOMAINS, domain_cap, load_domain
+from qpr.sources import DOMAINS, EXTRA_QUESTIONS, domain_cap, extra_questions, load_domain
 
 # Chosen by bench/out_of_domain.py: the weight with the best mean H@1 over the left-out domains
 # (docs/OUT_OF_DOMAIN.md). It measured 0 there: at the budget trained, every dense weight lowered
 # H@1 below BM25's on every domain, so a cold start ranks as BM25 until the encoder is retrained
 # on the corpus's own clusters (the encoder still ranks the annotation queue meanwhile).
 DENSE_WEIGHT = 0.0
-BUILD = GeneralConfig(per_source=2000, unlabelled_per_epoch=5000, epochs=2, batch_size=256)
-# The unlabelled adaptation to a new corpus: one epoch of two word-dropout views of its questions.
+# Every epoch: at most 2,000 labelled pairs per set and every unlabelled question distilled.
+BUILD = GeneralConfig(per_source=2000, unlabelled_per_epoch=1_000_000, epochs=3, batch_size=256)
+# The unlabelled adaptation to a new corpus: one epoch of two word-dropout views of its questions,
+# or, with the teacher installed, distillation on them (TEACH: every question, three epochs).
 ADAPT = GeneralConfig(per_source=0, unlabelled_per_epoch=5000, epochs=1, batch_size=256)
+TEACH = GeneralConfig(per_source=0, unlabelled_per_epoch=1_000_000, epochs=3, batch_size=256)
 
 
 def minilm_vectors(texts: Sequence[str], cache: Path | None = None) -> np.ndarray:
@@ -63,35 +66,46 @@ def minilm_vectors(texts: Sequence[str], cache: Path | None = None) -> np.ndarra
     return vectors
 
 
-def general_material(domains: Sequence[str], teacher: bool, cache: Path | None) -> tuple[dict, Unlabelled]:
+def general_material(domains: Sequence[str], teacher: bool, cache: Path | None,
+                     extra: int = EXTRA_QUESTIONS) -> tuple[dict, Unlabelled]:
     """The corpora of ``domains`` (capped, ``qpr.sources.domain_cap``) and their questions as
-    unlabelled material, with MiniLM's vectors when ``teacher`` (cached as
-    ``cache/minilm-<domain>-<corpus fingerprint>.npy``)."""
+    unlabelled material; with ``teacher``, also up to ``extra`` more questions of each domain
+    (``qpr.sources.extra_questions``) and MiniLM's vectors of all of them (cached as
+    ``cache/minilm-<domain>[-extra]-<fingerprint>.npy``)."""
     sources = {name: load_domain(name, domain_cap(name)) for name in domains}
-    questions = [q for corpus in sources.values() for q in corpus["question"]]
+    parts = list(sources.items())
+    if teacher and extra:
+        parts += [(f"{name}-extra", e) for name in domains if len(e := extra_questions(name, extra))]
+    questions = [q for _, frame in parts for q in frame["question"]]
     vectors = None
     if teacher:
         vectors = np.concatenate([
-            minilm_vectors(corpus["question"].tolist(), cache / f"minilm-{name}-{fingerprint(corpus)[:12]}.npy" if cache else None)
-            for name, corpus in sources.items()])
+            minilm_vectors(frame["question"].tolist(), cache / f"minilm-{label}-{fingerprint(frame)[:12]}.npy" if cache else None)
+            for label, frame in parts])
     return sources, Unlabelled(questions, vectors)
 
 
 def rebase(general: Bundle, corpus: pd.DataFrame, dense_weight: float | None = None,
-           adapt: GeneralConfig | None = ADAPT, progress: bool = False) -> Bundle:
+           adapt: GeneralConfig | None = ADAPT, teacher: bool = False, cache: Path | None = None,
+           progress: bool = False) -> Bundle:
     """``general``'s encoder over ``corpus`` (``qpr.data.COLUMNS``; clusters may all be <NA>)
     with rank fusion: the cold-start bundle of a new corpus. ``adapt`` first continues the
-    encoder on self-supervised views of the corpus's own questions (no labels; None: skip), which
-    raised H@1 on every left-out domain measured (docs/OUT_OF_DOMAIN.md)."""
+    encoder on the corpus's own questions, without labels (None: skip): by self-supervised views,
+    or, with ``teacher``, by distillation from MiniLM on them (``TEACH`` is the measured recipe;
+    the benchmark extra must be installed; its vectors cached in ``cache``). The measurements of
+    both are in docs/OUT_OF_DOMAIN.md."""
     stored = general.manifest.get("fusion") or {}
     weight = dense_weight if dense_weight is not None else stored.get("dense_weight", DENSE_WEIGHT)
     model = general
     if adapt is not None:
-        model = train_general({}, Unlabelled(corpus["question"].tolist()), adapt,
+        questions = corpus["question"].tolist()
+        vectors = minilm_vectors(questions, cache / f"minilm-corpus-{fingerprint(corpus)[:12]}.npy" if cache else None) if teacher else None
+        model = train_general({}, Unlabelled(questions, vectors), adapt,
                               warm_start=(general.encoder, general.vocab), progress=progress)
     bundle = Bundle.create(model.encoder, model.vocab, corpus, IndexConfig("auto"),
                            train_info=general.manifest.get("training"))
-    bundle.manifest["general"] = {"from": general.version, "adapt": None if adapt is None else asdict(adapt)}
+    bundle.manifest["general"] = {"from": general.version, "adapt": None if adapt is None else asdict(adapt),
+                                  "teacher": "all-MiniLM-L6-v2" if teacher and adapt is not None else None}
     return bundle.with_fusion(RankFusion(weight).to_dict())
 
 
@@ -115,7 +129,10 @@ def build_general(
         frames = [c.assign(cluster=name + ":" + c["cluster"], split="none") for name, c in sources.items()]
         corpus = pd.concat(frames, ignore_index=True).drop_duplicates("question").reset_index(drop=True)
         corpus["qid"] = np.arange(1, len(corpus) + 1, dtype="int64")
-    info = {"kind": "general", "config": asdict(config), "domains": list(domains), "teacher": "all-MiniLM-L6-v2" if teacher else None,
+    # Retraining on a project's clusters (qpr.bundle_training.retrain_bundle) reads its settings
+    # here: a distilled student's vectors are unit length, so its SDML must use the cosine distance.
+    distance = "cosine" if result.encoder.config.normalize else "squared"
+    info = {"kind": "general", "config": asdict(config) | {"distance": distance}, "domains": list(domains), "teacher": "all-MiniLM-L6-v2" if teacher else None,
             "history": result.history, "seconds": result.seconds}
     bundle = Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("auto"), train_info=info)
     return bundle.with_fusion(RankFusion(dense_weight).to_dict())

@@ -72,17 +72,15 @@ class SDMLLoss(nn.Module):
         eye = torch.eye(n, device=device)
         return (1.0 - self.smoothing) * eye + self.smoothing / n
 
-    def forward(self, anchors: torch.Tensor, positives: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
-        """The KL divergence from the target rows (default ``targets(N)``; a distiller passes a
-        teacher's, ``qpr.distill.teacher_targets``) to the softmax over negative distances."""
+    def forward(self, anchors: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
+        """The KL divergence from the smoothed target rows (``targets(N)``) to the softmax over
+        negative distances."""
         distances = pairwise_distances(anchors, positives, self.distance)
         if self.log_scale is not None:
             # Capped (as CLIP caps its logit scale) so a run of easy batches cannot inflate it without bound.
             distances = distances * self.log_scale.clamp(max=math.log(MAX_COSINE_SCALE)).exp()
         log_probs = F.log_softmax(-distances, dim=1)
-        if targets is None:
-            targets = self.targets(len(anchors), anchors.device)
-        return F.kl_div(log_probs, targets, reduction="batchmean")
+        return F.kl_div(log_probs, self.targets(len(anchors), anchors.device), reduction="batchmean")
 
 
 class TripletLoss(nn.Module):

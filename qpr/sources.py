@@ -105,6 +105,8 @@ CANONICAL_SPLIT = ("quora-lite",)
 # loaded core); the two largest sets lower still.
 MAX_QUESTIONS = 12_000
 SMALLER_CAPS = {"wikianswers": 6_000, "quora-lite": 6_000}
+# Further questions per domain, beyond its cap, that a general encoder distils on (``extra_questions``).
+EXTRA_QUESTIONS = 40_000
 
 
 def domain_cap(name: str) -> int:
@@ -141,6 +143,17 @@ def load_domain(name: str, max_questions: int | None = None, seed: int = 0) -> p
     if max_questions is not None:
         corpus = cap_corpus(corpus, max_questions, seed)
     return corpus if name in CANONICAL_SPLIT else split_clusters(corpus, seed)
+
+
+def extra_questions(name: str, max_questions: int = EXTRA_QUESTIONS, seed: int = 0) -> pd.DataFrame:
+    """Up to ``max_questions`` rows of domain ``name`` that its capped corpus (``domain_cap``)
+    leaves out, drawn at random: unlabelled material for distillation (a general encoder gains from
+    more questions than a benchmark can afford to search with a transformer), never a question of
+    the capped corpus that the benchmark searches and queries."""
+    capped = load_domain(name, domain_cap(name), seed)
+    full = LOADERS[name]()
+    rest = full[~full["question"].isin(set(capped["question"]))]
+    return rest.sample(min(max_questions, len(rest)), random_state=seed).reset_index(drop=True)
 
 
 def domain_queries(corpus: pd.DataFrame, name: str, max_queries: int, seed: int = 0) -> pd.DataFrame:

@@ -1,19 +1,17 @@
-"""The general encoder's pieces on tiny synthetic data: teacher targets, SDML with soft targets,
+"""The general encoder's pieces on tiny synthetic data: the regression loss, the student's shape,
 per-source sampling, distillation that lowers its loss, pseudo-pairs, corpus caps."""
-
-import math
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
-from qpr.distill import GeneralConfig, Unlabelled, agreeing_pairs, pseudo_corpus, source_pairs, teacher_targets, train_general
-from qpr.encoder import EncoderConfig
+from qpr.distill import (GeneralConfig, Unlabelled, agreeing_pairs, pseudo_corpus, regression_loss, source_pairs,
+                          student_config, train_general)
+from qpr.encoder import EncoderConfig, encode_texts
 from qpr.errors import QPRError
-from qpr.losses import SDMLLoss
 from qpr.data import COLUMNS
-from qpr.sources import DOMAINS, cap_corpus, domain_cap, domain_queries, load_domain
+from qpr.sources import DOMAINS, cap_corpus, domain_cap, domain_queries, extra_questions, load_domain
 from qpr.text import TextConfig
 
 TINY_ENCODER = EncoderConfig(embedding_dim=16, windows=(1, 3), channels=16, output_dim=8)
@@ -29,25 +27,17 @@ def clustered(n_clusters: int, size: int, prefix: str) -> pd.DataFrame:
     return frame
 
 
-def test_teacher_targets_hand_case():
-    teacher = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
-    targets = teacher_targets(teacher, temperature=0.5)
-    # Rows 0 and 1 are the same question to the teacher: equal mass, e^2 against e^0 for row 2.
-    expected_01 = math.exp(2) / (2 * math.exp(2) + 1)
-    assert targets[0, 0].item() == pytest.approx(expected_01)
-    assert targets[0, 1].item() == pytest.approx(expected_01)
-    assert targets[2, 2].item() == pytest.approx(math.exp(2) / (math.exp(2) + 2))
-    assert torch.allclose(targets.sum(dim=1), torch.ones(3))
+def test_regression_loss_hand_case():
+    teacher = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    assert regression_loss(3 * teacher, teacher).item() == pytest.approx(0.0, abs=1e-6)  # the scale is free
+    # Row 0 at 90 degrees from its teacher (1 - 0), row 1 opposite (1 - (-1)): mean 1.5.
+    assert regression_loss(torch.tensor([[0.0, 2.0], [0.0, -1.0]]), teacher).item() == pytest.approx(1.5)
 
 
-def test_sdml_with_soft_targets_is_kl_to_them():
-    loss = SDMLLoss(smoothing=0.3)
-    a, p = torch.randn(4, 5), torch.randn(4, 5)
-    assert loss(a, p, loss.targets(4)).item() == pytest.approx(loss(a, p).item())
-    targets = torch.softmax(torch.randn(4, 4), dim=1)
-    log_probs = torch.log_softmax(-torch.cdist(a, p) ** 2, dim=1)
-    by_hand = (targets * (targets.log() - log_probs)).sum(dim=1).mean()
-    assert loss(a, p, targets).item() == pytest.approx(by_hand.item(), rel=1e-4)
+def test_a_student_takes_its_teachers_width_and_unit_vectors():
+    assert student_config(TINY_ENCODER, None) == TINY_ENCODER
+    student = student_config(TINY_ENCODER, np.zeros((5, 12), dtype=np.float32))
+    assert (student.output_dim, student.normalize, student.windows) == (12, True, TINY_ENCODER.windows)
 
 
 def test_source_pairs_caps_each_source_on_its_own():
@@ -68,6 +58,27 @@ def test_distillation_lowers_its_loss_and_pulls_teacher_neighbours_together():
     result = train_general({}, Unlabelled(questions, teacher.astype(np.float32)), config, TINY_TEXT, TINY_ENCODER, progress=False)
     losses = [row["loss_distill"] for row in result.history]
     assert losses[-1] < 0.5 * losses[0]
+    vectors = encode_texts(result.encoder, result.vocab, questions)
+    assert vectors.shape == (64, 16) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    # Each question's nearest other question is one the teacher puts in its subject more often than chance (1 in 8).
+    similarity = vectors @ vectors.T
+    np.fill_diagonal(similarity, -np.inf)
+    nearest = similarity.argmax(axis=1)
+    assert np.mean(nearest // 8 == np.arange(64) // 8) > 0.5
+
+
+def test_labelled_pairs_of_a_student_train_with_the_cosine_distance():
+    rng = np.random.default_rng(1)
+    corpus = clustered(6, 3, "topic")
+    teacher = rng.normal(size=(len(corpus), 12)).astype(np.float32)
+    teacher /= np.linalg.norm(teacher, axis=1, keepdims=True)
+    config = GeneralConfig(per_source=20, unlabelled_per_epoch=18, epochs=1, batch_size=6)
+    result = train_general({"topics": corpus}, Unlabelled(corpus["question"].tolist(), teacher), config, TINY_TEXT,
+                           TINY_ENCODER, progress=False)
+    assert {"loss_pairs", "loss_distill"} <= set(result.history[0]) and result.encoder.config.normalize
+    with pytest.raises(QPRError, match="as wide as its teacher"):
+        train_general({}, Unlabelled(corpus["question"].tolist(), teacher[:, :4]), config,
+                      warm_start=(result.encoder, result.vocab), progress=False)
 
 
 def test_self_supervised_views_train_without_teacher():
@@ -116,3 +127,11 @@ def test_every_shared_set_loads_as_a_domain(name, data_dir):
     assert 20 <= len(queries) <= 300 and queries["cluster"].notna().all()
     train = corpus[(corpus["split"] == "train") & corpus["cluster"].notna()]
     assert train["cluster"].nunique() >= 10  # enough clusters to train on when another domain is left out
+
+
+def test_extra_questions_never_repeat_the_capped_corpus(data_dir):
+    extra = extra_questions("banking77", 500)
+    capped = load_domain("banking77", domain_cap("banking77"))
+    assert len(extra) == 500 and not extra["question"].isin(set(capped["question"])).any()
+    assert extra["question"].is_unique
+    assert len(extra_questions("covid-faq")) == 0  # every question already in its capped corpus

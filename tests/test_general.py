@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 import torch
 
-from qpr import sources
+from qpr import general as general_module, sources
 from qpr.bundle import Bundle
+from qpr.bundle_training import retrain_bundle
 from qpr.cli import main
 from qpr.data import fingerprint
 from qpr.distill import GeneralConfig
@@ -84,3 +85,39 @@ def test_rebase_adapts_the_encoder_to_the_new_corpus_without_labels(tiny_domains
     assert cold.manifest["general"]["adapt"]["epochs"] == 1
     changed = [not torch.equal(a, b) for a, b in zip(cold.encoder.state_dict().values(), general.encoder.state_dict().values())]
     assert any(changed) and cold.vocab is general.vocab  # continued on the new questions, same vocabulary
+
+
+def test_a_distilled_general_bundle_rebases_with_its_teacher_and_retrains_with_cosine_sdml(tiny_domains, tmp_path, monkeypatch):
+    rng = np.random.default_rng(0)
+
+    def fake_minilm(texts, cache=None):  # a teacher of 8 dimensions: one direction per topic word
+        topics = {word: rng.normal(size=8) for word in ("bank", "history", "insurance")}
+        vectors = np.stack([topics[next(w for w in t.split() if w in topics)] + 0.1 * rng.normal(size=8) for t in texts])
+        return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+    monkeypatch.setattr(general_module, "minilm_vectors", fake_minilm)
+    general = build_general(domains=tiny_domains, teacher=True, config=TINY, progress=False)
+    assert general.encoder.config.output_dim == 8 and general.encoder.config.normalize
+    assert general.manifest["training"]["config"]["distance"] == "cosine"
+    users = synthetic("insurance")
+    cold = rebase(general, users.assign(cluster=pd.NA), adapt=TINY, teacher=True)
+    assert cold.manifest["general"]["teacher"] == "all-MiniLM-L6-v2" and cold.encoder.config.normalize
+    split = users.assign(split=np.where(users["cluster"].str.endswith(("card", "pin")), "val", "train"))
+    retrained = retrain_bundle(cold, split, max_epochs=1, fuse=False, progress=False)
+    assert retrained.manifest["training"]["config"]["distance"] == "cosine" and retrained.encoder.config.normalize
+
+
+def test_cli_rebases_a_general_bundle_onto_a_users_questions(tiny_domains, tmp_path, capsys):
+    general = build_general(domains=tiny_domains, teacher=False, config=TINY, progress=False)
+    general.save(tmp_path / "general")
+    questions = tmp_path / "mine.csv"
+    synthetic("insurance").drop(columns=["split"]).assign(cluster="").to_csv(questions, index=False)  # no clusters yet
+    out = tmp_path / "mine"
+    assert main(["rebase", str(tmp_path / "general"), "--corpus", str(questions), "--out", str(out), "--quiet"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["from"] == general.version and printed["questions"] == 18 and printed["adapt"] == "views"
+    assert Bundle.load(out).manifest["general"]["adapt"]["epochs"] == 1
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "keep.txt").write_text("mine")
+    assert main(["rebase", str(tmp_path / "general"), "--corpus", str(questions), "--out", str(tmp_path / "notes"), "--quiet"]) == 2
+    assert "not a bundle" in capsys.readouterr().err and (tmp_path / "notes" / "keep.txt").read_text() == "mine"

@@ -106,6 +106,10 @@ CLI_CASES = [
     (TRAIN + ["{d}/link"], "{d}/link is a symbolic link"),
     (TRAIN + ["{d}/a-file/bundle"], "cannot write {d}/a-file/bundle: {d}/a-file is a file, not a folder"),
     (TRAIN + ["/proc/no-such-process/bundle"], "cannot write /proc/no-such-process/bundle: No such file or directory"),
+    (["rebase", "{d}/bundle", "--corpus", "{d}/clusters.jsonl", "--out", "{d}/notes"],
+     "{d}/notes is an existing folder that is not a bundle (it holds thesis.txt); choose a new path"),
+    (["rebase", "{d}/manifest-list", "--corpus", "{d}/clusters.jsonl", "--out", "{d}/new"], DAMAGE_MESSAGES["manifest-list"]),
+    (["rebase", "{d}/bundle", "--corpus", "{d}/nul.jsonl", "--out", "{d}/new"], "contains a NUL character"),
     # training data
     (["train", "--data", "{d}/header-only.csv", "--out", "{d}/new"], "the file has no rows"),
     (["train", "--data", "{d}/empty.jsonl", "--out", "{d}/new"], "the file is empty"),
