@@ -8,11 +8,12 @@ paper's protocol (query removed from its own results; hit = same cluster; H@1 an
 - ``bm25``; ``minilm`` (all-MiniLM-L6-v2, the benchmark extra, exact cosine search);
 - ``product-dense`` / ``product-hybrid``: today's product settings trained on Quora-lite only
   (the fitted hybrid's weights fitted on Quora-lite's val split), at the budget below;
-- ``dense``: the general CNN (``qpr.distill``), trained on the other domains' train clusters
-  (per-source sampling) and distilled from MiniLM on the other domains' questions;
+- ``dense``: the general CNN (``qpr.distill``), distilled from MiniLM on the other domains'
+  questions (``qpr.general.BUILD``);
   ``hybrid``: it with BM25 by rank fusion whose weight is chosen on the OTHER left-out domains
   (nested: the left-out domain's labels never choose it); ``default: true`` marks it;
-- ablations ``dense-pairs-only`` (no teacher) and ``dense-distill-only`` (no labels);
+- ablations ``dense-pairs-only`` (the other domains' labelled pairs, no teacher) and
+  ``dense-with-pairs`` (those pairs and the distillation together);
 - ``adapted-dense``: the general CNN after one epoch of self-supervised views of the left-out
   domain's own questions (no labels: what a cold start can do on a user's corpus);
   ``taught-dense``: the general CNN further distilled from MiniLM on the left-out domain's own
@@ -52,7 +53,7 @@ from qpr.bundle import Bundle  # noqa: E402
 from qpr.data import fingerprint, load_corpus, data_dir  # noqa: E402
 from qpr.encoder import encode_texts  # noqa: E402
 from qpr.distill import Unlabelled, train_general  # noqa: E402
-from qpr.general import ADAPT, BUILD, TEACH, general_material  # noqa: E402
+from qpr.general import ADAPT, BUILD, NO_TEACHER, TEACH, general_material  # noqa: E402
 from qpr.evaluate import TOP, h1_change, rank_metrics  # noqa: E402
 from qpr.hybrid import Fusion, HybridRetriever, RankFusion, fit_fusion, rank_fuse  # noqa: E402
 from qpr.index import IndexConfig  # noqa: E402
@@ -70,7 +71,10 @@ GENERAL = BUILD  # each fold's general encoder is trained as `python -m qpr gene
 PRODUCT_QUESTIONS = 20_000  # Quora-lite capped: about 28k training pairs over 2 epochs
 PRODUCT = TrainConfig(max_epochs=2, patience=2, val_pairs=2000)
 FINETUNE = replace(GENERAL, per_source=4000, unlabelled_per_epoch=0, epochs=1)
-WEIGHTS = tuple(round(w, 1) for w in np.linspace(0, 1, 11))
+# Rank fusion settings chosen among (nested, on the other domains): the dense weight, and RRF's k,
+# which sets how much a top rank outweighs the next (small k: a small dense weight only breaks
+# BM25's near-ties; the usual 60: it reorders BM25's top ranks).
+FUSIONS = tuple(RankFusion(round(float(w), 1), k) for k in (0, 2, 5, 20, 60) for w in np.linspace(0, 1, 11))
 
 
 def domain(name: str) -> pd.DataFrame:
@@ -186,10 +190,12 @@ def training_material(left_out: str, teacher: bool) -> tuple[dict, Unlabelled]:
 
 
 def general_variant(left_out: str, labels: bool, teacher: bool):
-    """The general encoder of a fold, or an ablation of it: without the other domains' labelled
-    pairs, or without distillation (the same budget of each remaining ingredient)."""
+    """The general encoder of a fold (``teacher`` only, as ``python -m qpr general`` trains it),
+    or an ablation: the other domains' labelled pairs alone (``NO_TEACHER``), or pairs and
+    distillation together (the pairs at ``NO_TEACHER``'s rate)."""
     sources, unlabelled = training_material(left_out, teacher)
-    return train_general(sources if labels else {}, unlabelled if teacher else None, GENERAL, progress=False)
+    config = replace(GENERAL, per_source=NO_TEACHER.per_source) if labels and teacher else GENERAL if teacher else NO_TEACHER
+    return train_general(sources if labels else {}, unlabelled if teacher else None, config, progress=False)
 
 
 def run_fold(name: str, only: set[str] | None) -> None:
@@ -208,12 +214,12 @@ def run_fold(name: str, only: set[str] | None) -> None:
     general_path = WORK / "general" / name
     step3 = any(wanted(s) for s in ("general", "adapted", "finetuned")) and len(fold.test_queries) >= 20
     if wanted("dense") or (step3 and not general_path.is_dir()):
-        result = general_variant(name, labels=True, teacher=True)
+        result = general_variant(name, labels=False, teacher=True)
         bundle = bundle_on(result, fold.corpus)
         bundle.manifest["training"] = {"config": asdict(GENERAL), "history": result.history, "seconds": result.seconds}
         bundle.save(general_path)
         fold.record("dense", DenseRetriever(bundle), train_seconds=round(result.seconds, 1))
-    for system, labels, teacher in (("dense-pairs-only", True, False), ("dense-distill-only", False, True)):
+    for system, labels, teacher in (("dense-pairs-only", True, False), ("dense-with-pairs", True, True)):
         if wanted(system):
             result = general_variant(name, labels, teacher)
             fold.record(system, DenseRetriever(bundle_on(result, fold.corpus)), train_seconds=round(result.seconds, 1))
@@ -259,33 +265,35 @@ def rates() -> dict:
     return out
 
 
-def fusion_curves(folds: dict[str, Fold], dense: str) -> dict[str, dict[float, np.ndarray]]:
-    """Per fold (that has ``dense`` and BM25 lists), the hit matrix of rank fusion at each weight."""
-    return {name: {w: hits_of(rank_fuse(f.lists[dense], f.lists["bm25"], RankFusion(w), TOP)[1], f.corpus, f.queries)
-                   for w in WEIGHTS}
+def fusion_curves(folds: dict[str, Fold], dense: str) -> dict[str, dict[RankFusion, np.ndarray]]:
+    """Per fold (that has ``dense`` and BM25 lists), the hit matrix of each rank fusion setting."""
+    return {name: {fusion: hits_of(rank_fuse(f.lists[dense], f.lists["bm25"], fusion, TOP)[1], f.corpus, f.queries)
+                   for fusion in FUSIONS}
             for name, f in folds.items() if dense in f.lists and "bm25" in f.lists}
 
 
-def best_weight(curves: dict[str, dict[float, np.ndarray]], folds: list[str]) -> float:
-    """The weight with the best mean H@1 over ``folds`` (ties: the one nearest 0.5)."""
-    return max(WEIGHTS, key=lambda w: (np.mean([curves[f][w][:, 0].mean() for f in folds]), -abs(w - 0.5)))
+def best_fusion(curves: dict[str, dict[RankFusion, np.ndarray]], folds: list[str]) -> RankFusion:
+    """The setting with the best mean H@1 over ``folds`` (ties: the weight nearest 0.5, then the larger k)."""
+    return max(FUSIONS, key=lambda f: (np.mean([curves[name][f][:, 0].mean() for name in folds]), -abs(f.dense_weight - 0.5), f.k))
 
 
 def fused_rows(folds: dict[str, Fold], dense: str, system: str, default: bool) -> tuple[list[dict], dict]:
-    """Rank fusion of ``dense`` with BM25 per left-out domain, its weight chosen on the OTHER
+    """Rank fusion of ``dense`` with BM25 per left-out domain, its setting chosen on the OTHER
     left-out domains (nested), with the paired-bootstrap change in H@1 over BM25 alone."""
     curves = fusion_curves(folds, dense)
     rows = []
     for name in curves:
-        weight = best_weight(curves, [f for f in curves if f != name])
-        hits = curves[name][weight]
+        chosen = best_fusion(curves, [f for f in curves if f != name])
+        hits = curves[name][chosen]
         bm25 = hits_of(folds[name].lists["bm25"], folds[name].corpus, folds[name].queries)
         change, low, high = h1_change(bm25, hits)
         rows.append({"left_out": name, "system": system} | rank_metrics(hits)
-                    | {"dense_weight": weight, "H1_vs_bm25": change, "H1_vs_bm25_low": low, "H1_vs_bm25_high": high,
+                    | {"dense_weight": chosen.dense_weight, "rrf_k": chosen.k, "H1_vs_bm25": change, "H1_vs_bm25_low": low, "H1_vs_bm25_high": high,
                        "default": default})
-    table = {name: {str(w): float(h[:, 0].mean()) for w, h in by_weight.items()} for name, by_weight in curves.items()}
-    return rows, {"H1_by_weight": table, "weight_over_all_domains": best_weight(curves, list(curves)) if curves else None}
+    table = {name: {f"k={f.k},w={f.dense_weight}": float(h[:, 0].mean()) for f, h in by_setting.items()}
+             for name, by_setting in curves.items()}
+    overall = best_fusion(curves, list(curves)).to_dict() if curves else None
+    return rows, {"H1_by_setting": table, "over_all_domains": overall}
 
 
 ENCODER_OF = {"bm25": "bm25", "minilm": "minilm"}  # every other system encodes with the CNN
@@ -366,12 +374,12 @@ def tables(runs: list[dict], by: dict, names: list[str], payload: dict) -> str:
         return None if row is None else row[key]
 
     main_rows = [{"domain": n, "queries": by[n, "bm25"]["queries"]} | {s: cell(n, s) for s, _ in SHOWN}
-                 | {"w": by[n, "hybrid"]["dense_weight"],
+                 | {"w": f"{by[n, 'hybrid']['dense_weight']:.1f} (k {by[n, 'hybrid']['rrf_k']})",
                     "gain": f"{by[n, 'hybrid']['H1_vs_bm25']:+.3f} [{by[n, 'hybrid']['H1_vs_bm25_low']:+.3f}, "
                             f"{by[n, 'hybrid']['H1_vs_bm25_high']:+.3f}]"} for n in names]
-    columns = [("domain", "left out"), ("queries", "queries")] + SHOWN + [("w", "RRF dense weight"), ("gain", "hybrid - BM25 H@1 [95% CI]")]
+    columns = [("domain", "left out"), ("queries", "queries")] + SHOWN + [("w", "RRF dense weight (k)"), ("gain", "hybrid - BM25 H@1 [95% CI]")]
     mrr_rows = [{"domain": n} | {s: cell(n, s, "MRR") for s, _ in SHOWN} for n in names]
-    ablation = [{"domain": n} | {s: cell(n, s) for s in ("dense-pairs-only", "dense-distill-only", "dense")} for n in names]
+    ablation = [{"domain": n} | {s: cell(n, s) for s in ("dense-pairs-only", "dense", "dense-with-pairs")} for n in names]
     step3 = {(r["left_out"], r["system"]): r for r in runs if r.get("split") == "test"}
     adapt_rows = [{"domain": n, "queries": step3[n, "general"]["queries"]}
                   | {s: step3.get((n, s), {}).get("H1") for s in ("bm25", "general", "adapted", "finetuned")}
@@ -386,7 +394,7 @@ def tables(runs: list[dict], by: dict, names: list[str], payload: dict) -> str:
         "**MRR**:", "", markdown_table(mrr_rows, [("domain", "left out")] + SHOWN), "",
         "**What each ingredient buys** (general dense H@1; the same budget of each ingredient kept):", "",
         markdown_table(ablation, [("domain", "left out"), ("dense-pairs-only", "other domains' pairs only"),
-                                  ("dense-distill-only", "MiniLM distillation only"), ("dense", "both")]), "",
+                                  ("dense", "MiniLM distillation only (the default)"), ("dense-with-pairs", "both")]), "",
         "**Adapting to the left-out domain** (its own test clusters; H@1):", "",
         markdown_table(adapt_rows, [("domain", "domain"), ("queries", "test queries"), ("bm25", "BM25"), ("general", "general (zero-shot)"),
                                     ("adapted", "+ self-supervised views of its questions"),

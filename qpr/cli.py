@@ -18,7 +18,7 @@ from qpr.data import CLUSTER_FORMATS, data_dir, load_corpus, write_cluster_file
 from qpr.encoder import EncoderConfig
 from qpr.errors import QPRError
 from qpr.evaluate import evaluate
-from qpr.general import ADAPT, BUILD, TEACH, build_general, rebase
+from qpr.general import ADAPT, BUILD, NO_TEACHER, TEACH, build_general, rebase
 from qpr.experiment import run_experiment
 from qpr.hybrid import DEPTH, fit_fusion
 from qpr.index import IndexConfig, check_config
@@ -235,7 +235,7 @@ def cmd_supervise(args: argparse.Namespace) -> int:
 def cmd_general(args: argparse.Namespace) -> int:
     check_target(args.out)  # before the teacher and the training
     corpus = load_corpus(args.corpus, seed=args.seed) if args.corpus else None
-    config = replace(BUILD, epochs=args.epochs, seed=args.seed)
+    config = replace(NO_TEACHER if args.no_teacher else BUILD, epochs=args.epochs, seed=args.seed)
     bundle = build_general(corpus, args.domains, teacher=not args.no_teacher, cache=args.teacher_cache, config=config,
                            progress=not args.quiet)
     bundle.save(args.out)
@@ -413,13 +413,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("rebase", help="put a general bundle over your own questions: the cold start of a new corpus",
                        description="Index --corpus with a general bundle's encoder and rank fusion, after adapting the "
-                       "encoder to the corpus's questions without labels: 'views' (self-supervised, default), 'teacher' "
-                       "(distilled from all-MiniLM-L6-v2 on them; needs requirements-bench.txt) or 'none'. "
+                       "encoder to the corpus's questions without labels: 'none' (default), 'teacher' (distilled from "
+                       "all-MiniLM-L6-v2 on them; needs requirements-bench.txt) or 'views' (self-supervised). "
                        "docs/OUT_OF_DOMAIN.md measures each.")
     p.add_argument("general", type=Path, help="a bundle built by `python -m qpr general`")
     p.add_argument("--corpus", type=Path, required=True, help="your questions (a cluster file; clusters may be empty)")
     p.add_argument("--out", type=Path, required=True, help="the new bundle's directory")
-    p.add_argument("--adapt", choices=["views", "teacher", "none"], default="views")
+    p.add_argument("--adapt", choices=["none", "teacher", "views"], default="none")
     p.add_argument("--teacher-cache", type=Path, default=Path("runs/teacher"), help="where MiniLM's vectors are cached")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_rebase)

@@ -17,7 +17,7 @@ from qpr.data import fingerprint
 from qpr.distill import GeneralConfig
 from qpr.errors import QPRError
 from qpr.general import build_general, general_material, minilm_vectors, rebase
-from qpr.hybrid import RankFusionRetriever
+from qpr.hybrid import RankFusion, RankFusionRetriever
 from qpr.serving import Served, serving_retriever
 from ui.search_tab import labels_of
 
@@ -41,14 +41,14 @@ def tiny_domains(monkeypatch):
 
 
 def test_build_serves_rank_fusion_and_rebases_onto_a_corpus_without_clusters(tiny_domains):
-    general = build_general(domains=tiny_domains, teacher=False, config=TINY, dense_weight=0.7, progress=False)
+    general = build_general(domains=tiny_domains, teacher=False, config=TINY, fusion=RankFusion(0.7, k=5), progress=False)
     assert general.manifest["fusion"]["kind"] == "rrf" and general.manifest["training"]["domains"] == tiny_domains
     assert len(general.corpus) == 36 and isinstance(serving_retriever(general), RankFusionRetriever)
     assert labels_of(Served.of(general))["results"] == "Rank fusion of SDML and BM25"  # the Search tab's label
     users = pd.DataFrame({"qid": [10, 11, 12], "question": ["reset my bank pin", "my pin needs a reset", "opening hours"],
                           "cluster": pd.array([pd.NA] * 3, dtype="string"), "split": "none"})
     cold = rebase(general, users, adapt=None)
-    assert cold.manifest["general"]["from"] == general.version and cold.manifest["fusion"]["dense_weight"] == 0.7
+    assert cold.manifest["general"]["from"] == general.version and cold.manifest["fusion"] == general.manifest["fusion"]
     assert cold.encoder is general.encoder  # not adapted: the same encoder, a new index
     hits = serving_retriever(cold).search("how do i reset my pin", 3)
     assert {h.qid for h in hits} == {10, 11, 12}
@@ -115,8 +115,12 @@ def test_cli_rebases_a_general_bundle_onto_a_users_questions(tiny_domains, tmp_p
     out = tmp_path / "mine"
     assert main(["rebase", str(tmp_path / "general"), "--corpus", str(questions), "--out", str(out), "--quiet"]) == 0
     printed = json.loads(capsys.readouterr().out)
-    assert printed["from"] == general.version and printed["questions"] == 18 and printed["adapt"] == "views"
-    assert Bundle.load(out).manifest["general"]["adapt"]["epochs"] == 1
+    assert printed["from"] == general.version and printed["questions"] == 18 and printed["adapt"] == "none"
+    assert Bundle.load(out).manifest["general"]["adapt"] is None
+    assert main(["rebase", str(tmp_path / "general"), "--corpus", str(questions), "--out", str(tmp_path / "viewed"),
+                 "--adapt", "views", "--quiet"]) == 0
+    assert Bundle.load(tmp_path / "viewed").manifest["general"]["adapt"]["epochs"] == 1
+    capsys.readouterr()
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "keep.txt").write_text("mine")
     assert main(["rebase", str(tmp_path / "general"), "--corpus", str(questions), "--out", str(tmp_path / "notes"), "--quiet"]) == 2
