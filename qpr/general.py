@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from qpr.bundle import Bundle
+from qpr.bundle import NEURAL_SYSTEMS, Bundle
 from qpr.data import fingerprint
 from qpr.distill import GeneralConfig, Unlabelled, train_general
 from qpr.errors import QPRError
@@ -96,6 +96,8 @@ def rebase(general: Bundle, corpus: pd.DataFrame, adapt: GeneralConfig | None = 
     or, with ``teacher``, by distillation from MiniLM on them (``TEACH`` is the measured recipe;
     the benchmark extra must be installed; its vectors cached in ``cache``). The measurements of
     both are in docs/OUT_OF_DOMAIN.md."""
+    if general.system not in NEURAL_SYSTEMS:
+        raise QPRError(f"{general.version} is a {general.system} bundle: rebase needs a general bundle (python -m qpr general)")
     stored = general.manifest.get("fusion") or {}
     fusion = RankFusion(**stored) if stored.get("kind") == "rrf" else FUSION
     model = general

@@ -65,6 +65,12 @@ def test_teacher_vectors_come_from_the_cache(tiny_domains, tmp_path):
         minilm_vectors(corpus["question"].tolist(), tmp_path / f"minilm-banking77-{fingerprint(corpus)[:12]}.npy"), cached)
 
 
+def test_rebase_refuses_a_bundle_without_a_cnn():
+    corpus = synthetic("bank")
+    with pytest.raises(QPRError, match="bm25 bundle: rebase needs a general bundle"):
+        rebase(Bundle.lexical_of(corpus), corpus)
+
+
 def test_unknown_domain_is_a_clear_error():
     with pytest.raises(QPRError, match="unknown domain"):
         build_general(domains=["klingon"], teacher=False)
