@@ -53,7 +53,7 @@ from qpr.bundle import Bundle  # noqa: E402
 from qpr.data import fingerprint, load_corpus, data_dir  # noqa: E402
 from qpr.encoder import encode_texts  # noqa: E402
 from qpr.distill import Unlabelled, train_general  # noqa: E402
-from qpr.general import ADAPT, BUILD, NO_TEACHER, TEACH, general_material  # noqa: E402
+from qpr.general import ADAPT, BUILD, NO_TEACHER, TEACH, general_material, minilm_vectors  # noqa: E402
 from qpr.evaluate import TOP, h1_change, rank_metrics  # noqa: E402
 from qpr.hybrid import Fusion, HybridRetriever, RankFusion, fit_fusion, rank_fuse  # noqa: E402
 from qpr.index import IndexConfig  # noqa: E402
@@ -81,17 +81,15 @@ def domain(name: str) -> pd.DataFrame:
     return load_domain(name, domain_cap(name))
 
 
+def teacher_path(name: str, corpus: pd.DataFrame) -> Path:
+    """Where MiniLM's vectors of a domain's corpus are cached (``qpr.general.general_material``'s naming)."""
+    return WORK / f"minilm-{name}-{fingerprint(corpus)[:12]}.npy"
+
+
 def minilm(name: str, corpus: pd.DataFrame) -> MiniLMRetriever:
     """MiniLM over a domain's corpus; its vectors are cached (they are the teacher's too)."""
     WORK.mkdir(parents=True, exist_ok=True)
-    return MiniLMRetriever(corpus, WORK / f"minilm-{name}-{fingerprint(corpus)[:12]}.npy")
-
-
-def teacher_vectors(name: str, corpus: pd.DataFrame) -> np.ndarray:
-    path = WORK / f"minilm-{name}-{fingerprint(corpus)[:12]}.npy"
-    if not path.is_file():
-        raise SystemExit(f"no teacher vectors for {name}: run `python bench/out_of_domain.py teacher` first")
-    return np.load(path)
+    return MiniLMRetriever(corpus, teacher_path(name, corpus))
 
 
 class VectorLookup(DenseRetriever):
@@ -230,7 +228,8 @@ def run_fold(name: str, only: set[str] | None) -> None:
         fold.record("adapted-dense", DenseRetriever(bundle_on(adapted, fold.corpus)), train_seconds=round(adapted.seconds, 1))
     if wanted("taught-dense"):  # the cold start with the teacher: MiniLM on the domain's questions, no labels
         general = Bundle.load(general_path)
-        taught = train_general({}, Unlabelled(fold.corpus["question"].tolist(), teacher_vectors(name, fold.corpus)), TEACH,
+        taught = train_general({}, Unlabelled(fold.corpus["question"].tolist(),
+                                                   minilm_vectors(fold.corpus["question"].tolist(), teacher_path(name, fold.corpus))), TEACH,
                                warm_start=(general.encoder, general.vocab), progress=False)
         fold.record("taught-dense", DenseRetriever(bundle_on(taught, fold.corpus)), train_seconds=round(taught.seconds, 1))
     if step3:

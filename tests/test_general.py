@@ -71,6 +71,13 @@ def test_rebase_refuses_a_bundle_without_a_cnn():
         rebase(Bundle.lexical_of(corpus), corpus)
 
 
+def test_an_unwritable_teacher_cache_is_refused_before_any_encoding(tmp_path):
+    (tmp_path / "a-file").write_text("mine")
+    with pytest.raises(QPRError, match="is a file, not a folder"):
+        minilm_vectors(["how do i reset my pin"], tmp_path / "a-file" / "minilm-x.npy")
+    assert (tmp_path / "a-file").read_text() == "mine"
+
+
 def test_unknown_domain_is_a_clear_error():
     with pytest.raises(QPRError, match="unknown domain"):
         build_general(domains=["klingon"], teacher=False)
