@@ -9,18 +9,21 @@ paper's protocol (query removed from its own results; hit = same cluster; H@1 an
 - ``product-dense`` / ``product-hybrid``: today's product settings trained on Quora-lite only
   (the fitted hybrid's weights fitted on Quora-lite's val split), at the budget below;
 - ``dense``: the general CNN (``qpr.distill``), distilled from MiniLM on the other domains'
-  questions (``qpr.general.BUILD``);
+  questions (``qpr.general.BUILD``), its embeddings started from MiniLM's word vectors;
   ``hybrid``: it with BM25 by rank fusion whose weight is chosen on the OTHER left-out domains
   (nested: the left-out domain's labels never choose it); ``default: true`` marks it;
-- ablations ``dense-pairs-only`` (the other domains' labelled pairs, no teacher) and
-  ``dense-with-pairs`` (those pairs and the distillation together);
+- ablations ``dense-random-words`` (the distillation from random word embeddings instead of
+  MiniLM's word vectors), ``dense-pairs-only`` (the other domains' labelled pairs, no teacher)
+  and ``dense-with-pairs`` (those pairs and the distillation together, random word embeddings);
 - ``adapted-dense``: the general CNN after one epoch of self-supervised views of the left-out
   domain's own questions (no labels: what a cold start can do on a user's corpus);
   ``taught-dense``: the general CNN further distilled from MiniLM on the left-out domain's own
-  questions (no labels either, but the teacher must be installed: ``rebase(..., teacher=True)``);
+  questions (no labels either, but the teacher must be installed: ``rebase(..., teacher=True)``),
+  queries included; ``taught-new-dense``: the same with the queries' texts held out of the
+  teaching (questions a user asks later); ``*-rrf``: each fused with BM25 as ``hybrid`` is;
 - step 3 on the left-out domain's own ``test`` clusters: ``general`` (zero-shot), ``adapted``
-  (+ self-supervised views of the domain's questions, no labels) and ``finetuned`` (+ its
-  ``train`` clusters).
+  (+ self-supervised views of the domain's questions, no labels) and ``finetuned`` (the general
+  + its ``train`` clusters).
 
 Stages (each resumable: a fold's rows are kept in runs/ood/folds/<domain>.json):
   teacher   MiniLM vectors of every domain and its extra questions (cached in runs/ood)
@@ -53,7 +56,7 @@ from qpr.bundle import Bundle  # noqa: E402
 from qpr.data import fingerprint, load_corpus, data_dir  # noqa: E402
 from qpr.encoder import encode_texts  # noqa: E402
 from qpr.distill import Unlabelled, train_general  # noqa: E402
-from qpr.general import ADAPT, BUILD, NO_TEACHER, TEACH, general_material, minilm_vectors  # noqa: E402
+from qpr.general import ADAPT, BUILD, NO_TEACHER, TEACH, distilled_student, general_material, minilm_vectors  # noqa: E402
 from qpr.evaluate import TOP, h1_change, rank_metrics  # noqa: E402
 from qpr.hybrid import Fusion, HybridRetriever, RankFusion, fit_fusion, rank_fuse  # noqa: E402
 from qpr.index import IndexConfig  # noqa: E402
@@ -187,18 +190,20 @@ def training_material(left_out: str, teacher: bool) -> tuple[dict, Unlabelled]:
     return general_material([name for name in DOMAINS if name != left_out], teacher, WORK)
 
 
-def general_variant(left_out: str, labels: bool, teacher: bool):
-    """The general encoder of a fold (``teacher`` only, as ``python -m qpr general`` trains it),
-    or an ablation: the other domains' labelled pairs alone (``NO_TEACHER``), or pairs and
-    distillation together (the pairs at ``NO_TEACHER``'s rate)."""
+def general_variant(left_out: str, labels: bool, teacher: bool, words: bool = False):
+    """The general encoder of a fold (``teacher`` and ``words``, as ``python -m qpr general`` trains
+    it: distilled, its embeddings started from MiniLM's word vectors), or an ablation: the same
+    from random embeddings, the other domains' labelled pairs alone (``NO_TEACHER``), or pairs and
+    distillation together from random embeddings (the pairs at ``NO_TEACHER``'s rate)."""
     sources, unlabelled = training_material(left_out, teacher)
     config = replace(GENERAL, per_source=NO_TEACHER.per_source) if labels and teacher else GENERAL if teacher else NO_TEACHER
-    return train_general(sources if labels else {}, unlabelled if teacher else None, config, progress=False)
+    student = distilled_student(unlabelled.questions, WORK) if words else None
+    return train_general(sources if labels else {}, unlabelled if teacher else None, config, warm_start=student, progress=False)
 
 
-def run_fold(name: str, only: set[str] | None) -> None:
+def run_fold(name: str, only: set[str] | None, redo: bool = False) -> None:
     fold = Fold(name)
-    wanted = lambda system: (only is None or system in only) and not fold.has(system)  # noqa: E731
+    wanted = lambda system: (only is None or system in only) and (redo or not fold.has(system))  # noqa: E731
     if wanted("bm25"):
         fold.record("bm25", fold.bm25)
     if wanted("minilm"):
@@ -212,12 +217,12 @@ def run_fold(name: str, only: set[str] | None) -> None:
     general_path = WORK / "general" / name
     step3 = any(wanted(s) for s in ("general", "adapted", "finetuned")) and len(fold.test_queries) >= 20
     if wanted("dense") or (step3 and not general_path.is_dir()):
-        result = general_variant(name, labels=False, teacher=True)
+        result = general_variant(name, labels=False, teacher=True, words=True)
         bundle = bundle_on(result, fold.corpus)
         bundle.manifest["training"] = {"config": asdict(GENERAL), "history": result.history, "seconds": result.seconds}
         bundle.save(general_path)
         fold.record("dense", DenseRetriever(bundle), train_seconds=round(result.seconds, 1))
-    for system, labels, teacher in (("dense-pairs-only", True, False), ("dense-with-pairs", True, True)):
+    for system, labels, teacher in (("dense-random-words", False, True), ("dense-pairs-only", True, False), ("dense-with-pairs", True, True)):
         if wanted(system):
             result = general_variant(name, labels, teacher)
             fold.record(system, DenseRetriever(bundle_on(result, fold.corpus)), train_seconds=round(result.seconds, 1))
@@ -226,12 +231,19 @@ def run_fold(name: str, only: set[str] | None) -> None:
         adapted = train_general({}, Unlabelled(fold.corpus["question"].tolist()), ADAPT,
                                 warm_start=(general.encoder, general.vocab), progress=False)
         fold.record("adapted-dense", DenseRetriever(bundle_on(adapted, fold.corpus)), train_seconds=round(adapted.seconds, 1))
-    if wanted("taught-dense"):  # the cold start with the teacher: MiniLM on the domain's questions, no labels
-        general = Bundle.load(general_path)
-        taught = train_general({}, Unlabelled(fold.corpus["question"].tolist(),
-                                                   minilm_vectors(fold.corpus["question"].tolist(), teacher_path(name, fold.corpus))), TEACH,
-                               warm_start=(general.encoder, general.vocab), progress=False)
-        fold.record("taught-dense", DenseRetriever(bundle_on(taught, fold.corpus)), train_seconds=round(taught.seconds, 1))
+    # The cold start with the teacher: MiniLM on the domain's questions, no labels. "taught" is
+    # taught on the whole corpus, queries included (a corpus searched with its own questions, as
+    # annotators spot-check it); "taught-new" never sees the queries' texts (new questions).
+    for system, held_out in (("taught-dense", False), ("taught-new-dense", True)):
+        if wanted(system):
+            general = Bundle.load(general_path)
+            questions = fold.corpus["question"].tolist()
+            vectors = minilm_vectors(questions, teacher_path(name, fold.corpus))
+            keep = ~fold.corpus["qid"].isin(fold.queries["qid"]).to_numpy() if held_out else np.ones(len(questions), dtype=bool)
+            taught = train_general({}, Unlabelled([q for q, k in zip(questions, keep) if k], vectors[keep]), TEACH,
+                                   warm_start=(general.encoder, general.vocab), progress=False)
+            fold.record(system, DenseRetriever(bundle_on(taught, fold.corpus)), train_seconds=round(taught.seconds, 1),
+                        taught_questions=int(keep.sum()))
     if step3:
         general = Bundle.load(general_path)
         test = dict(queries=fold.test_queries, split="test")
@@ -239,7 +251,8 @@ def run_fold(name: str, only: set[str] | None) -> None:
         adapted = train_general({}, Unlabelled(fold.corpus["question"].tolist()), ADAPT,
                                 warm_start=(general.encoder, general.vocab), progress=False)
         fold.record("adapted", DenseRetriever(bundle_on(adapted, fold.corpus)), train_seconds=round(adapted.seconds, 1), **test)
-        tuned = train_general({name: fold.corpus}, None, FINETUNE, warm_start=(adapted.encoder, adapted.vocab), progress=False)
+        # Fine-tuning continues from the default cold start (no adaptation): the views lower H@1 (above).
+        tuned = train_general({name: fold.corpus}, None, FINETUNE, warm_start=(general.encoder, general.vocab), progress=False)
         fold.record("finetuned", DenseRetriever(bundle_on(tuned, fold.corpus)), train_seconds=round(tuned.seconds, 1), **test)
 
 
@@ -307,7 +320,8 @@ def report() -> None:
     product, product_fusion = fused_rows(folds, "product-dense", "product-rrf", default=False)
     adapted, adapted_fusion = fused_rows(folds, "adapted-dense", "adapted-rrf", default=False)
     taught, taught_fusion = fused_rows(folds, "taught-dense", "taught-rrf", default=False)
-    runs += hybrid + product + adapted + taught
+    taught_new, taught_new_fusion = fused_rows(folds, "taught-new-dense", "taught-new-rrf", default=False)
+    runs += hybrid + product + adapted + taught + taught_new
     for name, fold in folds.items():  # BM25 on the test clusters too, beside the adaptation steps
         if any(r.get("split") == "test" for r in fold.rows):
             hits = hits_of(ranked(fold.bm25, fold.test_queries), fold.corpus, fold.test_queries)
@@ -326,8 +340,14 @@ def report() -> None:
         "mean_minilm_minus_dense_H1": float(np.mean([by[n, "minilm"]["H1"] - by[n, "dense"]["H1"] for n in names])) if names else None,
         "cnn_over_minilm_encode_rate": rate["cnn"] / rate["minilm"] if rate else None,
     }
+    taught_names = [n for n in names if (n, "taught-new-rrf") in by]
+    if taught_names:  # the same bar for the cold start with the teacher, on new questions
+        bar["taught_new_hybrid_ge_bm25_plus_0.02"] = {n: by[n, "taught-new-rrf"]["H1"] >= by[n, "bm25"]["H1"] + 0.02 for n in taught_names}
+        bar["taught_new_hybrid_ge_better_part"] = {n: by[n, "taught-new-rrf"]["H1"] >= max(by[n, "taught-new-dense"]["H1"], by[n, "bm25"]["H1"])
+                                                   for n in taught_names}
+        bar["mean_minilm_minus_taught_new_H1"] = float(np.mean([by[n, "minilm"]["H1"] - by[n, "taught-new-dense"]["H1"] for n in taught_names]))
     payload = {"runs": runs, "fusion": {"hybrid": hybrid_fusion, "product-rrf": product_fusion, "adapted-rrf": adapted_fusion,
-                                  "taught-rrf": taught_fusion}, "bar": bar,
+                                  "taught-rrf": taught_fusion, "taught-new-rrf": taught_new_fusion}, "bar": bar,
                "protocol": {"max_queries": MAX_QUERIES, "caps": {n: domain_cap(n) for n in DOMAINS}, "seed": 0,
                             "general": asdict(GENERAL), "product": asdict(PRODUCT) | {"questions": PRODUCT_QUESTIONS},
                             "adapt": asdict(ADAPT), "teach": asdict(TEACH), "finetune": asdict(FINETUNE)},
@@ -341,9 +361,12 @@ def report() -> None:
 
 SHOWN = [("bm25", "BM25"), ("product-dense", "product dense"), ("product-hybrid", "product hybrid"),
          ("product-rrf", "product + RRF"), ("dense", "general dense"), ("adapted-dense", "general + views"),
-         ("hybrid", "general hybrid (RRF)"), ("taught-dense", "general + MiniLM on its questions"),
-         ("taught-rrf", "its hybrid (RRF)"),
-         ("minilm", "MiniLM")]
+         ("hybrid", "general hybrid (RRF)"), ("minilm", "MiniLM")]
+# The cold start with the teacher installed (rebase --adapt teacher), on new questions and on the corpus's own.
+TAUGHT = [("bm25", "BM25"), ("dense", "general dense"), ("taught-new-dense", "taught, new questions"),
+          ("taught-new-rrf", "hybrid (RRF), new"), ("taught-dense", "taught, its own questions"),
+          ("taught-rrf", "hybrid (RRF), own"), ("minilm", "MiniLM")]
+PLOTTED = SHOWN[:-1] + [TAUGHT[2], TAUGHT[4], SHOWN[-1]]
 
 
 def plot(by: dict, names: list[str]) -> None:
@@ -353,10 +376,10 @@ def plot(by: dict, names: list[str]) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(10, 4.2))
-    width = 0.8 / len(SHOWN)
-    for i, (system, label) in enumerate(SHOWN):
+    width = 0.8 / len(PLOTTED)
+    for i, (system, label) in enumerate(PLOTTED):
         values = [by.get((n, system), {}).get("H1", np.nan) for n in names]
-        ax.bar(np.arange(len(names)) + (i - len(SHOWN) / 2 + 0.5) * width, values, width, label=label)
+        ax.bar(np.arange(len(names)) + (i - len(PLOTTED) / 2 + 0.5) * width, values, width, label=label)
     ax.set_xticks(np.arange(len(names)), names)
     ax.set_ylabel("H@1 (left-out domain)")
     ax.set_ylim(0, 1)
@@ -378,7 +401,11 @@ def tables(runs: list[dict], by: dict, names: list[str], payload: dict) -> str:
                             f"{by[n, 'hybrid']['H1_vs_bm25_high']:+.3f}]"} for n in names]
     columns = [("domain", "left out"), ("queries", "queries")] + SHOWN + [("w", "RRF dense weight (k)"), ("gain", "hybrid - BM25 H@1 [95% CI]")]
     mrr_rows = [{"domain": n} | {s: cell(n, s, "MRR") for s, _ in SHOWN} for n in names]
-    ablation = [{"domain": n} | {s: cell(n, s) for s in ("dense-pairs-only", "dense", "dense-with-pairs")} for n in names]
+    gain = lambda n, s: (f"{by[n, s]['H1_vs_bm25']:+.3f} [{by[n, s]['H1_vs_bm25_low']:+.3f}, {by[n, s]['H1_vs_bm25_high']:+.3f}]"  # noqa: E731
+                         if (n, s) in by else None)
+    taught_rows = [{"domain": n, "taught": cell(n, "taught-new-dense", "taught_questions")} | {s: cell(n, s) for s, _ in TAUGHT}
+                   | {"new_gain": gain(n, "taught-new-rrf"), "own_gain": gain(n, "taught-rrf")} for n in names]
+    ablation = [{"domain": n} | {s: cell(n, s) for s in ("dense-pairs-only", "dense-with-pairs", "dense-random-words", "dense")} for n in names]
     step3 = {(r["left_out"], r["system"]): r for r in runs if r.get("split") == "test"}
     adapt_rows = [{"domain": n, "queries": step3[n, "general"]["queries"]}
                   | {s: step3.get((n, s), {}).get("H1") for s in ("bm25", "general", "adapted", "finetuned")}
@@ -391,13 +418,21 @@ def tables(runs: list[dict], by: dict, names: list[str], payload: dict) -> str:
         "**H@1** on each left-out domain (top 20, query removed from its results):",
         "", markdown_table(main_rows, columns), "",
         "**MRR**:", "", markdown_table(mrr_rows, [("domain", "left out")] + SHOWN), "",
+        "**The cold start with the teacher** (`rebase --adapt teacher`: the general dense distilled from MiniLM on the "
+        "left-out domain's questions, no labels; H@1). *New questions*: the queries' own texts are held out of the "
+        "teaching (they are still indexed), as for questions a user asks later; *its own questions*: the whole corpus is "
+        "taught, queries included, as when annotators search a corpus with its own questions:", "",
+        markdown_table(taught_rows, [("domain", "left out"), ("taught", "questions taught (new)")] + TAUGHT
+                       + [("new_gain", "hybrid - BM25, new [95% CI]"), ("own_gain", "hybrid - BM25, own [95% CI]")]), "",
         "**What each ingredient buys** (general dense H@1; the same budget of each ingredient kept):", "",
         markdown_table(ablation, [("domain", "left out"), ("dense-pairs-only", "other domains' pairs only"),
-                                  ("dense", "MiniLM distillation only (the default)"), ("dense-with-pairs", "both")]), "",
+                                  ("dense-with-pairs", "pairs + distillation, random word embeddings"),
+                                  ("dense-random-words", "distillation, random word embeddings"),
+                                  ("dense", "distillation, MiniLM's word vectors (the default)")]), "",
         "**Adapting to the left-out domain** (its own test clusters; H@1):", "",
         markdown_table(adapt_rows, [("domain", "domain"), ("queries", "test queries"), ("bm25", "BM25"), ("general", "general (zero-shot)"),
                                     ("adapted", "+ self-supervised views of its questions"),
-                                    ("finetuned", "+ fine-tuned on its train clusters")]), "",
+                                    ("finetuned", "general + fine-tuned on its train clusters")]), "",
     ]
     if rate:
         lines += [f"Encoding rates ({rate['questions']} questions from all domains, one thread, under the timing lock): "
@@ -407,6 +442,11 @@ def tables(runs: list[dict], by: dict, names: list[str], payload: dict) -> str:
               f">= the general dense on {sum(bar['hybrid_ge_dense'].values())}; >= the better of its parts on "
               f"{sum(bar['hybrid_ge_better_part'].values())}; MiniLM - general dense H@1, mean over domains: "
               f"{bar['mean_minilm_minus_dense_H1']:+.3f} (bar: <= 0.05)."]
+    if "mean_minilm_minus_taught_new_H1" in bar:
+        lines += ["", "With the teacher on the corpus, new questions: hybrid >= BM25 + 0.02 on "
+                  f"{sum(bar['taught_new_hybrid_ge_bm25_plus_0.02'].values())} of {len(bar['taught_new_hybrid_ge_bm25_plus_0.02'])}; "
+                  f">= the better of its parts on {sum(bar['taught_new_hybrid_ge_better_part'].values())}; MiniLM - taught dense H@1, mean: "
+                  f"{bar['mean_minilm_minus_taught_new_H1']:+.3f}."]
     return "\n".join(lines)
 
 
@@ -415,14 +455,17 @@ def main() -> None:
     parser.add_argument("stage", choices=["teacher", "folds", "rates", "report"])
     parser.add_argument("--domains", nargs="*", default=list(DOMAINS))
     parser.add_argument("--only", nargs="*", help="systems to run (default: all)")
+    parser.add_argument("--redo", action="store_true", help="measure the --only systems again even where a fold has them")
     args = parser.parse_args()
+    if args.redo and not args.only:
+        parser.error("--redo needs --only: name the systems to measure again")
     torch.set_num_threads(1)
     if args.stage == "teacher":  # every domain's corpus and extra questions (general_material's cache)
         general_material(args.domains, teacher=True, cache=WORK)
     elif args.stage == "folds":
         for name in args.domains:
             print(f"fold: {name}", flush=True)
-            run_fold(name, set(args.only) if args.only else None)
+            run_fold(name, set(args.only) if args.only else None, args.redo)
     elif args.stage == "rates":
         rates()
     else:

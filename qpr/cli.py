@@ -398,9 +398,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_supervise)
 
     p = sub.add_parser("general", help="build the general bundle: the cold-start model for a corpus without clusters",
-                       description="Train the CNN on every shared question set (their clusters, sampled per set) and "
-                       "distil all-MiniLM-L6-v2 on their questions (docs/OUT_OF_DOMAIN.md), then index --corpus (default: "
-                       "the sets' own questions) with rank fusion. The teacher needs requirements-bench.txt.")
+                       description="Distil all-MiniLM-L6-v2 into the CNN on the questions of every shared question set, "
+                       "its word embeddings started from MiniLM's vectors of single words (docs/OUT_OF_DOMAIN.md), or "
+                       "with --no-teacher train it on the sets' clusters (sampled per set); then index --corpus "
+                       "(default: the sets' own questions) with rank fusion. The teacher needs requirements-bench.txt.")
     p.add_argument("--out", type=Path, required=True, help="the new bundle's directory")
     p.add_argument("--corpus", type=Path, help="questions to index (a cluster file; clusters may be empty)")
     p.add_argument("--domains", nargs="+", default=list(DOMAINS), choices=DOMAINS, help="sets to train on (default: all)")

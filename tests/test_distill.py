@@ -1,13 +1,15 @@
 """The general encoder's pieces on tiny synthetic data: the regression loss, the student's shape,
 per-source sampling, distillation that lowers its loss, pseudo-pairs, corpus caps."""
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
 from qpr.distill import (GeneralConfig, Unlabelled, agreeing_pairs, pseudo_corpus, regression_loss, source_pairs,
-                          student_config, train_general)
+                          student_config, train_general, word_student)
 from qpr.encoder import EncoderConfig, encode_texts
 from qpr.errors import QPRError
 from qpr.data import COLUMNS
@@ -38,6 +40,35 @@ def test_a_student_takes_its_teachers_width_and_unit_vectors():
     assert student_config(TINY_ENCODER, None) == TINY_ENCODER
     student = student_config(TINY_ENCODER, np.zeros((5, 12), dtype=np.float32))
     assert (student.output_dim, student.normalize, student.windows) == (12, True, TINY_ENCODER.windows)
+
+
+def test_a_word_student_starts_from_the_teachers_word_vectors():
+    rng = np.random.default_rng(0)
+    topics = {w: rng.normal(size=12) for w in ("bank", "card", "loan", "fee", "rate", "app", "pin", "atm")}
+    def encode(words):  # a fake teacher: one fixed random direction per word, unit length
+        vectors = np.stack([topics.get(w, np.cos(np.arange(12) * (len(w) + 1))) for w in words])
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    questions = ["my card fee ?", "bank loan rate", "app pin atm", "card pin"] * 3
+    encoder, vocab = word_student(questions, ["bank", "unseenword", "zebra"], encode, TINY_TEXT,
+                                  replace(TINY_ENCODER, embedding_dim=4), seed=0)
+    assert vocab.tokens[-2:] == ["unseenword", "zebra"]  # the teacher's words the questions lack come last
+    assert "bank" in vocab.tokens[:-2] and vocab.tokens.count("bank") == 1
+    assert (encoder.config.output_dim, encoder.config.normalize) == (12, True)  # the teacher's width, unit vectors
+    weights = encoder.embedding.weight.detach().numpy()
+    words = [t for t in vocab.tokens if t.isalnum()]
+    rows = weights[[vocab.token_id(w) for w in words]]
+    # Their rows are the teacher's vectors in fewer dimensions: the most alike pair by the teacher is the most alike here.
+    teacher = encode(words)
+    sim_teacher, sim_rows = teacher @ teacher.T, np.corrcoef(rows)
+    np.fill_diagonal(sim_teacher, -np.inf); np.fill_diagonal(sim_rows, -np.inf)
+    assert np.unravel_index(sim_teacher.argmax(), sim_teacher.shape) == np.unravel_index(sim_rows.argmax(), sim_rows.shape)
+    assert abs(weights[[vocab.token_id(w) for w in words]].std() - 1.0) < 0.2  # the random rows' spread
+    # Fewer words than embedding dimensions (a tiny corpus): the components there are, the rest zero.
+    small, small_vocab = word_student(questions, [], encode, TINY_TEXT, replace(TINY_ENCODER, embedding_dim=30), seed=0)
+    small_rows = small.embedding.weight.detach().numpy()[[small_vocab.token_id(w) for w in small_vocab.tokens if w.isalnum()]]
+    assert np.abs(small_rows[:, 9:]).max() == 0 and np.abs(small_rows[:, :9]).max() > 0  # 9 words: 9 components
+    with pytest.raises(QPRError, match="needs more questions"):
+        word_student(["?"], [], encode, TINY_TEXT, TINY_ENCODER)
 
 
 def test_source_pairs_caps_each_source_on_its_own():
@@ -86,6 +117,17 @@ def test_self_supervised_views_train_without_teacher():
     config = GeneralConfig(unlabelled_per_epoch=40, epochs=2, batch_size=16)
     result = train_general({}, Unlabelled(questions), config, TINY_TEXT, TINY_ENCODER, progress=False)
     assert [set(row) for row in result.history] == [{"epoch", "seconds", "loss_views"}] * 2
+
+
+def test_min_steps_adds_epochs_to_a_small_corpus_only():
+    questions = [f"how do i fix problem {i} with device {i % 5}" for i in range(40)]
+    small = GeneralConfig(unlabelled_per_epoch=40, epochs=1, batch_size=16, min_steps=7)  # 3 batches an epoch
+    result = train_general({}, Unlabelled(questions), small, TINY_TEXT, TINY_ENCODER, progress=False)
+    assert len(result.history) == 3  # ceil(7 / 3) epochs
+    enough = GeneralConfig(unlabelled_per_epoch=40, epochs=2, batch_size=16, min_steps=3)
+    assert len(train_general({}, Unlabelled(questions), enough, TINY_TEXT, TINY_ENCODER, progress=False).history) == 2
+    with pytest.raises(QPRError, match="must not be negative"):
+        GeneralConfig(min_steps=-1)
 
 
 def test_nothing_to_train_on_is_a_clear_error():

