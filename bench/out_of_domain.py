@@ -234,11 +234,12 @@ def run_fold(name: str, only: set[str] | None, redo: bool = False) -> None:
     # The cold start with the teacher: MiniLM on the domain's questions, no labels. "taught" is
     # taught on the whole corpus, queries included (a corpus searched with its own questions, as
     # annotators spot-check it); "taught-new" never sees the queries' texts (new questions).
-    for system, held_out in (("taught-dense", False), ("taught-new-dense", True)):
-        if wanted(system):
-            general = Bundle.load(general_path)
-            questions = fold.corpus["question"].tolist()
-            vectors = minilm_vectors(questions, teacher_path(name, fold.corpus))
+    taught_systems = [(system, held_out) for system, held_out in (("taught-dense", False), ("taught-new-dense", True)) if wanted(system)]
+    if taught_systems:
+        general = Bundle.load(general_path)
+        questions = fold.corpus["question"].tolist()
+        vectors = minilm_vectors(questions, teacher_path(name, fold.corpus))
+        for system, held_out in taught_systems:
             keep = ~fold.corpus["qid"].isin(fold.queries["qid"]).to_numpy() if held_out else np.ones(len(questions), dtype=bool)
             taught = train_general({}, Unlabelled([q for q, k in zip(questions, keep) if k], vectors[keep]), TEACH,
                                    warm_start=(general.encoder, general.vocab), progress=False)

@@ -17,6 +17,7 @@ pairs alone. Teacher vectors are cached per set under ``cache`` (they take most 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import asdict
 from pathlib import Path
@@ -55,6 +56,7 @@ ADAPT = GeneralConfig(per_source=0, unlabelled_per_epoch=5000, epochs=1, batch_s
 TEACH = GeneralConfig(per_source=0, unlabelled_per_epoch=1_000_000, epochs=3, batch_size=64, min_steps=600)
 
 
+@functools.lru_cache(maxsize=1)  # one load per process: a build asks for it once per domain and for its words
 def teacher_model():
     """all-MiniLM-L6-v2 on the CPU (a sentence-transformers model); QPRError without the benchmark extra."""
     try:
