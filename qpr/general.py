@@ -126,6 +126,13 @@ def general_material(domains: Sequence[str], teacher: bool, cache: Path | None,
     return sources, Unlabelled(questions, vectors)
 
 
+def check_general(bundle: Bundle) -> Bundle:
+    """``bundle``, if it can be rebased (a CNN's: ``python -m qpr general`` builds one); QPRError if not."""
+    if bundle.system not in NEURAL_SYSTEMS:
+        raise QPRError(f"{bundle.version} is a {bundle.system} bundle: rebase needs a general bundle (python -m qpr general)")
+    return bundle
+
+
 def rebase(general: Bundle, corpus: pd.DataFrame, adapt: GeneralConfig | None = None, teacher: bool = False, cache: Path | None = None,
            progress: bool = False) -> Bundle:
     """``general``'s encoder over ``corpus`` (``qpr.data.COLUMNS``; clusters may all be <NA>)
@@ -134,8 +141,7 @@ def rebase(general: Bundle, corpus: pd.DataFrame, adapt: GeneralConfig | None = 
     or, with ``teacher``, by distillation from MiniLM on them (``TEACH`` is the measured recipe;
     the benchmark extra must be installed; its vectors cached in ``cache``). The measurements of
     both are in docs/OUT_OF_DOMAIN.md."""
-    if general.system not in NEURAL_SYSTEMS:
-        raise QPRError(f"{general.version} is a {general.system} bundle: rebase needs a general bundle (python -m qpr general)")
+    check_general(general)
     stored = general.manifest.get("fusion") or {}
     fusion = RankFusion(**stored) if stored.get("kind") == "rrf" else FUSION
     model = general
@@ -146,6 +152,9 @@ def rebase(general: Bundle, corpus: pd.DataFrame, adapt: GeneralConfig | None = 
                               warm_start=(general.encoder, general.vocab), progress=progress)
     bundle = Bundle.create(model.encoder, model.vocab, corpus, IndexConfig("auto"),
                            train_info=general.manifest.get("training"))
+    # A version names its encoder's weights; without adaptation that is the general's, so the
+    # corpus names it too (two projects' first versions built in the same second stay apart).
+    bundle.manifest["version"] += f"-{bundle.manifest['data_fingerprint'][:8]}"
     bundle.manifest["general"] = {"from": general.version, "adapt": None if adapt is None else asdict(adapt),
                                   "teacher": "all-MiniLM-L6-v2" if teacher and adapt is not None else None}
     return bundle.with_fusion(fusion.to_dict())

@@ -4,7 +4,7 @@ Layout under the app's cache (``runs/projects`` by default)::
 
     active.json            the project the app serves, who switched to it and when
     <slug>/project.json    name, kind, versions, the served bundle's folder, the next free qid, history
-    <slug>/bundles/<ver>/  bundles (``qpr.bundle``): a lexical one per uploaded version, trained ones
+    <slug>/bundles/<ver>/  bundles (``qpr.bundle``): one per uploaded version, trained ones
     <slug>/training/       the background training job (``qpr.background_training``)
 
 Every file is replaced atomically (``qpr.fsutil.atomic_path``), a bundle before the manifest that
@@ -13,6 +13,11 @@ names it, so a kill leaves the project as it was or as it became, never half-wri
 A new version of a corpus keeps the qid of every question whose text is unchanged (and gives new
 questions qids never used before), so judgments on questions that still exist keep applying:
 ``annotations.merge.applicable_judgments`` matches a judgment by qid and question text.
+
+An uploaded version is served until an encoder is trained on its clusters: by BM25 alone (a
+lexical bundle), or, when the app has a general bundle (``python -m qpr general``), by that
+encoder over the new questions with its rank fusion (``qpr.general.rebase``: the cold start
+measured in docs/OUT_OF_DOMAIN.md), from which training then continues.
 """
 
 from __future__ import annotations
@@ -28,9 +33,11 @@ import pandas as pd
 from qpr.bundle import Bundle
 from qpr.bundle_training import held_out_splits
 from qpr.evaluate import evaluate
-from qpr.retrievers import BM25Retriever
+from qpr.retrievers import BM25Retriever, DenseRetriever
 from qpr.errors import QPRError
 from qpr.fsutil import atomic_path
+from qpr.general import rebase
+from qpr.serving import serving_retriever
 from qpr.upload import Upload
 
 MANIFEST = "project.json"
@@ -68,10 +75,13 @@ def stable_qids(corpus: pd.DataFrame, previous: pd.DataFrame | None, next_qid: i
 
 
 class Projects:
-    """The projects under ``root`` and which one is active; thread-safe within one process."""
+    """The projects under ``root`` and which one is active; thread-safe within one process.
+    ``general``: the general bundle that serves new versions until they are trained (module doc;
+    None: BM25)."""
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, general: Bundle | None = None) -> None:
         self.root = Path(root)
+        self.general = general
         self._lock = threading.Lock()
 
     def folder(self, slug: str) -> Path:
@@ -97,8 +107,8 @@ class Projects:
         return dict(sorted(found.items(), key=lambda item: item[1].lower()))
 
     def create(self, name: str, upload: Upload, who: str) -> str:
-        """A new project ``name`` whose first version is ``upload`` served by BM25 (a lexical
-        bundle) until an encoder is trained; returns its slug. Refuses a taken or empty name."""
+        """A new project ``name`` whose first version is ``upload``, served as the module doc
+        says until an encoder is trained; returns its slug. Refuses a taken or empty name."""
         name = (name or "").strip()
         slug = slug_of(name)
         if not slug or len(name) > MAX_NAME:
@@ -117,7 +127,8 @@ class Projects:
 
     def add_version(self, slug: str, upload: Upload, who: str) -> dict:
         """Upload a new version of project ``slug``'s corpus: questions whose text is unchanged
-        keep their qid (so their judgments still apply); served by BM25 until trained again.
+        keep their qid (so their judgments still apply); served as a new project's first version
+        is until trained again.
         Returns the version's record (its number, rows, questions kept / new / dropped)."""
         with self._lock:
             manifest = self.manifest(slug)
@@ -131,9 +142,19 @@ class Projects:
     def _add_version(self, manifest: dict, upload: Upload, corpus: pd.DataFrame, who: str, kept: int,
                      dropped: int = 0) -> dict:
         number = len(manifest["versions"]) + 1
-        bundle = Bundle.lexical_of(corpus, data=f"{manifest['name']} version {number}")
-        bm25 = BM25Retriever(corpus)  # what the project serves until trained, scored as a trained model is
-        bundle.manifest["metrics"] = {split: evaluate(bm25, corpus, split) for split in held_out_splits(corpus)}
+        data = f"{manifest['name']} version {number}"
+        bm25 = BM25Retriever(corpus)
+        splits = held_out_splits(corpus)
+        # What the project serves until trained, scored as a trained model is.
+        if self.general is None:
+            bundle = Bundle.lexical_of(corpus, data=data)
+            bundle.manifest["metrics"] = {split: evaluate(bm25, corpus, split) for split in splits}
+        else:
+            bundle = rebase(self.general, corpus)
+            bundle.manifest["data"] = data
+            bundle.manifest["metrics"] = {split: evaluate(DenseRetriever(bundle), corpus, split) for split in splits}
+            served = serving_retriever(bundle, bm25)
+            bundle.manifest["hybrid_metrics"] = {split: evaluate(served, corpus, split) for split in splits}
         folder = self.folder(manifest["slug"])
         bundle.save(self.bundle_path(manifest["slug"], bundle.version))
         record = {"number": number, "bundle": bundle.version, "kind": upload.kind, "rows": upload.rows,

@@ -15,6 +15,7 @@ import ui.startup as startup
 from annotations.db import open_store
 from qpr.coherence import cluster_coherence
 from qpr.data import read_cluster_file
+from qpr.bundle import Bundle
 from qpr.bundle_training import verdict
 from qpr.errors import QPRError
 from qpr.retrievers import BM25Retriever
@@ -424,6 +425,20 @@ def test_served_bundle_from_qpr_bundle(bundle, tmp_path, monkeypatch):  # noqa: 
     monkeypatch.setenv("QPR_BUNDLE", str(tmp_path / "missing"))
     with pytest.raises(QPRError, match="no bundle directory"):
         served_bundle()
+
+
+def test_qpr_general_must_name_a_bundle_with_an_encoder(bundle, tmp_path, monkeypatch, capsys):  # noqa: F811
+    monkeypatch.delenv("QPR_GENERAL", raising=False)
+    assert startup.general_bundle() is None
+    monkeypatch.setenv("QPR_GENERAL", str(bundle.save(tmp_path / "general")))
+    assert startup.general_bundle().version == bundle.version
+    monkeypatch.setenv("QPR_GENERAL", str(Bundle.lexical_of(bundle.corpus).save(tmp_path / "lexical")))
+    monkeypatch.setenv("QPR_DB_URL", f"sqlite:///{tmp_path / 'a.db'}")
+    monkeypatch.setenv("QPR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("QPR_AUTH", raising=False)
+    assert startup.main() == 2
+    err = capsys.readouterr().err
+    assert "rebase needs a general bundle" in err and err.count("\n") == 1
 
 
 def test_main_reports_a_bad_database_url_in_one_line(monkeypatch, capsys):

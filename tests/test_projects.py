@@ -11,6 +11,7 @@ import time
 import gradio as gr
 import pandas as pd
 import pytest
+import torch
 
 from annotations.db import open_store
 from annotations.merge import applicable_judgments
@@ -174,6 +175,50 @@ def test_a_project_trains_in_the_background_and_swaps_only_on_confirm(app_page, 
     new = page.ctx.model.current().bundle
     assert not new.lexical and page.ctx.training().status()["state"] == "decided"
     assert page.ctx.projects.manifest("my-faq")["served"] == new.version  # served again after a restart
+
+
+@pytest.fixture
+def general(monkeypatch):
+    """A general bundle (``python -m qpr general``) built on two synthetic domains, tiny budget, no teacher."""
+    from qpr import sources
+    from qpr.distill import GeneralConfig
+    from qpr.general import build_general
+
+    monkeypatch.setitem(sources.LOADERS, "banking77", lambda: make_corpus(seed=1).assign(split="none"))
+    monkeypatch.setitem(sources.LOADERS, "squad", lambda: make_corpus(n_topics=12, seed=2).assign(split="none"))
+    config = GeneralConfig(per_source=80, unlabelled_per_epoch=0, epochs=2, batch_size=16)
+    return build_general(domains=["banking77", "squad"], teacher=False, config=config, progress=False)
+
+
+def test_with_a_general_bundle_a_new_project_is_served_by_it_and_trains_on_from_it(general, bundle, tmp_path):
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path, general=general))
+    page.build()
+    tab = page.projects
+    shown = create_faq(page, tmp_path, "My FAQ")
+    first = page.ctx.model.current().bundle
+    assert not first.lexical and first.manifest["general"]["from"] == general.version
+    assert torch.equal(first.encoder.embedding.weight, general.encoder.embedding.weight)  # its encoder, unchanged
+    assert first.manifest["fusion"] == general.manifest["fusion"]
+    assert "the general model with BM25" in shown[tab.active]
+    assert labels_of(page.ctx.model.current())["results"].startswith("Rank fusion")  # what the Search tab says
+    assert first.manifest["metrics"] and set(first.manifest["hybrid_metrics"]) == set(first.manifest["metrics"])
+    results = page.search.search("how do i learn chess ?", 3, False)[page.search.results]
+    assert results["cluster"].iloc[0] == "c-chess"
+    path = tmp_path / "faq-v2.csv"
+    make_corpus(n_topics=20)[["question", "cluster"]].to_csv(path, index=False)
+    tab.new_version(str(path), "clusters", "", "", "", "bob")
+    second = page.ctx.model.current().bundle
+    assert second.manifest["general"]["from"] == general.version and second.version != first.version
+    assert Bundle.load(page.ctx.projects.bundle_path("my-faq", first.version)).version == first.version  # version 1 kept
+    tab.start(2, "ann")
+    wait_for(page.ctx.training(), {"done", "failed"})
+    assert "is ready" in tab.poll()[tab.status]
+    page.retrain.confirm("ann", None, None)
+    trained = page.ctx.model.current().bundle
+    assert "general" not in trained.manifest and trained.vocab.tokens == general.vocab.tokens  # continued from it
+    assert "model " in tab.listed()[tab.active] and "general" not in tab.listed()[tab.active]
+    store.close()
 
 
 def test_handlers_refuse_without_a_name_or_a_file(app_page, tmp_path):

@@ -42,7 +42,9 @@ _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
 class AppContext:
     """What the handlers act on. ``identity`` is how annotators are known: "name" (typed),
     "auth" (``QPR_AUTH`` login) or "oauth" (Hugging Face sign-in on Spaces); ``examples`` are
-    queries for the Search tab; ``cache`` holds saved bundles, exports and the projects.
+    queries for the Search tab; ``cache`` holds saved bundles, exports and the projects;
+    ``general`` (a general bundle, or None) serves a project's new upload until it is trained
+    (``qpr.projects``).
 
     The app serves one project to everyone at a time: ``model`` is the active project's
     ``ServedModel`` (``project`` its slug; ``model`` given here serves the demo project), and
@@ -58,10 +60,11 @@ class AppContext:
     task_size: int = field(default_factory=lambda: task_size(os.environ.get("QPR_TASK_SIZE")))
 
     project: str = DEMO
+    general: Bundle | None = None
 
     def __post_init__(self) -> None:
         self.cache = Path(self.cache)
-        self.projects = Projects(self.cache / "projects")
+        self.projects = Projects(self.cache / "projects", self.general)
         self._models = {DEMO: self.model}
         self._switch_lock = threading.Lock()
         if self.project != DEMO:

@@ -237,7 +237,12 @@ class ProjectsTab:
 
     def _active_line(self) -> str:
         served = self.ctx.model.current().bundle
-        how = "BM25 only (no encoder trained yet)" if served.lexical else f"model {plain(served.version)}"
+        if served.lexical:
+            how = "BM25 only (no encoder trained yet)"
+        elif "general" in served.manifest:
+            how = f"the general model with BM25, not yet trained on its clusters ({plain(served.version)})"
+        else:
+            how = f"model {plain(served.version)}"
         return (f"Serving **{plain(self.ctx.project_name())}** to everyone: {len(served.corpus):,} questions, "
                 f"{served.corpus['cluster'].nunique():,} clusters, {how}.")
 

@@ -10,6 +10,9 @@ Environment:
   their Hugging Face account; elsewhere they type a name. Anyone can search; only a known
   annotator can record judgments;
 - ``QPR_ADMINS``: with logins, the names that alone may replace (or discard) the served model;
+- ``QPR_GENERAL``: a general bundle (``python -m qpr general --out PATH``; docs/OUT_OF_DOMAIN.md):
+  a project's uploaded questions are then served by its encoder with BM25 (rank fusion) until
+  the project trains on its clusters, which continues from it; without it, by BM25 alone;
 - ``QPR_CACHE_DIR``: where the demo bundle, retrained bundles, exports and projects are kept
   (default ``runs``); the app serves the project last switched to there (the demo at first);
 - ``QPR_MAX_UPLOAD_MB``: the largest file the Projects tab imports (default 50); Gradio refuses a
@@ -27,6 +30,7 @@ import torch
 from annotations.db import open_store
 from qpr.bundle import Bundle
 from qpr.errors import QPRError
+from qpr.general import check_general
 from qpr.projects import DEMO, Projects
 from qpr.serving import ServedModel
 from qpr.upload import max_upload_bytes
@@ -69,16 +73,23 @@ def _last_confirmed() -> Bundle | None:
         return None
 
 
-def serving_context(demo: ServedModel, store, identity: str, examples: tuple[str, ...]) -> AppContext:
+def general_bundle() -> Bundle | None:
+    """``QPR_GENERAL``'s bundle, checked to be one a project can start from; None without it."""
+    path = os.environ.get("QPR_GENERAL")
+    return check_general(Bundle.load(path)) if path else None
+
+
+def serving_context(demo: ServedModel, store, identity: str, examples: tuple[str, ...],
+                    general: Bundle | None = None) -> AppContext:
     """The app's context serving the project last switched to (a project that no longer loads
-    is reported and the demo served instead)."""
+    is reported and the demo served instead); ``general`` is ``AppContext``'s."""
     active = Projects(cache_dir() / "projects").active()
     if active != DEMO:
         try:
-            return AppContext(demo, store, identity, examples, cache_dir(), project=active)
+            return AppContext(demo, store, identity, examples, cache_dir(), project=active, general=general)
         except QPRError as err:
             print(f"[qpr] serving the demo, not the project {active!r}: {err}", file=sys.stderr)
-    return AppContext(demo, store, identity, examples, cache_dir())
+    return AppContext(demo, store, identity, examples, cache_dir(), general=general)
 
 
 def launch_options(auth: list[tuple[str, str]] | None, cache: Path) -> dict:
@@ -95,8 +106,9 @@ def main() -> int:
     try:
         auth = parse_auth(os.environ.get("QPR_AUTH"))
         store = open_store()
+        general = general_bundle()
         bundle, examples = served_bundle()
-        ctx = serving_context(ServedModel(bundle), store, identity_mode(auth), examples)
+        ctx = serving_context(ServedModel(bundle), store, identity_mode(auth), examples, general)
         options = launch_options(auth, ctx.cache)
     except QPRError as err:
         print(f"error: {err}", file=sys.stderr)
