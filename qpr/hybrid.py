@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Sequence
 
 import numpy as np
+import pandas as pd
 from scipy.optimize import minimize
 from scipy.special import expit
 
@@ -234,39 +235,59 @@ def _top(scores: np.ndarray, depth: int) -> np.ndarray:
 
 def fit_fusion(bundle: Bundle, split: str = "val", depth: int = DEPTH, bm25: BM25Retriever | None = None,
                max_queries: int | None = None, seed: int = 0) -> Fusion:
-    """Fit the hybrid scorer on the ``split`` queries of the bundle's corpus (never test).
+    """Fit the hybrid scorer on the ``split`` queries of the bundle's corpus (never test)."""
+    if split == "test":
+        raise QPRError("the fusion is fitted on val (or train) queries; test is for measuring it")
+    if max_queries is not None and max_queries < 1:
+        raise QPRError(f"max_queries must be at least 1, got {max_queries}")
+    queries = query_set(bundle.corpus, split)
+    if max_queries is not None and len(queries) > max_queries:
+        queries = queries.sample(max_queries, random_state=seed)
+    features, labels, _ = fusion_rows(bundle, queries, depth, bm25)
+    return fit_rows([(features, labels)], depth, f"the {split} queries' candidates")
+
+
+def fusion_rows(bundle: Bundle, queries: pd.DataFrame, depth: int = DEPTH,
+                bm25: BM25Retriever | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What a fusion is fitted on: the ``FEATURES`` of each query's candidates (``queries``: rows
+    of the bundle's corpus, with qid and cluster), whether each candidate is in the query's
+    cluster, and the query's position in ``queries`` (one array each, a row per candidate).
 
     Each query's own row is left out of its candidates: it is trivially the nearest on both
     sides and would teach the scorer nothing about paraphrases.
     """
-    if split == "test":
-        raise QPRError("the fusion is fitted on val (or train) queries; test is for measuring it")
-    if depth < 1 or (max_queries is not None and max_queries < 1):
-        raise QPRError(f"depth and max_queries must be at least 1, got {depth} and {max_queries}")
+    if depth < 1:
+        raise QPRError(f"depth must be at least 1, got {depth}")
     # Unfitted placeholder weights: only the candidate and feature machinery is used here.
     placeholder = Fusion(mean=(0.0,) * len(FEATURES), scale=(1.0,) * len(FEATURES), coef=(0.0,) * len(FEATURES),
                          intercept=0.0, depth=depth)
     hybrid = HybridRetriever(bundle, placeholder, bm25)
-    queries = query_set(bundle.corpus, split)
-    if max_queries is not None and len(queries) > max_queries:
-        queries = queries.sample(max_queries, random_state=seed)
     row_of = hybrid._lookup[0]
     cluster = bundle.corpus["cluster"].to_numpy(dtype=object, na_value=None)
-    tables, labels = [], []
-    for (qid, own_cluster), (rows, table) in zip(
+    tables, labels, owners = [np.empty((0, len(FEATURES)))], [np.empty(0, dtype=bool)], [np.empty(0, dtype=np.int64)]
+    for position, ((qid, own_cluster), (rows, table)) in enumerate(zip(
         queries[["qid", "cluster"]].itertuples(index=False),
         hybrid.candidates(queries["question"].tolist(), depth),
-    ):
+    )):
         keep = rows != row_of.get_loc(qid)
         tables.append(table[keep])
         labels.append(cluster[rows[keep]] == own_cluster)
-    x, y = np.concatenate(tables), np.concatenate(labels)
+        owners.append(np.full(int(keep.sum()), position))
+    return np.concatenate(tables), np.concatenate(labels), np.concatenate(owners)
+
+
+def fit_rows(parts: Sequence[tuple[np.ndarray, np.ndarray]], depth: int = DEPTH, what: str = "the candidates") -> Fusion:
+    """The fusion fitted on (features, labels) pooled from ``parts`` (``fusion_rows``; several
+    corpora fit one fusion meant for corpora it never saw: ``bench/out_of_domain.py``).
+    QPRError when the candidates are all paraphrases or none are."""
+    x = np.concatenate([features for features, _ in parts])
+    y = np.concatenate([labels for _, labels in parts])
     if y.all() or not y.any():
-        raise QPRError(f"the {split} queries' candidates are all {'positive' if y.all() else 'negative'}: "
+        raise QPRError(f"{what} are all {'positive' if y.all() else 'negative'}: "
                        "a fusion needs both paraphrases and non-paraphrases among them")
     mean, scale = x.mean(axis=0), x.std(axis=0) + 1e-9
     coef, intercept = _signed_logistic_regression((x - mean) / scale, y.astype(float))
-    return Fusion(tuple(mean), tuple(scale), tuple(coef), intercept, depth)
+    return Fusion(tuple(float(v) for v in mean), tuple(float(v) for v in scale), tuple(float(v) for v in coef), intercept, depth)
 
 
 def _signed_logistic_regression(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:

@@ -8,7 +8,9 @@ from qpr.bundle import Bundle
 from qpr.cli import main
 from qpr.errors import QPRError
 from qpr.index import IndexConfig
-from qpr.hybrid import FEATURES, SIGNS, Fusion, HybridRetriever, RankFusion, RankFusionRetriever, fit_fusion, rank_fuse
+from qpr.evaluate import query_set
+from qpr.hybrid import (FEATURES, SIGNS, Fusion, HybridRetriever, RankFusion, RankFusionRetriever, fit_fusion, fit_rows,
+                         fusion_rows, rank_fuse)
 from qpr.retrievers import BM25Retriever, DenseRetriever
 from qpr.serving import serving_retriever
 
@@ -89,6 +91,23 @@ def test_fusion_survives_save_and_load_and_is_required(fitted, tiny_bundle, tmp_
         fit_fusion(tiny_bundle, max_queries=0)
     with pytest.raises(QPRError, match="another corpus"):
         HybridRetriever(fitted, bm25=BM25Retriever(fitted.corpus.iloc[::-1]))
+
+
+def test_a_fusion_fitted_on_several_corpora_pools_their_candidates(tiny_bundle):
+    queries = query_set(tiny_bundle.corpus, "val")
+    features, labels, owner = fusion_rows(tiny_bundle, queries)
+    assert features.shape == (len(labels), len(FEATURES)) and set(owner) == set(range(len(queries)))
+    own = tiny_bundle.corpus.set_index("qid").index.get_indexer(queries["qid"])
+    hybrid = HybridRetriever(tiny_bundle.with_fusion(fit_fusion(tiny_bundle).to_dict()))
+    for position, row in enumerate(own[:5]):  # a query's own row is never among its candidates
+        rows, table = hybrid.candidates([queries["question"].iloc[position]], 20)[0]
+        assert len(table[rows != row]) == int((owner == position).sum())
+    assert fit_rows([(features, labels)]) == fit_fusion(tiny_bundle)  # one corpus: the same fit as fit_fusion
+    half = len(labels) // 2
+    pooled = fit_rows([(features[:half], labels[:half]), (features[half:], labels[half:])])
+    assert pooled == fit_rows([(features, labels)])  # pooling is concatenation
+    with pytest.raises(QPRError, match="all negative"):
+        fit_rows([(features, np.zeros_like(labels))])
 
 
 def test_cli_fuses_a_bundle_then_searches_and_evaluates_with_it(tiny_bundle, tmp_path, capsys):
