@@ -17,7 +17,7 @@ from qpr.data import fingerprint
 from qpr.distill import GeneralConfig
 from qpr.errors import QPRError
 from qpr.general import build_general, general_material, minilm_vectors, rebase
-from qpr.hybrid import RankFusion, RankFusionRetriever
+from qpr.hybrid import HybridRetriever, RankFusion, RankFusionRetriever
 from qpr.serving import Served, serving_retriever
 from ui.search_tab import labels_of
 
@@ -114,11 +114,14 @@ def test_a_distilled_general_bundle_rebases_with_its_teacher_and_retrains_with_c
     monkeypatch.setattr(general_module, "teacher_words", lambda: ["bank", "mortgage"])
     general = build_general(domains=tiny_domains, teacher=True, config=TINY, progress=False)
     assert general.encoder.config.output_dim == 8 and general.encoder.config.normalize
+    assert general.manifest["fusion"] == general_module.FUSION.to_dict()  # the scorer fitted across domains
+    assert isinstance(serving_retriever(general), HybridRetriever)
     assert general.vocab.tokens[-1] == "mortgage"  # the teacher's words join the student's vocabulary
     assert general.manifest["training"]["config"]["distance"] == "cosine"
     users = synthetic("insurance")
     cold = rebase(general, users.assign(cluster=pd.NA), adapt=TINY, teacher=True)
     assert cold.manifest["general"]["teacher"] == "all-MiniLM-L6-v2" and cold.encoder.config.normalize
+    assert cold.manifest["fusion"] == general.manifest["fusion"]  # carried over to the user's corpus
     split = users.assign(split=np.where(users["cluster"].str.endswith(("card", "pin")), "val", "train"))
     retrained = retrain_bundle(cold, split, max_epochs=1, fuse=False, progress=False)
     assert retrained.manifest["training"]["config"]["distance"] == "cosine" and retrained.encoder.config.normalize
@@ -142,6 +145,21 @@ def test_cli_rebases_a_general_bundle_onto_a_users_questions(tiny_domains, tmp_p
     (tmp_path / "notes" / "keep.txt").write_text("mine")
     assert main(["rebase", str(tmp_path / "general"), "--corpus", str(questions), "--out", str(tmp_path / "notes"), "--quiet"]) == 2
     assert "not a bundle" in capsys.readouterr().err and (tmp_path / "notes" / "keep.txt").read_text() == "mine"
+
+
+def test_the_general_fusion_is_the_one_the_benchmark_fitted_across_domains():
+    """qpr.general.FUSION is copied from bench/results/out_of_domain.json: a re-run benchmark that
+    fits another scorer fails here until the constant is updated with it."""
+    from pathlib import Path
+
+    results = json.loads((Path(__file__).resolve().parents[1] / "bench" / "results" / "out_of_domain.json").read_text())
+    fitted = results["fusion"]["hybrid"]["over_all_domains"]
+    for field in ("mean", "scale", "coef"):
+        np.testing.assert_allclose(getattr(general_module.FUSION, field), fitted[field], rtol=1e-3, atol=1e-6)
+    assert general_module.FUSION.intercept == pytest.approx(fitted["intercept"], rel=1e-3)
+    assert general_module.FUSION.features == tuple(fitted["features"]) and general_module.FUSION.depth == fitted["depth"]
+    rank = results["fusion"]["rrf"]["over_all_domains"]
+    assert (general_module.RANK_FUSION.dense_weight, general_module.RANK_FUSION.k) == (rank["dense_weight"], rank["k"])
 
 
 def test_the_teachers_words_are_its_whole_english_words():
