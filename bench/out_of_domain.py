@@ -330,14 +330,13 @@ def fitted_rows(folds: dict[str, Fold]) -> tuple[list[dict], dict]:
     general = {name: Bundle.load(WORK / "general" / name) for name in folds if (WORK / "general" / name).is_dir()}
     fit_on = {name: fusion_rows(general[name], folds[name].queries.sample(min(FIT_QUERIES, len(folds[name].queries)), random_state=0),
                                 bm25=folds[name].bm25)[:2] for name in general}
+    nested = {name: fit_rows([fit_on[other] for other in general if other != name]) for name in general}
+    taught = {name: Bundle.load(WORK / "taught-new" / name) for name in general if (WORK / "taught-new" / name).is_dir()}
     rows = []
-    for system, folder, default in (("hybrid", "general", True), ("taught-new-hybrid", "taught-new", False)):
-        for name in general:
-            if not (WORK / folder / name).is_dir():
-                continue
+    for system, bundles, default in (("hybrid", general, True), ("taught-new-hybrid", taught, False)):
+        for name, bundle in bundles.items():
             fold = folds[name]
-            fusion = fit_rows([fit_on[other] for other in general if other != name])
-            hybrid = HybridRetriever(Bundle.load(WORK / folder / name), fusion, fold.bm25)
+            hybrid = HybridRetriever(bundle, nested[name], fold.bm25)
             hits = hits_of(ranked(hybrid, fold.queries), fold.corpus, fold.queries)
             change, low, high = h1_change(hits_of(fold.lists["bm25"], fold.corpus, fold.queries), hits)
             rows.append({"left_out": name, "system": system} | rank_metrics(hits)

@@ -16,7 +16,7 @@ questions qids never used before), so judgments on questions that still exist ke
 
 An uploaded version is served until an encoder is trained on its clusters: by BM25 alone (a
 lexical bundle), or, when the app has a general bundle (``python -m qpr general``), by that
-encoder over the new questions with its rank fusion (``qpr.general.rebase``: the cold start
+encoder over the new questions with its fusion (``qpr.general.rebase``: the cold start
 measured in docs/OUT_OF_DOMAIN.md), from which training then continues.
 """
 
