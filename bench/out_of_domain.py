@@ -57,6 +57,7 @@ import torch  # noqa: E402
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json  # noqa: E402
 from bench.quality import MiniLMRetriever  # noqa: E402
 from qpr.bundle import Bundle  # noqa: E402
+from qpr.confidence import mean_ci  # noqa: E402
 from qpr.data import fingerprint, load_corpus, data_dir  # noqa: E402
 from qpr.encoder import encode_texts  # noqa: E402
 from qpr.distill import GeneralConfig, Unlabelled, train_general  # noqa: E402
@@ -383,6 +384,7 @@ def report() -> None:
         "mean_minilm_minus_dense_H1": float(np.mean([by[n, "minilm"]["H1"] - by[n, "dense"]["H1"] for n in names])) if names else None,
         "cnn_over_minilm_encode_rate": rate["cnn"] / rate["minilm"] if rate else None,
     }
+    bar |= seed_scatter(by, names)
     taught_names = [n for n in names if (n, "taught-new-hybrid") in by]
     if taught_names:  # the same bar for the cold start with the teacher, on new questions
         bar["taught_new_hybrid_ge_bm25_plus_0.02"] = {n: by[n, "taught-new-hybrid"]["H1"] >= by[n, "bm25"]["H1"] + 0.02 for n in taught_names}
@@ -400,6 +402,24 @@ def report() -> None:
     write_json(payload, RESULTS)
     plot(by, names)
     replace_marked_section(DOC, "ood", tables(runs, by, names, payload))
+
+
+def seed_systems() -> dict[int, str]:
+    """The general dense's system name at each seed measured (``dense`` is seed 0)."""
+    return {0: "dense"} | {seed: f"dense-seed-{seed}" for seed in SEEDS}
+
+
+def seed_scatter(by: dict, names: list[str]) -> dict:
+    """The bar's mean gap (MiniLM - general dense H@1 over ``names``) at each seed whose general
+    dense every domain has, and, with two or more, their mean with a 95% t-interval over seeds
+    (the queries are fixed; what scatters is the training)."""
+    gaps = {seed: float(np.mean([by[n, "minilm"]["H1"] - by[n, system]["H1"] for n in names]))
+            for seed, system in seed_systems().items() if names and all((n, system) in by for n in names)}
+    if len(gaps) < 2:
+        return {}
+    mean, low, high = mean_ci(list(gaps.values()))
+    return {"mean_minilm_minus_dense_H1_by_seed": {str(seed): gap for seed, gap in gaps.items()},
+            "mean_minilm_minus_dense_H1_over_seeds": {"mean": mean, "low": low, "high": high, "seeds": len(gaps)}}
 
 
 SHOWN = [("bm25", "BM25"), ("product-dense", "product dense"), ("product-hybrid", "product hybrid"),
@@ -450,6 +470,10 @@ def tables(runs: list[dict], by: dict, names: list[str], payload: dict) -> str:
                    | {"new_gain": gain(n, "taught-new-hybrid"), "own_gain": gain(n, "taught-rrf")} for n in names]
     ablation = [{"domain": n} | {s: cell(n, s) for s in ("dense-pairs-only", "dense-with-pairs", "dense-random-words", "dense-rate-1e-3", "dense")}
                 for n in names]
+    seeds = seed_systems()
+    seed_rows = [{"domain": n} | {f"seed {seed}": cell(n, system) for seed, system in seeds.items()}
+                 | {"mean": float(np.mean(measured)), "minilm": cell(n, "minilm"), "gap": cell(n, "minilm") - float(np.mean(measured))}
+                 for n in names if len(measured := [cell(n, s) for s in seeds.values() if (n, s) in by]) > 1]
     step3 = {(r["left_out"], r["system"]): r for r in runs if r.get("split") == "test"}
     adapt_rows = [{"domain": n, "queries": step3[n, "general"]["queries"]}
                   | {s: step3.get((n, s), {}).get("H1") for s in ("bm25", "general", "adapted", "finetuned")}
@@ -457,7 +481,9 @@ def tables(runs: list[dict], by: dict, names: list[str], payload: dict) -> str:
     rate = payload["rates"]
     bar = payload["bar"]
     lines = [
-        f"Measured {payload['date']} on {payload['machine']}; seed 0; at most {MAX_QUERIES} queries per domain.",
+        f"Measured {payload['date']} on {payload['machine']}; seed 0"
+        + (f" (the general dense also at seeds {', '.join(map(str, SEEDS))}, below)" if seed_rows else "")
+        + f"; at most {MAX_QUERIES} queries per domain.",
         "",
         "**H@1** on each left-out domain (top 20, query removed from its results):",
         "", markdown_table(main_rows, columns), "",
@@ -475,6 +501,12 @@ def tables(runs: list[dict], by: dict, names: list[str], payload: dict) -> str:
                                   ("dense-random-words", "distillation, random word embeddings"),
                                   ("dense-rate-1e-3", "distillation, MiniLM's word vectors"),
                                   ("dense", "the same at rate 4e-3 (the default)")]), "",
+    ]
+    if seed_rows:
+        lines += ["**The general dense at each training seed** (H@1; seed 0 is the `dense` above, the seed the build uses):", "",
+                  markdown_table(seed_rows, [("domain", "left out")] + [(f"seed {seed}", f"seed {seed}") for seed in seeds]
+                                 + [("mean", "mean over seeds"), ("minilm", "MiniLM"), ("gap", "MiniLM - mean")]), ""]
+    lines += [
         "**Adapting to the left-out domain** (its own test clusters; H@1):", "",
         markdown_table(adapt_rows, [("domain", "domain"), ("queries", "test queries"), ("bm25", "BM25"), ("general", "general (zero-shot)"),
                                     ("adapted", "+ self-supervised views of its questions"),
@@ -488,6 +520,10 @@ def tables(runs: list[dict], by: dict, names: list[str], payload: dict) -> str:
               f">= the general dense on {sum(bar['hybrid_ge_dense'].values())}; >= the better of its parts on "
               f"{sum(bar['hybrid_ge_better_part'].values())}; MiniLM - general dense H@1, mean over domains: "
               f"{bar['mean_minilm_minus_dense_H1']:+.3f} (bar: <= 0.05)."]
+    if "mean_minilm_minus_dense_H1_over_seeds" in bar:
+        over = bar["mean_minilm_minus_dense_H1_over_seeds"]
+        lines[-1] += (" Over " + ", ".join(f"seed {k} {v:+.3f}" for k, v in bar["mean_minilm_minus_dense_H1_by_seed"].items())
+                      + f": mean {over['mean']:+.3f} [95% t-interval over seeds {over['low']:+.3f}, {over['high']:+.3f}].")
     if "mean_minilm_minus_taught_new_H1" in bar:
         lines += ["", "With the teacher on the corpus, new questions: hybrid >= BM25 + 0.02 on "
                   f"{sum(bar['taught_new_hybrid_ge_bm25_plus_0.02'].values())} of {len(bar['taught_new_hybrid_ge_bm25_plus_0.02'])}; "
