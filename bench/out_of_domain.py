@@ -27,7 +27,8 @@ paper's protocol (query removed from its own results; hit = same cluster; H@1 an
   teaching (questions a user asks later); ``*-rrf``: each fused with BM25 as ``rrf`` is;
 - step 3 on the left-out domain's own ``test`` clusters: ``general`` (zero-shot), ``adapted``
   (+ self-supervised views of the domain's questions, no labels) and ``finetuned`` (the general
-  + its ``train`` clusters).
+  retrained on its ``train`` clusters as the product retrains a project that started from it:
+  ``retrain_bundle`` of ``rebase``).
 
 Stages (each resumable: a fold's rows are kept in runs/ood/folds/<domain>.json):
   teacher   MiniLM vectors of every domain and its extra questions (cached in runs/ood)
@@ -57,11 +58,12 @@ import torch  # noqa: E402
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json  # noqa: E402
 from bench.quality import MiniLMRetriever  # noqa: E402
 from qpr.bundle import Bundle  # noqa: E402
+from qpr.bundle_training import retrain_bundle  # noqa: E402
 from qpr.confidence import mean_ci  # noqa: E402
 from qpr.data import fingerprint, load_corpus, data_dir  # noqa: E402
 from qpr.encoder import encode_texts  # noqa: E402
 from qpr.distill import GeneralConfig, Unlabelled, train_general  # noqa: E402
-from qpr.general import ADAPT, BUILD, NO_TEACHER, TEACH, distilled_student, general_material, minilm_vectors  # noqa: E402
+from qpr.general import ADAPT, BUILD, NO_TEACHER, TEACH, distilled_student, general_material, minilm_vectors, rebase, training_info  # noqa: E402
 from qpr.evaluate import TOP, h1_change, rank_metrics  # noqa: E402
 from qpr.hybrid import Fusion, HybridRetriever, RankFusion, fit_fusion, fit_rows, fusion_rows, rank_fuse  # noqa: E402
 from qpr.index import IndexConfig  # noqa: E402
@@ -80,7 +82,6 @@ EARLIER = replace(GENERAL, lr=1e-3)  # the distillation's rate before 4e-3: the 
 # The product's budget (about the general encoder's of before; not the 0.817 bundle of docs/QUALITY.md).
 PRODUCT_QUESTIONS = 20_000  # Quora-lite capped: about 28k training pairs over 2 epochs
 PRODUCT = TrainConfig(max_epochs=2, patience=2, val_pairs=2000)
-FINETUNE = replace(GENERAL, per_source=4000, unlabelled_per_epoch=0, epochs=1)
 SEEDS = (1, 2)  # the general dense trained again at these seeds (``dense`` is seed 0, as built)
 # Rank fusion settings chosen among (nested, on the other domains): the dense weight, and RRF's k,
 # which sets how much a top rank outweighs the next (small k: a small dense weight only breaks
@@ -228,7 +229,7 @@ def run_fold(name: str, only: set[str] | None, redo: bool = False) -> None:
     if wanted("dense") or (step3 and not general_path.is_dir()):
         result = general_variant(name, labels=False, teacher=True, words=True)
         bundle = bundle_on(result, fold.corpus)
-        bundle.manifest["training"] = {"config": asdict(GENERAL), "history": result.history, "seconds": result.seconds}
+        bundle.manifest["training"] = training_info(GENERAL, result)  # as `python -m qpr general` records it
         bundle.save(general_path)
         fold.record("dense", DenseRetriever(bundle), train_seconds=round(result.seconds, 1))
     for system, labels, teacher, words in (("dense-rate-1e-3", False, True, True), ("dense-random-words", False, True, False),
@@ -268,9 +269,12 @@ def run_fold(name: str, only: set[str] | None, redo: bool = False) -> None:
         adapted = train_general({}, Unlabelled(fold.corpus["question"].tolist()), ADAPT,
                                 warm_start=(general.encoder, general.vocab), progress=False)
         fold.record("adapted", DenseRetriever(bundle_on(adapted, fold.corpus)), train_seconds=round(adapted.seconds, 1), **test)
-        # Fine-tuning continues from the default cold start (no adaptation): the views lower H@1 (above).
-        tuned = train_general({name: fold.corpus}, None, FINETUNE, warm_start=(general.encoder, general.vocab), progress=False)
-        fold.record("finetuned", DenseRetriever(bundle_on(tuned, fold.corpus)), train_seconds=round(tuned.seconds, 1), **test)
+        # Fine-tuning as the product does it: a project starts from the general (rebase, no
+        # adaptation: the views lower H@1, above) and "Train" retrains it on the project's
+        # clusters (retrain_bundle: the general's recorded settings, best val epoch kept).
+        tuned = retrain_bundle(rebase(general, fold.corpus), fold.corpus, fuse=False, progress=False)
+        training = tuned.manifest["training"]
+        fold.record("finetuned", DenseRetriever(tuned), train_seconds=round(training["seconds"], 1), epochs=training["best_epoch"], **test)
 
 
 def rates() -> dict:
@@ -395,7 +399,8 @@ def report() -> None:
                                   "taught-rrf": taught_fusion, "taught-new-rrf": taught_new_fusion}, "bar": bar,
                "protocol": {"max_queries": MAX_QUERIES, "caps": {n: domain_cap(n) for n in DOMAINS}, "seed": 0,
                             "general": asdict(GENERAL), "product": asdict(PRODUCT) | {"questions": PRODUCT_QUESTIONS},
-                            "adapt": asdict(ADAPT), "teach": asdict(TEACH), "finetune": asdict(FINETUNE)},
+                            "adapt": asdict(ADAPT), "teach": asdict(TEACH),
+                            "finetune": "qpr.bundle_training.retrain_bundle(rebase(general)): the general's recorded settings, best val epoch"},
                "rates": rate, "machine": machine(), "date": time.strftime("%Y-%m-%d")}
     if "transformer" in previous:
         payload["transformer"] = previous["transformer"]

@@ -27,7 +27,7 @@ import pandas as pd
 
 from qpr.bundle import NEURAL_SYSTEMS, Bundle
 from qpr.data import fingerprint
-from qpr.distill import GeneralConfig, Unlabelled, train_general, word_student
+from qpr.distill import GeneralConfig, GeneralResult, Unlabelled, train_general, word_student
 from qpr.encoder import QuestionEncoder
 from qpr.errors import QPRError
 from qpr.fsutil import atomic_path, check_writable
@@ -173,6 +173,14 @@ def rebase(general: Bundle, corpus: pd.DataFrame, adapt: GeneralConfig | None = 
     return bundle.with_fusion(general.manifest.get("fusion") or RANK_FUSION.to_dict())
 
 
+def training_info(config: GeneralConfig, result: GeneralResult) -> dict:
+    """The manifest's ``training`` entry of a general encoder trained by ``config``. Retraining it
+    on a project's clusters (``qpr.bundle_training.retrain_bundle``) reads its settings here: a
+    distilled student's vectors are unit length, so its SDML must use the cosine distance."""
+    distance = "cosine" if result.encoder.config.normalize else "squared"
+    return {"kind": "general", "config": asdict(config) | {"distance": distance}, "history": result.history, "seconds": result.seconds}
+
+
 def build_general(
     corpus: pd.DataFrame | None = None,
     domains: Sequence[str] = DOMAINS,
@@ -196,10 +204,6 @@ def build_general(
         frames = [c.assign(cluster=name + ":" + c["cluster"], split="none") for name, c in sources.items()]
         corpus = pd.concat(frames, ignore_index=True).drop_duplicates("question").reset_index(drop=True)
         corpus["qid"] = np.arange(1, len(corpus) + 1, dtype="int64")
-    # Retraining on a project's clusters (qpr.bundle_training.retrain_bundle) reads its settings
-    # here: a distilled student's vectors are unit length, so its SDML must use the cosine distance.
-    distance = "cosine" if result.encoder.config.normalize else "squared"
-    info = {"kind": "general", "config": asdict(config) | {"distance": distance}, "domains": list(domains), "teacher": "all-MiniLM-L6-v2" if teacher else None,
-            "history": result.history, "seconds": result.seconds}
+    info = training_info(config, result) | {"domains": list(domains), "teacher": "all-MiniLM-L6-v2" if teacher else None}
     bundle = Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("auto"), train_info=info)
     return bundle.with_fusion((fusion or (FUSION if teacher else RANK_FUSION)).to_dict())
