@@ -165,7 +165,8 @@ def retrain_bundle(
 ) -> Bundle:
     """A new bundle whose encoder continues ``bundle``'s on ``corpus`` (e.g. corrected clusters).
 
-    Training settings are the ones the bundle was trained with (``max_epochs`` may override);
+    Training settings are the ones the bundle was trained with, with its manifest's ``retrain``
+    settings put over them (a general bundle's: ``qpr.general.training_info``; ``max_epochs`` may override);
     vocabulary, layer sizes and index settings stay the same, so old and new are comparable.
     The other arguments are ``train_bundle``'s.
 
@@ -190,7 +191,8 @@ def retrain_bundle(
             settings = replace(settings, epochs=max_epochs)
         return train_seed_bundle(corpus, bundle.system, settings, bundle.index.config, data="corrected clusters",
                                  labels=labels, bm25=bm25, fuse=fuse)
-    settings = bundle.manifest.get("training", {}).get("config", {})
+    training = bundle.manifest.get("training", {})
+    settings = training.get("config", {}) | training.get("retrain", {})
     known = {name: value for name, value in settings.items() if name in TrainConfig.__dataclass_fields__}
     config = TrainConfig(**known)
     if max_epochs is not None:

@@ -3,6 +3,7 @@ bench/out_of_domain.py): build, serve by rank fusion, rebase onto a corpus witho
 the cached teacher, and the CLI."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -112,12 +113,12 @@ def test_a_distilled_general_bundle_rebases_with_its_teacher_and_retrains_with_c
 
     monkeypatch.setattr(general_module, "minilm_vectors", fake_minilm)
     monkeypatch.setattr(general_module, "teacher_words", lambda: ["bank", "mortgage"])
-    general = build_general(domains=tiny_domains, teacher=True, config=TINY, progress=False)
+    general = build_general(domains=tiny_domains, teacher=True, config=replace(TINY, lr=general_module.BUILD.lr), progress=False)
     assert general.encoder.config.output_dim == 8 and general.encoder.config.normalize
     assert general.manifest["fusion"] == general_module.FUSION.to_dict()  # the scorer fitted across domains
     assert isinstance(serving_retriever(general), HybridRetriever)
     assert general.vocab.tokens[-1] == "mortgage"  # the teacher's words join the student's vocabulary
-    assert general.manifest["training"]["config"]["distance"] == "cosine"
+    assert general.manifest["training"]["retrain"] == {"distance": "cosine", "lr": general_module.RETRAIN_LR}
     users = synthetic("insurance")
     cold = rebase(general, users.assign(cluster=pd.NA), adapt=TINY, teacher=True)
     assert cold.manifest["general"]["teacher"] == "all-MiniLM-L6-v2" and cold.encoder.config.normalize
@@ -125,6 +126,7 @@ def test_a_distilled_general_bundle_rebases_with_its_teacher_and_retrains_with_c
     split = users.assign(split=np.where(users["cluster"].str.endswith(("card", "pin")), "val", "train"))
     retrained = retrain_bundle(cold, split, max_epochs=1, fuse=False, progress=False)
     assert retrained.manifest["training"]["config"]["distance"] == "cosine" and retrained.encoder.config.normalize
+    assert retrained.manifest["training"]["config"]["lr"] == general_module.RETRAIN_LR != general_module.BUILD.lr  # not the distillation's
 
 
 def test_cli_rebases_a_general_bundle_onto_a_users_questions(tiny_domains, tmp_path, capsys):
