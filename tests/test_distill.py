@@ -130,6 +130,17 @@ def test_min_steps_adds_epochs_to_a_small_corpus_only():
         GeneralConfig(min_steps=-1)
 
 
+def test_cosine_schedule_takes_the_rate_to_zero_over_all_epochs(optimizers):
+    questions = [f"how do i fix problem {i} with device {i % 5}" for i in range(40)]
+    config = GeneralConfig(unlabelled_per_epoch=40, epochs=2, batch_size=16, lr=1e-3, lr_schedule="cosine")
+    train_general({}, Unlabelled(questions), config, TINY_TEXT, TINY_ENCODER, progress=False)
+    assert optimizers[-1].param_groups[0]["lr"] == pytest.approx(0.0, abs=1e-9)
+    train_general({}, Unlabelled(questions), replace(config, lr_schedule="constant"), TINY_TEXT, TINY_ENCODER, progress=False)
+    assert optimizers[-1].param_groups[0]["lr"] == 1e-3
+    with pytest.raises(QPRError, match="lr_schedule"):
+        GeneralConfig(lr_schedule="linear")
+
+
 def test_nothing_to_train_on_is_a_clear_error():
     with pytest.raises(QPRError, match="nothing to train on"):
         train_general({}, None, GeneralConfig(), TINY_TEXT, TINY_ENCODER, progress=False)
