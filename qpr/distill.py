@@ -45,7 +45,7 @@ from tqdm.auto import tqdm
 from qpr.encoder import EncoderConfig, QuestionEncoder, encode_ids
 from qpr.errors import QPRError
 from qpr.losses import SDMLLoss
-from qpr.sampling import cluster_disjoint_batches, cluster_members, epoch_pairs, view_pairs
+from qpr.sampling import cluster_disjoint_batches, cluster_members, epoch_pairs, view_pairs, word_dropout
 from qpr.text import TextConfig, Vocabulary
 from qpr.train import cosine_decay
 from qpr.word_vectors import embedding_rows
@@ -60,7 +60,11 @@ class GeneralConfig:
     ``min_steps`` raises ``epochs`` until training takes at least that many batches: a small
     corpus has only a few batches per epoch (1,000 questions in batches of 64: 16), so an epoch
     count that suits 100,000 questions barely moves the encoder on it. ``lr_schedule`` "cosine"
-    takes the rate from ``lr`` to zero over all of training (``qpr.train.cosine_decay``)."""
+    takes the rate from ``lr`` to zero over all of training (``qpr.train.cosine_decay``).
+    ``distill_dropout`` drops each word of a distilled question's student input with that
+    probability (its target stays the teacher's vector of the whole question), so the student
+    learns to place a question from part of its words, as it must where a new domain's words are
+    unknown to it."""
 
     per_source: int = 4000
     unlabelled_per_epoch: int = 8000
@@ -72,14 +76,15 @@ class GeneralConfig:
     seed: int = 0
     min_steps: int = 0
     lr_schedule: str = "constant"
+    distill_dropout: float = 0.0
 
     def __post_init__(self) -> None:
         if self.batch_size < 2 or self.epochs < 1:
             raise QPRError(f"batch_size must be at least 2 and epochs at least 1: {self}")
         if self.per_source < 0 or self.unlabelled_per_epoch < 0 or self.min_steps < 0:
             raise QPRError(f"per_source, unlabelled_per_epoch and min_steps must not be negative: {self}")
-        if not 0.0 <= self.view_dropout < 1.0:
-            raise QPRError(f"view_dropout must be in [0, 1): {self}")
+        if not (0.0 <= self.view_dropout < 1.0 and 0.0 <= self.distill_dropout < 1.0):
+            raise QPRError(f"view_dropout and distill_dropout must be in [0, 1): {self}")
         if self.lr_schedule not in ("constant", "cosine"):
             raise QPRError(f"unknown lr_schedule {self.lr_schedule!r}: use 'constant' or 'cosine'")
 
@@ -234,7 +239,10 @@ def train_general(
             batches = _epoch_batches(sources, unlabelled, config, rng)
         for kind, anchors, positives, teacher in tqdm(batches, desc=f"epoch {epoch}/{epochs}", disable=not progress, leave=False):
             if kind == "distill":
-                loss = regression_loss(encode_ids(encoder, [vocab.encode(t) for t in anchors]), torch.from_numpy(teacher).float())
+                ids = [vocab.encode(t) for t in anchors]
+                if config.distill_dropout:
+                    ids = word_dropout(ids, config.distill_dropout, rng)
+                loss = regression_loss(encode_ids(encoder, ids), torch.from_numpy(teacher).float())
             else:
                 if kind == "views":
                     first, second = view_pairs([vocab.encode(t) for t in anchors], config.view_dropout, rng)
