@@ -62,7 +62,7 @@ from qpr.bundle import Bundle  # noqa: E402
 from qpr.bundle_training import retrain_bundle  # noqa: E402
 from qpr.confidence import mean_ci  # noqa: E402
 from qpr.data import fingerprint, load_corpus, data_dir  # noqa: E402
-from qpr.encoder import encode_texts  # noqa: E402
+from qpr.encoder import EncoderConfig, encode_texts  # noqa: E402
 from qpr.distill import GeneralConfig, Unlabelled, train_general  # noqa: E402
 from qpr.general import ADAPT, BUILD, NO_TEACHER, TEACH, distilled_student, general_material, minilm_vectors, rebase, training_info  # noqa: E402
 from qpr.evaluate import TOP, h1_change, pair_auc, rank_metrics  # noqa: E402
@@ -85,6 +85,7 @@ EARLIER = replace(GENERAL, lr=1e-3)  # the distillation's rate before 4e-3: the 
 PRODUCT_QUESTIONS = 20_000  # Quora-lite capped: about 28k training pairs over 2 epochs
 PRODUCT = TrainConfig(max_epochs=2, patience=2, val_pairs=2000)
 SEEDS = (1, 2)  # the general dense trained again at these seeds (``dense`` is seed 0, as built)
+MAX_MEAN = EncoderConfig(pooling="max+mean")
 # Rank fusion settings chosen among (nested, on the other domains): the dense weight, and RRF's k,
 # which sets how much a top rank outweighs the next (small k: a small dense weight only breaks
 # BM25's near-ties; the usual 60: it reorders BM25's top ranks).
@@ -201,15 +202,16 @@ def training_material(left_out: str, teacher: bool) -> tuple[dict, Unlabelled]:
     return general_material([name for name in DOMAINS if name != left_out], teacher, WORK)
 
 
-def general_variant(left_out: str, labels: bool, teacher: bool, words: bool = False, config: GeneralConfig = GENERAL):
+def general_variant(left_out: str, labels: bool, teacher: bool, words: bool = False, config: GeneralConfig = GENERAL,
+                    encoder: EncoderConfig = EncoderConfig()):
     """The general encoder of a fold (``teacher`` and ``words`` at ``GENERAL``, as ``python -m qpr
     general`` trains it: distilled, its embeddings started from MiniLM's word vectors), or an
-    ablation: the same at another ``config``, or from random embeddings, the other domains'
-    labelled pairs alone (``NO_TEACHER``), or pairs and distillation together (the pairs at
-    ``NO_TEACHER``'s rate per source)."""
+    ablation: the same at another ``config`` or ``encoder``, or from random embeddings, the other
+    domains' labelled pairs alone (``NO_TEACHER``), or pairs and distillation together (the pairs
+    at ``NO_TEACHER``'s rate per source)."""
     sources, unlabelled = training_material(left_out, teacher)
     config = replace(config, per_source=NO_TEACHER.per_source) if labels and teacher else config if teacher else NO_TEACHER
-    student = distilled_student(unlabelled.questions, WORK, config.seed) if words else None
+    student = distilled_student(unlabelled.questions, WORK, config.seed, encoder) if words else None
     return train_general(sources if labels else {}, unlabelled if teacher else None, config, warm_start=student, progress=False)
 
 
@@ -243,6 +245,15 @@ def run_fold(name: str, only: set[str] | None, redo: bool = False) -> None:
         if wanted(f"dense-seed-{seed}"):
             result = general_variant(name, labels=False, teacher=True, words=True, config=replace(GENERAL, seed=seed))
             fold.record(f"dense-seed-{seed}", DenseRetriever(bundle_on(result, fold.corpus)), train_seconds=round(result.seconds, 1))
+    for seed in (0, *SEEDS):  # the student pooling by max and mean (its teacher pools by mean), at every seed
+        system = "dense-max-mean" + (f"-seed-{seed}" if seed else "")
+        if wanted(system):
+            result = general_variant(name, labels=False, teacher=True, words=True, config=replace(GENERAL, seed=seed), encoder=MAX_MEAN)
+            bundle = bundle_on(result, fold.corpus)
+            if not seed:  # kept, so that the hybrid and step 3 can be measured over it if it becomes the default
+                bundle.manifest["training"] = training_info(GENERAL, result)
+                bundle.save(WORK / "general-max-mean" / name)
+            fold.record(system, DenseRetriever(bundle), train_seconds=round(result.seconds, 1))
     if wanted("adapted-dense"):  # the cold start without labels: self-supervised views of the domain's questions
         general = Bundle.load(general_path)
         adapted = train_general({}, Unlabelled(fold.corpus["question"].tolist()), ADAPT,

@@ -37,6 +37,9 @@ class EncoderConfig:
     "max"; padding is masked out of both), then projected to ``output_dim``. ``windows`` is then
     unused. Bundles record these fields in their manifest, so they reload as trained; bundles
     written before they existed are CNNs and load as such.
+
+    The CNN pools by "max" (the paper), or by "max+mean": each window's features pooled both
+    ways, concatenated (a distilled student's teacher, all-MiniLM-L6-v2, pools by mean).
     """
 
     embedding_dim: int = 300
@@ -50,8 +53,9 @@ class EncoderConfig:
     def __post_init__(self) -> None:
         if self.architecture not in ("cnn", "lstm"):
             raise QPRError(f"unknown encoder architecture {self.architecture!r}: use 'cnn' or 'lstm'")
-        if self.pooling not in ("max", "mean") or (self.architecture == "cnn" and self.pooling != "max"):
-            raise QPRError(f"pooling {self.pooling!r} with {self.architecture!r}: the CNN pools by max, the LSTM by 'max' or 'mean'")
+        if self.pooling not in (("max", "max+mean") if self.architecture == "cnn" else ("max", "mean")):
+            raise QPRError(f"pooling {self.pooling!r} with {self.architecture!r}: the CNN pools by 'max' or 'max+mean', "
+                           "the LSTM by 'max' or 'mean'")
         object.__setattr__(self, "windows", tuple(int(w) for w in self.windows))
         if not self.windows or min(self.windows) < 1:
             raise QPRError(f"windows must be a non-empty list of positive sizes, got {self.windows}")
@@ -91,7 +95,8 @@ class QuestionEncoder(nn.Module):
         self.convs = nn.ModuleList(
             nn.Conv1d(config.embedding_dim, config.channels, w, padding=w // 2) for w in config.windows
         )
-        self.projection = nn.Linear(config.channels * len(config.windows), config.output_dim)
+        pools = 2 if config.pooling == "max+mean" else 1
+        self.projection = nn.Linear(config.channels * len(config.windows) * pools, config.output_dim)
 
     def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
         """``token_ids``: ``(batch, length)``, or ``(batch, length, ids per token)`` with subwords,
@@ -115,6 +120,8 @@ class QuestionEncoder(nn.Module):
         for conv in self.convs:
             features = torch.tanh(conv(embedded)[:, :, :length])
             pooled.append(features.masked_fill(~mask, float("-inf")).amax(dim=2))
+            if self.config.pooling == "max+mean":
+                pooled.append((features * mask).sum(dim=2) / mask.sum(dim=2))  # every question has a token
         vectors = self.projection(torch.cat(pooled, dim=1))
         return F.normalize(vectors, dim=1) if self.config.normalize else vectors
 

@@ -29,7 +29,7 @@ import pandas as pd
 from qpr.bundle import NEURAL_SYSTEMS, Bundle
 from qpr.data import fingerprint
 from qpr.distill import GeneralConfig, GeneralResult, Unlabelled, train_general, word_student
-from qpr.encoder import QuestionEncoder
+from qpr.encoder import EncoderConfig, QuestionEncoder
 from qpr.errors import QPRError
 from qpr.fsutil import atomic_path, check_writable
 from qpr.hybrid import Fusion, RankFusion
@@ -118,15 +118,16 @@ def teacher_words() -> list[str]:
     return [w for w in teacher_model().tokenizer.get_vocab() if w.isalnum() and not w.startswith("##")]
 
 
-def distilled_student(questions: Sequence[str], cache: Path | None = None, seed: int = 0) -> tuple[QuestionEncoder, Vocabulary]:
-    """A new student of MiniLM over ``questions``' words and MiniLM's own (``qpr.distill.word_student``),
-    its embeddings started from MiniLM's vectors of each word alone (cached in ``cache`` as
-    ``minilm-words-<hash>.npy``)."""
+def distilled_student(questions: Sequence[str], cache: Path | None = None, seed: int = 0,
+                      encoder_config: EncoderConfig = EncoderConfig()) -> tuple[QuestionEncoder, Vocabulary]:
+    """A new student of MiniLM (layers of ``encoder_config``) over ``questions``' words and MiniLM's
+    own (``qpr.distill.word_student``), its embeddings started from MiniLM's vectors of each word
+    alone (cached in ``cache`` as ``minilm-words-<hash>.npy``)."""
     def encode(words: list[str]) -> np.ndarray:
         digest = hashlib.sha256("\n".join(words).encode("utf-8")).hexdigest()[:12]
         return minilm_vectors(words, cache / f"minilm-words-{digest}.npy" if cache else None)
 
-    return word_student(questions, teacher_words(), encode, seed=seed)
+    return word_student(questions, teacher_words(), encode, encoder_config=encoder_config, seed=seed)
 
 
 def general_material(domains: Sequence[str], teacher: bool, cache: Path | None,

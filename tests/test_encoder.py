@@ -22,10 +22,10 @@ def test_normalized_encoder_outputs_unit_vectors():
     torch.testing.assert_close(norms, torch.ones(2))
 
 
-@pytest.mark.parametrize("windows", [(5,), (2, 3, 4)])
-def test_padding_never_changes_a_vector(windows):
+@pytest.mark.parametrize("windows, pooling", [((5,), "max"), ((2, 3, 4), "max"), ((2, 3, 4), "max+mean")])
+def test_padding_never_changes_a_vector(windows, pooling):
     torch.manual_seed(0)
-    encoder = QuestionEncoder(50, EncoderConfig(embedding_dim=16, windows=windows, channels=8, output_dim=6)).eval()
+    encoder = QuestionEncoder(50, EncoderConfig(embedding_dim=16, windows=windows, channels=8, output_dim=6, pooling=pooling)).eval()
     alone = encoder(torch.tensor([[7, 8]]))
     padded = encoder(pad_batch([[7, 8], [1, 2, 3, 4, 5, 6, 7, 8, 9]]))[:1]
     torch.testing.assert_close(alone, padded)
@@ -70,3 +70,17 @@ def test_invalid_config_is_refused():
         EncoderConfig(windows=())
     with pytest.raises(QPRError):
         EncoderConfig(output_dim=0)
+
+
+def test_max_and_mean_pooling_feeds_both_pools_of_every_window_to_the_projection():
+    torch.manual_seed(0)
+    config = EncoderConfig(embedding_dim=16, windows=(1, 3), channels=8, output_dim=6, pooling="max+mean")
+    encoder = QuestionEncoder(50, config).eval()
+    assert encoder.projection.in_features == 2 * 2 * 8
+    # A one-token question's features are the same at every position: its mean pool is its max pool.
+    embedded = encoder.embedding(torch.tensor([[7]])).transpose(1, 2)
+    per_window = [torch.tanh(conv(embedded)[:, :, 0]) for conv in encoder.convs]
+    expected = encoder.projection(torch.cat([f for f in per_window for _pool in ("max", "mean")], dim=1))
+    torch.testing.assert_close(encoder(torch.tensor([[7]])), expected)
+    with pytest.raises(QPRError, match="max\\+mean"):
+        EncoderConfig(architecture="lstm", pooling="max+mean")
