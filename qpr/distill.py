@@ -45,9 +45,8 @@ from tqdm.auto import tqdm
 from qpr.encoder import EncoderConfig, QuestionEncoder, encode_ids
 from qpr.errors import QPRError
 from qpr.losses import SDMLLoss
-from qpr.sampling import cluster_disjoint_batches, cluster_members, epoch_pairs, view_pairs, word_dropout
+from qpr.sampling import cluster_disjoint_batches, cluster_members, epoch_pairs, view_pairs
 from qpr.text import TextConfig, Vocabulary
-from qpr.train import cosine_decay
 from qpr.word_vectors import embedding_rows
 
 
@@ -59,12 +58,7 @@ class GeneralConfig:
 
     ``min_steps`` raises ``epochs`` until training takes at least that many batches: a small
     corpus has only a few batches per epoch (1,000 questions in batches of 64: 16), so an epoch
-    count that suits 100,000 questions barely moves the encoder on it. ``lr_schedule`` "cosine"
-    takes the rate from ``lr`` to zero over all of training (``qpr.train.cosine_decay``).
-    ``distill_dropout`` drops each word of a distilled question's student input with that
-    probability (its target stays the teacher's vector of the whole question), so the student
-    learns to place a question from part of its words, as it must where a new domain's words are
-    unknown to it."""
+    count that suits 100,000 questions barely moves the encoder on it."""
 
     per_source: int = 4000
     unlabelled_per_epoch: int = 8000
@@ -75,18 +69,14 @@ class GeneralConfig:
     smoothing: float = 0.3
     seed: int = 0
     min_steps: int = 0
-    lr_schedule: str = "constant"
-    distill_dropout: float = 0.0
 
     def __post_init__(self) -> None:
         if self.batch_size < 2 or self.epochs < 1:
             raise QPRError(f"batch_size must be at least 2 and epochs at least 1: {self}")
         if self.per_source < 0 or self.unlabelled_per_epoch < 0 or self.min_steps < 0:
             raise QPRError(f"per_source, unlabelled_per_epoch and min_steps must not be negative: {self}")
-        if not (0.0 <= self.view_dropout < 1.0 and 0.0 <= self.distill_dropout < 1.0):
-            raise QPRError(f"view_dropout and distill_dropout must be in [0, 1): {self}")
-        if self.lr_schedule not in ("constant", "cosine"):
-            raise QPRError(f"unknown lr_schedule {self.lr_schedule!r}: use 'constant' or 'cosine'")
+        if not 0.0 <= self.view_dropout < 1.0:
+            raise QPRError(f"view_dropout must be in [0, 1): {self}")
 
 
 @dataclass
@@ -231,18 +221,13 @@ def train_general(
     encoder.train()
     batches = _epoch_batches(sources, unlabelled, config, rng)
     epochs = max(config.epochs, math.ceil(config.min_steps / max(len(batches), 1)))
-    # Epochs hold about the same number of batches, so the first one sets the horizon.
-    schedule = cosine_decay(optimizer, len(batches) * epochs) if config.lr_schedule == "cosine" else None
     for epoch in range(1, epochs + 1):
         totals: dict[str, list[float]] = {}
         if epoch > 1:
             batches = _epoch_batches(sources, unlabelled, config, rng)
         for kind, anchors, positives, teacher in tqdm(batches, desc=f"epoch {epoch}/{epochs}", disable=not progress, leave=False):
             if kind == "distill":
-                ids = [vocab.encode(t) for t in anchors]
-                if config.distill_dropout:
-                    ids = word_dropout(ids, config.distill_dropout, rng)
-                loss = regression_loss(encode_ids(encoder, ids), torch.from_numpy(teacher).float())
+                loss = regression_loss(encode_ids(encoder, [vocab.encode(t) for t in anchors]), torch.from_numpy(teacher).float())
             else:
                 if kind == "views":
                     first, second = view_pairs([vocab.encode(t) for t in anchors], config.view_dropout, rng)
@@ -252,8 +237,6 @@ def train_general(
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            if schedule is not None:
-                schedule.step()
             totals.setdefault(kind, []).append(loss.item())
         row = {"epoch": epoch, "seconds": time.perf_counter() - start} | {f"loss_{k}": float(np.mean(v)) for k, v in totals.items()}
         history.append(row)

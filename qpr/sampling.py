@@ -93,21 +93,16 @@ def unlabeled_rows(corpus: pd.DataFrame, clusters: list[np.ndarray]) -> np.ndarr
     return np.sort(rows[first])
 
 
-def word_dropout(id_lists: list[list], dropout: float, rng: np.random.Generator) -> list[list]:
-    """A view of each token-id list that keeps every token with probability 1 - ``dropout`` (at
-    least one token)."""
+def view_pairs(id_lists: list[list], dropout: float, rng: np.random.Generator) -> tuple[list[list], list[list]]:
+    """Two views of each token-id list, each keeping every token with probability 1 - ``dropout``
+    (at least one token), as (first views, second views)."""
     def view(ids: list) -> list:
         keep = rng.random(len(ids)) >= dropout
         if not keep.any():
             keep[rng.integers(len(ids))] = True
         return [token for token, kept in zip(ids, keep) if kept]
 
-    return [view(ids) for ids in id_lists]
-
-
-def view_pairs(id_lists: list[list], dropout: float, rng: np.random.Generator) -> tuple[list[list], list[list]]:
-    """Two independent ``word_dropout`` views of each token-id list, as (first views, second views)."""
-    return word_dropout(id_lists, dropout, rng), word_dropout(id_lists, dropout, rng)
+    return [view(ids) for ids in id_lists], [view(ids) for ids in id_lists]
 
 
 def batch_units(

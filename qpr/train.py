@@ -130,13 +130,6 @@ class TrainResult:
         return self
 
 
-def cosine_decay(optimizer: torch.optim.Optimizer, horizon: int) -> torch.optim.lr_scheduler.LambdaLR:
-    """A schedule that takes ``optimizer``'s rate from its value to zero along a half cosine over
-    ``horizon`` steps (one ``step()`` per batch); past the horizon it stays at zero, never climbs back."""
-    return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * min(step / max(horizon, 1), 1.0))))
-
-
 def train(
     corpus: pd.DataFrame,
     config: TrainConfig = TrainConfig(),
@@ -228,8 +221,11 @@ def train(
                 # A collective needs every worker in every step: a batch too short to share is skipped.
                 batches = [batch for batch in batches if len(batch) >= workers]
             if schedule is None and config.lr_schedule == "cosine":
-                # Epochs hold about the same number of batches, so the first one sets the horizon.
-                schedule = cosine_decay(optimizer, len(batches) * config.max_epochs)
+                # Epochs hold about the same number of batches, so the first one sets the horizon;
+                # past it (a later epoch with a few more batches) the rate stays at zero.
+                horizon = len(batches) * config.max_epochs
+                schedule = torch.optim.lr_scheduler.LambdaLR(
+                    optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * min(step / horizon, 1.0))))
             total = 0.0
             bar = tqdm(batches, desc=f"epoch {epoch}/{config.max_epochs}", disable=not progress, leave=False)
             for step, batch in enumerate(bar, start=1):

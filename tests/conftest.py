@@ -1,5 +1,5 @@
 """Shared fixtures: a small synthetic corpus that a model can learn in seconds, data paths, empty
-databases for store tests, the optimizers training makes, and the app in headless Chromium."""
+databases for store tests, and the app in headless Chromium."""
 
 from __future__ import annotations
 
@@ -283,19 +283,3 @@ def download_export(page, folder: Path) -> pd.DataFrame:
     with page.expect_download() as download:
         link.click()
     return read_cluster_file(download.value.path().rename(folder / "export.csv"))
-
-
-@pytest.fixture
-def optimizers(monkeypatch):
-    """The Adam optimizers that training creates, recorded as they are made (to read their rates)."""
-    import torch
-
-    made = []
-
-    class Recording(torch.optim.Adam):
-        def __init__(self, params, **kwargs):
-            super().__init__(params, **kwargs)
-            made.append(self)
-
-    monkeypatch.setattr(torch.optim, "Adam", Recording)
-    return made

@@ -8,7 +8,6 @@ import pandas as pd
 import pytest
 import torch
 
-import qpr.distill
 from qpr.distill import (GeneralConfig, Unlabelled, agreeing_pairs, pseudo_corpus, regression_loss, source_pairs,
                           student_config, train_general, word_student)
 from qpr.encoder import EncoderConfig, encode_texts
@@ -129,35 +128,6 @@ def test_min_steps_adds_epochs_to_a_small_corpus_only():
     assert len(train_general({}, Unlabelled(questions), enough, TINY_TEXT, TINY_ENCODER, progress=False).history) == 2
     with pytest.raises(QPRError, match="must not be negative"):
         GeneralConfig(min_steps=-1)
-
-
-def test_cosine_schedule_takes_the_rate_to_zero_over_all_epochs(optimizers):
-    questions = [f"how do i fix problem {i} with device {i % 5}" for i in range(40)]
-    config = GeneralConfig(unlabelled_per_epoch=40, epochs=2, batch_size=16, lr=1e-3, lr_schedule="cosine")
-    train_general({}, Unlabelled(questions), config, TINY_TEXT, TINY_ENCODER, progress=False)
-    assert optimizers[-1].param_groups[0]["lr"] == pytest.approx(0.0, abs=1e-9)
-    train_general({}, Unlabelled(questions), replace(config, lr_schedule="constant"), TINY_TEXT, TINY_ENCODER, progress=False)
-    assert optimizers[-1].param_groups[0]["lr"] == 1e-3
-    with pytest.raises(QPRError, match="lr_schedule"):
-        GeneralConfig(lr_schedule="linear")
-
-
-def test_distill_dropout_shows_the_student_part_of_each_question_against_the_whole_questions_target(monkeypatch):
-    questions = [f"how do i fix problem {i} with my device {i % 5} today" for i in range(32)]
-    teacher = np.eye(16, dtype=np.float32)[np.arange(32) % 16]
-    seen = []
-    real_encode = qpr.distill.encode_ids
-    monkeypatch.setattr("qpr.distill.encode_ids", lambda encoder, ids: seen.append(ids) or real_encode(encoder, ids))
-    for dropout in (0.0, 0.5):
-        seen.clear()
-        config = GeneralConfig(unlabelled_per_epoch=32, epochs=1, batch_size=16, distill_dropout=dropout)
-        result = train_general({}, Unlabelled(questions, teacher), config, TINY_TEXT, TINY_ENCODER, progress=False)
-        full = {tuple(result.vocab.encode(q)) for q in questions}
-        inputs = [tuple(ids) for batch in seen for ids in batch]
-        assert len(inputs) == 32 and all(inputs)
-        assert (set(inputs) <= full) == (dropout == 0.0)  # dropped words: inputs that are no whole question
-    with pytest.raises(QPRError, match="distill_dropout"):
-        GeneralConfig(distill_dropout=1.0)
 
 
 def test_nothing_to_train_on_is_a_clear_error():

@@ -230,6 +230,20 @@ def test_triplet_baselines_train(tiny_corpus, loss, negatives):
     assert len(train(tiny_corpus, config, encoder_config=SMALL, progress=False).history) == 1
 
 
+@pytest.fixture
+def optimizers(monkeypatch):
+    """The Adam optimizers that training creates, recorded as they are made."""
+    made = []
+
+    class Recording(torch.optim.Adam):
+        def __init__(self, params, **kwargs):
+            super().__init__(params, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(torch.optim, "Adam", Recording)
+    return made
+
+
 def test_cosine_training_optimises_the_temperature_and_needs_unit_vectors(tiny_corpus, optimizers):
     config = TrainConfig(distance="cosine", batch_size=16, max_epochs=1, val_pairs=100)
     unit = EncoderConfig(embedding_dim=32, channels=32, output_dim=16, normalize=True)
