@@ -86,6 +86,7 @@ PRODUCT_QUESTIONS = 20_000  # Quora-lite capped: about 28k training pairs over 2
 PRODUCT = TrainConfig(max_epochs=2, patience=2, val_pairs=2000)
 SEEDS = (1, 2)  # the general dense trained again at these seeds (``dense`` is seed 0, as built)
 MAX_MEAN = EncoderConfig(pooling="max+mean")
+MAX_MEAN_SYSTEM = "dense-max-mean"  # its seed 0; other seeds: dense-max-mean-seed-N
 # Rank fusion settings chosen among (nested, on the other domains): the dense weight, and RRF's k,
 # which sets how much a top rank outweighs the next (small k: a small dense weight only breaks
 # BM25's near-ties; the usual 60: it reorders BM25's top ranks).
@@ -246,7 +247,7 @@ def run_fold(name: str, only: set[str] | None, redo: bool = False) -> None:
             result = general_variant(name, labels=False, teacher=True, words=True, config=replace(GENERAL, seed=seed))
             fold.record(f"dense-seed-{seed}", DenseRetriever(bundle_on(result, fold.corpus)), train_seconds=round(result.seconds, 1))
     for seed in (0, *SEEDS):  # the student pooling by max and mean (its teacher pools by mean), at every seed
-        system = "dense-max-mean" + (f"-seed-{seed}" if seed else "")
+        system = seed_systems(MAX_MEAN_SYSTEM)[seed]
         if wanted(system):
             result = general_variant(name, labels=False, teacher=True, words=True, config=replace(GENERAL, seed=seed), encoder=MAX_MEAN)
             bundle = bundle_on(result, fold.corpus)
@@ -310,9 +311,13 @@ def rates() -> dict:
     bm25 = BM25Retriever(domain(DOMAINS[0]))
     model = minilm(DOMAINS[0], domain(DOMAINS[0])).model
     out = {"questions": len(texts)}
-    for name, run, sample in (("cnn", lambda t: encode_texts(general.encoder, general.vocab, t), texts),
-                              ("minilm", lambda t: model.encode(t, batch_size=128, normalize_embeddings=True), texts[:350]),
-                              ("bm25", lambda t: bm25.search_ids(t, TOP), texts)):
+    measured = [("cnn", lambda t: encode_texts(general.encoder, general.vocab, t), texts),
+                ("minilm", lambda t: model.encode(t, batch_size=128, normalize_embeddings=True), texts[:350]),
+                ("bm25", lambda t: bm25.search_ids(t, TOP), texts)]
+    if (WORK / "general-max-mean" / DOMAINS[0]).is_dir():
+        max_mean = Bundle.load(WORK / "general-max-mean" / DOMAINS[0])
+        measured.append(("cnn-max-mean", lambda t: encode_texts(max_mean.encoder, max_mean.vocab, t), texts))
+    for name, run, sample in measured:
         run(sample[:20])  # warm-up
         start = time.perf_counter()
         run(sample)
@@ -380,7 +385,13 @@ def fitted_rows(folds: dict[str, Fold]) -> tuple[list[dict], dict]:
     return rows, {"fitted_on": "the other left-out domains", "queries_per_domain": FIT_QUERIES, "over_all_domains": overall}
 
 
-ENCODER_OF = {"bm25": "bm25", "minilm": "minilm"}  # every other system encodes with the CNN
+def encoder_of(system: str) -> str:
+    """The ``rates`` entry of the encoder a system's queries go through."""
+    if system in ("bm25", "minilm"):
+        return system
+    return "cnn-max-mean" if system.startswith(MAX_MEAN_SYSTEM) else "cnn"
+
+
 TRANSFORMER = "transformer-sdml"  # rows of bench/transformer_backend.py (and its variants: transformer-sdml-*)
 
 
@@ -400,7 +411,7 @@ def report() -> None:
             hits = hits_of(ranked(fold.bm25, fold.test_queries), fold.corpus, fold.test_queries)
             runs.append({"left_out": name, "system": "bm25", "split": "test", "default": False} | rank_metrics(hits))
     for row in runs:
-        row["encode_qps"] = rate.get(ENCODER_OF.get(row["system"], "cnn"), 0.0)
+        row["encode_qps"] = rate.get(encoder_of(row["system"]), 0.0)
     previous = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
     runs += [r for r in previous.get("runs", []) if r["system"].startswith(TRANSFORMER)]
     zero_shot = [r for r in runs if r.get("split") != "test"]
@@ -414,6 +425,9 @@ def report() -> None:
         "cnn_over_minilm_encode_rate": rate["cnn"] / rate["minilm"] if rate else None,
     }
     bar |= seed_scatter(by, names)
+    # The student that pools by max and mean: its own gap to MiniLM, and its change over the
+    # default recipe at the same seed.
+    bar |= seed_scatter(by, names, MAX_MEAN_SYSTEM) | seed_scatter(by, names, "dense", reference=MAX_MEAN_SYSTEM)
     taught_names = [n for n in names if (n, "taught-new-hybrid") in by]
     if taught_names:  # the same bar for the cold start with the teacher, on new questions
         bar["taught_new_hybrid_ge_bm25_plus_0.02"] = {n: by[n, "taught-new-hybrid"]["H1"] >= by[n, "bm25"]["H1"] + 0.02 for n in taught_names}
@@ -434,22 +448,28 @@ def report() -> None:
     replace_marked_section(DOC, "ood", tables(runs, by, names, payload))
 
 
-def seed_systems() -> dict[int, str]:
-    """The general dense's system name at each seed measured (``dense`` is seed 0)."""
-    return {0: "dense"} | {seed: f"dense-seed-{seed}" for seed in SEEDS}
+def seed_systems(base: str = "dense") -> dict[int, str]:
+    """A general recipe's system name at each seed measured (``base`` is seed 0: ``dense``, the
+    build's recipe, or ``MAX_MEAN_SYSTEM``)."""
+    return {0: base} | {seed: f"{base}-seed-{seed}" for seed in SEEDS}
 
 
-def seed_scatter(by: dict, names: list[str]) -> dict:
-    """The bar's mean gap (MiniLM - general dense H@1 over ``names``) at each seed whose general
-    dense every domain has, and, with two or more, their mean with a 95% t-interval over seeds
-    (the queries are fixed; what scatters is the training)."""
-    gaps = {seed: float(np.mean([by[n, "minilm"]["H1"] - by[n, system]["H1"] for n in names]))
-            for seed, system in seed_systems().items() if names and all((n, system) in by for n in names)}
+def seed_scatter(by: dict, names: list[str], base: str = "dense", reference: str = "minilm") -> dict:
+    """``reference`` - recipe ``base`` H@1, the mean over ``names``, at each seed at which every domain
+    has both (``reference``: "minilm", the same at every seed, or another recipe's base, compared
+    seed by seed), and, with two or more seeds, their mean with a 95% t-interval over seeds (the
+    queries are fixed; what scatters is the training). Keys ``mean_<reference>_minus_<base>_H1_by_seed``
+    and ``..._over_seeds``."""
+    mine = seed_systems(base)
+    theirs = {seed: reference for seed in mine} if reference == "minilm" else seed_systems(reference)
+    gaps = {seed: float(np.mean([by[n, theirs[seed]]["H1"] - by[n, system]["H1"] for n in names]))
+            for seed, system in mine.items() if names and all((n, system) in by and (n, theirs[seed]) in by for n in names)}
     if len(gaps) < 2:
         return {}
     mean, low, high = mean_ci(list(gaps.values()))
-    return {"mean_minilm_minus_dense_H1_by_seed": {str(seed): gap for seed, gap in gaps.items()},
-            "mean_minilm_minus_dense_H1_over_seeds": {"mean": mean, "low": low, "high": high, "seeds": len(gaps)}}
+    key = f"mean_{reference}_minus_{base}_H1".replace("-", "_")
+    return {f"{key}_by_seed": {str(seed): gap for seed, gap in gaps.items()},
+            f"{key}_over_seeds": {"mean": mean, "low": low, "high": high, "seeds": len(gaps)}}
 
 
 SHOWN = [("bm25", "BM25"), ("product-dense", "product dense"), ("product-hybrid", "product hybrid"),
@@ -500,10 +520,19 @@ def tables(runs: list[dict], by: dict, names: list[str], payload: dict) -> str:
                    | {"new_gain": gain(n, "taught-new-hybrid"), "own_gain": gain(n, "taught-rrf")} for n in names]
     ablation = [{"domain": n} | {s: cell(n, s) for s in ("dense-pairs-only", "dense-with-pairs", "dense-random-words", "dense-rate-1e-3", "dense")}
                 for n in names]
-    seeds = seed_systems()
-    seed_rows = [{"domain": n} | {f"seed {seed}": cell(n, system) for seed, system in seeds.items()}
-                 | {"mean": float(np.mean(measured)), "minilm": cell(n, "minilm"), "gap": cell(n, "minilm") - float(np.mean(measured))}
-                 for n in names if len(measured := [cell(n, s) for s in seeds.values() if (n, s) in by]) > 1]
+    def recipe_cells(n, base, label):  # a recipe's H@1 at each seed, their mean and its gap to MiniLM
+        measured = [cell(n, s) for s in seed_systems(base).values() if (n, s) in by]
+        return ({f"{label} {seed}": cell(n, system) for seed, system in seed_systems(base).items()}
+                | ({f"{label} mean": float(np.mean(measured)), f"{label} gap": cell(n, "minilm") - float(np.mean(measured))}
+                   if len(measured) > 1 else {}))
+
+    seed_rows = [{"domain": n, "minilm": cell(n, "minilm")} | recipe_cells(n, "dense", "max") | recipe_cells(n, MAX_MEAN_SYSTEM, "max+mean")
+                 for n in names]
+    seed_rows = [row for row in seed_rows if "max mean" in row]
+    seed_columns = [("domain", "left out")] + [
+        (f"{label} {key}", f"{title}, {key if key in ('mean', 'gap') else f'seed {key}'}")
+        for label, title in (("max", "max pool"), ("max+mean", "max+mean")) for key in (*map(str, seed_systems()), "mean", "gap")
+    ] + [("minilm", "MiniLM")]
     step3 = {(r["left_out"], r["system"]): r for r in runs if r.get("split") == "test"}
     adapt_rows = [{"domain": n, "queries": step3[n, "general"]["queries"]}
                   | {s: step3.get((n, s), {}).get("H1") for s in ("bm25", "general", "adapted", "finetuned-rate-4e-3", "finetuned")}
@@ -533,9 +562,10 @@ def tables(runs: list[dict], by: dict, names: list[str], payload: dict) -> str:
                                   ("dense", "the same at rate 4e-3 (the default)")]), "",
     ]
     if seed_rows:
-        lines += ["**The general dense at each training seed** (H@1; seed 0 is the `dense` above, the seed the build uses):", "",
-                  markdown_table(seed_rows, [("domain", "left out")] + [(f"seed {seed}", f"seed {seed}") for seed in seeds]
-                                 + [("mean", "mean over seeds"), ("minilm", "MiniLM"), ("gap", "MiniLM - mean")]), ""]
+        lines += ["**The general dense at each training seed** (H@1; \"max pool\" seed 0 is the `dense` above, the recipe "
+                  "and seed the build uses; \"max+mean\" is the same student pooling each window's features by max and by mean; "
+                  "gap: MiniLM - the mean over seeds):", "",
+                  markdown_table(seed_rows, seed_columns), ""]
     lines += [
         "**Adapting to the left-out domain** (its own test clusters; H@1):", "",
         markdown_table(adapt_rows, [("domain", "domain"), ("queries", "test queries"), ("bm25", "BM25"), ("general", "general (zero-shot)"),
@@ -551,10 +581,16 @@ def tables(runs: list[dict], by: dict, names: list[str], payload: dict) -> str:
               f">= the general dense on {sum(bar['hybrid_ge_dense'].values())}; >= the better of its parts on "
               f"{sum(bar['hybrid_ge_better_part'].values())}; MiniLM - general dense H@1, mean over domains: "
               f"{bar['mean_minilm_minus_dense_H1']:+.3f} (bar: <= 0.05)."]
-    if "mean_minilm_minus_dense_H1_over_seeds" in bar:
-        over = bar["mean_minilm_minus_dense_H1_over_seeds"]
-        lines[-1] += (" Over " + ", ".join(f"seed {k} {v:+.3f}" for k, v in bar["mean_minilm_minus_dense_H1_by_seed"].items())
-                      + f": mean {over['mean']:+.3f} [95% t-interval over seeds {over['low']:+.3f}, {over['high']:+.3f}].")
+    def over_seeds(key, what):
+        if f"{key}_over_seeds" not in bar:
+            return ""
+        over = bar[f"{key}_over_seeds"]
+        return (f" {what} over " + ", ".join(f"seed {k} {v:+.3f}" for k, v in bar[f"{key}_by_seed"].items())
+                + f": mean {over['mean']:+.3f} [95% t-interval over seeds {over['low']:+.3f}, {over['high']:+.3f}].")
+
+    lines[-1] += over_seeds("mean_minilm_minus_dense_H1", "The same")
+    lines[-1] += over_seeds("mean_minilm_minus_dense_max_mean_H1", "MiniLM - the max+mean student")
+    lines[-1] += over_seeds("mean_dense_max_mean_minus_dense_H1", "The max+mean student - the default, seed by seed,")
     if "mean_minilm_minus_taught_new_H1" in bar:
         lines += ["", "With the teacher on the corpus, new questions: hybrid >= BM25 + 0.02 on "
                   f"{sum(bar['taught_new_hybrid_ge_bm25_plus_0.02'].values())} of {len(bar['taught_new_hybrid_ge_bm25_plus_0.02'])}; "
