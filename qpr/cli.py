@@ -328,7 +328,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--normalize", action="store_true", help="unit-length question vectors (for --distance cosine)")
     p.add_argument("--architecture", choices=["cnn", "lstm"], default=defaults_e.architecture,
                    help="encoder: the paper's CNN or a bi-directional LSTM (docs/SEEDS.md)")
-    p.add_argument("--pooling", choices=["max", "mean"], help="LSTM pooling over tokens (default mean; the CNN pools by max)")
+    p.add_argument("--pooling", choices=["max", "mean", "max+mean"],
+                   help="pooling over tokens: the LSTM's mean (default) or max; the CNN's max (default) or max+mean")
     p.add_argument("--film-rank", type=int, default=defaults_s.film_rank, help="film: rank of the projection")
     p.add_argument("--film-iterations", type=int, default=defaults_s.film_iterations, help="film: Cayley / BB iterations")
     p.add_argument("--word-dim", type=int, default=defaults_s.word_dim,

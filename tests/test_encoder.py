@@ -84,3 +84,18 @@ def test_max_and_mean_pooling_feeds_both_pools_of_every_window_to_the_projection
     torch.testing.assert_close(encoder(torch.tensor([[7]])), expected)
     with pytest.raises(QPRError, match="max\\+mean"):
         EncoderConfig(architecture="lstm", pooling="max+mean")
+
+
+def test_the_cli_trains_a_max_and_mean_cnn_that_reloads_as_trained(tmp_path, capsys):
+    from conftest import make_corpus
+    from qpr.bundle import Bundle
+    from qpr.cli import main
+    from qpr.data import write_cluster_file
+
+    data = write_cluster_file(make_corpus(), tmp_path / "clusters.jsonl")
+    common = ["train", "--data", str(data), "--batch-size", "16", "--epochs", "1", "--quiet"]
+    assert main(common + ["--out", str(tmp_path / "b"), "--pooling", "max+mean"]) == 0
+    loaded = Bundle.load(tmp_path / "b")
+    assert loaded.encoder.config.pooling == "max+mean" and loaded.encoder.projection.in_features == 2 * 3 * 300
+    assert main(common + ["--out", str(tmp_path / "c"), "--pooling", "mean"]) == 2
+    assert "the CNN pools by 'max' or 'max+mean'" in capsys.readouterr().err and not (tmp_path / "c").exists()
