@@ -115,6 +115,7 @@ def test_a_distilled_general_bundle_rebases_with_its_teacher_and_retrains_with_c
     monkeypatch.setattr(general_module, "teacher_words", lambda: ["bank", "mortgage"])
     general = build_general(domains=tiny_domains, teacher=True, config=replace(TINY, lr=general_module.BUILD.lr), progress=False)
     assert general.encoder.config.output_dim == 8 and general.encoder.config.normalize
+    assert general.encoder.config.pooling == general_module.STUDENT.pooling == "max+mean"  # the student's layers, not the CNN default's
     assert general.manifest["fusion"] == general_module.FUSION.to_dict()  # the scorer fitted across domains
     assert isinstance(serving_retriever(general), HybridRetriever)
     assert general.vocab.tokens[-1] == "mortgage"  # the teacher's words join the student's vocabulary
@@ -126,6 +127,7 @@ def test_a_distilled_general_bundle_rebases_with_its_teacher_and_retrains_with_c
     split = users.assign(split=np.where(users["cluster"].str.endswith(("card", "pin")), "val", "train"))
     retrained = retrain_bundle(cold, split, max_epochs=1, fuse=False, progress=False)
     assert retrained.manifest["training"]["config"]["distance"] == "cosine" and retrained.encoder.config.normalize
+    assert retrained.encoder.config.pooling == "max+mean"  # retraining keeps the general's layers
     assert retrained.manifest["training"]["config"]["lr"] == general_module.RETRAIN_LR != general_module.BUILD.lr  # not the distillation's
 
 
