@@ -374,8 +374,8 @@ def fitted_rows(folds: dict[str, Fold]) -> tuple[list[dict], dict]:
     ``qpr.general.FUSION`` carries."""
     general = {name: Bundle.load(WORK / "general" / name) for name in folds if (WORK / "general" / name).is_dir()}
     fit_on = {name: fusion_rows(general[name], folds[name].queries.sample(min(FIT_QUERIES, len(folds[name].queries)), random_state=0),
-                                bm25=folds[name].bm25)[:2] for name in general}
-    nested = {name: fit_rows([fit_on[other] for other in general if other != name]) for name in general}
+                                bm25=folds[name].bm25) for name in general}
+    nested = {name: fit_rows([fit_on[other] for other in general if other != name], per_query=True) for name in general}
     taught = {name: Bundle.load(WORK / "taught-new" / name) for name in general if (WORK / "taught-new" / name).is_dir()}
     rows = []
     for system, bundles, default in (("hybrid", general, True), ("taught-new-hybrid", taught, False)):
@@ -386,8 +386,9 @@ def fitted_rows(folds: dict[str, Fold]) -> tuple[list[dict], dict]:
             change, low, high = h1_change(hits_of(fold.lists["bm25"], fold.corpus, fold.queries), hits)
             rows.append({"left_out": name, "system": system} | rank_metrics(hits)
                         | {"H1_vs_bm25": change, "H1_vs_bm25_low": low, "H1_vs_bm25_high": high, "default": default})
-    overall = fit_rows(list(fit_on.values())).to_dict() if fit_on else None
-    return rows, {"fitted_on": "the other left-out domains", "queries_per_domain": FIT_QUERIES, "over_all_domains": overall}
+    overall = fit_rows(list(fit_on.values()), per_query=True).to_dict() if fit_on else None
+    return rows, {"fitted_on": "the other left-out domains", "queries_per_domain": FIT_QUERIES, "objective": "per query",
+                  "over_all_domains": overall}
 
 
 def encoder_of(system: str) -> str:

@@ -243,8 +243,7 @@ def fit_fusion(bundle: Bundle, split: str = "val", depth: int = DEPTH, bm25: BM2
     queries = query_set(bundle.corpus, split)
     if max_queries is not None and len(queries) > max_queries:
         queries = queries.sample(max_queries, random_state=seed)
-    features, labels, _ = fusion_rows(bundle, queries, depth, bm25)
-    return fit_rows([(features, labels)], depth, f"the {split} queries' candidates")
+    return fit_rows([fusion_rows(bundle, queries, depth, bm25)], depth, f"the {split} queries' candidates")
 
 
 def fusion_rows(bundle: Bundle, queries: pd.DataFrame, depth: int = DEPTH,
@@ -276,18 +275,64 @@ def fusion_rows(bundle: Bundle, queries: pd.DataFrame, depth: int = DEPTH,
     return np.concatenate(tables), np.concatenate(labels), np.concatenate(owners)
 
 
-def fit_rows(parts: Sequence[tuple[np.ndarray, np.ndarray]], depth: int = DEPTH, what: str = "the candidates") -> Fusion:
-    """The fusion fitted on (features, labels) pooled from ``parts`` (``fusion_rows``; several
-    corpora fit one fusion meant for corpora it never saw: ``bench/out_of_domain.py``).
-    QPRError when the candidates are all paraphrases or none are."""
-    x = np.concatenate([features for features, _ in parts])
-    y = np.concatenate([labels for _, labels in parts])
+def fit_rows(parts: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], depth: int = DEPTH, what: str = "the candidates",
+             per_query: bool = False) -> Fusion:
+    """The fusion fitted on (features, labels, owners) pooled from ``parts`` (``fusion_rows``;
+    several corpora fit one fusion meant for corpora it never saw: ``bench/out_of_domain.py``).
+
+    By default a logistic regression over all candidates: is this candidate a paraphrase?
+    ``per_query`` fits what the scorer is used for instead, ranking each query's candidates: a
+    softmax over them, the paraphrases its targets (a conditional logit), so a level that moves
+    all of one query's candidates (how high BM25 scores run for its words, how far apart a
+    domain's questions sit) weighs nothing; its intercept is 0, as a rank has none. QPRError
+    when the candidates are all paraphrases or none are (``per_query``: when no query has both)."""
+    x = np.concatenate([features for features, _, _ in parts])
+    y = np.concatenate([labels for _, labels, _ in parts])
     if y.all() or not y.any():
         raise QPRError(f"{what} are all {'positive' if y.all() else 'negative'}: "
                        "a fusion needs both paraphrases and non-paraphrases among them")
     mean, scale = x.mean(axis=0), x.std(axis=0) + 1e-9
-    coef, intercept = _signed_logistic_regression((x - mean) / scale, y.astype(float))
+    if per_query:  # a query is its part and its owner there (owners count from 0 in every part)
+        part = np.concatenate([np.full(len(owners), i) for i, (_, _, owners) in enumerate(parts)])
+        owner = np.concatenate([owners for _, _, owners in parts])
+        coef, intercept = _signed_conditional_logit((x - mean) / scale, y, np.column_stack([part, owner]), what), 0.0
+    else:
+        coef, intercept = _signed_logistic_regression((x - mean) / scale, y.astype(float))
     return Fusion(tuple(float(v) for v in mean), tuple(float(v) for v in scale), tuple(float(v) for v in coef), intercept, depth)
+
+
+def _bounds() -> list[tuple[float | None, float | None]]:
+    """L-BFGS-B's bounds that keep each weight's sign in ``SIGNS``."""
+    return [(None, 0.0) if sign < 0 else (0.0, None) for sign in SIGNS]
+
+
+def _signed_conditional_logit(x: np.ndarray, y: np.ndarray, key: np.ndarray, what: str) -> np.ndarray:
+    """Weights of a softmax over each group's rows (a group: the rows of one ``key`` row) that
+    puts its mass on the group's positives, L2-regularised as ``_signed_logistic_regression``,
+    signs as ``SIGNS``. Groups without both a positive and a negative say nothing about ranking
+    and are left out."""
+    group = np.unique(key, axis=0, return_inverse=True)[1].ravel()
+    positives, sizes = np.bincount(group, weights=y), np.bincount(group)
+    informative = ((positives > 0) & (positives < sizes))[group]
+    if not informative.any():
+        raise QPRError(f"no query among {what} has both a paraphrase and a non-paraphrase among its candidates: "
+                       "a fusion fitted per query needs some")
+    x, y = x[informative], y[informative].astype(float)
+    group = np.unique(group[informative], return_inverse=True)[1]
+
+    def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
+        s = x @ w
+        top = np.full(group.max() + 1, -np.inf)
+        np.maximum.at(top, group, s)
+        e = np.exp(s - top[group])  # shifted by each group's largest score: no overflow
+        every, mine = np.bincount(group, weights=e), np.bincount(group, weights=e * y)
+        value = (np.log(every) - np.log(mine)).sum() + 0.5 * w @ w
+        return value, x.T @ (e / every[group] - e * y / mine[group]) + w
+
+    fitted = minimize(loss, np.zeros(x.shape[1]), jac=True, method="L-BFGS-B", bounds=_bounds())
+    if not fitted.success:
+        raise QPRError(f"fitting the fusion did not converge ({fitted.message}); refit with more queries")
+    return fitted.x
 
 
 def _signed_logistic_regression(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
@@ -302,8 +347,7 @@ def _signed_logistic_regression(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarra
         value = np.logaddexp(0.0, z).sum() - y @ z + 0.5 * w @ w
         return value, np.append(x.T @ residual + w, residual.sum())
 
-    bounds = [(None, 0.0) if sign < 0 else (0.0, None) for sign in SIGNS] + [(None, None)]
-    fitted = minimize(loss, np.zeros(x.shape[1] + 1), jac=True, method="L-BFGS-B", bounds=bounds)
+    fitted = minimize(loss, np.zeros(x.shape[1] + 1), jac=True, method="L-BFGS-B", bounds=_bounds() + [(None, None)])
     if not fitted.success:
         raise QPRError(f"fitting the fusion did not converge ({fitted.message}); refit with more val queries")
     return fitted.x[:-1], float(fitted.x[-1])

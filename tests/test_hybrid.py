@@ -102,12 +102,40 @@ def test_a_fusion_fitted_on_several_corpora_pools_their_candidates(tiny_bundle):
     for position, row in enumerate(own[:5]):  # a query's own row is never among its candidates
         rows, table = hybrid.candidates([queries["question"].iloc[position]], 20)[0]
         assert len(table[rows != row]) == int((owner == position).sum())
-    assert fit_rows([(features, labels)]) == fit_fusion(tiny_bundle)  # one corpus: the same fit as fit_fusion
+    assert fit_rows([(features, labels, owner)]) == fit_fusion(tiny_bundle)  # one corpus: the same fit as fit_fusion
     half = len(labels) // 2
-    pooled = fit_rows([(features[:half], labels[:half]), (features[half:], labels[half:])])
-    assert pooled == fit_rows([(features, labels)])  # pooling is concatenation
+    pooled = fit_rows([(features[:half], labels[:half], owner[:half]), (features[half:], labels[half:], owner[half:])])
+    assert pooled == fit_rows([(features, labels, owner)])  # pooling is concatenation
     with pytest.raises(QPRError, match="all negative"):
-        fit_rows([(features, np.zeros_like(labels))])
+        fit_rows([(features, np.zeros_like(labels), owner)])
+
+
+def synthetic_queries(seed: int, queries: int = 200, candidates: int = 10) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per query: its candidates' features (noise but the dense distance) and which is the
+    paraphrase, the candidate nearest the query; each query's distances sit at their own level,
+    as they do for short and long questions or for corpora of different domains."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(queries):
+        table = rng.normal(size=(candidates, len(FEATURES)))
+        table[:, 0] = rng.normal(0, 5) + rng.normal(size=candidates)
+        out.append((table, table[:, 0] == table[:, 0].min()))
+    return out
+
+
+def test_a_fusion_fitted_per_query_ranks_where_one_level_for_all_queries_cannot():
+    data = synthetic_queries(0)
+    parts = [(np.concatenate([t for t, _ in chunk]), np.concatenate([y for _, y in chunk]),
+              np.concatenate([np.full(len(y), i) for i, (_, y) in enumerate(chunk)])) for chunk in (data[:100], data[100:])]
+    fusions = {per_query: fit_rows(parts, per_query=per_query) for per_query in (False, True)}
+    first = {per_query: np.mean([np.argmax(fusion.score(table)) == np.argmax(y) for table, y in synthetic_queries(1)])
+             for per_query, fusion in fusions.items()}
+    assert first[True] > 0.9 and first[True] > first[False] + 0.3  # on new queries
+    assert fusions[True].intercept == 0.0 and all(np.sign(c) in (0, s) for c, s in zip(fusions[True].coef, SIGNS))
+    table = data[0][0]  # one query's only candidate is a paraphrase, another's none are: nothing to rank
+    with pytest.raises(QPRError, match="no query among the candidates has both"):
+        fit_rows([(table[:1], np.ones(1, dtype=bool), np.zeros(1, dtype=int)), (table[1:], np.zeros(9, dtype=bool), np.zeros(9, dtype=int))],
+                 per_query=True)
 
 
 def test_cli_fuses_a_bundle_then_searches_and_evaluates_with_it(tiny_bundle, tmp_path, capsys):
