@@ -2,7 +2,9 @@
 
 For each query the candidates are the union of the dense top ``depth`` and the BM25 top ``depth``.
 Each (query, candidate) pair gets a few features (``FEATURES``) and the score is a logistic
-regression fitted on the validation clusters (label: the candidate is in the query's cluster).
+regression fitted on the validation clusters (label: the candidate is in the query's cluster),
+or, fitted across several domains' queries, a linear score fitted to rank each query's
+candidates (``fit_rows(per_query=True)``).
 Rank fusion (RRF) only sees ranks; the fitted scorer sees how far apart and how lexically close
 two questions are, and learns how much to trust each side.
 
