@@ -248,16 +248,15 @@ def run_fold(name: str, only: set[str] | None, redo: bool = False) -> None:
         if wanted(system):
             result = general_variant(name, labels, teacher, words, EARLIER, MAX_POOL)
             fold.record(system, DenseRetriever(bundle_on(result, fold.corpus)), train_seconds=round(result.seconds, 1))
-    for seed in SEEDS:  # the default recipe at other seeds: how far its H@1, and the bar's mean gap, scatter
-        if wanted(f"dense-seed-{seed}"):
-            result = general_variant(name, labels=False, teacher=True, words=True, config=replace(GENERAL, seed=seed))
-            fold.record(f"dense-seed-{seed}", DenseRetriever(bundle_on(result, fold.corpus)), train_seconds=round(result.seconds, 1))
-    for seed in (0, *SEEDS):  # the student pooling by max alone, at every seed
-        system = seed_systems(MAX_POOL_SYSTEM)[seed]
+    # The build's recipe at its other seeds, and the student pooling by max alone at every seed:
+    # how far H@1, and the bar's mean gap, scatter.
+    seeded = [(seed, system, STUDENT) for seed, system in seed_systems().items() if seed]
+    seeded += [(seed, system, MAX_POOL) for seed, system in seed_systems(MAX_POOL_SYSTEM).items()]
+    for seed, system, encoder in seeded:
         if wanted(system):
-            result = general_variant(name, labels=False, teacher=True, words=True, config=replace(GENERAL, seed=seed), encoder=MAX_POOL)
+            result = general_variant(name, labels=False, teacher=True, words=True, config=replace(GENERAL, seed=seed), encoder=encoder)
             bundle = bundle_on(result, fold.corpus)
-            if not seed:  # its encode rate is measured on it (stage rates)
+            if system == MAX_POOL_SYSTEM:  # its encode rate is measured on it (stage rates)
                 bundle.save(WORK / "general-max-pool" / name)
             fold.record(system, DenseRetriever(bundle), train_seconds=round(result.seconds, 1))
     if wanted("adapted-dense"):  # the cold start without labels: self-supervised views of the domain's questions
