@@ -3,7 +3,7 @@
 ``export(store, corpus, "parquet", "corrected.parquet")`` writes, as one change (``export``):
 
 - ``corrected.parquet``: the corpus with corrected clusters in the cluster-file format
-  (qid, question, cluster, split) that ``qpr.data.read_cluster_file`` and ``python -m qpr train``
+  (qid, question, cluster, split) that ``qpr.data.corpus.read_cluster_file`` and ``python -m qpr train``
   read as is;
 - ``corrected.pairs.parquet``: every decided item as a pair in the Quora release layout
   (id, qid1, qid2, question1, question2, is_duplicate: 1 = same, 0 = different);
@@ -26,9 +26,9 @@ from annotations.errors import AnnotationError
 from annotations.merge import MergeResult, corrected_clusters
 from annotations.models import utcnow
 from annotations.store import AnnotationStore
-from qpr.data import QUORA_COLUMNS, write_cluster_file, write_table
+from qpr.data.corpus import QUORA_COLUMNS, write_cluster_file, write_table
 from qpr.errors import one_line
-from qpr.fsutil import atomic_files, recover_files
+from qpr.fsutil.atomic import atomic_files, recover_files
 
 FORMATS = ("csv", "jsonl", "parquet")
 
@@ -82,7 +82,7 @@ def export(
     module doc) and record the export in ``store``; returns ``out``. ``bundle_version`` names the
     bundle whose corpus this is, for the record.
 
-    All or nothing (``qpr.fsutil.atomic_files``): the three files are written beside ``out`` in a
+    All or nothing (``qpr.fsutil.atomic.atomic_files``): the three files are written beside ``out`` in a
     staging folder, then moved into place with the manifest last (an earlier manifest is moved
     aside first, so no manifest ever sits beside files it does not describe), inside the database
     transaction that records the export; that transaction commits only once the files are in

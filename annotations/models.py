@@ -50,7 +50,7 @@ class Base(DeclarativeBase):
 
 
 class BundleVersion(Base):
-    """A bundle version whose corpus snapshot was registered; ``fingerprint`` is qpr.data.fingerprint."""
+    """A bundle version whose corpus snapshot was registered; ``fingerprint`` is qpr.data.corpus.fingerprint."""
 
     __tablename__ = "bundles"
 

@@ -14,15 +14,15 @@ import pandas as pd
 from annotations.assign import assign
 from annotations.errors import AnnotationError
 from annotations.store import AnnotationStore
-from qpr.retrievers import Retriever
-from qpr.text import check_queries
-from qpr.coherence import cluster_coherence
+from qpr.retrieval.base import Retriever
+from qpr.model.text import check_queries
+from qpr.data.coherence import cluster_coherence
 
 QUEUE_COLUMNS = ["query_qid", "query_text", "candidate_qid", "question", "cluster", "distance", "rank", "suspicion"]
 
 
 def least_coherent(corpus: pd.DataFrame, n: int = 20) -> pd.DataFrame:
-    """The ``n`` clusters (of 2+ questions) with the lowest word coherence (qpr.supervise), lowest
+    """The ``n`` clusters (of 2+ questions) with the lowest word coherence (qpr.data.supervise), lowest
     first: clusters whose questions share few words are the likeliest to hold unrelated questions."""
     clustered = corpus[corpus["cluster"].notna()]
     groups = clustered.groupby("cluster", sort=True)["question"]
@@ -91,7 +91,7 @@ def reference_distances(hits: pd.DataFrame) -> pd.Series:
     """R of ``spot_check`` for every query cluster at once (a Series indexed by cluster): the
     median distance at which the cluster's members retrieved other members, else the largest
     distance its members retrieved at all. ``hits``: rows of ``hit_rows`` plus ``query_cluster``,
-    the cluster of each row's query (``annotations.strategies`` scores a whole corpus this way)."""
+    the cluster of each row's query (``annotations.simulation.strategies`` scores a whole corpus this way)."""
     own = hits["cluster"].eq(hits["query_cluster"]).fillna(False).to_numpy(bool)
     other_member = own & (hits["candidate_qid"] != hits["query_qid"]).fillna(True).to_numpy(bool)
     among_members = hits[other_member].groupby("query_cluster")["distance"].median()

@@ -45,9 +45,9 @@ from annotations.models import (
 )
 from annotations.models import ADJUDICATION_DECISIONS, Adjudication, Guideline, JudgmentComment
 from annotations.models import LABEL_VERSION_KINDS, LabelChange, LabelVersion
-from qpr.data import COLUMNS, check_corpus, fingerprint
+from qpr.data.corpus import COLUMNS, check_corpus, fingerprint
 from qpr.errors import QPRError
-from qpr.text import check_queries, text_problem
+from qpr.model.text import check_queries, text_problem
 
 T = TypeVar("T")
 WRITE_PATIENCE_S = 60.0  # how long a write keeps retrying a busy database before giving up

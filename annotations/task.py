@@ -5,7 +5,7 @@ judgment, over the whole corpus, in the order the feedback loop measured best
 (``TASK_STRATEGY``: docs/FEEDBACK_LOOP.md found ``suspicion`` 31-71x as precise as random picks,
 ``nearest`` 20-38x). Progress counts the task's pairs the annotator has judged, wherever.
 
-The **cut**: a queue item whose probability of meaning the same (``qpr.calibration``, fitted on
+The **cut**: a queue item whose probability of meaning the same (``qpr.retrieval.calibration``, fitted on
 the served corpus' held-out clusters) is below ``NEGLIGIBLE`` is not shown. The feedback loop
 measured that 1.0% (20% noise) to 1.8% (40% noise) of all cross-cluster pairs in an encoder's top
 20 were real false negatives: an item less likely than that is worth less than a random pick from
@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 from annotations.queue import QUEUE_COLUMNS, judged_pairs
-from annotations.strategies import candidate_pool, select
-from qpr.retrievers import Retriever
+from annotations.simulation.strategies import candidate_pool, select
+from qpr.retrieval.base import Retriever
 
 TASK_STRATEGY = "suspicion"
 TASK_SIZE = 2000

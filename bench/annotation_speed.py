@@ -18,18 +18,16 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json  # noqa: E402
-from bench.startup import start_app, stop_app  # noqa: E402
-from ui.demo import cache_dir  # noqa: E402
+from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
+from bench.startup import start_app, stop_app
+from ui.demo import cache_dir
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync"]

@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from qpr.fsutil import atomic_path
+from qpr.fsutil.atomic import atomic_path
 
 ROOT = Path(__file__).resolve().parents[1]
 

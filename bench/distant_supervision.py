@@ -3,7 +3,7 @@
     python -m bench.distant_supervision [--seed 0]     (from the repository root)
 
 For every log in ../shared/data (BANKING77 train, InsuranceQA v2, COVID FAQ, SQuAD v1.1 dev):
-build clusters (``qpr.supervise``), write its report folder into docs/distant_supervision/NAME/,
+build clusters (``qpr.data.supervise``), write its report folder into docs/distant_supervision/NAME/,
 and score BM25 on the held-out test clusters. On BANKING77 and InsuranceQA it also trains SDML
 (paper defaults, a smaller batch and an epoch cap that fit a 2-core CPU) and scores it with an
 exact index. Writes bench/results/distant_supervision.json and the generated part of
@@ -24,14 +24,15 @@ from pathlib import Path
 import torch
 
 from bench.common import replace_marked_section, write_json
-from qpr.bundle import Bundle
-from qpr.evaluate import evaluate
-from qpr.index import IndexConfig
-from qpr.qalogs import PRESETS, read_log
-from qpr.retrievers import BM25Retriever, DenseRetriever
-from qpr.supervise import MULTI_ANSWER, supervise
-from qpr.supervise_report import render_markdown, summary, write_report
-from qpr.train import TrainConfig, train
+from qpr.bundles.bundle import Bundle
+from qpr.evaluation.metrics import evaluate
+from qpr.retrieval.index import IndexConfig
+from qpr.data.qalogs import PRESETS, read_log
+from qpr.retrieval.dense import DenseRetriever
+from qpr.retrieval.lexical import BM25Retriever
+from qpr.data.supervise import MULTI_ANSWER, supervise
+from qpr.data.supervise_report import render_markdown, summary, write_report
+from qpr.training.train import TrainConfig, train
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "distant_supervision.json"
@@ -71,7 +72,7 @@ def score(retriever, corpus) -> dict:
 
 def run_dataset(name: str, setting: Setting, seed: int, max_epochs: int) -> tuple[dict, dict]:
     """Build, report and evaluate one log; returns its entry of the results file and its report
-    summary (``qpr.supervise_report.summary``)."""
+    summary (``qpr.data.supervise_report.summary``)."""
     log = read_log(preset=name)
     result = supervise(log, setting.min_coherence, seed, setting.multi_answer)
     write_report(result, REPORTS / name, name, samples=False)

@@ -1,11 +1,11 @@
 """Benchmark (issue 6): how much of what label noise costs does simulated annotation win back?
 
 On Quora-lite, a ``--noise`` share of the training clusters with 3+ questions is split in two
-(``qpr.noise``; every pair across a split is a known false negative). One model trains on the
+(``qpr.data.noise``; every pair across a split is a known false negative). One model trains on the
 clean clusters, one on the noisy copy. For each strategy and budget, a simulated annotator that
 knows the clean clusters judges that many candidate pairs from the noisy model's top ``k``
-(``annotations.strategies``), through the annotation store; the judgments are merged and exported
-(``annotations.loop.annotate``) and a model trains from scratch on the exported clusters. Every
+(``annotations.simulation.strategies``), through the annotation store; the judgments are merged and exported
+(``annotations.simulation.loop.annotate``) and a model trains from scratch on the exported clusters. Every
 model trains with the same settings and seed and is scored on the untouched test clusters with an
 exact index over the clean corpus. Nothing is tuned on the test clusters.
 
@@ -41,18 +41,18 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from annotations.db import open_store
-from annotations.loop import Model, annotate, fit, measures, scores
-from annotations.oracle import SimulatedAnnotator, true_same
-from annotations.strategies import STRATEGIES, candidate_pool
+from annotations.simulation.loop import Model, annotate, fit, measures, scores
+from annotations.simulation.oracle import SimulatedAnnotator, true_same
+from annotations.simulation.strategies import STRATEGIES, candidate_pool
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
-from qpr.bundle import Bundle
-from qpr.data import data_dir, load_corpus
-from qpr.encoder import PAPER_ENCODER, EncoderConfig
-from qpr.fsutil import atomic_path
-from qpr.noise import SPLIT_SUFFIX, inject_false_negatives
-from qpr.retrievers import DenseRetriever
-from qpr.text import PAPER_TEXT
-from qpr.train import TrainConfig
+from qpr.bundles.bundle import Bundle
+from qpr.data.corpus import data_dir, load_corpus
+from qpr.model.encoder import PAPER_ENCODER, EncoderConfig
+from qpr.fsutil.atomic import atomic_path
+from qpr.data.noise import SPLIT_SUFFIX, inject_false_negatives
+from qpr.retrieval.dense import DenseRetriever
+from qpr.model.text import PAPER_TEXT
+from qpr.training.train import TrainConfig
 
 RESULTS = ROOT / "bench" / "results" / "feedback_loop.json"
 DOC = ROOT / "docs" / "FEEDBACK_LOOP.md"
@@ -88,7 +88,7 @@ def quick_slice(corpus: pd.DataFrame, seed: int) -> pd.DataFrame:
 
 
 def cached_fit(path: Path, corpus: pd.DataFrame, clean: pd.DataFrame, config: TrainConfig, encoder: EncoderConfig) -> Model:
-    """``annotations.loop.fit``, saved as a bundle at ``path`` (with its test scores) and loaded
+    """``annotations.simulation.loop.fit``, saved as a bundle at ``path`` (with its test scores) and loaded
     from there when a previous run already trained it."""
     if (path / "manifest.json").is_file():
         bundle = Bundle.load(path)

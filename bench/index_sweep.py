@@ -15,17 +15,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import ROOT, latency_ms, machine, markdown_table, replace_marked_section, write_json  # noqa: E402
-from qpr.bundle import Bundle  # noqa: E402
-from qpr.evaluate import TOP, index_recall, query_set  # noqa: E402
-from qpr.index import IndexConfig, VectorIndex  # noqa: E402
-from qpr.retrievers import DenseRetriever  # noqa: E402
+from bench.common import ROOT, latency_ms, machine, markdown_table, replace_marked_section, write_json
+from qpr.bundles.bundle import Bundle
+from qpr.evaluation.metrics import TOP, index_recall, query_set
+from qpr.retrieval.index import IndexConfig, VectorIndex
+from qpr.retrieval.dense import DenseRetriever
 
 NLISTS = (256, 512, 1024, 2000)
 NPROBES = (1, 5, 10, 20, 50, 100)

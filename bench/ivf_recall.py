@@ -32,9 +32,9 @@ from scipy.stats import skew
 
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
 from bench.scale import hits
-from qpr.bundle import Bundle
-from qpr.evaluate import TOP, query_set, rank_metrics
-from qpr.index import KMEANS_ITERATIONS, TRAIN_PER_LIST
+from qpr.bundles.bundle import Bundle
+from qpr.evaluation.metrics import TOP, query_set, rank_metrics
+from qpr.retrieval.index import KMEANS_ITERATIONS, TRAIN_PER_LIST
 
 PROBES = (1, 10, 32, 100)
 HUB_SAMPLE = 5_000  # queries whose exact top 20 estimate each question's k-occurrence
@@ -72,7 +72,7 @@ def ivf_behaviour(vectors: np.ndarray, queries: np.ndarray, exact_ids: np.ndarra
     """List imbalance, spread of the exact top 20 over lists, and recall / H@1 per probe count."""
     quantizer = faiss.IndexFlatL2(vectors.shape[1])
     index = faiss.IndexIVFFlat(quantizer, vectors.shape[1], nlist)
-    index.cp.niter = KMEANS_ITERATIONS  # trained as qpr.index trains its inverted files
+    index.cp.niter = KMEANS_ITERATIONS  # trained as qpr.retrieval.index trains its inverted files
     sample = np.random.default_rng(0).choice(len(vectors), min(len(vectors), nlist * TRAIN_PER_LIST), replace=False)
     start = time.perf_counter()
     index.train(vectors[np.sort(sample)])

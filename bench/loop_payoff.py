@@ -3,24 +3,24 @@
 On a seeded slice of Quora-lite (``bench.feedback_loop.quick_slice``: 3,000 training, 300 val
 and 300 test clusters, 2,000 distractors) and a small encoder, three parts:
 
-1. **Export** (``export`` rows). Noise with ground truth (``qpr.noise``): false negatives (split
+1. **Export** (``export`` rows). Noise with ground truth (``qpr.data.noise``): false negatives (split
    clusters, both halves 2+ questions: no singleton-half artefact), false positives (unrelated
    clusters joined) and both, at each rate. A simulated annotator judges the pairs a strategy
-   picks from the noisy model's suspects (``annotations.strategies``: cross-cluster pairs for
+   picks from the noisy model's suspects (``annotations.simulation.strategies``: cross-cluster pairs for
    false negatives, (core, member) pairs for false positives) into a real store; the export's
-   clusters are scored against the clean ones (``qpr.cluster_quality``: pairwise F1, B-cubed
+   clusters are scored against the clean ones (``qpr.research.cluster_quality``: pairwise F1, B-cubed
    F1, share of the label errors fixed). The ``artefact`` rows repeat the false-negative case
    with the old noise (clusters of 3 split, leaving one-question halves) and report the share of
    judgments and of the errors found that touch such a half.
 2. **Evaluation** (``evaluation`` rows). Noise in the *test* clusters; the clean-label model's
    H@1 measured on them against the true H@1, and after judging the top results of N test
-   queries (``annotations.benchmark_check``).
+   queries (``annotations.simulation.benchmark_check``).
 3. **Retraining** (``retrain`` rows). Per regime (noise, loss, batching) ``--seeds`` training
    seeds each of: clean labels, noisy labels, and the corrected export of ``RETRAIN_BUDGET``
    judgments (picked once, from the seed-0 noisy model), trained from scratch or warm-started
    from the same seed's noisy model. Mean and 95% t-interval over seeds of H@1; the per-seed
    difference after - noisy; the share of the clean-noisy gap recovered (Fieller interval,
-   ``qpr.confidence``).
+   ``qpr.research.confidence``).
 
     python -m bench.loop_payoff            # everything; resumable (models and rows kept in --work)
     python -m bench.loop_payoff --render-only
@@ -43,22 +43,22 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from annotations.benchmark_check import judged_h1, order, top_results
+from annotations.simulation.benchmark_check import judged_h1, order, top_results
 from annotations.db import open_store
-from annotations.loop import Model, annotate, fit
-from annotations.oracle import SimulatedAnnotator, label_errors, true_same
-from annotations.strategies import candidate_pool, within_pool
+from annotations.simulation.loop import Model, annotate, fit
+from annotations.simulation.oracle import SimulatedAnnotator, label_errors, true_same
+from annotations.simulation.strategies import candidate_pool, within_pool
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
 from bench.feedback_loop import QUICK_ENCODER, quick_slice, singleton_share
-from qpr.bundle import Bundle
-from qpr.cluster_quality import cluster_quality, errors_fixed
-from qpr.confidence import mean_ci, ratio_ci
-from qpr.data import data_dir, load_corpus
-from qpr.fsutil import atomic_path
-from qpr.noise import inject_false_negatives, inject_false_positives
-from qpr.retrievers import DenseRetriever
-from qpr.text import PAPER_TEXT
-from qpr.train import TrainConfig
+from qpr.bundles.bundle import Bundle
+from qpr.research.cluster_quality import cluster_quality, errors_fixed
+from qpr.research.confidence import mean_ci, ratio_ci
+from qpr.data.corpus import data_dir, load_corpus
+from qpr.fsutil.atomic import atomic_path
+from qpr.data.noise import inject_false_negatives, inject_false_positives
+from qpr.retrieval.dense import DenseRetriever
+from qpr.model.text import PAPER_TEXT
+from qpr.training.train import TrainConfig
 
 RESULTS = ROOT / "bench" / "results" / "loop_payoff.json"
 DOC = ROOT / "docs" / "LOOP_PAYOFF.md"
@@ -262,7 +262,7 @@ def splits_applied(work: Work) -> bool:
 
 
 def summary(clean: list[float], noisy: list[float], after: list[float]) -> dict:
-    """Means and 95% intervals over paired seeds (``qpr.confidence``)."""
+    """Means and 95% intervals over paired seeds (``qpr.research.confidence``)."""
     row = {}
     for name, values in (("H1_clean", clean), ("H1_noisy", noisy), ("H1_after", after)):
         mean, low, high = mean_ci(values)

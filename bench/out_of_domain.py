@@ -1,17 +1,17 @@
 """Benchmark for issue 24: leave-one-domain-out over the shared question sets.
 
-For each domain of ``qpr.sources.DOMAINS`` left out, every system is measured on that domain's
-queries (``qpr.sources.domain_queries``: all its clustered questions, at most ``MAX_QUERIES``;
+For each domain of ``qpr.data.sources.DOMAINS`` left out, every system is measured on that domain's
+queries (``qpr.data.sources.domain_queries``: all its clustered questions, at most ``MAX_QUERIES``;
 Quora-lite: its canonical test clusters) against that domain's whole (capped) corpus, the
 paper's protocol (query removed from its own results; hit = same cluster; H@1 and MRR over 20):
 
 - ``bm25``; ``minilm`` (all-MiniLM-L6-v2, the benchmark extra, exact cosine search);
 - ``product-dense`` / ``product-hybrid``: today's product settings trained on Quora-lite only
   (the fitted hybrid's weights fitted on Quora-lite's val split), at the budget below;
-- ``dense``: the general CNN (``qpr.distill``), distilled from MiniLM on the other domains'
-  questions (``qpr.general.BUILD``), its embeddings started from MiniLM's word vectors;
+- ``dense``: the general CNN (``qpr.training.distill``), distilled from MiniLM on the other domains'
+  questions (``qpr.bundles.general.BUILD``), its embeddings started from MiniLM's word vectors;
   ``hybrid``: it with BM25, candidates re-scored by the product's hybrid scorer
-  (``qpr.hybrid.Fusion``) fitted on the OTHER left-out domains' queries, each domain's features
+  (``qpr.retrieval.hybrid.Fusion``) fitted on the OTHER left-out domains' queries, each domain's features
   from its own fold's general encoder, which never saw it (nested: the left-out domain's labels
   never fit it); ``default: true`` marks it; ``rrf``: the general dense and BM25 by rank
   fusion, its setting chosen on the other domains the same way;
@@ -45,33 +45,32 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import sys
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import pandas as pd
+import torch
 
-from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json  # noqa: E402
-from bench.quality import MiniLMRetriever  # noqa: E402
-from qpr.bundle import Bundle  # noqa: E402
-from qpr.bundle_training import retrain_bundle  # noqa: E402
-from qpr.confidence import mean_ci  # noqa: E402
-from qpr.data import fingerprint, load_corpus, data_dir  # noqa: E402
-from qpr.encoder import EncoderConfig, encode_texts  # noqa: E402
-from qpr.distill import GeneralConfig, Unlabelled, train_general  # noqa: E402
-from qpr.general import ADAPT, BUILD, NO_TEACHER, STUDENT, TEACH, distilled_student, general_material, minilm_vectors, rebase, training_info  # noqa: E402
-from qpr.evaluate import TOP, h1_change, pair_auc, rank_metrics  # noqa: E402
-from qpr.hybrid import Fusion, HybridRetriever, RankFusion, fit_fusion, fit_rows, fusion_rows, rank_fuse  # noqa: E402
-from qpr.index import IndexConfig  # noqa: E402
-from qpr.retrievers import BM25Retriever, DenseRetriever  # noqa: E402
-from qpr.sampling import validation_pairs  # noqa: E402
-from qpr.sources import DOMAINS, cap_corpus, domain_cap, domain_queries, load_domain  # noqa: E402
-from qpr.train import TrainConfig, train  # noqa: E402
+from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
+from bench.quality import MiniLMRetriever
+from qpr.bundles.bundle import Bundle
+from qpr.bundles.training import retrain_bundle
+from qpr.research.confidence import mean_ci
+from qpr.data.corpus import fingerprint, load_corpus, data_dir
+from qpr.model.encoder import EncoderConfig, encode_texts
+from qpr.training.distill import GeneralConfig, Unlabelled, train_general
+from qpr.bundles.general import ADAPT, BUILD, NO_TEACHER, STUDENT, TEACH, distilled_student, general_material, minilm_vectors, rebase, training_info
+from qpr.evaluation.metrics import TOP, h1_change, pair_auc, rank_metrics
+from qpr.retrieval.hybrid import Fusion, HybridRetriever, RankFusion, fit_fusion, fit_rows, fusion_rows, rank_fuse
+from qpr.retrieval.index import IndexConfig
+from qpr.retrieval.dense import DenseRetriever
+from qpr.retrieval.lexical import BM25Retriever
+from qpr.training.sampling import validation_pairs
+from qpr.data.sources import DOMAINS, cap_corpus, domain_cap, domain_queries, load_domain
+from qpr.training.train import TrainConfig, train
 
 WORK = ROOT / "runs" / "ood"
 RESULTS = ROOT / "bench" / "results" / "out_of_domain.json"
@@ -104,7 +103,7 @@ def domain(name: str) -> pd.DataFrame:
 
 
 def teacher_path(name: str, corpus: pd.DataFrame) -> Path:
-    """Where MiniLM's vectors of a domain's corpus are cached (``qpr.general.general_material``'s naming)."""
+    """Where MiniLM's vectors of a domain's corpus are cached (``qpr.bundles.general.general_material``'s naming)."""
     return WORK / f"minilm-{name}-{fingerprint(corpus)[:12]}.npy"
 
 
@@ -370,7 +369,7 @@ def fitted_rows(folds: dict[str, Fold]) -> tuple[list[dict], dict]:
     paired-bootstrap change in H@1 over BM25 alone: over the general dense (``hybrid``, the
     default) and over the one taught on the domain's other questions (``taught-new-hybrid``: the
     same scorer, as ``rebase`` carries it). Also the scorer fitted on all domains, which
-    ``qpr.general.FUSION`` carries."""
+    ``qpr.bundles.general.FUSION`` carries."""
     general = {name: Bundle.load(WORK / "general" / name) for name in folds if (WORK / "general" / name).is_dir()}
     fit_on = {name: fusion_rows(general[name], folds[name].queries.sample(min(FIT_QUERIES, len(folds[name].queries)), random_state=0),
                                 bm25=folds[name].bm25) for name in general}
@@ -444,7 +443,7 @@ def report() -> None:
                "protocol": {"max_queries": MAX_QUERIES, "caps": {n: domain_cap(n) for n in DOMAINS}, "seed": 0,
                             "general": asdict(GENERAL), "product": asdict(PRODUCT) | {"questions": PRODUCT_QUESTIONS},
                             "adapt": asdict(ADAPT), "teach": asdict(TEACH),
-                            "finetune": "qpr.bundle_training.retrain_bundle(rebase(general)): the general's recorded retrain settings, best val epoch"},
+                            "finetune": "qpr.bundles.training.retrain_bundle(rebase(general)): the general's recorded retrain settings, best val epoch"},
                "rates": rate, "machine": machine(), "date": time.strftime("%Y-%m-%d")}
     if "transformer" in previous:
         payload["transformer"] = previous["transformer"]

@@ -4,12 +4,12 @@ one in the background while searching it. Writes ``bench/results/own_data.json``
     {"imports": [{"name", "kind", "rows", "seconds"}],
      "background_training": {"seconds", "served_during_training"}, "browser_test": "tests/..."}
 
-Imports go through ``qpr.upload.read_upload`` and ``qpr.projects.Projects.create``, as the
+Imports go through ``qpr.data.upload.read_upload`` and ``qpr.serving.projects.Projects.create``, as the
 Projects tab calls them: BANKING77 (train.csv) as clusters, InsuranceQA as a question -> answer
 log, and BANKING77's test questions as bare questions. BANKING77's train.csv repeats 6 questions (test.csv
 1), which the import refuses by row; the benchmark imports copies without the later repeats (in a
 temporary folder) and records that. The training is the Projects tab's: a worker process
-(``qpr.background_training``) on the BANKING77 project with the demo's small settings and few
+(``qpr.serving.background_training``) on the BANKING77 project with the demo's small settings and few
 epochs; meanwhile the benchmark searches the served project (BM25) and records whether every
 search answered and its slowest time.
 
@@ -29,18 +29,17 @@ from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import machine, markdown_table, replace_marked_section, write_json  # noqa: E402
-from qpr.background_training import TrainingJob, worker_alive  # noqa: E402
-from qpr.bundle_training import compare_bundles  # noqa: E402
-from qpr.data import data_dir  # noqa: E402
-from qpr.errors import QPRError  # noqa: E402
-from qpr.projects import Projects  # noqa: E402
-from qpr.serving import ServedModel  # noqa: E402
-from qpr.text import tokenize  # noqa: E402
-from qpr.upload import read_upload  # noqa: E402
-from ui.demo import DEMO_ENCODER, DEMO_TEXT, DEMO_TRAIN  # noqa: E402
+from bench.common import machine, markdown_table, replace_marked_section, write_json
+from qpr.serving.background_training import TrainingJob, worker_alive
+from qpr.bundles.training import compare_bundles
+from qpr.data.corpus import data_dir
+from qpr.errors import QPRError
+from qpr.serving.projects import Projects
+from qpr.serving.served_model import ServedModel
+from qpr.model.text import tokenize
+from qpr.data.upload import read_upload
+from ui.demo import DEMO_ENCODER, DEMO_TEXT, DEMO_TRAIN
 
 RESULTS = Path(__file__).resolve().parent / "results" / "own_data.json"
 DOC = Path(__file__).resolve().parents[1] / "docs" / "OWN_DATA.md"

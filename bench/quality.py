@@ -29,28 +29,28 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-from bench.common import ROOT, latency_ms, machine, markdown_table, replace_marked_section, write_json  # noqa: E402
-from qpr.bundle import Bundle  # noqa: E402
-from qpr.data import data_dir, fingerprint, load_corpus  # noqa: E402
-from qpr.encoder import PAPER_ENCODER, EncoderConfig  # noqa: E402
-from qpr.evaluate import evaluate, index_recall, query_set  # noqa: E402
-from qpr.experiment import load_results  # noqa: E402
-from qpr.hybrid import HybridRetriever, fit_fusion  # noqa: E402
-from qpr.index import IndexConfig, VectorIndex, auto_config  # noqa: E402
-from qpr.retrievers import BM25Retriever, DenseRetriever, Retriever  # noqa: E402
-from qpr.text import PAPER_TEXT, TextConfig  # noqa: E402
-from qpr.sampling import all_pairs, cluster_members, epoch_pairs  # noqa: E402
-from qpr.train import TrainConfig, train  # noqa: E402
+from bench.common import ROOT, latency_ms, machine, markdown_table, replace_marked_section, write_json
+from qpr.bundles.bundle import Bundle
+from qpr.data.corpus import data_dir, fingerprint, load_corpus
+from qpr.model.encoder import PAPER_ENCODER, EncoderConfig
+from qpr.evaluation.metrics import evaluate, index_recall, query_set
+from qpr.research.experiment import load_results
+from qpr.retrieval.hybrid import HybridRetriever, fit_fusion
+from qpr.retrieval.index import IndexConfig, VectorIndex, auto_config
+from qpr.retrieval.base import Retriever
+from qpr.retrieval.dense import DenseRetriever
+from qpr.retrieval.lexical import BM25Retriever
+from qpr.model.text import PAPER_TEXT, TextConfig
+from qpr.training.sampling import all_pairs, cluster_members, epoch_pairs
+from qpr.training.train import TrainConfig, train
 
 RESULTS = ROOT / "bench" / "results" / "quality.json"
 ENGINE_RESULTS = ROOT / "bench" / "results" / "quora_lite.json"

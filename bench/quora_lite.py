@@ -10,23 +10,22 @@ and writes bench/results/quora_lite.json plus the markdown table in README.md.
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import asdict
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import ROOT, latency_ms, machine, markdown_table, peak_rss_mb, replace_marked_section, write_json  # noqa: E402
-from qpr.bundle import Bundle  # noqa: E402
-from qpr.data import data_dir, fingerprint, load_corpus  # noqa: E402
-from qpr.evaluate import evaluate, index_recall, query_set  # noqa: E402
-from qpr.encoder import PAPER_ENCODER  # noqa: E402
-from qpr.experiment import load_results  # noqa: E402
-from qpr.index import IndexConfig  # noqa: E402
-from qpr.retrievers import BM25Retriever, DenseRetriever  # noqa: E402
-from qpr.text import PAPER_TEXT  # noqa: E402
-from qpr.train import TrainConfig, train  # noqa: E402
+from bench.common import ROOT, latency_ms, machine, markdown_table, peak_rss_mb, replace_marked_section, write_json
+from qpr.bundles.bundle import Bundle
+from qpr.data.corpus import data_dir, fingerprint, load_corpus
+from qpr.evaluation.metrics import evaluate, index_recall, query_set
+from qpr.model.encoder import PAPER_ENCODER
+from qpr.research.experiment import load_results
+from qpr.retrieval.index import IndexConfig
+from qpr.retrieval.dense import DenseRetriever
+from qpr.retrieval.lexical import BM25Retriever
+from qpr.model.text import PAPER_TEXT
+from qpr.training.train import TrainConfig, train
 
 LATENCY_QUERIES = 1000
 

@@ -11,23 +11,21 @@ size from ours).
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import matplotlib  # noqa: E402
+import matplotlib
 
 matplotlib.use("Agg")
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
 
-from bench.common import ROOT, markdown_table, replace_marked_section  # noqa: E402
-from qpr.data import data_dir, load_corpus  # noqa: E402
-from qpr.experiment import NOISE_RATES  # noqa: E402
-from qpr.noise import SPLIT_SUFFIX, inject_false_negatives  # noqa: E402
-from qpr.sampling import cluster_disjoint_batches, cluster_members, epoch_pairs  # noqa: E402
+from bench.common import ROOT, markdown_table, replace_marked_section
+from qpr.data.corpus import data_dir, load_corpus
+from qpr.research.experiment import NOISE_RATES
+from qpr.data.noise import SPLIT_SUFFIX, inject_false_negatives
+from qpr.training.sampling import cluster_disjoint_batches, cluster_members, epoch_pairs
 
 RESULTS = ROOT / "bench" / "results" / "reproduction.json"
 DOC = ROOT / "docs" / "REPRODUCTION.md"

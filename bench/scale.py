@@ -5,7 +5,7 @@ the index up to each size: first the real questions of the other shared sets (Wi
 QA logs, BANKING77), then questions generated from real ones by recombination (the first words
 of one real question joined to the last words of another, cut at random points; only questions
 that are not Quora-lite val/test queries are used, so no generated question is a near copy of a
-query). Every distractor is a distinct string whose tokens (``qpr.text.words``) differ from every
+query). Every distractor is a distinct string whose tokens (``qpr.model.text.words``) differ from every
 other question's. The corpus order is fixed by the seed, so each size is a prefix of the next.
 
 Steps, each resumable (its output is written atomically and a rerun skips what exists):
@@ -51,14 +51,15 @@ from tqdm.auto import tqdm
 from bench.reliability import postgres_url
 from bench.write_load import run_load
 from bench.common import ROOT, latency_ms, machine, markdown_table, replace_marked_section, write_json
-from qpr.bundle import Bundle
-from qpr.data import data_dir
-from qpr.evaluate import TOP, query_set, rank_metrics
-from qpr.fsutil import atomic_path
-from qpr.index import IndexConfig, VectorIndex, auto_config
-from qpr.qalogs import PRESETS, read_log
-from qpr.retrievers import BM25Retriever, DenseRetriever
-from qpr.text import words
+from qpr.bundles.bundle import Bundle
+from qpr.data.corpus import data_dir
+from qpr.evaluation.metrics import TOP, query_set, rank_metrics
+from qpr.fsutil.atomic import atomic_path
+from qpr.retrieval.index import IndexConfig, VectorIndex, auto_config
+from qpr.data.qalogs import PRESETS, read_log
+from qpr.retrieval.dense import DenseRetriever
+from qpr.retrieval.lexical import BM25Retriever
+from qpr.model.text import words
 
 SHARD = 50_000
 CHUNK = 100_000  # generated questions are drawn per chunk, each chunk from its own seeded stream

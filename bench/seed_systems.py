@@ -30,7 +30,6 @@ import argparse
 import json
 import pickle
 import subprocess
-import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -39,15 +38,14 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import ROOT, machine, markdown_table, peak_rss_mb, replace_marked_section, write_json  # noqa: E402
-from qpr.data import data_dir, load_corpus, read_quora_pairs  # noqa: E402
-from qpr.evaluate import evaluate  # noqa: E402
-from qpr.quora_pairs import majority_accuracy, pair_sets, threshold_accuracy, threshold_rule  # noqa: E402
-from qpr.ranking_metrics import auc_at_fpr  # noqa: E402
-from qpr.retrievers import TfidfRetriever, tfidf_vectorizer  # noqa: E402
-from qpr.semeval import bm25_scores, engine_scores, load_semeval, pair_auc05, rerank  # noqa: E402
+from bench.common import ROOT, machine, markdown_table, peak_rss_mb, replace_marked_section, write_json
+from qpr.data.corpus import data_dir, load_corpus, read_quora_pairs
+from qpr.evaluation.metrics import evaluate
+from qpr.research.quora_pairs import majority_accuracy, pair_sets, threshold_accuracy, threshold_rule
+from qpr.evaluation.ranking import auc_at_fpr
+from qpr.retrieval.lexical import TfidfRetriever, tfidf_vectorizer
+from qpr.data.semeval import bm25_scores, engine_scores, load_semeval, pair_auc05, rerank
 
 RESULTS = ROOT / "bench" / "results" / "seed_systems.json"
 # The evaluation pairs (Quora-lite's val/test pair split, BANKING77's pairs) are dealt with this
@@ -175,7 +173,7 @@ def sparse_cosine(vectorizer, a, b) -> np.ndarray:
 
 
 def own_ranks(scores: np.ndarray, truth: np.ndarray) -> np.ndarray:
-    """1-based rank of each row's true column (ties count against it), as ``qpr.residual.target_ranks``."""
+    """1-based rank of each row's true column (ties count against it), as ``qpr.systems.residual.target_ranks``."""
     return (scores >= scores[np.arange(len(scores)), truth][:, None]).sum(axis=1)
 
 
@@ -197,9 +195,9 @@ def all_protocol_rows(system, encode, retriever, corpus, sets, frame, banking, t
 # ---------------------------------------------------------------- stages
 
 def stage_baselines(args) -> list[dict]:
-    from qpr.residual import recall_at
-    from qpr.retrievers import BM25Retriever
-    from qpr.squad import load_squad
+    from qpr.systems.residual import recall_at
+    from qpr.retrieval.lexical import BM25Retriever
+    from qpr.data.squad import load_squad
 
     corpus, frame, banking = quora(), semeval_all(), banking_pairs(EVAL_SEED)
     sets = quora_pair_sets(corpus, EVAL_SEED)
@@ -238,7 +236,7 @@ def stage_baselines(args) -> list[dict]:
 
 
 def stage_film(args) -> list[dict]:
-    from qpr.film import FilmConfig, fit_film, pair_neighbour_ranks, pairwise_knn_accuracy
+    from qpr.systems.film import FilmConfig, fit_film, pair_neighbour_ranks, pairwise_knn_accuracy
 
     corpus, frame, banking = quora(), semeval_all(), banking_pairs(EVAL_SEED)
     sets = quora_pair_sets(corpus, EVAL_SEED)
@@ -281,12 +279,12 @@ def quora_slice(corpus: pd.DataFrame, clusters: int, seed: int) -> pd.DataFrame:
 
 
 def stage_encoder(args, architecture: str) -> list[dict]:
-    from qpr.bundle import Bundle
-    from qpr.encoder import PAPER_ENCODER, EncoderConfig, encode_texts
-    from qpr.index import IndexConfig
-    from qpr.retrievers import DenseRetriever
-    from qpr.text import PAPER_TEXT
-    from qpr.train import TrainConfig, train
+    from qpr.bundles.bundle import Bundle
+    from qpr.model.encoder import PAPER_ENCODER, EncoderConfig, encode_texts
+    from qpr.retrieval.index import IndexConfig
+    from qpr.retrieval.dense import DenseRetriever
+    from qpr.model.text import PAPER_TEXT
+    from qpr.training.train import TrainConfig, train
 
     corpus, frame, banking = quora(), semeval_all(), banking_pairs(EVAL_SEED)
     sets = quora_pair_sets(corpus, EVAL_SEED)
@@ -331,10 +329,10 @@ def stage_cnn_full(args) -> list[dict]:
 
 
 def stage_squad(args) -> list[dict]:
-    from qpr.residual import IdfEmbedder, ResidualConfig, fit_residual, recall_at, target_ranks
-    from qpr.retrievers import EncodeRetriever
-    from qpr.seed_encoders import ResidualEncoder, fit_idf_embedder, fit_qpr_residual
-    from qpr.squad import load_squad
+    from qpr.systems.residual import IdfEmbedder, ResidualConfig, fit_residual, recall_at, target_ranks
+    from qpr.retrieval.dense import EncodeRetriever
+    from qpr.systems.seed_encoders import ResidualEncoder, fit_idf_embedder, fit_qpr_residual
+    from qpr.data.squad import load_squad
 
     rows = []
     dev_paragraphs, dev_questions = load_squad("dev")
@@ -409,10 +407,10 @@ def stage_squad(args) -> list[dict]:
 
 def stage_transfer(args) -> list[dict]:
     """Transfer from Quora-lite to each target domain with and without the adversary."""
-    from qpr.adversarial import AdversarialConfig, train_adversarial
-    from qpr.encoder import PAPER_ENCODER, EncoderConfig, encode_texts
-    from qpr.text import PAPER_TEXT
-    from qpr.train import TrainConfig
+    from qpr.research.adversarial import AdversarialConfig, train_adversarial
+    from qpr.model.encoder import PAPER_ENCODER, EncoderConfig, encode_texts
+    from qpr.model.text import PAPER_TEXT
+    from qpr.training.train import TrainConfig
 
     corpus, frame, banking = quora(), semeval_all(), banking_pairs(EVAL_SEED)
     sliced = quora_slice(corpus, args.slice_clusters, args.seed)

@@ -27,11 +27,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from qpr.data import read_cluster_file  # noqa: E402  (after the path setup above)
-from ui.demo import DEMO_CORPUS  # noqa: E402
-from qpr.fsutil import atomic_path  # noqa: E402
+from qpr.data.corpus import read_cluster_file
+from ui.demo import DEMO_CORPUS
+from qpr.fsutil.atomic import atomic_path
 
 
 def free_port() -> int:

@@ -1,4 +1,4 @@
-"""Benchmark for issue 24, part 5: the optional transformer backend (``qpr.transformer``), priced.
+"""Benchmark for issue 24, part 5: the optional transformer backend (``qpr.systems.transformer``), priced.
 
 The corpora, queries and metrics of ``bench/out_of_domain.py``. all-MiniLM-L6-v2 is fine-tuned with
 SDML on a small budget (``BUDGET``: a few hundred batches of 32, what this shared 2-core machine
@@ -34,24 +34,23 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import pandas as pd
+import torch
 
-from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json  # noqa: E402
-from bench.out_of_domain import (  # noqa: E402
+from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
+from bench.out_of_domain import (
     DOC, RESULTS, TRANSFORMER as SYSTEM, Fold, VectorLookup, domain, hits_of, minilm, ranked,
 )
-from qpr.bundle import Bundle  # noqa: E402
-from qpr.data import data_dir, load_corpus  # noqa: E402
-from qpr.encoder import EncoderConfig, QuestionEncoder, encode_texts  # noqa: E402
-from qpr.evaluate import h1_change, rank_metrics  # noqa: E402
-from qpr.index import IndexConfig  # noqa: E402
-from qpr.sources import DOMAINS  # noqa: E402
-from qpr.text import TextConfig, Vocabulary  # noqa: E402
-from qpr.transformer import TransformerEncoder, TransformerSettings, fit_transformer, load_model  # noqa: E402
+from qpr.bundles.bundle import Bundle
+from qpr.data.corpus import data_dir, load_corpus
+from qpr.model.encoder import EncoderConfig, QuestionEncoder, encode_texts
+from qpr.evaluation.metrics import h1_change, rank_metrics
+from qpr.retrieval.index import IndexConfig
+from qpr.data.sources import DOMAINS
+from qpr.model.text import TextConfig, Vocabulary
+from qpr.systems.transformer import TransformerEncoder, TransformerSettings, fit_transformer, load_model
 
 WORK = ROOT / "runs" / "transformer"
 BUDGET = TransformerSettings(distance="squared", batch_size=32, lr=2e-5, epochs=3, steps_per_epoch=100, patience=2, val_questions=1000, seed=0)
@@ -213,8 +212,8 @@ SERVE = """
 import sys, torch
 torch.set_num_threads(1)
 from bench.common import peak_rss_mb
-from qpr.bundle import Bundle
-from qpr.serving import serving_retriever
+from qpr.bundles.bundle import Bundle
+from qpr.serving.served_model import serving_retriever
 if sys.argv[1:]:
     bundle = Bundle.load(sys.argv[1])
     retriever = serving_retriever(bundle)

@@ -1,11 +1,20 @@
-"""Question paraphrase retrieval after Bonadiman, Kumar & Mittal (2019).
+"""Question paraphrase retrieval after Bonadiman, Kumar & Mittal (2019): the engine, with no
+Gradio and no SQL.
 
-Data flows one way: clusters of questions (``qpr.data``, ``qpr.supervise``) train a CNN encoder
-(``qpr.encoder``, ``qpr.losses``, ``qpr.sampling``, ``qpr.train``) whose vectors fill a FAISS index
-(``qpr.index``); ``qpr.bundle`` saves both with the corpus, ``qpr.bundle_training`` trains and
-retrains a whole bundle, ``qpr.retrievers`` (and ``qpr.hybrid``) answer queries, ``qpr.serving``
-holds what the app serves and swaps a retrained model in, and ``qpr.evaluate`` measures them.
-ARCHITECTURE.md (in docs/) maps the whole project. ``python -m qpr --help`` lists the command-line entry points.
+Its parts, one sub-package each, in the order data flows through them:
+
+- ``qpr.data``: questions and clusters (corpora, uploads, question->answer logs, distant supervision)
+- ``qpr.model``: tokenizer with the hashing trick, the CNN encoder, losses
+- ``qpr.training``: the sampler and the SDML fit (several processes, distillation)
+- ``qpr.systems``: the other encoder systems a bundle can hold (the other papers', a transformer)
+- ``qpr.retrieval``: the FAISS index, dense, BM25 and hybrid retrievers
+- ``qpr.bundles``: a trained model on disk; training, retraining and the general bundle
+- ``qpr.serving``: what the app serves, projects on disk, background training
+- ``qpr.evaluation``: H@1, MRR, ROC AUC
+- ``qpr.fsutil``: crash-safe writes; ``qpr.cli``: the ``qpr`` command
+
+``qpr.research`` holds protocols that only the benchmarks run. docs/ARCHITECTURE.md maps the
+whole project; ``qpr --help`` lists the command-line entry points.
 """
 
 from qpr.errors import QPRError

@@ -1,3 +1,3 @@
-from qpr.cli import main
+from qpr.cli.main import main
 
 raise SystemExit(main())

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 def _small_encoder():
-    from qpr.encoder import EncoderConfig
+    from qpr.model.encoder import EncoderConfig
 
     return EncoderConfig(embedding_dim=32, channels=32, output_dim=16)
 
@@ -79,9 +79,9 @@ def data_dir() -> Path:
 @pytest.fixture(scope="session")
 def tiny_bundle():
     """A small encoder trained for a few seconds on ``make_corpus()``, indexed exactly (a Bundle)."""
-    from qpr.bundle import Bundle
-    from qpr.index import IndexConfig
-    from qpr.train import TrainConfig, train
+    from qpr.bundles.bundle import Bundle
+    from qpr.retrieval.index import IndexConfig
+    from qpr.training.train import TrainConfig, train
 
     corpus = make_corpus()
     result = train(
@@ -121,9 +121,9 @@ def sentence_model(tmp_path_factory) -> Path:
 def transformer_bundles(sentence_model, tmp_path_factory):
     """A transformer bundle fine-tuned from ``sentence_model`` on ``make_corpus()`` for a few
     seconds, and the same saved and loaded back: (trained, loaded)."""
-    from qpr.bundle import Bundle
-    from qpr.bundle_training import train_transformer_bundle
-    from qpr.index import IndexConfig
+    from qpr.bundles.bundle import Bundle
+    from qpr.bundles.training import train_transformer_bundle
+    from qpr.retrieval.index import IndexConfig
 
     trained = train_transformer_bundle(make_corpus(), tiny_transformer_settings(str(sentence_model)), IndexConfig("Flat"),
                                        progress=False)
@@ -132,7 +132,7 @@ def transformer_bundles(sentence_model, tmp_path_factory):
 
 def tiny_transformer_settings(base: str):
     """Fine-tuning settings for ``make_sentence_model``: small batches, a high rate, three epochs."""
-    from qpr.transformer import TransformerSettings
+    from qpr.systems.transformer import TransformerSettings
 
     return TransformerSettings(base=base, batch_size=8, lr=1e-3, epochs=3, patience=3)
 
@@ -273,7 +273,7 @@ def download_export(page, folder: Path) -> pd.DataFrame:
     page links (not the pairs or the manifest) into ``folder``, and read it."""
     from playwright.sync_api import expect
 
-    from qpr.data import read_cluster_file
+    from qpr.data.corpus import read_cluster_file
 
     page.get_by_role("tab", name="Retrain & export").click()
     page.get_by_role("button", name="Export corrected clusters").click()

@@ -1,8 +1,8 @@
 import torch
 
-from qpr.adversarial import AdversarialConfig, reverse_gradient, train_adversarial
-from qpr.encoder import EncoderConfig
-from qpr.train import TrainConfig
+from qpr.research.adversarial import AdversarialConfig, reverse_gradient, train_adversarial
+from qpr.model.encoder import EncoderConfig
+from qpr.training.train import TrainConfig
 
 SMALL = EncoderConfig(embedding_dim=32, channels=32, output_dim=16)
 # A target domain written in other words and templates than the synthetic source clusters.

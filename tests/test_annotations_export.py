@@ -14,14 +14,14 @@ import pandas as pd
 import pytest
 from sqlalchemy import text
 
-from annotations.__main__ import main
+from annotations.cli import main
 from annotations.db import open_store
 from annotations.errors import AnnotationError
 from annotations.export import export, manifest_path, pairs_path
 from annotations.merge import corrected_clusters
 from conftest import make_corpus
-from qpr.data import QUORA_COLUMNS, read_cluster_file, read_table
-from qpr.train import TrainConfig, train
+from qpr.data.corpus import QUORA_COLUMNS, read_cluster_file, read_table
+from qpr.training.train import TrainConfig, train
 
 VERSION = "v1"
 REPO = Path(__file__).resolve().parents[1]

@@ -12,8 +12,8 @@ from annotations.errors import AnnotationError
 from annotations.queue import QUEUE_COLUMNS, least_coherent, next_cluster, spot_check
 from conftest import make_corpus
 from qpr.errors import QPRError
-from qpr.retrievers import BM25Retriever
-from qpr.coherence import cluster_coherence
+from qpr.retrieval.lexical import BM25Retriever
+from qpr.data.coherence import cluster_coherence
 
 VERSION = "v1"
 CORPUS = pd.DataFrame({

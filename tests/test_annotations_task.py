@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from annotations.task import NEGLIGIBLE, build_task, pace_seconds, remaining, worth_checking
-from qpr.retrievers import DenseRetriever
+from qpr.retrieval.dense import DenseRetriever
 
 
 def test_the_task_is_cross_cluster_training_pairs_most_suspicious_first(tiny_bundle):

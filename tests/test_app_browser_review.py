@@ -9,7 +9,7 @@ import pytest
 
 from annotations.db import open_store
 from bench.startup import start_app, stop_app
-from qpr.data import read_cluster_file
+from qpr.data.corpus import read_cluster_file
 from conftest import shot
 from ui.demo import DEMO_CORPUS, SPLIT_PARAPHRASES
 

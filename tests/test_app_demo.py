@@ -1,5 +1,5 @@
 """The demo corpus (hand-written data the app serves by default), the demo bundle cache, and
-retraining / swapping the served model (ui.demo, qpr.bundle_training, qpr.serving)."""
+retraining / swapping the served model (ui.demo, qpr.bundles.training, qpr.serving.served_model)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ import shutil
 import pandas as pd
 import pytest
 
-from qpr.bundle import Bundle
-from qpr.data import fingerprint, read_cluster_file
+from qpr.bundles.bundle import Bundle
+from qpr.data.corpus import fingerprint, read_cluster_file
 from ui.demo import DEMO_CORPUS, SPLIT_PARAPHRASES, bundle_key, demo_bundle
-from qpr.encoder import EncoderConfig
+from qpr.model.encoder import EncoderConfig
 from qpr.errors import QPRError
-from qpr.hybrid import HybridRetriever
-from qpr.bundle_training import compare_bundles, held_out_splits, retrain_bundle, train_bundle
-from qpr.retrievers import DenseRetriever
-from qpr.serving import ServedModel, serving_retriever
-from qpr.train import TrainConfig
+from qpr.retrieval.hybrid import HybridRetriever
+from qpr.bundles.training import compare_bundles, held_out_splits, retrain_bundle, train_bundle
+from qpr.retrieval.dense import DenseRetriever
+from qpr.serving.served_model import ServedModel, serving_retriever
+from qpr.training.train import TrainConfig
 from conftest import make_corpus
 
 
@@ -71,7 +71,7 @@ def test_the_demo_serves_the_hybrid_and_a_verbatim_question_finds_itself_first(b
 
 
 def test_a_bundle_whose_val_cannot_fit_a_fusion_serves_the_encoder(monkeypatch):
-    import qpr.bundle_training as module
+    import qpr.bundles.training as module
 
     def unfit(*args, **kwargs):
         raise QPRError("the val queries' candidates are all negative")

@@ -13,13 +13,13 @@ import pytest
 import ui.retrain_tab as retrain_module
 import ui.startup as startup
 from annotations.db import open_store
-from qpr.coherence import cluster_coherence
-from qpr.data import read_cluster_file
-from qpr.bundle import Bundle
-from qpr.bundle_training import verdict
+from qpr.data.coherence import cluster_coherence
+from qpr.data.corpus import read_cluster_file
+from qpr.bundles.bundle import Bundle
+from qpr.bundles.training import verdict
 from qpr.errors import QPRError
-from qpr.retrievers import BM25Retriever
-from qpr.serving import ServedModel
+from qpr.retrieval.lexical import BM25Retriever
+from qpr.serving.served_model import ServedModel
 from ui.annotate_tab import AnnotateSession
 from ui.common import AppContext, identity_mode, parse_auth, plain
 from ui.demo import EXAMPLE_QUERIES, SPLIT_PARAPHRASES

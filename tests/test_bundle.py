@@ -2,10 +2,10 @@ import json
 
 import pytest
 
-from qpr.bundle import Bundle
+from qpr.bundles.bundle import Bundle
 from qpr.errors import QPRError
-from qpr.index import IndexConfig
-from qpr.retrievers import DenseRetriever
+from qpr.retrieval.index import IndexConfig
+from qpr.retrieval.dense import DenseRetriever
 
 QUERIES = ["how do i learn chess ?", "tips for photography beginners"]
 

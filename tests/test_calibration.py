@@ -1,11 +1,12 @@
-"""Distances as probabilities of the same meaning (qpr.calibration)."""
+"""Distances as probabilities of the same meaning (qpr.retrieval.calibration)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from qpr.calibration import calibrate
-from qpr.retrievers import BM25Retriever, DenseRetriever
+from qpr.retrieval.calibration import calibrate
+from qpr.retrieval.dense import DenseRetriever
+from qpr.retrieval.lexical import BM25Retriever
 
 
 def test_a_trained_encoder_is_calibrated_on_val_and_closer_means_more_alike(tiny_bundle):

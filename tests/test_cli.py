@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from qpr.cli import main
-from qpr.data import write_cluster_file
+from qpr.cli.main import main
+from qpr.data.corpus import write_cluster_file
 from conftest import make_corpus
 
 
@@ -81,7 +81,7 @@ def test_user_errors_print_one_line_and_exit_2(trained, capsys, argv, message):
 
 
 def test_train_options_beyond_the_paper_reach_the_training_config():
-    from qpr.cli import _train_config, build_parser
+    from qpr.cli.main import _train_config, build_parser
 
     args = build_parser().parse_args(["train", "--data", "d", "--out", "o", "--pairs", "all", "--lr-schedule", "cosine",
                                       "--batching", "neighbours", "--unlabeled-dropout", "0.2", "--word-vectors"])

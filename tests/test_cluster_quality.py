@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from qpr.cluster_quality import bcubed, cluster_quality, errors_fixed, pair_scores
+from qpr.research.cluster_quality import bcubed, cluster_quality, errors_fixed, pair_scores
 from qpr.errors import QPRError
 
 

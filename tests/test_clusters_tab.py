@@ -9,7 +9,7 @@ import gradio as gr
 import pytest
 
 from annotations.db import open_store
-from qpr.serving import ServedModel
+from qpr.serving.served_model import ServedModel
 from ui.clusters_tab import representative
 from ui.common import AppContext
 from ui.demo import EXAMPLE_QUERIES, SPLIT_PARAPHRASES

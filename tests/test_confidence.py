@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from qpr.confidence import mean_ci, ratio_ci
+from qpr.research.confidence import mean_ci, ratio_ci
 from qpr.errors import QPRError
 
 

@@ -1,7 +1,7 @@
 import pandas as pd
 import pytest
 
-from qpr.data import (
+from qpr.data.corpus import (
     clusters_from_pairs, fingerprint, load_corpus, read_cluster_file, read_quora_pairs, split_clusters,
     write_cluster_file, write_table,
 )

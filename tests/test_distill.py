@@ -8,13 +8,13 @@ import pandas as pd
 import pytest
 import torch
 
-from qpr.distill import (GeneralConfig, Unlabelled, agreeing_pairs, pseudo_corpus, regression_loss, source_pairs,
+from qpr.training.distill import (GeneralConfig, Unlabelled, agreeing_pairs, pseudo_corpus, regression_loss, source_pairs,
                           student_config, train_general, word_student)
-from qpr.encoder import EncoderConfig, encode_texts
+from qpr.model.encoder import EncoderConfig, encode_texts
 from qpr.errors import QPRError
-from qpr.data import COLUMNS
-from qpr.sources import DOMAINS, cap_corpus, domain_cap, domain_queries, extra_questions, load_domain
-from qpr.text import TextConfig
+from qpr.data.corpus import COLUMNS
+from qpr.data.sources import DOMAINS, cap_corpus, domain_cap, domain_queries, extra_questions, load_domain
+from qpr.model.text import TextConfig
 
 TINY_ENCODER = EncoderConfig(embedding_dim=16, windows=(1, 3), channels=16, output_dim=8)
 TINY_TEXT = TextConfig(vocab_size=500, hash_bins=50, subword_ngrams=0)

@@ -11,9 +11,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from qpr import distributed
-from qpr.encoder import EncoderConfig, QuestionEncoder, encode_ids
-from qpr.losses import SDMLLoss
+from qpr.training import distributed
+from qpr.model.encoder import EncoderConfig, QuestionEncoder, encode_ids
+from qpr.model.losses import SDMLLoss
 
 VOCAB_ROWS = 50
 CONFIG = EncoderConfig(embedding_dim=16, channels=8, output_dim=12, windows=(1, 3))

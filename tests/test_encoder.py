@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 import torch
 
-from qpr.encoder import PAPER_ENCODER, EncoderConfig, QuestionEncoder, encode_ids, encode_texts, pad_batch
+from qpr.model.encoder import PAPER_ENCODER, EncoderConfig, QuestionEncoder, encode_ids, encode_texts, pad_batch
 from qpr.errors import QPRError
-from qpr.text import Vocabulary
+from qpr.model.text import Vocabulary
 
 SMALL = EncoderConfig(embedding_dim=16, windows=(5,), channels=8, output_dim=6)
 
@@ -88,9 +88,9 @@ def test_max_and_mean_pooling_feeds_both_pools_of_every_window_to_the_projection
 
 def test_the_cli_trains_a_max_and_mean_cnn_that_reloads_as_trained(tmp_path, capsys):
     from conftest import make_corpus
-    from qpr.bundle import Bundle
-    from qpr.cli import main
-    from qpr.data import write_cluster_file
+    from qpr.bundles.bundle import Bundle
+    from qpr.cli.main import main
+    from qpr.data.corpus import write_cluster_file
 
     data = write_cluster_file(make_corpus(), tmp_path / "clusters.jsonl")
     common = ["train", "--data", str(data), "--batch-size", "16", "--epochs", "1", "--quiet"]

@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from qpr.bundle import Bundle
-from qpr.encoder import EncoderConfig, QuestionEncoder, encode_texts
+from qpr.bundles.bundle import Bundle
+from qpr.model.encoder import EncoderConfig, QuestionEncoder, encode_texts
 from qpr.errors import QPRError
-from qpr.evaluate import evaluate
-from qpr.index import IndexConfig
-from qpr.retrievers import DenseRetriever
-from qpr.train import TrainConfig, train
+from qpr.evaluation.metrics import evaluate
+from qpr.retrieval.index import IndexConfig
+from qpr.retrieval.dense import DenseRetriever
+from qpr.training.train import TrainConfig, train
 
 SMALL = dict(embedding_dim=16, channels=12, output_dim=8)
 
@@ -73,8 +73,8 @@ def test_the_cli_trains_an_lstm_bundle(tmp_path):
     import json
 
     from conftest import make_corpus
-    from qpr.cli import main
-    from qpr.data import write_cluster_file
+    from qpr.cli.main import main
+    from qpr.data.corpus import write_cluster_file
 
     data = write_cluster_file(make_corpus(), tmp_path / "clusters.jsonl")
     assert main(["train", "--data", str(data), "--out", str(tmp_path / "b"), "--batch-size", "16", "--epochs", "1",

@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from qpr.evaluate import TOP, evaluate, rank_metrics
+from qpr.evaluation.metrics import TOP, evaluate, rank_metrics
 
 
 def test_rank_metrics_by_hand():

@@ -2,10 +2,10 @@ import json
 
 import pytest
 
-from qpr.cli import main
-from qpr.data import write_cluster_file
+from qpr.cli.main import main
+from qpr.data.corpus import write_cluster_file
 from qpr.errors import QPRError
-from qpr.experiment import EXPERIMENTS, Arm, arms, run_experiment
+from qpr.research.experiment import EXPERIMENTS, Arm, arms, run_experiment
 from conftest import make_corpus
 
 
@@ -34,7 +34,7 @@ def test_arms_can_be_selected_by_field():
 
 
 def test_runs_are_written_and_resumable(tmp_path, monkeypatch):
-    import qpr.experiment as module
+    import qpr.research.experiment as module
 
     small = {"tiny": [Arm("tiny", batch=16), Arm("tiny", batch=16, noise=0.5)]}
     monkeypatch.setattr(module, "EXPERIMENTS", small)
@@ -55,7 +55,7 @@ def test_runs_are_written_and_resumable(tmp_path, monkeypatch):
 
 
 def test_an_arm_trained_under_another_experiment_is_reused_not_retrained(tmp_path, monkeypatch):
-    import qpr.experiment as module
+    import qpr.research.experiment as module
 
     monkeypatch.setattr(module, "EXPERIMENTS", {"first": [Arm("first", batch=16)],
                                                 "second": [Arm("second", batch=16), Arm("second", batch=16, noise=0.5)]})
@@ -76,7 +76,7 @@ def test_an_arm_trained_under_another_experiment_is_reused_not_retrained(tmp_pat
 
 
 def test_grouped_arms_batch_by_clean_cluster_and_old_rows_read_as_random(tmp_path, monkeypatch):
-    import qpr.experiment as module
+    import qpr.research.experiment as module
 
     seen = []
     real_train = module.train
@@ -97,7 +97,7 @@ def test_grouped_arms_batch_by_clean_cluster_and_old_rows_read_as_random(tmp_pat
 
 
 def test_cli_runs_an_experiment_on_a_cluster_file(tmp_path, monkeypatch):
-    import qpr.experiment as module
+    import qpr.research.experiment as module
 
     monkeypatch.setattr(module, "EXPERIMENTS", {"tiny": [Arm("tiny", loss="triplet", negatives="hard", epsilon=0.0, batch=16)]})
     data = write_cluster_file(make_corpus(), tmp_path / "c.tsv")
@@ -116,7 +116,7 @@ def test_corrupt_results_file_is_not_overwritten(tmp_path):
 
 
 def test_an_interrupted_arm_stops_the_run_and_records_nothing(tmp_path, monkeypatch):
-    import qpr.experiment as module
+    import qpr.research.experiment as module
 
     monkeypatch.setattr(module, "EXPERIMENTS", {"tiny": [Arm("tiny", batch=16), Arm("tiny", batch=16, epsilon=0.1)]})
     real_train = module.train

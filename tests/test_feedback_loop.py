@@ -11,19 +11,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from annotations.__main__ import main
+from annotations.cli import main
 from annotations.db import open_store
 from annotations.errors import AnnotationError
-from annotations.loop import LoopConfig, gap_recovered, run_loop
-from annotations.oracle import SimulatedAnnotator, precision, recall, reconnected, true_same
+from annotations.simulation.loop import LoopConfig, gap_recovered, run_loop
+from annotations.simulation.oracle import SimulatedAnnotator, precision, recall, reconnected, true_same
 from annotations.queue import spot_check
-from annotations.strategies import POOL_COLUMNS, candidate_pool, select
+from annotations.simulation.strategies import POOL_COLUMNS, candidate_pool, select
 from conftest import make_corpus
-from qpr.data import read_cluster_file, write_cluster_file
-from qpr.encoder import EncoderConfig
-from qpr.noise import inject_false_negatives
-from qpr.text import PAPER_TEXT
-from qpr.train import TrainConfig
+from qpr.data.corpus import read_cluster_file, write_cluster_file
+from qpr.model.encoder import EncoderConfig
+from qpr.data.noise import inject_false_negatives
+from qpr.model.text import PAPER_TEXT
+from qpr.training.train import TrainConfig
 
 VERSION = "v1"
 SMALL_ENCODER = EncoderConfig(embedding_dim=32, channels=32, output_dim=16)  # trains in a second or two

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-from qpr.evaluate import evaluate
-from qpr.film import (
+from qpr.evaluation.metrics import evaluate
+from qpr.systems.film import (
     FilmConfig,
     TripletObjective,
     cayley_step,

@@ -10,16 +10,17 @@ import pandas as pd
 import pytest
 import torch
 
-from qpr import general as general_module, sources
-from qpr.bundle import Bundle
-from qpr.bundle_training import retrain_bundle
-from qpr.cli import main
-from qpr.data import fingerprint
-from qpr.distill import GeneralConfig
+from qpr.bundles import general as general_module
+from qpr.data import sources
+from qpr.bundles.bundle import Bundle
+from qpr.bundles.training import retrain_bundle
+from qpr.cli.main import main
+from qpr.data.corpus import fingerprint
+from qpr.training.distill import GeneralConfig
 from qpr.errors import QPRError
-from qpr.general import build_general, general_material, minilm_vectors, rebase
-from qpr.hybrid import HybridRetriever, RankFusion, RankFusionRetriever
-from qpr.serving import Served, serving_retriever
+from qpr.bundles.general import build_general, general_material, minilm_vectors, rebase
+from qpr.retrieval.hybrid import HybridRetriever, RankFusion, RankFusionRetriever
+from qpr.serving.served_model import Served, serving_retriever
 from ui.search_tab import labels_of
 
 TINY = GeneralConfig(per_source=50, unlabelled_per_epoch=40, epochs=1, batch_size=16)
@@ -152,7 +153,7 @@ def test_cli_rebases_a_general_bundle_onto_a_users_questions(tiny_domains, tmp_p
 
 
 def test_the_general_fusion_is_the_one_the_benchmark_fitted_across_domains():
-    """qpr.general.FUSION is copied from bench/results/out_of_domain.json: a re-run benchmark that
+    """qpr.bundles.general.FUSION is copied from bench/results/out_of_domain.json: a re-run benchmark that
     fits another scorer fails here until the constant is updated with it."""
     from pathlib import Path
 

@@ -4,15 +4,16 @@ import math
 import numpy as np
 import pytest
 
-from qpr.bundle import Bundle
-from qpr.cli import main
+from qpr.bundles.bundle import Bundle
+from qpr.cli.main import main
 from qpr.errors import QPRError
-from qpr.index import IndexConfig
-from qpr.evaluate import query_set
-from qpr.hybrid import (FEATURES, SIGNS, Fusion, HybridRetriever, RankFusion, RankFusionRetriever, fit_fusion, fit_rows,
+from qpr.retrieval.index import IndexConfig
+from qpr.evaluation.metrics import query_set
+from qpr.retrieval.hybrid import (FEATURES, SIGNS, Fusion, HybridRetriever, RankFusion, RankFusionRetriever, fit_fusion, fit_rows,
                          fusion_rows, rank_fuse)
-from qpr.retrievers import BM25Retriever, DenseRetriever
-from qpr.serving import serving_retriever
+from qpr.retrieval.dense import DenseRetriever
+from qpr.retrieval.lexical import BM25Retriever
+from qpr.serving.served_model import serving_retriever
 
 
 @pytest.fixture(scope="module")

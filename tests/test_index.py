@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from qpr.errors import QPRError
-from qpr.evaluate import index_recall
-from qpr.index import (
+from qpr.evaluation.metrics import index_recall
+from qpr.retrieval.index import (
     DEFAULT_MEMORY_BYTES, EXACT_UP_TO, GRAPH_UP_TO, IndexConfig, VectorIndex, auto_config, auto_factory, planned_bytes,
 )
 
@@ -112,7 +112,7 @@ def test_single_query_search_matches_batch_search_and_leaves_the_thread_count_al
 
 
 def test_index_settings_are_checked_before_any_work():
-    from qpr.index import check_config
+    from qpr.retrieval.index import check_config
 
     check_config(IndexConfig("HNSW16", "efSearch=64"), 10)
     check_config(IndexConfig("IVF20,Flat", "nprobe=5"), 10)  # the vector count is the build's to check

@@ -4,14 +4,15 @@ import pandas as pd
 import pytest
 import torch
 
-from qpr.bundle import Bundle
-from qpr.data import load_corpus
-from qpr.encoder import QuestionEncoder
-from qpr.evaluate import evaluate
-from qpr.index import IndexConfig
-from qpr.hybrid import HybridRetriever, fit_fusion
-from qpr.retrievers import BM25Retriever, DenseRetriever
-from qpr.train import TrainConfig, train
+from qpr.bundles.bundle import Bundle
+from qpr.data.corpus import load_corpus
+from qpr.model.encoder import QuestionEncoder
+from qpr.evaluation.metrics import evaluate
+from qpr.retrieval.index import IndexConfig
+from qpr.retrieval.hybrid import HybridRetriever, fit_fusion
+from qpr.retrieval.dense import DenseRetriever
+from qpr.retrieval.lexical import BM25Retriever
+from qpr.training.train import TrainConfig, train
 
 pytestmark = pytest.mark.integration
 

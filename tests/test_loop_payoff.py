@@ -7,12 +7,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from annotations.benchmark_check import judged_h1, order, top_results
+from annotations.simulation.benchmark_check import judged_h1, order, top_results
 from annotations.db import open_store
 from annotations.errors import AnnotationError
-from annotations.oracle import SimulatedAnnotator, label_errors
-from annotations.outlook import describe, found_errors, outlook
-from annotations.strategies import POOL_COLUMNS, select, within_pool
+from annotations.simulation.oracle import SimulatedAnnotator, label_errors
+from annotations.simulation.outlook import describe, found_errors, outlook
+from annotations.simulation.strategies import POOL_COLUMNS, select, within_pool
 
 
 class LineRetriever:

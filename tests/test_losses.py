@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from qpr.losses import SDMLLoss, TripletLoss, pairwise_distances
+from qpr.model.losses import SDMLLoss, TripletLoss, pairwise_distances
 
 
 def test_smoothed_targets_match_figure_1():

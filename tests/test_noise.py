@@ -2,7 +2,7 @@ import pandas as pd
 import pytest
 
 from qpr.errors import QPRError
-from qpr.noise import SPLIT_SUFFIX, eligible_clusters, inject_false_negatives, inject_false_positives
+from qpr.data.noise import SPLIT_SUFFIX, eligible_clusters, inject_false_negatives, inject_false_positives
 
 
 def corpus_with_sizes(sizes, split="train"):

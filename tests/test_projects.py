@@ -16,16 +16,16 @@ import torch
 from annotations.db import open_store
 from annotations.merge import applicable_judgments
 from conftest import _small_encoder, make_corpus
-from qpr.background_training import TrainingJob, describe
-from qpr.bundle import Bundle
-from qpr.encoder import EncoderConfig
+from qpr.serving.background_training import TrainingJob, describe
+from qpr.bundles.bundle import Bundle
+from qpr.model.encoder import EncoderConfig
 from qpr.errors import QPRError
-from qpr.index import IndexConfig
-from qpr.projects import DEMO, Projects, stable_qids
-from qpr.serving import ServedModel
-from qpr.text import TextConfig
-from qpr.train import TrainConfig, train
-from qpr.upload import read_upload
+from qpr.retrieval.index import IndexConfig
+from qpr.serving.projects import DEMO, Projects, stable_qids
+from qpr.serving.served_model import ServedModel
+from qpr.model.text import TextConfig
+from qpr.training.train import TrainConfig, train
+from qpr.data.upload import read_upload
 from ui.clusters_tab import representative
 from ui.common import AppContext
 from ui.page import QPRPage
@@ -180,9 +180,9 @@ def test_a_project_trains_in_the_background_and_swaps_only_on_confirm(app_page, 
 @pytest.fixture
 def general(monkeypatch):
     """A general bundle (``python -m qpr general``) built on two synthetic domains, tiny budget, no teacher."""
-    from qpr import sources
-    from qpr.distill import GeneralConfig
-    from qpr.general import build_general
+    from qpr.data import sources
+    from qpr.training.distill import GeneralConfig
+    from qpr.bundles.general import build_general
 
     monkeypatch.setitem(sources.LOADERS, "banking77", lambda: make_corpus(seed=1).assign(split="none"))
     monkeypatch.setitem(sources.LOADERS, "squad", lambda: make_corpus(n_topics=12, seed=2).assign(split="none"))

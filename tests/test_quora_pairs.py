@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from qpr.quora_pairs import majority_accuracy, pair_sets, threshold_accuracy, threshold_rule
+from qpr.research.quora_pairs import majority_accuracy, pair_sets, threshold_accuracy, threshold_rule
 
 
 def test_pair_sets_follow_the_cluster_split_and_deal_unclustered_negatives():

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from qpr.errors import QPRError
-from qpr.ranking_metrics import (
+from qpr.evaluation.ranking import (
     auc_at_fpr,
     average_precision,
     order_by_scores,

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from qpr.errors import QPRError
-from qpr.residual import (
+from qpr.systems.residual import (
     IdfEmbedder,
     ResidualConfig,
     ResidualRetriever,
@@ -13,7 +13,7 @@ from qpr.residual import (
     recall_at,
     target_ranks,
 )
-from qpr.squad import squad_paragraphs
+from qpr.data.squad import squad_paragraphs
 
 
 @pytest.mark.parametrize("kind", ["fcrr", "convrr"])
@@ -101,7 +101,7 @@ def test_squad_paragraphs_reader(tmp_path):
 
 @pytest.mark.integration
 def test_shared_squad_files_hold_the_protocol_s_counts(data_dir):
-    from qpr.squad import load_squad
+    from qpr.data.squad import load_squad
 
     paragraphs, questions = load_squad("dev")
     assert len(paragraphs) == 2067 and len(questions) == 10570

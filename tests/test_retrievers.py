@@ -1,8 +1,10 @@
 import pytest
 
 from qpr.errors import QPRError
-from qpr.retrievers import BM25Retriever, DenseRetriever, Hit
-from qpr.text import MAX_QUERY_CHARS
+from qpr.retrieval.base import Hit
+from qpr.retrieval.dense import DenseRetriever
+from qpr.retrieval.lexical import BM25Retriever
+from qpr.model.text import MAX_QUERY_CHARS
 
 
 @pytest.fixture(params=["sdml", "bm25"])

@@ -11,14 +11,14 @@ import json
 import numpy as np
 import pytest
 
-from qpr.bundle import Bundle, is_bundle
-from qpr.bundle_training import retrain_bundle, train_seed_bundle
-from qpr.cli import main
+from qpr.bundles.bundle import Bundle, is_bundle
+from qpr.bundles.training import retrain_bundle, train_seed_bundle
+from qpr.cli.main import main
 from qpr.errors import QPRError
-from qpr.index import IndexConfig
-from qpr.retrievers import DenseRetriever
-from qpr.seed_encoders import SYSTEMS, SeedSettings
-from qpr.serving import ServedModel, serving_retriever
+from qpr.retrieval.index import IndexConfig
+from qpr.retrieval.dense import DenseRetriever
+from qpr.systems.seed_encoders import SYSTEMS, SeedSettings
+from qpr.serving.served_model import ServedModel, serving_retriever
 
 SMALL = SeedSettings(film_rank=8, film_iterations=20, word_dim=16, epochs=4, patience=2)
 SERVED = SYSTEMS + ("transformer",)

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from qpr.errors import QPRError
-from qpr.semeval import bm25_scores, engine_scores, load_semeval, pair_auc05, read_semeval, rerank
+from qpr.data.semeval import bm25_scores, engine_scores, load_semeval, pair_auc05, read_semeval, rerank
 
 XML = """<?xml version="1.0" encoding="utf-8"?>
 <xml version="x">

@@ -1,4 +1,4 @@
-"""Served labels over the served bundle (qpr.serving): a labels version is served at once, readers
+"""Served labels over the served bundle (qpr.serving.served_model): a labels version is served at once, readers
 keep the snapshot they took, the swap to a retrained model starts from its own labels, and labels
 for another bundle or other questions are refused."""
 
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from qpr.errors import QPRError
-from qpr.serving import ServedModel
+from qpr.serving.served_model import ServedModel
 
 
 def relabelled(corpus: pd.DataFrame, qid: int, cluster: str | None) -> pd.DataFrame:

@@ -3,15 +3,15 @@ import json
 import pandas as pd
 import pytest
 
-from qpr import supervise_report
-from qpr.cli import main
-from qpr.data import read_cluster_file, read_table
+from qpr.data import supervise_report
+from qpr.cli.main import main
+from qpr.data.corpus import read_cluster_file, read_table
 from qpr.errors import QPRError
-from qpr.qalogs import PRESETS, read_log, read_qa_log
-from qpr.coherence import cluster_coherence
-from qpr.supervise import group_by_answer, supervise, threshold_table
-from qpr.supervise_report import write_report
-from qpr.text import tokenize
+from qpr.data.qalogs import PRESETS, read_log, read_qa_log
+from qpr.data.coherence import cluster_coherence
+from qpr.data.supervise import group_by_answer, supervise, threshold_table
+from qpr.data.supervise_report import write_report
+from qpr.model.text import tokenize
 
 # Twelve questions without a shared word, all answered "three": a generic answer's cluster.
 UNRELATED = [

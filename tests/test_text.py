@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from qpr.errors import QPRError
-from qpr.text import PAPER_TEXT, TextConfig, Vocabulary, stable_bucket, tokenize, words
+from qpr.model.text import PAPER_TEXT, TextConfig, Vocabulary, stable_bucket, tokenize, words
 
 
 def test_tokenize_lowercases_and_splits_punctuation():
@@ -22,7 +22,7 @@ def test_words_drop_punctuation():
 
 
 def test_stable_bucket_is_the_same_in_processes_with_different_hash_seeds():
-    code = "from qpr.text import stable_bucket; print(stable_bucket('zyzzyva', 5000))"
+    code = "from qpr.model.text import stable_bucket; print(stable_bucket('zyzzyva', 5000))"
     seen = set()
     for seed in ("1", "2"):
         env = dict(os.environ, PYTHONHASHSEED=seed)

@@ -6,18 +6,18 @@ import pandas as pd
 import pytest
 import torch
 
-from qpr.encoder import EncoderConfig, QuestionEncoder, encode_ids, encode_texts
+from qpr.model.encoder import EncoderConfig, QuestionEncoder, encode_ids, encode_texts
 from qpr.errors import QPRError
-from qpr.evaluate import evaluate
-from qpr.bundle import Bundle
-from qpr.index import IndexConfig
-from qpr.retrievers import DenseRetriever
-from qpr.text import TextConfig
-from qpr.sampling import (
+from qpr.evaluation.metrics import evaluate
+from qpr.bundles.bundle import Bundle
+from qpr.retrieval.index import IndexConfig
+from qpr.retrieval.dense import DenseRetriever
+from qpr.model.text import TextConfig
+from qpr.training.sampling import (
     all_pairs, batch_units, cluster_disjoint_batches, cluster_members, epoch_pairs, neighbour_groups, unlabeled_rows,
     validation_pairs, view_pairs,
 )
-from qpr.train import TrainConfig, train
+from qpr.training.train import TrainConfig, train
 
 SMALL = EncoderConfig(embedding_dim=32, channels=32, output_dim=16)
 FAST = TrainConfig(batch_size=16, max_epochs=2, patience=2, val_pairs=100)
@@ -76,7 +76,7 @@ def test_training_on_all_pairs_feeds_every_pair_of_every_cluster_once_per_epoch(
         encoded.append([repr(ids) for ids in id_lists])
         return real_encode(encoder, id_lists, *args, **kwargs)
 
-    monkeypatch.setattr("qpr.train.encode_ids", recording_encode)
+    monkeypatch.setattr("qpr.training.train.encode_ids", recording_encode)
     config = TrainConfig(batch_size=16, max_epochs=1, val_pairs=100, pairs="all")
     result = train(tiny_corpus, config, encoder_config=SMALL, progress=False)
     ids = {row: repr(result.vocab.encode(q)) for row, q in enumerate(tiny_corpus["question"])}
@@ -208,7 +208,7 @@ def test_ctrl_c_returns_the_best_epoch_so_far(tiny_corpus):
 
 
 def test_ctrl_c_before_any_epoch_propagates(tiny_corpus, monkeypatch):
-    import qpr.train as module
+    import qpr.training.train as module
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -333,8 +333,8 @@ def test_unlabeled_questions_join_training_as_pairs_of_their_own_two_views(tiny_
         encoded.append(list(id_lists))
         return real_encode(encoder, id_lists, *args, **kwargs)
 
-    monkeypatch.setattr("qpr.train.view_pairs", recording_views)
-    monkeypatch.setattr("qpr.train.encode_ids", recording_encode)
+    monkeypatch.setattr("qpr.training.train.view_pairs", recording_views)
+    monkeypatch.setattr("qpr.training.train.encode_ids", recording_encode)
     config = TrainConfig(batch_size=16, max_epochs=1, val_pairs=100, unlabeled_dropout=0.3)
     result = train(tiny_corpus, config, encoder_config=SMALL, progress=False)
     originals, first, second = made[0]

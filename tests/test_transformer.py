@@ -1,4 +1,4 @@
-"""The optional transformer backend (qpr.transformer) on a tiny BERT made in a temp folder
+"""The optional transformer backend (qpr.systems.transformer) on a tiny BERT made in a temp folder
 (conftest.make_sentence_model): trained from the CLI, saved, reloaded, searched and retrained;
 its loss falls on a fixed batch; a bad base model and a missing extra are clear errors. The
 bundle is also served by the app with the seed systems (tests/test_seed_bundles.py)."""
@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import torch
 
-from qpr.bundle import Bundle, is_bundle
-from qpr.bundle_training import retrain_bundle
-from qpr.cli import main
+from qpr.bundles.bundle import Bundle, is_bundle
+from qpr.bundles.training import retrain_bundle
+from qpr.cli.main import main
 from qpr.errors import QPRError
-from qpr.losses import SDMLLoss
-from qpr.transformer import EXTRA, embed, load_model
+from qpr.model.losses import SDMLLoss
+from qpr.systems.transformer import EXTRA, embed, load_model
 
 pytest.importorskip("sentence_transformers")
 

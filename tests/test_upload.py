@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from conftest import make_corpus
 from qpr.errors import QPRError
-from qpr.upload import read_upload
+from qpr.data.upload import read_upload
 
 
 def write(path, rows: list[dict]):

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from qpr.encoder import EncoderConfig
+from qpr.model.encoder import EncoderConfig
 from qpr.errors import QPRError
-from qpr.text import TextConfig, Vocabulary
-from qpr.train import TrainConfig, train
-from qpr.word_vectors import embedding_rows, skipgram_vectors, word_vector_rows
+from qpr.model.text import TextConfig, Vocabulary
+from qpr.training.train import TrainConfig, train
+from qpr.model.word_vectors import embedding_rows, skipgram_vectors, word_vector_rows
 
 SMALL = EncoderConfig(embedding_dim=32, channels=32, output_dim=16)
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,7 +74,7 @@ def test_word_vectors_are_the_same_in_another_process(tmp_path):
     words, vectors = skipgram_vectors(contexts()[:60], 8, seed=3)
     script = (
         "import sys, json, numpy as np; sys.path.insert(0, '.'); from tests.test_word_vectors import contexts; "
-        "from qpr.word_vectors import skipgram_vectors; words, vectors = skipgram_vectors(contexts()[:60], 8, seed=3); "
+        "from qpr.model.word_vectors import skipgram_vectors; words, vectors = skipgram_vectors(contexts()[:60], 8, seed=3); "
         "np.save(sys.argv[1], vectors); open(sys.argv[2], 'w').write(json.dumps(words))"
     )
     # Another hash seed: gensim seeds word vectors by hashing words, and Python's hash() is salted.
@@ -104,7 +104,7 @@ def test_a_warm_start_keeps_its_embeddings_and_needs_no_gensim(tiny_bundle, tiny
     def no_gensim(*args, **kwargs):
         raise AssertionError("word vectors trained for a warm start")
 
-    monkeypatch.setattr("qpr.train.word_vector_rows", no_gensim)
+    monkeypatch.setattr("qpr.training.train.word_vector_rows", no_gensim)
     config = TrainConfig(batch_size=16, max_epochs=1, val_pairs=100, lr=0.0, word_vectors=True)
     result = train(tiny_corpus, config, warm_start=(tiny_bundle.encoder, tiny_bundle.vocab), progress=False)
     assert torch.equal(result.encoder.embedding.weight, tiny_bundle.encoder.embedding.weight)

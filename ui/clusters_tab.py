@@ -18,9 +18,9 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from annotations.corrections import apply_corrections, history, revert_decision, rollback
 from annotations.merge import corrected_clusters
 from annotations.queue import least_coherent
-from qpr.coherence import cluster_coherence
+from qpr.data.coherence import cluster_coherence
 from qpr.errors import QPRError
-from qpr.serving import Served
+from qpr.serving.served_model import Served
 from ui.common import AppContext, plain, shows_errors, text_table, when
 
 JUDGMENT_COLUMNS = ["id", "annotator", "label", "query", "query_cluster", "candidate", "candidate_cluster", "created_at"]

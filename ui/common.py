@@ -25,12 +25,12 @@ from gradio.utils import get_space
 
 from annotations.store import AnnotationStore, annotator_key, annotator_name
 from annotations.task import TASK_SIZE
-from qpr.background_training import TrainingJob
-from qpr.bundle import Bundle
+from qpr.serving.background_training import TrainingJob
+from qpr.bundles.bundle import Bundle
 from qpr.errors import QPRError
-from qpr.fsutil import atomic_path
-from qpr.projects import DEMO, Projects
-from qpr.serving import ServedModel
+from qpr.fsutil.atomic import atomic_path
+from qpr.serving.projects import DEMO, Projects
+from qpr.serving.served_model import ServedModel
 from ui.demo import cache_dir
 
 log = logging.getLogger("qpr.app")
@@ -44,7 +44,7 @@ class AppContext:
     "auth" (``QPR_AUTH`` login) or "oauth" (Hugging Face sign-in on Spaces); ``examples`` are
     queries for the Search tab; ``cache`` holds saved bundles, exports and the projects;
     ``general`` (a general bundle, or None) serves a project's new upload until it is trained
-    (``qpr.projects``).
+    (``qpr.serving.projects``).
 
     The app serves one project to everyone at a time: ``model`` is the active project's
     ``ServedModel`` (``project`` its slug; ``model`` given here serves the demo project), and

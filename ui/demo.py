@@ -28,15 +28,15 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
-from qpr.bundle import Bundle
-from qpr.data import fingerprint, read_cluster_file
-from qpr.encoder import EncoderConfig
-from qpr.hybrid import FEATURES
+from qpr.bundles.bundle import Bundle
+from qpr.data.corpus import fingerprint, read_cluster_file
+from qpr.model.encoder import EncoderConfig
+from qpr.retrieval.hybrid import FEATURES
 from qpr.errors import QPRError
-from qpr.bundle_training import train_bundle
-from qpr.fsutil import recover
-from qpr.text import TextConfig
-from qpr.train import TrainConfig
+from qpr.bundles.training import train_bundle
+from qpr.fsutil.atomic import recover
+from qpr.model.text import TextConfig
+from qpr.training.train import TrainConfig
 
 DEMO_CORPUS = Path(__file__).resolve().with_name("demo_corpus.tsv")
 

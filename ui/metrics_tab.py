@@ -1,5 +1,5 @@
 """The Metrics tab: training curves, H@1 / MRR of the served model or before and after a
-retraining, and what the next 500 judgments are expected to fix (``annotations.outlook``).
+retraining, and what the next 500 judgments are expected to fix (``annotations.simulation.outlook``).
 
 The plots are drawn with matplotlib and sent as images. Gradio's native plots redraw a new value
 inside the colour domain of their first one, so after a swap the new models' lines vanished and
@@ -12,7 +12,7 @@ import gradio as gr
 import pandas as pd
 from matplotlib.figure import Figure
 
-from annotations.outlook import describe, outlook
+from annotations.simulation.outlook import describe, outlook
 from ui.common import AppContext
 
 CURVE_COLUMNS = ["model", "epoch", "val ROC AUC", "loss"]
@@ -73,7 +73,7 @@ class MetricsTab:
 
     def label_outlook(self) -> str:
         """The label errors the judgments so far found and what the next 500 are expected to fix,
-        with the assumptions (``annotations.outlook``)."""
+        with the assumptions (``annotations.simulation.outlook``)."""
         return describe(outlook(self.ctx.store.judgments()))
 
     def metrics(self) -> dict:

@@ -1,9 +1,9 @@
 """The Projects tab: create a project from an uploaded file, upload a new version, switch the
 project the app serves, and train its encoder in the background.
 
-An upload is validated whole before anything is written (``qpr.upload.read_upload``); a project
-starts served by BM25 (``qpr.projects``), so search and annotation work at once. Training runs in
-a worker process (``qpr.background_training``) whose status file the page polls (``gr.Timer``),
+An upload is validated whole before anything is written (``qpr.data.upload.read_upload``); a project
+starts served by BM25 (``qpr.serving.projects``), so search and annotation work at once. Training runs in
+a worker process (``qpr.serving.background_training``) whose status file the page polls (``gr.Timer``),
 so progress survives a page reload and an app restart. A finished model is compared with the
 served one on the same held-out clusters and waits, as a retrained model does, for someone to
 use it or discard it: this tab's buttons call the Retrain tab's ``confirm`` / ``discard``.
@@ -18,13 +18,13 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from qpr.background_training import ACTIVE, TrainingJob, describe
-from qpr.bundle_training import compare_bundles, verdict
-from qpr.data import read_cluster_file
+from qpr.serving.background_training import ACTIVE, TrainingJob, describe
+from qpr.bundles.training import compare_bundles, verdict
+from qpr.data.corpus import read_cluster_file
 from qpr.errors import QPRError
-from qpr.projects import DEMO
-from qpr.retrievers import BM25Retriever
-from qpr.upload import MIN_TRAIN_CLUSTERS, max_upload_bytes, megabytes, read_upload
+from qpr.serving.projects import DEMO
+from qpr.retrieval.lexical import BM25Retriever
+from qpr.data.upload import MIN_TRAIN_CLUSTERS, max_upload_bytes, megabytes, read_upload
 from ui.common import AppContext, plain, shows_errors, text_table
 from ui.demo import DEMO_ENCODER, DEMO_TEXT, DEMO_TRAIN
 from ui.retrain_tab import RetrainTab

@@ -18,10 +18,10 @@ import gradio as gr
 import pandas as pd
 
 from annotations.export import export, manifest_path, pairs_path
-from qpr.bundle_training import compare_bundles, retrain_bundle, verdict
-from qpr.data import read_cluster_file
+from qpr.bundles.training import compare_bundles, retrain_bundle, verdict
+from qpr.data.corpus import read_cluster_file
 from qpr.errors import QPRError
-from qpr.retrievers import BM25Retriever
+from qpr.retrieval.lexical import BM25Retriever
 from ui.common import AppContext, plain, shows_errors, text_table
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import gradio as gr
 import pandas as pd
 
-from qpr.serving import Served
+from qpr.serving.served_model import Served
 from ui.common import AppContext, shows_errors
 
 COLUMNS = ["rank", "question", "cluster", "same meaning"]

@@ -28,12 +28,12 @@ from pathlib import Path
 import torch
 
 from annotations.db import open_store
-from qpr.bundle import Bundle
+from qpr.bundles.bundle import Bundle
 from qpr.errors import QPRError
-from qpr.general import check_general
-from qpr.projects import DEMO, Projects
-from qpr.serving import ServedModel
-from qpr.upload import max_upload_bytes
+from qpr.bundles.general import check_general
+from qpr.serving.projects import DEMO, Projects
+from qpr.serving.served_model import ServedModel
+from qpr.data.upload import max_upload_bytes
 from ui.common import AppContext, identity_mode, parse_auth, remembered_bundle
 from ui.demo import EXAMPLE_QUERIES, cache_dir, demo_bundle
 from ui.page import QPRPage
@@ -96,7 +96,7 @@ def launch_options(auth: list[tuple[str, str]] | None, cache: Path) -> dict:
     """What ``gr.Blocks.launch`` is given: the logins, the page's script and style, the exports
     under ``cache`` as downloadable, and the upload limit (``QPR_MAX_UPLOAD_MB``), which Gradio
     checks in the browser before sending and on the server while receiving, so an over-size
-    file is never stored; ``qpr.upload`` still checks files that reach it another way."""
+    file is never stored; ``qpr.data.upload`` still checks files that reach it another way."""
     return {"auth": auth, "head": SHORTCUTS, "css": CSS, "allowed_paths": [str(cache / "exports")],
             "max_file_size": max_upload_bytes()}
 

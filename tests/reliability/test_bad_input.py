@@ -11,19 +11,19 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import qpr.cli
-from annotations.__main__ import main as annotations_main
+import qpr.cli.main
+from annotations.cli import main as annotations_main
 from annotations.db import open_store
 from annotations.errors import AnnotationError
 from conftest import make_corpus
-from qpr.bundle import Bundle
-from qpr.cli import main
-from qpr.data import load_corpus, read_cluster_file, read_quora_pairs, write_cluster_file
+from qpr.bundles.bundle import Bundle
+from qpr.cli.main import main
+from qpr.data.corpus import load_corpus, read_cluster_file, read_quora_pairs, write_cluster_file
 from qpr.errors import QPRError
-from qpr.projects import Projects
-from qpr.qalogs import read_log
-from qpr.upload import read_upload
-from qpr.text import Vocabulary
+from qpr.serving.projects import Projects
+from qpr.data.qalogs import read_log
+from qpr.data.upload import read_upload
+from qpr.model.text import Vocabulary
 from reliability_support import snapshot
 
 QUORA_HEADER = "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
@@ -140,7 +140,7 @@ def test_cli_names_the_problem_in_one_line_and_changes_nothing(world, argv, mess
     def no_training(*args, **kwargs):
         raise AssertionError("training started: the --out check must come first")
 
-    monkeypatch.setattr(qpr.cli, "train_bundle", no_training)
+    monkeypatch.setattr(qpr.cli.main, "train_bundle", no_training)
     argv = [a.format(d=world) for a in argv]
     before = snapshot(world)
     code = main(argv)

@@ -21,12 +21,13 @@ from annotations.db import open_store
 from annotations.errors import AnnotationError
 from annotations.store import annotator_key, annotator_name
 from conftest import make_corpus
-from qpr.bundle import Bundle
-from qpr.data import COLUMNS, SPLITS, read_cluster_file
+from qpr.bundles.bundle import Bundle
+from qpr.data.corpus import COLUMNS, SPLITS, read_cluster_file
 from qpr.errors import QPRError
-from qpr.qalogs import read_qa_log
-from qpr.retrievers import BM25Retriever, DenseRetriever
-from qpr.text import text_problem
+from qpr.data.qalogs import read_qa_log
+from qpr.retrieval.dense import DenseRetriever
+from qpr.retrieval.lexical import BM25Retriever
+from qpr.model.text import text_problem
 
 FUZZ = settings(max_examples=60, derandomize=True, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -18,19 +18,19 @@ from annotations.db import open_store
 from annotations.errors import AnnotationError
 from annotations.export import check_export, export, manifest_path, recover_export
 from conftest import make_corpus
-from qpr.bundle import Bundle
-from qpr.data import write_cluster_file
-from qpr.fsutil import leftovers
+from qpr.bundles.bundle import Bundle
+from qpr.data.corpus import write_cluster_file
+from qpr.fsutil.atomic import leftovers
 from reliability_support import run_until_killed
 
 VERSION = "v1"
 
 # A child that rewrites a bundle (``python -m qpr index`` or ``train``) and pauses at POINT.
 BUNDLE_WRITER = """
-import qpr.index
-from qpr.cli import main
+import qpr.retrieval.index
+from qpr.cli.main import main
 point, argv = sys.argv[1], sys.argv[2:]
-real_rename, real_save = os.rename, qpr.index.VectorIndex.save
+real_rename, real_save = os.rename, qpr.retrieval.index.VectorIndex.save
 
 def rename(src, dst, *args, **kwargs):
     real_rename(src, dst, *args, **kwargs)
@@ -44,7 +44,7 @@ def save(self, path):
     if point == "writing":
         pause(point)  # half of the new bundle is written beside the old one
 
-os.rename, qpr.index.VectorIndex.save = rename, save
+os.rename, qpr.retrieval.index.VectorIndex.save = rename, save
 main(argv)
 """
 
@@ -88,11 +88,11 @@ def test_kill_at_any_step_of_a_bundle_swap_leaves_a_complete_bundle(good, tiny_b
 
 # A child that exports corrected clusters to OUT and pauses at POINT.
 EXPORTER = """
-import qpr.fsutil
+import qpr.fsutil.atomic
 from annotations.db import open_store
 from annotations.export import export
 point, url, out = sys.argv[1:]
-real_replace, real_publish, real_commit = os.replace, qpr.fsutil.FileGroup.publish, qpr.fsutil.FileGroup.commit
+real_replace, real_publish, real_commit = os.replace, qpr.fsutil.atomic.FileGroup.publish, qpr.fsutil.atomic.FileGroup.commit
 
 def replace(src, dst, *args, **kwargs):
     real_replace(src, dst, *args, **kwargs)
@@ -109,7 +109,7 @@ def commit(self):
         pause(point)  # database row committed, the publication not yet marked committed
     real_commit(self)
 
-os.replace, qpr.fsutil.FileGroup.publish, qpr.fsutil.FileGroup.commit = replace, publish, commit
+os.replace, qpr.fsutil.atomic.FileGroup.publish, qpr.fsutil.atomic.FileGroup.commit = replace, publish, commit
 store = open_store(url)
 version, corpus = store.corpus("v1")
 export(store, corpus, "csv", out, bundle_version=version)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from qpr.bundle import Bundle, check_target
+from qpr.bundles.bundle import Bundle, check_target
 from qpr.errors import QPRError
-from qpr.fsutil import atomic_files, atomic_path, clean_leftovers, leftovers, recover, recover_files
+from qpr.fsutil.atomic import atomic_files, atomic_path, clean_leftovers, leftovers, recover, recover_files
 from reliability_support import snapshot
 
 

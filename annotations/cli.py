@@ -1,0 +1,111 @@
+"""``qpr-annotations`` (or ``python -m annotations``): export corrected clusters, summarise the annotation database, and
+measure the annotation loop with a simulated annotator (``loop``, see ``annotations.simulation.loop``).
+
+Errors a user must fix (bad URL, unreachable database, unknown bundle version, wrong file name)
+print one line and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from annotations.agreement import agreement
+from annotations.db import open_store
+from annotations.errors import AnnotationError
+from annotations.export import FORMATS, export, manifest_path
+from annotations.simulation.loop import LoopConfig, run_loop
+from annotations.simulation.strategies import STRATEGIES
+from qpr.cli.main import run
+from qpr.data.corpus import data_dir, load_corpus
+from qpr.training.train import TrainConfig
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    with open_store(args.db) as store:
+        version, corpus = store.corpus(args.bundle_version)
+        out = export(store, corpus, args.format, args.out, bundle_version=version)
+        manifest = json.loads(manifest_path(out).read_text())
+    print(f"{out}: {manifest['questions']} questions, {manifest['clusters_before']} -> {manifest['clusters_after']} "
+          f"clusters ({len(manifest['merges'])} merges, {len(manifest['splits'])} splits, "
+          f"{len(manifest['conflicts'])} conflicts for review) from "
+          f"{len(manifest['judgment_ids'])} judgments on bundle {version}; manifest {manifest_path(out)}")
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    with open_store(args.db) as store:
+        every = store.judgments(current_only=False)
+        summary = {
+            "bundle_versions": store.bundle_versions()["version"].tolist(),
+            "judgments": {"recorded": len(every), "current": int(every["is_current"].sum())},
+            "annotators": {name: store.progress(name) for name in store.annotators()},
+            "agreement": agreement(store).to_dict("records"),
+        }
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def cmd_loop(args: argparse.Namespace) -> int:
+    if args.db:
+        raise AnnotationError("loop records simulated judgments in its own database under --out; leave out --db")
+    config = LoopConfig(
+        strategy=args.strategy, budget=args.budget, rounds=args.rounds, noise=args.noise, k=args.k,
+        error_rate=args.error_rate, annotator=args.annotator, warm_start=args.warm_start, seed=args.seed,
+    )
+    train_config = TrainConfig(batch_size=args.batch_size, max_epochs=args.epochs, seed=args.seed)
+    log = (lambda _: None) if args.quiet else (lambda line: print(line, file=sys.stderr))
+    summary = run_loop(load_corpus(args.data, seed=args.seed), config, train_config, args.out,
+                       with_clean=args.with_clean, progress=not args.quiet, log=log)
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m annotations", description="Annotation database tools.")
+    parser.add_argument("--db", help="SQLAlchemy database URL (default: $QPR_DB_URL, else sqlite:///data/annotations.db)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("export", help="write corrected clusters, training pairs and a manifest",
+                       description="Merge clusters by the current judgments (see docs/ANNOTATIONS.md) over the corpus "
+                       "registered for a bundle version and write it as a cluster file that `python -m qpr train "
+                       "--data FILE` reads, plus FILE's .pairs and .manifest.json companions.")
+    p.add_argument("--db", default=argparse.SUPPRESS, help="database URL (as above)")
+    p.add_argument("--format", required=True, choices=FORMATS)
+    p.add_argument("--out", required=True, help="cluster file to write; its extension must match --format")
+    p.add_argument("--bundle-version", help="whose registered corpus to correct (default: the newest registered)")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("stats", help="judgment counts, progress per annotator and agreement as JSON")
+    p.add_argument("--db", default=argparse.SUPPRESS, help="database URL (as above)")
+    p.set_defaults(func=cmd_stats)
+
+    defaults = LoopConfig()
+    p = sub.add_parser("loop", help="noisy clusters -> simulated judgments -> merge -> export -> retrain -> evaluate",
+                       description="Split a share of the training clusters (known false negatives), train on them, then "
+                       "per round let a simulated annotator that knows the true clusters judge --budget candidate pairs "
+                       "picked by --strategy, merge and export the corrected clusters, retrain and score the untouched "
+                       "test clusters. Writes the judgment database, the exports and loop.json into --out.")
+    p.add_argument("--budget", type=int, default=defaults.budget, help="judgments per round")
+    p.add_argument("--strategy", choices=STRATEGIES, default=defaults.strategy, help="how candidate pairs are picked")
+    p.add_argument("--rounds", type=int, default=defaults.rounds)
+    p.add_argument("--noise", type=float, default=defaults.noise, help="share of eligible training clusters split in two")
+    p.add_argument("--data", type=Path, default=data_dir() / "quora-lite", help="clean clusters (default: the quora-lite split)")
+    p.add_argument("--epochs", type=int, default=TrainConfig().max_epochs, help="maximum epochs per training")
+    p.add_argument("--batch-size", type=int, default=TrainConfig().batch_size)
+    p.add_argument("--k", type=int, default=defaults.k, help="results per training question to pick candidates from")
+    p.add_argument("--error-rate", type=float, default=defaults.error_rate, help="share of wrong simulated answers")
+    p.add_argument("--annotator", default=defaults.annotator, help="name the simulated judgments are recorded under")
+    p.add_argument("--warm-start", action="store_true", help="retrain by continuing the previous model, not from scratch")
+    p.add_argument("--with-clean", action="store_true", help="also train on the clean clusters, to report the gap recovered")
+    p.add_argument("--seed", type=int, default=defaults.seed, help="seed of the noise, the training and the simulated annotator")
+    p.add_argument("--out", type=Path, default=Path("runs") / "annotation-loop", help="new folder for the run's files")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.set_defaults(func=cmd_loop)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(build_parser(), argv)

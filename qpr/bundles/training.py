@@ -1,0 +1,245 @@
+"""Training a servable bundle, the first time or again on corrected clusters, and comparing two.
+
+``train_bundle`` is train -> index -> hybrid fusion (fitted on val) -> held-out metrics in one
+call; ``train_seed_bundle`` the same for the other papers' systems (FILM, IDF-weighted word vectors,
+FCRR, ConvRR: ``qpr.systems.seed_encoders``), ``train_transformer_bundle`` for the optional transformer
+backend (``qpr.systems.transformer``). ``retrain_bundle`` continues a bundle's encoder on a corrected corpus with the settings it
+was trained with, so old and new are comparable; ``compare_bundles`` scores two bundles, each as
+it is served, on the same held-out clusters.
+
+BM25 over a corpus is built once and handed along (``bm25``): the fusion fit, the hybrid's
+metrics, the comparison and the served retrievers of the new bundle all read the same one, since
+a retrain changes which cluster a question is in, never the questions BM25 indexes.
+
+``labels`` says what a bundle was trained from (the judgment ids and the export of corrected
+clusters, for a retrained one) and is kept in the manifest, so any model can be traced back to
+the judgments that made it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, replace
+from typing import Callable
+
+import pandas as pd
+
+from qpr.bundles.bundle import Bundle
+from qpr.model.encoder import EncoderConfig, QuestionEncoder
+from qpr.errors import QPRError
+from qpr.evaluation.metrics import evaluate, h1_change, hit_matrix, query_set, rank_metrics
+from qpr.retrieval.hybrid import HybridRetriever, fit_fusion
+from qpr.retrieval.index import IndexConfig
+from qpr.retrieval.dense import DenseRetriever
+from qpr.retrieval.lexical import BM25Retriever
+from qpr.systems.seed_encoders import SYSTEMS, SeedSettings, fit_encoder
+from qpr.serving.served_model import serving_retriever
+from qpr.model.text import TextConfig, Vocabulary
+from qpr.training.train import TrainConfig, train
+from qpr.systems.transformer import SYSTEM as TRANSFORMER, TransformerEncoder, TransformerSettings, fit_transformer
+
+HELD_OUT = ("val", "test")
+METRIC_COLUMNS = ["model", "version", "split", "H1", "H10", "MRR", "queries"]
+CHANGE_COLUMNS = ["H1_change", "H1_change_low", "H1_change_high"]
+
+
+def held_out_splits(corpus: pd.DataFrame) -> list[str]:
+    """The held-out splits of ``corpus`` that have clustered questions to query."""
+    clustered = corpus[corpus["cluster"].notna()]
+    return [split for split in HELD_OUT if (clustered["split"] == split).any()]
+
+
+def train_bundle(
+    corpus: pd.DataFrame,
+    config: TrainConfig,
+    text_config: TextConfig = TextConfig(),
+    encoder_config: EncoderConfig = EncoderConfig(),
+    index_config: IndexConfig = IndexConfig(),
+    warm_start: tuple[QuestionEncoder, Vocabulary] | None = None,
+    data: str = "",
+    labels: dict | None = None,
+    bm25: BM25Retriever | None = None,
+    fuse: bool = True,
+    progress: bool = True,
+    on_epoch: Callable[[dict], None] | None = None,
+    return_on_interrupt: bool = True,
+    on_batch: Callable[[int, int, int], None] | None = None,
+) -> Bundle:
+    """Train an encoder on ``corpus`` (``qpr.training.train.train``), index every question, fit the hybrid
+    scorer on the val clusters (``qpr.retrieval.hybrid``; skipped, with the reason in the manifest, when val
+    cannot support it or ``fuse`` is off), and record the training run and the val/test metrics of
+    the encoder (``metrics``) and of the hybrid (``hybrid_metrics``) in the manifest.
+
+    ``data`` names the source and ``labels`` what it was labelled from (module doc); ``bm25``, a
+    BM25 retriever over ``corpus`` already built, saves building another.
+    """
+    result = train(corpus, config, text_config, encoder_config, warm_start=warm_start, on_epoch=on_epoch,
+                   progress=progress, return_on_interrupt=return_on_interrupt, on_batch=on_batch)
+    info = {"config": asdict(config), "data": data, "warm_start": warm_start is not None} | result.summary()
+    bundle = Bundle.create(result.encoder, result.vocab, corpus, index_config, train_info=info)
+    return _measured(bundle, corpus, labels, bm25, fuse)
+
+
+def train_seed_bundle(
+    corpus: pd.DataFrame,
+    system: str,
+    settings: SeedSettings = SeedSettings(),
+    index_config: IndexConfig = IndexConfig(),
+    data: str = "",
+    labels: dict | None = None,
+    bm25: BM25Retriever | None = None,
+    fuse: bool = True,
+    log: Callable[[dict], None] | None = None,
+) -> Bundle:
+    """``train_bundle`` for a seed system (``qpr.systems.seed_encoders``: film, idf-embed, fcrr, convrr):
+    fit its encoder on ``corpus``, index every question, fit the hybrid and record the metrics the
+    same way, so the bundle is served, compared and retrained like a CNN's. ``log`` sees FILM's
+    iterations."""
+    return _fitted(lambda: fit_encoder(system, corpus, settings, log), system, settings, corpus, index_config, data,
+                   labels, bm25, fuse)
+
+
+def train_transformer_bundle(
+    corpus: pd.DataFrame,
+    settings: TransformerSettings = TransformerSettings(),
+    index_config: IndexConfig = IndexConfig(),
+    data: str = "",
+    labels: dict | None = None,
+    bm25: BM25Retriever | None = None,
+    fuse: bool = True,
+    warm_start: TransformerEncoder | None = None,
+    progress: bool = True,
+    on_batch: Callable[[int, int, int], None] | None = None,
+) -> Bundle:
+    """``train_seed_bundle`` for the transformer backend: fine-tune ``settings.base`` (or continue
+    ``warm_start``) with SDML on ``corpus`` (``qpr.systems.transformer.fit_transformer``), index every
+    question, fit the hybrid and record the metrics the same way. Needs the extra
+    (``qpr.systems.transformer.EXTRA``)."""
+    return _fitted(lambda: fit_transformer(corpus, settings, warm_start, progress, on_batch), TRANSFORMER, settings,
+                   corpus, index_config, data, labels, bm25, fuse)
+
+
+def _fitted(fit: Callable[[], tuple], system: str, settings, corpus: pd.DataFrame, index_config: IndexConfig, data: str,
+            labels: dict | None, bm25: BM25Retriever | None, fuse: bool) -> Bundle:
+    """The bundle of the encoder ``fit()`` returns with its training summary (timed here), measured
+    by ``_measured``; the manifest records ``system`` and its ``settings`` (a dataclass)."""
+    start = time.perf_counter()
+    encoder, summary = fit()
+    info = {"system": system, "settings": asdict(settings), "data": data, "seconds": time.perf_counter() - start,
+            "fit": summary}
+    bundle = Bundle.create(encoder, None, corpus, index_config, train_info=info)
+    return _measured(bundle, corpus, labels, bm25, fuse)
+
+
+def _measured(bundle: Bundle, corpus: pd.DataFrame, labels: dict | None, bm25: BM25Retriever | None, fuse: bool) -> Bundle:
+    """``bundle`` with its labels, the held-out metrics of its encoder and, unless ``fuse`` is off
+    or val cannot support it, its fitted hybrid and that one's metrics."""
+    if labels is not None:
+        bundle.manifest["labels"] = labels
+    splits = held_out_splits(corpus)
+    bundle.manifest["metrics"] = {split: evaluate(DenseRetriever(bundle), corpus, split) for split in splits}
+    if not fuse:
+        bundle.manifest["fusion_skipped"] = "not asked for"
+        return bundle
+    bm25 = bm25 or BM25Retriever(bundle.corpus)
+    try:
+        bundle = bundle.with_fusion(fit_fusion(bundle, bm25=bm25).to_dict())
+    except QPRError as err:
+        bundle.manifest["fusion_skipped"] = str(err)
+        return bundle
+    hybrid = HybridRetriever(bundle, bm25=bm25)
+    bundle.manifest["hybrid_metrics"] = {split: evaluate(hybrid, corpus, split) for split in splits}
+    return bundle
+
+
+def retrain_bundle(
+    bundle: Bundle,
+    corpus: pd.DataFrame,
+    max_epochs: int | None = None,
+    labels: dict | None = None,
+    bm25: BM25Retriever | None = None,
+    fuse: bool = True,
+    progress: bool = True,
+    on_epoch: Callable[[dict], None] | None = None,
+    return_on_interrupt: bool = True,
+    on_batch: Callable[[int, int, int], None] | None = None,
+) -> Bundle:
+    """A new bundle whose encoder continues ``bundle``'s on ``corpus`` (e.g. corrected clusters).
+
+    Training settings are the ones the bundle was trained with, with its manifest's ``retrain``
+    settings put over them (a general bundle's: ``qpr.bundles.general.training_info``; ``max_epochs`` may override);
+    vocabulary, layer sizes and index settings stay the same, so old and new are comparable.
+    The other arguments are ``train_bundle``'s.
+
+    A seed system's bundle (FILM, IDF-embed, FCRR, ConvRR) is refitted from scratch on ``corpus``
+    with its recorded settings (``train_seed_bundle``; none of them continues from a state), its
+    ``max_epochs`` bounding the residual nets' epochs; ``on_epoch`` and ``progress`` do not apply.
+    A transformer bundle continues from its own model with its recorded settings
+    (``train_transformer_bundle``), ``max_epochs`` bounding its epochs; ``on_epoch`` does not apply.
+    """
+    if bundle.system == TRANSFORMER:
+        recorded = bundle.manifest.get("training", {}).get("settings", {})
+        settings = TransformerSettings(**{k: v for k, v in recorded.items() if k in TransformerSettings.__dataclass_fields__})
+        if max_epochs is not None:
+            settings = replace(settings, epochs=max_epochs)
+        return train_transformer_bundle(corpus, settings, bundle.index.config, data="corrected clusters", labels=labels,
+                                        bm25=bm25, fuse=fuse, warm_start=bundle.encoder, progress=progress,
+                                        on_batch=on_batch)
+    if bundle.system in SYSTEMS:
+        recorded = bundle.manifest.get("training", {}).get("settings", {})
+        settings = SeedSettings(**{k: v for k, v in recorded.items() if k in SeedSettings.__dataclass_fields__})
+        if max_epochs is not None:
+            settings = replace(settings, epochs=max_epochs)
+        return train_seed_bundle(corpus, bundle.system, settings, bundle.index.config, data="corrected clusters",
+                                 labels=labels, bm25=bm25, fuse=fuse)
+    training = bundle.manifest.get("training", {})
+    settings = training.get("config", {}) | training.get("retrain", {})
+    known = {name: value for name, value in settings.items() if name in TrainConfig.__dataclass_fields__}
+    config = TrainConfig(**known)
+    if max_epochs is not None:
+        config = replace(config, max_epochs=max_epochs)
+    return train_bundle(
+        corpus, config, bundle.vocab.config, bundle.encoder.config, bundle.index.config,
+        warm_start=(bundle.encoder, bundle.vocab), data="corrected clusters", labels=labels, bm25=bm25, fuse=fuse,
+        progress=progress, on_epoch=on_epoch, return_on_interrupt=return_on_interrupt, on_batch=on_batch,
+    )
+
+
+def compare_bundles(old: Bundle, new: Bundle, corpus: pd.DataFrame, bm25: BM25Retriever | None = None) -> pd.DataFrame:
+    """H@1 / H@10 / MRR of both bundles, each as it is served (``serving_retriever``), on the
+    held-out clusters of ``corpus`` (the same queries and the same relevance labels for both), one
+    row per model and split (``METRIC_COLUMNS``); the retrained rows also carry the change in H@1
+    and its 95% paired bootstrap interval (``qpr.evaluation.metrics.h1_change``). ``bm25``: a BM25 retriever
+    over ``corpus``'s questions, built here if not given."""
+    splits = held_out_splits(corpus)
+    if not splits:
+        raise QPRError("the corpus has no val or test clusters: nothing held out to compare the models on")
+    bm25 = bm25 or BM25Retriever(corpus)
+    retrievers = {"current": serving_retriever(old, bm25), "retrained": serving_retriever(new, bm25)}
+    hits = {split: {name: hit_matrix(retriever, corpus, query_set(corpus, split)) for name, retriever in retrievers.items()}
+            for split in splits}
+    changes = {split: dict(zip(CHANGE_COLUMNS, h1_change(hits[split]["current"], hits[split]["retrained"]))) for split in splits}
+    rows = [
+        {"model": name, "version": bundle.version, "split": split} | rank_metrics(hits[split][name])
+        | (changes[split] if name == "retrained" else {})
+        for name, bundle in (("current", old), ("retrained", new))
+        for split in splits
+    ]
+    return pd.DataFrame(rows, columns=METRIC_COLUMNS + CHANGE_COLUMNS)
+
+
+def verdict(comparison: pd.DataFrame) -> tuple[str, bool]:
+    """In words, whether the retrained model of ``compare_bundles``' table is better on held-out
+    data and by how much (test split, else val), and whether it is worse beyond doubt."""
+    retrained = comparison[comparison["model"] == "retrained"].set_index("split")
+    split = "test" if "test" in retrained.index else retrained.index[0]
+    row = retrained.loc[split]
+    change, low, high = (100 * row[key] for key in CHANGE_COLUMNS)
+    span = f"{change:+.1f} points of H@1 on {int(row['queries'])} held-out {split} queries (95% interval {low:+.1f} to {high:+.1f})"
+    if low > 0:
+        return f"The retrained model is better: {span}.", False
+    if high < 0:
+        return f"The retrained model is worse: {span}. Discard it unless you know why.", True
+    return (f"No clear difference: {span}; the interval includes zero, so the queries cannot tell this change "
+            "from luck. Retraining the same clusters with another batch order alone moved Quora-lite's test H@1 by "
+            "about 2 points (docs/FEEDBACK_LOOP.md)."), False

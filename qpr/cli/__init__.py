@@ -1,0 +1,1 @@
+"""The command line: ``qpr`` (``python -m qpr``)."""

@@ -1,0 +1,1 @@
+"""Crash-safe writes: atomic files and directories, groups of files placed together, recovery of leftovers."""

@@ -1,0 +1,60 @@
+"""Scores people can read: a retriever's distance as the probability that a retrieved question
+means the same as the query.
+
+Each retriever ranks by its own distance (squared Euclidean for the encoder, minus the BM25 score,
+minus the fitted score for the hybrid); none of these says how alike two questions are. A
+one-feature logistic regression (Platt scaling) fitted on the held-out val clusters maps a
+distance to the probability that the retrieved question is in the query's cluster, so all three
+retrievers are shown on the same scale: 0 to 1, higher = more alike. The probability is "as
+judged by the clusters": where clusters miss paraphrases (the false negatives annotation looks
+for), it is low for them too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy.special import expit
+from sklearn.linear_model import LogisticRegression
+
+from qpr.evaluation.metrics import TOP
+
+MAX_QUERIES = 500  # val queries sampled for the fit: enough for two parameters, cheap at start-up
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """``probability(d) = sigmoid(slope * -d + intercept)`` with ``slope > 0``: a smaller distance
+    never gives a lower probability. ``pairs`` is how many (query, retrieved) pairs it was fitted on."""
+
+    slope: float
+    intercept: float
+    pairs: int
+
+    def probability(self, distances) -> np.ndarray:
+        return expit(self.slope * -np.asarray(distances, dtype=float) + self.intercept)
+
+
+def calibrate(retriever, corpus: pd.DataFrame, split: str = "val", max_queries: int = MAX_QUERIES,
+              seed: int = 0) -> Calibration | None:
+    """The ``Calibration`` of ``retriever`` (anything with ``search_ids``) on the top ``TOP`` of up to
+    ``max_queries`` clustered ``split`` questions of ``corpus`` (the query itself left out), or None
+    where that cannot be fitted: no such queries, only hits or only misses, or a fit in which a
+    larger distance would mean more alike."""
+    queries = corpus[(corpus["split"] == split) & corpus["cluster"].notna()]
+    if queries.empty:
+        return None
+    queries = queries.sample(min(max_queries, len(queries)), random_state=seed)
+    cluster_of = pd.Series(corpus["cluster"].astype(object).where(corpus["cluster"].notna(), None).to_numpy(),
+                           index=corpus["qid"].to_numpy())
+    distances, qids = retriever.search_ids(queries["question"].tolist(), TOP + 1)
+    keep = (qids != queries["qid"].to_numpy()[:, None]) & (qids >= 0)
+    same = cluster_of.reindex(qids.ravel()).to_numpy().reshape(qids.shape) == queries["cluster"].to_numpy()[:, None]
+    x, y = -distances[keep].reshape(-1, 1).astype(float), same[keep].astype(int)
+    if len(np.unique(y)) < 2:
+        return None
+    fit = LogisticRegression().fit(x, y)
+    slope = float(fit.coef_[0, 0])
+    return Calibration(slope, float(fit.intercept_[0]), int(len(y))) if slope > 0 else None

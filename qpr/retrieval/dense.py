@@ -1,0 +1,52 @@
+"""Dense retrievers: a bundle's encoder over its FAISS index (squared Euclidean distance), and
+exact inner-product search over any ``encode`` function (the seed systems, docs/SEEDS.md)."""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import faiss
+import numpy as np
+import pandas as pd
+
+from qpr.retrieval.base import Retriever
+
+
+class DenseRetriever(Retriever):
+    """A bundle's encoder (the CNN, the LSTM or a seed system: ``Bundle.encode``) + its FAISS index."""
+
+    name = "sdml"
+
+    def __init__(self, bundle) -> None:
+        # Any object with ``encode(texts)``, ``index`` (a ``VectorIndex``) and ``corpus``: a
+        # ``Bundle`` in the product; this module never imports the bundle, which imports the
+        # systems that use these retrievers.
+        self.bundle = bundle
+        self.corpus = bundle.corpus
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        return self.bundle.encode(texts)
+
+    def search_ids(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.bundle.index.search(self.encode(queries), k)
+
+
+class EncodeRetriever(Retriever):
+    """Exact inner-product search (FAISS) over ``encode(texts)`` vectors of the corpus.
+
+    ``encode`` must return L2-normalised float32 rows for cosine ranking; ``distance`` is
+    1 - inner product. ``name`` names the system in results.
+    """
+
+    def __init__(self, corpus: pd.DataFrame, encode: Callable[[Sequence[str]], np.ndarray], name: str) -> None:
+        self.corpus = corpus.reset_index(drop=True)
+        self.encode = encode
+        self.name = name
+        vectors = np.ascontiguousarray(encode(self.corpus["question"].tolist()), dtype=np.float32)
+        self.index = faiss.IndexIDMap(faiss.IndexFlatIP(vectors.shape[1]))
+        self.index.add_with_ids(vectors, self.corpus["qid"].to_numpy().astype(np.int64))
+
+    def search_ids(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        vectors = np.ascontiguousarray(self.encode(list(queries)), dtype=np.float32)
+        scores, qids = self.index.search(vectors, k)
+        return 1.0 - scores, qids

@@ -1,0 +1,242 @@
+"""Training a bundle in a background worker process, with its progress in a status file.
+
+A ``TrainingJob`` is one folder (a project's ``training/``) holding::
+
+    job.json        what to train: settings, the bundle to continue (if any), labels, who asked
+    corpus.parquet  the corpus to train on (e.g. the corrected clusters of an export)
+    status.json     state, epoch, step, ETA, message: written by the worker, read by the page
+    bundle/         the trained bundle, once the worker is done (saved atomically)
+    worker.log      the worker's output
+
+``start`` refuses while a worker is running (one training per job folder) and launches
+``python -m qpr.serving.background_training FOLDER`` in its own session with ``OMP_NUM_THREADS=1``, so
+the app's searches keep a core and a restart of the app does not stop the training. ``status``
+notices a worker that died without finishing and says so. The trained bundle is only a file in
+this folder: serving it is the app's decision (``qpr.serving.served_model.ServedModel.propose`` / ``confirm``).
+
+States: ``running`` -> ``done`` (bundle written) | ``failed`` (message says why) | ``cancelled``;
+``done`` -> ``decided`` once the app has served or discarded the result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import pandas as pd
+
+from qpr.bundles.bundle import Bundle
+from qpr.data.corpus import split_clusters
+from qpr.model.encoder import EncoderConfig
+from qpr.errors import QPRError
+from qpr.fsutil.atomic import atomic_path
+from qpr.model.text import TextConfig
+from qpr.training.train import TrainConfig
+
+JOB, STATUS, CORPUS, BUNDLE, LOG = "job.json", "status.json", "corpus.parquet", "bundle", "worker.log"
+ACTIVE = ("starting", "running")
+WRITE_EVERY_S = 0.5  # progress writes per batch are throttled to this interval
+CANCEL_WAIT_S = 10.0
+_CHILDREN: dict[int, subprocess.Popen] = {}  # workers this process started, reaped when polled
+
+
+def _write(path: Path, content: dict) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(content, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def with_held_out(corpus: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
+    """``corpus`` as is when it has val clusters to stop training on, else its clusters split
+    80:10:10 (``split_clusters``): clusters built by annotators from bare questions are all
+    "train" (``annotations.merge``), and training needs held-out clusters."""
+    if ((corpus["split"] == "val") & corpus["cluster"].notna()).any():
+        return corpus
+    return split_clusters(corpus, seed)
+
+
+def worker_alive(pid: int | None, folder: Path) -> bool:
+    """Whether ``pid`` is a running (not zombie) worker of ``folder``."""
+    if not pid:
+        return False
+    child = _CHILDREN.get(pid)
+    if child is not None:  # ours: ask the child itself (which also reaps it)
+        if child.poll() is None:
+            return True
+        _CHILDREN.pop(pid, None)
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False
+    state = stat.rsplit(")", 1)[-1].split()[0]
+    return state not in ("Z", "X") and __name__.split(".")[-1] in cmdline and str(folder.resolve()) in cmdline
+
+
+class TrainingJob:
+    """The background training of one folder (module doc)."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+
+    def status(self) -> dict:
+        """The job's state (``{"state": "none"}`` before any training); a worker that is gone
+        while the state says running is reported as failed (and recorded so)."""
+        for pid, child in list(_CHILDREN.items()):  # reap finished workers (no zombies left behind)
+            if child.poll() is not None:
+                _CHILDREN.pop(pid, None)
+        status = self._read()
+        if status.get("state") in ACTIVE and not worker_alive(status.get("pid"), self.folder):
+            time.sleep(0.2)  # the worker may have written its last state just now
+            status = self._read()
+            if status.get("state") in ACTIVE:
+                status |= {"state": "failed", "message": "the training worker stopped without finishing (killed, out of "
+                                                         f"memory, or the machine restarted); see {self.folder / LOG} and "
+                                                         "start the training again"}
+                _write(self.folder / STATUS, status)
+        return status
+
+    def _read(self) -> dict:
+        try:
+            return json.loads((self.folder / STATUS).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {"state": "none"}
+        except (OSError, ValueError):
+            return {"state": "failed", "message": f"{self.folder / STATUS} cannot be read; start the training again"}
+
+    def start(self, corpus: pd.DataFrame, train: TrainConfig, text: TextConfig, encoder: EncoderConfig,
+              continue_from: Path | None, labels: dict, by: str) -> dict:
+        """Launch a worker that trains on ``corpus`` (continuing the bundle at ``continue_from``
+        with its own settings, else anew with ``train`` / ``text`` / ``encoder``); refused while one
+        runs. Returns the status."""
+        current = self.status()
+        if current["state"] in ACTIVE:
+            raise QPRError(f"a training of this project is already running (started by {current.get('by', '?')}, "
+                           f"{describe(current)}); wait for it or cancel it")
+        if current["state"] == "done":
+            raise QPRError("a trained model is waiting for a decision: use or discard it before training again")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with atomic_path(self.folder / CORPUS) as tmp:
+            corpus.to_parquet(tmp, index=False)
+        _write(self.folder / JOB, {"train": asdict(train), "text": asdict(text), "encoder": encoder.to_dict(),
+                                   "continue_from": str(continue_from) if continue_from else None, "labels": labels,
+                                   "by": by})
+        status = {"state": "starting", "by": by, "started": time.time(), "epoch": 0, "max_epochs": train.max_epochs,
+                  "message": "starting the worker"}
+        _write(self.folder / STATUS, status)
+        env = os.environ | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        with (self.folder / LOG).open("ab") as log:
+            child = subprocess.Popen([sys.executable, "-m", "qpr.serving.background_training", str(self.folder.resolve())],
+                                     stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                     cwd=Path(__file__).resolve().parents[2])
+        _CHILDREN[child.pid] = child
+        status["pid"] = child.pid
+        # The worker rewrites the status as it goes; the pid is written here too so that a worker
+        # dying before its first write is still found out.
+        if self._read().get("state") == "starting":
+            _write(self.folder / STATUS, status)
+        return self.status()
+
+    def cancel(self, by: str) -> dict:
+        """Stop a running worker (its partial model is dropped); the status says who cancelled."""
+        status = self.status()
+        if status["state"] not in ACTIVE:
+            raise QPRError("no training is running to cancel")
+        pid = status["pid"]
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + CANCEL_WAIT_S
+        while worker_alive(pid, self.folder) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if worker_alive(pid, self.folder):
+            os.killpg(pid, signal.SIGKILL)
+        status = self.status() | {"state": "cancelled", "message": f"cancelled by {by}"}
+        _write(self.folder / STATUS, status)
+        return status
+
+    def result(self) -> Bundle:
+        """The trained bundle of a ``done`` job."""
+        return Bundle.load(self.folder / BUNDLE)
+
+    def decided(self, what: str) -> None:
+        """Record that the app served or discarded the trained bundle (``what`` says which)."""
+        _write(self.folder / STATUS, self.status() | {"state": "decided", "message": what})
+
+
+def describe(status: dict) -> str:
+    """The status in words: epoch, step, ETA, or the outcome."""
+    state = status.get("state", "none")
+    if state in ACTIVE:
+        parts = [f"epoch {status.get('epoch') or 1} of at most {status.get('max_epochs', '?')}"]
+        if status.get("steps"):
+            parts.append(f"step {status['step']} of {status['steps']}")
+        if status.get("eta_s") is not None:
+            parts.append(f"about {status['eta_s']:.0f} s left")
+        return ", ".join(parts) + (f"; {status['message']}" if status.get("message") else "")
+    return status.get("message") or state
+
+
+def run(folder: Path) -> None:
+    """The worker: train as ``job.json`` says, writing progress to ``status.json``; save the
+    bundle, then mark the job done (or failed with the reason)."""
+    import torch  # the worker's own threads: one, beside the app's
+
+    torch.set_num_threads(1)
+    job = json.loads((folder / JOB).read_text(encoding="utf-8"))
+    status = json.loads((folder / STATUS).read_text(encoding="utf-8")) | {"state": "running", "pid": os.getpid()}
+    started, last = time.monotonic(), 0.0
+
+    def report(**fields) -> None:
+        nonlocal last
+        status.update(fields, updated=time.time())
+        _write(folder / STATUS, status)
+        last = time.monotonic()
+
+    def on_batch(epoch: int, step: int, steps: int) -> None:
+        if time.monotonic() - last < WRITE_EVERY_S and step != steps:
+            return
+        max_epochs = status["max_epochs"]
+        share = ((epoch - 1) + step / steps) / max_epochs
+        # Early stopping can end sooner: the ETA is an upper bound from the pace so far.
+        eta = (time.monotonic() - started) * (1 - share) / share if share > 0 else None
+        report(epoch=epoch, step=step, steps=steps, eta_s=eta, message="training the encoder")
+
+    def on_epoch(row: dict) -> None:
+        report(last_val_auc=row["val_auc"])
+
+    report(message="reading the corpus")
+    try:
+        corpus = with_held_out(pd.read_parquet(folder / CORPUS))
+        if job["continue_from"]:
+            from qpr.bundles.training import retrain_bundle
+
+            bundle = retrain_bundle(Bundle.load(job["continue_from"]), corpus, max_epochs=job["train"]["max_epochs"],
+                                    labels=job["labels"], progress=False, on_epoch=on_epoch, on_batch=on_batch)
+        else:
+            from qpr.bundles.training import train_bundle
+
+            bundle = train_bundle(corpus, TrainConfig(**job["train"]), TextConfig(**job["text"]),
+                                  EncoderConfig(**job["encoder"]), labels=job["labels"], progress=False,
+                                  on_epoch=on_epoch, on_batch=on_batch)
+        report(message="saving the trained model", eta_s=None)
+        bundle.save(folder / BUNDLE)
+    except QPRError as err:
+        report(state="failed", message=f"training stopped: {err}")
+        return
+    except Exception as err:
+        report(state="failed", message=f"training crashed ({type(err).__name__}: {err}); see {folder / LOG}")
+        raise
+    report(state="done", version=bundle.version, seconds=time.monotonic() - started,
+           message=f"trained model {bundle.version} is ready")
+
+
+if __name__ == "__main__":
+    run(Path(sys.argv[1]))
