@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -30,12 +31,15 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
+from sqlalchemy import create_engine, make_url, text
+
+from annotations.db import open_store
+from annotations.errors import AnnotationError
 from bench.common import ROOT, machine, replace_marked_section, write_json
 from bench.search_load import run_search_load, with_app
+from bench.write_load import VERSION, _corpus, run_load
 
 USER_THINK_MS = 1000.0  # people read results between searches: 20 people searching about once a second each
-from bench.write_load import run_load
-
 RESULTS = ROOT / "bench" / "results" / "reliability.json"
 DOC = ROOT / "docs" / "RELIABILITY.md"
 
@@ -57,7 +61,6 @@ def pytest_sessionfinish(session):
 
 
 def run_cases(path: str, tmp: Path) -> list[dict]:
-    import json
     (tmp / "reliability_outcomes_plugin.py").write_text(PLUGIN)
     out = tmp / f"{Path(path).stem}.json"
     env = os.environ | {"QPR_RELIABILITY_OUTCOMES": str(out), "OMP_NUM_THREADS": "1",
@@ -86,7 +89,6 @@ def postgres_url() -> tuple[str, callable] | None:
     base = os.environ.get("QPR_TEST_POSTGRES_URL")
     if not base:
         return None
-    from sqlalchemy import create_engine, make_url, text
     schema = f"reliability_bench_{uuid.uuid4().hex[:12]}"
     admin = create_engine(base)
     with admin.begin() as connection:
@@ -102,9 +104,6 @@ def postgres_url() -> tuple[str, callable] | None:
 
 
 def access(tmp: Path, app_url: str | None) -> dict:
-    from annotations.db import open_store
-    from annotations.errors import AnnotationError
-    from bench.write_load import VERSION, _corpus
 
     anonymous = impersonations = 0
     with open_store(f"sqlite:///{tmp / 'access.db'}") as store:

@@ -38,14 +38,24 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-
 from bench.common import ROOT, machine, markdown_table, peak_rss_mb, replace_marked_section, write_json
+from qpr.bundles.bundle import Bundle
 from qpr.data.corpus import data_dir, load_corpus, read_quora_pairs
-from qpr.evaluation.metrics import evaluate
-from qpr.research.quora_pairs import majority_accuracy, pair_sets, threshold_accuracy, threshold_rule
-from qpr.evaluation.ranking import auc_at_fpr
-from qpr.retrieval.lexical import TfidfRetriever, tfidf_vectorizer
 from qpr.data.semeval import bm25_scores, engine_scores, load_semeval, pair_auc05, rerank
+from qpr.data.squad import load_squad
+from qpr.evaluation.metrics import evaluate
+from qpr.evaluation.ranking import auc_at_fpr
+from qpr.model.encoder import PAPER_ENCODER, EncoderConfig, encode_texts
+from qpr.model.text import PAPER_TEXT
+from qpr.research.adversarial import AdversarialConfig, train_adversarial
+from qpr.research.quora_pairs import majority_accuracy, pair_sets, threshold_accuracy, threshold_rule
+from qpr.retrieval.dense import DenseRetriever, EncodeRetriever
+from qpr.retrieval.index import IndexConfig
+from qpr.retrieval.lexical import BM25Retriever, TfidfRetriever, tfidf_vectorizer
+from qpr.systems.film import FilmConfig, fit_film, pair_neighbour_ranks, pairwise_knn_accuracy
+from qpr.systems.residual import IdfEmbedder, ResidualConfig, fit_residual, recall_at, target_ranks
+from qpr.systems.seed_encoders import ResidualEncoder, fit_idf_embedder, fit_qpr_residual
+from qpr.training.train import TrainConfig, train
 
 RESULTS = ROOT / "bench" / "results" / "seed_systems.json"
 # The evaluation pairs (Quora-lite's val/test pair split, BANKING77's pairs) are dealt with this
@@ -195,9 +205,6 @@ def all_protocol_rows(system, encode, retriever, corpus, sets, frame, banking, t
 # ---------------------------------------------------------------- stages
 
 def stage_baselines(args) -> list[dict]:
-    from qpr.systems.residual import recall_at
-    from qpr.retrieval.lexical import BM25Retriever
-    from qpr.data.squad import load_squad
 
     corpus, frame, banking = quora(), semeval_all(), banking_pairs(EVAL_SEED)
     sets = quora_pair_sets(corpus, EVAL_SEED)
@@ -236,7 +243,6 @@ def stage_baselines(args) -> list[dict]:
 
 
 def stage_film(args) -> list[dict]:
-    from qpr.systems.film import FilmConfig, fit_film, pair_neighbour_ranks, pairwise_knn_accuracy
 
     corpus, frame, banking = quora(), semeval_all(), banking_pairs(EVAL_SEED)
     sets = quora_pair_sets(corpus, EVAL_SEED)
@@ -279,12 +285,6 @@ def quora_slice(corpus: pd.DataFrame, clusters: int, seed: int) -> pd.DataFrame:
 
 
 def stage_encoder(args, architecture: str) -> list[dict]:
-    from qpr.bundles.bundle import Bundle
-    from qpr.model.encoder import PAPER_ENCODER, EncoderConfig, encode_texts
-    from qpr.retrieval.index import IndexConfig
-    from qpr.retrieval.dense import DenseRetriever
-    from qpr.model.text import PAPER_TEXT
-    from qpr.training.train import TrainConfig, train
 
     corpus, frame, banking = quora(), semeval_all(), banking_pairs(EVAL_SEED)
     sets = quora_pair_sets(corpus, EVAL_SEED)
@@ -329,10 +329,6 @@ def stage_cnn_full(args) -> list[dict]:
 
 
 def stage_squad(args) -> list[dict]:
-    from qpr.systems.residual import IdfEmbedder, ResidualConfig, fit_residual, recall_at, target_ranks
-    from qpr.retrieval.dense import EncodeRetriever
-    from qpr.systems.seed_encoders import ResidualEncoder, fit_idf_embedder, fit_qpr_residual
-    from qpr.data.squad import load_squad
 
     rows = []
     dev_paragraphs, dev_questions = load_squad("dev")
@@ -407,10 +403,6 @@ def stage_squad(args) -> list[dict]:
 
 def stage_transfer(args) -> list[dict]:
     """Transfer from Quora-lite to each target domain with and without the adversary."""
-    from qpr.research.adversarial import AdversarialConfig, train_adversarial
-    from qpr.model.encoder import PAPER_ENCODER, EncoderConfig, encode_texts
-    from qpr.model.text import PAPER_TEXT
-    from qpr.training.train import TrainConfig
 
     corpus, frame, banking = quora(), semeval_all(), banking_pairs(EVAL_SEED)
     sliced = quora_slice(corpus, args.slice_clusters, args.seed)
