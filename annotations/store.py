@@ -1,19 +1,8 @@
 """The annotation store: corpus snapshots, judgments with history, progress, export records.
 
-Every write is one transaction. Transient failures (SQLite busy, PostgreSQL serialization or
-deadlock, or losing a race to insert the same row) are retried with jittered exponential backoff,
-so concurrent writers queue instead of seeing "database is locked". Input a user must fix raises
-AnnotationError and writes nothing.
-
-Writes of one process go through one writer thread that commits them in groups (group
-commit): each call queues its work and waits; the writer takes everything queued, runs each item in
-its own SAVEPOINT inside one ``BEGIN IMMEDIATE`` transaction, commits once, and only then hands each
-caller its own result or its own exception. A call returns only once its write is committed. Why:
-with 32 threads each opening its own transaction, the waiters sat in SQLite's busy handler, which
-polls with sleeps growing to 100 ms and serves nobody in order, so a writer that had waited kept
-losing the lock to newcomers (p99 0.7-0.9 s, maximum 3.6-10 s, all of it waiting in BEGIN
-IMMEDIATE; no retries happened). On PostgreSQL, measured the same way, one transaction per call
-gave p99 0.69-0.75 s (max 1.6-2.0 s) and group commit 97-100 ms, so both backends use it.
+Every write is one committed transaction, made through the store's ``GroupCommitWriter``
+(``annotations/writer.py``: group commit, retries while the database is busy). Input a user must
+fix raises AnnotationError and writes nothing.
 """
 
 from __future__ import annotations
@@ -23,19 +12,12 @@ import json
 import math
 import numbers
 import operator
-import os
-import queue
-import random
-import threading
-import time
-from concurrent.futures import Future
 import unicodedata
 from datetime import datetime
-from typing import Callable, TypeVar
+from typing import Callable
 
 import pandas as pd
 from sqlalchemy import Engine, and_, func, insert, or_, select
-from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, aliased
 
 from annotations.errors import AnnotationError
@@ -45,15 +27,11 @@ from annotations.models import (
 )
 from annotations.models import ADJUDICATION_DECISIONS, Adjudication, Guideline, JudgmentComment
 from annotations.models import LABEL_VERSION_KINDS, LabelChange, LabelVersion
+from annotations.writer import GroupCommitWriter
 from qpr.data.corpus import COLUMNS, check_corpus, fingerprint
 from qpr.errors import QPRError
 from qpr.model.text import check_queries, text_problem
 
-T = TypeVar("T")
-WRITE_PATIENCE_S = 60.0  # how long a write keeps retrying a busy database before giving up
-GROUP_MAX = 64  # most writes one group commit takes from the queue
-RACE_RETRIES = 5
-_NOTHING = object()  # a unique-key race resolves on the next attempt; more failures mean a real conflict
 JUDGMENT_COLUMNS = [
     "id", "annotator", "bundle_version", "query_qid", "query_text", "candidate_qid", "item_key", "label", "rank",
     "distance", "created_at", "query_cluster", "candidate_cluster", "query_question", "candidate_question",
@@ -115,40 +93,16 @@ def _qid(value: object, what: str) -> int:
         raise AnnotationError(f"{what} must be an integer question id, got {value!r}") from None
 
 
-def _transient(err: OperationalError | IntegrityError) -> bool:
-    """Whether retrying the transaction can succeed: a busy/locked database or a lost race."""
-    orig = err.orig
-    sqlstate = getattr(orig, "sqlstate", None)
-    message = str(orig).lower()
-    if isinstance(err, IntegrityError):
-        return sqlstate == "23505" or "unique constraint failed" in message
-    return sqlstate in ("40001", "40P01") or "locked" in message or "busy" in message
-
-
-def _pause(attempt: int) -> None:
-    """Jittered exponential backoff before retry ``attempt`` (0, 1, ...): 2 ms doubling to 0.5 s."""
-    time.sleep(min(0.5, 0.002 * 2 ** min(attempt, 8)) * random.uniform(0.5, 1.5))
-
-
 class AnnotationStore:
     """Judgments and corpus snapshots in one database; open it with ``annotations.db.open_store``."""
 
     def __init__(self, engine: Engine, write_option: str, group_commit: bool | None = None) -> None:
         self.engine = engine
-        self._writer = engine.execution_options(**{write_option: True})
-        # Group commit by default (see the module docstring); ``group_commit=False``: a transaction per call.
-        self.group_commit = True if group_commit is None else group_commit
-        self._queue: queue.SimpleQueue | None = None
-        self._thread: threading.Thread | None = None
-        self._owner_pid: int | None = None
-        self._start_lock = threading.Lock()
+        self.writer = GroupCommitWriter(engine, write_option, group_commit)
 
     def close(self) -> None:
-        thread = self._thread
-        if thread is not None and self._owner_pid == os.getpid() and thread.is_alive():
-            self._queue.put(None)  # the writer finishes what was queued before this, then stops
-            thread.join()
-        self._thread = self._queue = None
+        """Finish the queued writes, then release the database's connections."""
+        self.writer.close()
         self.engine.dispose()
 
     def __enter__(self) -> "AnnotationStore":
@@ -156,107 +110,6 @@ class AnnotationStore:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-    def _write(self, work: Callable[[Session], T], solo: bool = False) -> T:
-        """Run ``work`` in a committed write transaction and return its result (or raise its error).
-
-        With group commit, ``work`` runs on the writer thread, in a SAVEPOINT of a transaction it may
-        share with other calls' work; ``solo`` gives it a transaction of its own (work with side
-        effects outside the database, such as placing export files before the commit)."""
-        if not self.group_commit or threading.current_thread() is self._thread:
-            return self._write_now(work)
-        done: Future = Future()
-        self._writer_queue().put((work, solo, done))
-        return done.result()
-
-    def _writer_queue(self) -> queue.SimpleQueue:
-        with self._start_lock:
-            if self._owner_pid != os.getpid() or self._thread is None or not self._thread.is_alive():
-                # first write, or a forked child (which has the queue but not the thread)
-                self._queue = queue.SimpleQueue()
-                self._thread = threading.Thread(target=self._writer_loop, args=(self._queue,),
-                                                name="annotation-writer", daemon=True)
-                self._owner_pid = os.getpid()
-                self._thread.start()
-            return self._queue
-
-    def _writer_loop(self, requests: queue.SimpleQueue) -> None:
-        held = _NOTHING  # an item taken while gathering a group that must not join it: it comes next
-        while True:
-            first = requests.get() if held is _NOTHING else held
-            held = _NOTHING
-            if first is None:  # close()
-                return
-            group = [first]
-            while not first[1] and len(group) < GROUP_MAX:
-                try:
-                    item = requests.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None or item[1]:
-                    held = item
-                    break
-                group.append(item)
-            self._commit_group(group)
-
-    def _commit_group(self, group: list) -> None:
-        """Run each item of ``group`` in its own SAVEPOINT of one transaction, commit, then answer
-        each caller. An item's error rolls back only its savepoint and reaches only its caller. If
-        the transaction itself fails, every item is run again alone."""
-        outcomes: list[tuple[bool, object]] = []
-        try:
-            def run_all(session: Session) -> None:
-                outcomes.clear()
-                for work, _solo, _done in group:
-                    try:
-                        with session.begin_nested():
-                            outcomes.append((True, work(session)))
-                    except (OperationalError, IntegrityError) as err:
-                        if _transient(err):
-                            outcomes.append((None, err))  # e.g. another process's race: retried alone below
-                        else:
-                            outcomes.append((False, err))
-                    except Exception as err:  # noqa: BLE001 -- handed to its own caller
-                        outcomes.append((False, err))
-
-            self._write_now(run_all)
-        except BaseException as err:  # noqa: BLE001 -- the group transaction failed: one by one
-            if len(group) == 1:
-                _answer(group[0][2], False, err)
-                return
-            for work, _solo, done in group:
-                self._run_alone(work, done)
-            return
-        for (work, _solo, done), (ok, value) in zip(group, outcomes):
-            if ok is None:
-                self._run_alone(work, done)
-            else:
-                _answer(done, ok, value)
-
-    def _run_alone(self, work: Callable[[Session], T], done: Future) -> None:
-        try:
-            _answer(done, True, self._write_now(work))
-        except BaseException as err:  # noqa: BLE001 -- handed to its caller
-            _answer(done, False, err)
-
-    def _write_now(self, work: Callable[[Session], T]) -> T:
-        """Run ``work`` in one write transaction, retrying it while the failure is transient."""
-        deadline = time.monotonic() + WRITE_PATIENCE_S
-        attempt = races = 0
-        while True:
-            try:
-                with Session(self._writer, expire_on_commit=False) as session, session.begin():
-                    return work(session)
-            except (OperationalError, IntegrityError) as err:
-                races += isinstance(err, IntegrityError)
-                if not _transient(err) or races > RACE_RETRIES:
-                    raise
-                if time.monotonic() > deadline:
-                    raise AnnotationError(
-                        f"the annotation database stayed busy for {WRITE_PATIENCE_S:.0f} s; nothing was written, try again"
-                    ) from err
-            _pause(attempt)
-            attempt += 1
 
     # -- corpus snapshots -------------------------------------------------------------------
 
@@ -284,7 +137,7 @@ class AnnotationStore:
             rows = snapshot.astype(object).where(snapshot.notna(), None).assign(bundle_version=version)
             session.execute(insert(CorpusQuestion), rows.to_dict("records"))
 
-        self._write(work)
+        self.writer.write(work)
 
     def bundle_versions(self) -> pd.DataFrame:
         """Registered bundle versions (version, questions, registered_at), newest first."""
@@ -376,7 +229,7 @@ class AnnotationStore:
                 previous.superseded_by = judgment.id
             return judgment.id
 
-        return self._write(work)
+        return self.writer.write(work)
 
     def undo_last(self, annotator: str, among: list[int] | None = None) -> dict | None:
         """Withdraw the annotator's most recent judgment still in force and return it (None if none).
@@ -405,7 +258,7 @@ class AnnotationStore:
                 replaced.is_current = True
             return last.id
 
-        withdrawn = self._write(work)
+        withdrawn = self.writer.write(work)
         if withdrawn is None:
             return None
         frame = self.judgments(current_only=False, ids=[withdrawn])
@@ -499,7 +352,7 @@ class AnnotationStore:
             session.flush()
             return swap.id
 
-        return self._write(work)
+        return self.writer.write(work)
 
     def swaps(self) -> pd.DataFrame:
         """Every model swap, oldest first: id, created_at, annotator (as first written),
@@ -549,7 +402,7 @@ class AnnotationStore:
                 before_commit(export.id)
             return export.id
 
-        return self._write(work, solo=True)
+        return self.writer.write(work, solo=True)
 
     def export_recorded(self, note: dict) -> bool:
         """Whether the export that ``note`` describes (export_id, path, created: what
@@ -598,7 +451,7 @@ class AnnotationStore:
             session.flush()
             return adjudication.id
 
-        return self._write(work)
+        return self.writer.write(work)
 
     def adjudications(self, current_only: bool = True) -> pd.DataFrame:
         """Reviewer decisions (``ADJUDICATION_COLUMNS``), oldest first; ``current_only`` keeps the
@@ -636,7 +489,7 @@ class AnnotationStore:
             session.flush()
             return row.id
 
-        return self._write(work)
+        return self.writer.write(work)
 
     def comments(self) -> pd.Series:
         """The newest comment of every commented judgment, indexed by judgment id."""
@@ -657,7 +510,7 @@ class AnnotationStore:
             session.flush()
             return row.id
 
-        return self._write(work)
+        return self.writer.write(work)
 
     def guidelines(self) -> dict | None:
         """The guidelines in force (text, same_examples, different_examples, editor, created_at), or None."""
@@ -710,7 +563,7 @@ class AnnotationStore:
                 session.execute(insert(LabelChange), [c | {"label_version_id": row.id} for c in changes])
             return number
 
-        return self._write(work)
+        return self.writer.write(work)
 
     def label_versions(self, bundle_version: str) -> pd.DataFrame:
         """The label versions of ``bundle_version`` (``LABEL_VERSION_COLUMNS``), oldest first;
@@ -750,13 +603,6 @@ class AnnotationStore:
         corpus.loc[position, "cluster"] = pd.array(changes["cluster"], dtype="string")
         corpus.loc[position, "split"] = changes["split"].to_numpy()
         return int(number), corpus
-
-
-def _answer(done: Future, ok: bool, value: object) -> None:
-    if ok:
-        done.set_result(value)
-    else:
-        done.set_exception(value)
 
 
 def _bundle_version(version: object) -> str:
