@@ -25,7 +25,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect, text
 
 import annotations.db
-import annotations.store
+import annotations.writer
 from annotations.db import alembic_config, open_store
 from annotations.errors import AnnotationError
 from annotations.models import Base
@@ -318,8 +318,8 @@ def locked_sqlite(scratch_dir, corpus, monkeypatch):
 def test_a_write_retries_until_a_busy_sqlite_database_is_free(locked_sqlite, monkeypatch):
     store, holder = locked_sqlite
     pauses = []
-    real_pause = annotations.store._pause
-    monkeypatch.setattr(annotations.store, "_pause", lambda attempt: (pauses.append(attempt), real_pause(attempt)))
+    real_pause = annotations.writer._pause
+    monkeypatch.setattr(annotations.writer, "_pause", lambda attempt: (pauses.append(attempt), real_pause(attempt)))
     release = threading.Timer(0.3, holder.execute, args=("COMMIT",))
     release.start()
     judgment = store.record("ann", 2, "same", VERSION, query_qid=1)
@@ -330,7 +330,7 @@ def test_a_write_retries_until_a_busy_sqlite_database_is_free(locked_sqlite, mon
 
 def test_a_database_busy_for_too_long_gives_a_clear_error_and_writes_nothing(locked_sqlite, monkeypatch):
     store, holder = locked_sqlite
-    monkeypatch.setattr(annotations.store, "WRITE_PATIENCE_S", 0.2)
+    monkeypatch.setattr(annotations.writer, "WRITE_PATIENCE_S", 0.2)
     with pytest.raises(AnnotationError, match="stayed busy for .* s; nothing was written, try again"):
         store.record("ann", 2, "same", VERSION, query_qid=1)
     holder.execute("ROLLBACK")

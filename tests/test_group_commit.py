@@ -39,7 +39,7 @@ def _hold_writer(store):
         release.wait()
         return None
 
-    thread = threading.Thread(target=store._write, args=(block,))
+    thread = threading.Thread(target=store.writer.write, args=(block,))
     thread.start()
     started.wait()
     return release, thread
@@ -55,21 +55,21 @@ def _submit(store, calls):
                 results[number] = call()
             except Exception as err:  # noqa: BLE001 -- the test inspects it
                 results[number] = err
-        before = store._queue.qsize() if store._queue is not None else 0
+        before = store.writer._queue.qsize() if store.writer._queue is not None else 0
         thread = threading.Thread(target=run)
         thread.start()
-        while store._queue.qsize() <= before:  # queued (no timing assumption: wait for it)
+        while store.writer._queue.qsize() <= before:  # queued (no timing assumption: wait for it)
             time.sleep(0.001)
         threads.append(thread)
     return results, threads
 
 
 def test_group_commit_is_on_and_a_bad_item_fails_alone(store):
-    assert store.group_commit
+    assert store.writer.group_commit
     first = store.record("ann", 2, "same", VERSION, query_qid=1)
     groups = []
-    real = store._commit_group
-    store._commit_group = lambda group: (groups.append(len(group)), real(group))[1]
+    real = store.writer._commit_group
+    store.writer._commit_group = lambda group: (groups.append(len(group)), real(group))[1]
     release, holder = _hold_writer(store)
 
     def bad(session):
@@ -81,7 +81,7 @@ def test_group_commit_is_on_and_a_bad_item_fails_alone(store):
 
     calls = [
         lambda: store.record("ann", 3, "same", VERSION, query_qid=1),
-        lambda: store._write(bad),
+        lambda: store.writer.write(bad),
         lambda: store.record("bob", 4, "different", VERSION, query_qid=1),
         lambda: store.record("ann", 99_999, "same", VERSION, query_qid=1),  # unknown qid: refused in the writer
         lambda: store.record("ann", 3, "unsure", VERSION, query_qid=1),  # supersedes the first of this group
@@ -104,7 +104,7 @@ def test_group_commit_is_on_and_a_bad_item_fails_alone(store):
 
 
 def test_a_failed_group_transaction_falls_back_to_one_by_one(store, monkeypatch):
-    real = store._write_now
+    real = store.writer._write_now
     failed, armed = [], []
 
     def failing_once(work):
@@ -113,7 +113,7 @@ def test_a_failed_group_transaction_falls_back_to_one_by_one(store, monkeypatch)
             raise RuntimeError("the group's commit failed")
         return real(work)
 
-    monkeypatch.setattr(store, "_write_now", failing_once)
+    monkeypatch.setattr(store.writer, "_write_now", failing_once)
     release, holder = _hold_writer(store)
     armed.append(1)  # the next group (the three below) fails as a whole
     results, threads = _submit(store, [lambda c=c: store.record("ann", c, "same", VERSION, query_qid=1) for c in (2, 3, 4)])
@@ -129,7 +129,7 @@ def test_group_commit_off_keeps_one_transaction_per_call(tmp_path):
     with open_store(f"sqlite:///{tmp_path / 'b.db'}") as store:
         direct = annotations.store.AnnotationStore(store.engine, "annotations_write", group_commit=False)
         direct.register_corpus(VERSION, make_corpus())
-        assert direct.record("ann", 2, "same", VERSION, query_qid=1) > 0 and direct._thread is None
+        assert direct.record("ann", 2, "same", VERSION, query_qid=1) > 0 and direct.writer._thread is None
 
 
 def test_close_finishes_queued_writes_and_a_later_write_restarts_the_writer(tmp_path):
@@ -137,7 +137,7 @@ def test_close_finishes_queued_writes_and_a_later_write_restarts_the_writer(tmp_
     store.register_corpus(VERSION, make_corpus())
     store.record("ann", 2, "same", VERSION, query_qid=1)
     store.close()
-    assert store._thread is None
+    assert store.writer._thread is None
     store.record("ann", 3, "same", VERSION, query_qid=1)
     assert len(store.judgments()) == 2
     store.close()
@@ -147,12 +147,12 @@ KILLED = """
 import os, signal, sys, threading
 from annotations.db import open_store
 store = open_store(sys.argv[1])
-real = store._commit_group
+real = store.writer._commit_group
 def commit_then_die(group):
     if len(group) > 1:
         os.kill(os.getpid(), signal.SIGKILL)  # before this group commits: none of it acknowledged
     real(group)
-store._commit_group = commit_then_die
+store.writer._commit_group = commit_then_die
 for c in range(2, 7):
     print(store.record("ann", c, "same", "v1", query_qid=1), flush=True)  # acknowledged = committed
 threads = [threading.Thread(target=store.record, args=("ann", c, "same", "v1"), kwargs={"query_qid": 1}) for c in range(7, 20)]

@@ -1,0 +1,1 @@
+"""The annotation store's repositories, one per concern, all writing through one ``GroupCommitWriter``."""

@@ -1,0 +1,69 @@
+"""Corpus snapshots: the questions, clusters and splits that each bundle version serves."""
+
+from __future__ import annotations
+
+import pandas as pd
+from sqlalchemy import insert, select
+from sqlalchemy.orm import Session
+
+from annotations.errors import AnnotationError
+from annotations.models import BundleVersion, CorpusQuestion
+from annotations.repositories.base import Repository, bundle_version_name, corpus_snapshot
+from qpr.data.corpus import COLUMNS, fingerprint
+
+
+class CorpusRepository(Repository):
+    """Registers a bundle version's corpus once and reads it back as a qpr corpus."""
+
+    def register_corpus(self, bundle_version: str, corpus: pd.DataFrame) -> None:
+        """Store the qid/question/cluster/split snapshot that ``bundle_version`` serves.
+
+        Idempotent: registering the same version with the same corpus again does nothing; the same
+        version with a different corpus is refused (judgments already point into the first one).
+        """
+        version = bundle_version_name(bundle_version)
+        snapshot = corpus_snapshot(corpus)
+        digest = fingerprint(snapshot)
+
+        def work(session: Session) -> None:
+            existing = session.get(BundleVersion, version)
+            if existing is not None:
+                if existing.fingerprint != digest:
+                    raise AnnotationError(
+                        f"bundle version {version!r} is already registered with a different corpus; "
+                        "a new corpus needs a new bundle version"
+                    )
+                return
+            session.add(BundleVersion(version=version, fingerprint=digest, questions=len(snapshot)))
+            session.flush()
+            rows = snapshot.astype(object).where(snapshot.notna(), None).assign(bundle_version=version)
+            session.execute(insert(CorpusQuestion), rows.to_dict("records"))
+
+        self.writer.write(work)
+
+    def bundle_versions(self) -> pd.DataFrame:
+        """Registered bundle versions (version, questions, registered_at), newest first."""
+        with Session(self.engine) as session:
+            rows = session.execute(
+                select(BundleVersion.version, BundleVersion.questions, BundleVersion.registered_at)
+                .order_by(BundleVersion.registered_at.desc(), BundleVersion.version.desc())
+            ).all()
+        return pd.DataFrame(rows, columns=["version", "questions", "registered_at"])
+
+    def corpus(self, bundle_version: str | None = None) -> tuple[str, pd.DataFrame]:
+        """``(version, corpus)``: the registered snapshot of ``bundle_version`` (default: the newest),
+        as a qpr corpus (columns qid, question, cluster, split)."""
+        versions = self.bundle_versions()["version"].tolist()
+        if not versions:
+            raise AnnotationError("no corpus is registered in the annotation database yet (open the app with a bundle first)")
+        version = versions[0] if bundle_version is None else bundle_version
+        if version not in versions:
+            raise AnnotationError(f"bundle version {version!r} is not registered; known: {', '.join(versions)}")
+        with Session(self.engine) as session:
+            rows = session.execute(
+                select(CorpusQuestion.qid, CorpusQuestion.question, CorpusQuestion.cluster, CorpusQuestion.split)
+                .where(CorpusQuestion.bundle_version == version)
+                .order_by(CorpusQuestion.qid)
+            ).all()
+        frame = pd.DataFrame(rows, columns=COLUMNS)
+        return version, frame.astype({"qid": "int64", "question": str, "cluster": "string", "split": str})
