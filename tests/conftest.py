@@ -231,7 +231,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 @pytest.fixture
 def browser_context():
     """A headless Chromium context (pages share nothing with other tests); skips without Chromium."""
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -r requirements-dev.txt)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')")
     if not CHROMIUM.is_file():
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
     # Every wait is on a condition (expect); on a loaded 2-core machine the app can take longer
