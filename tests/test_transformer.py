@@ -98,7 +98,8 @@ def test_without_the_extra_training_and_loading_say_what_to_install(transformer_
     trained, _ = transformer_bundles
     path = trained.save(tmp_path / "saved")
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # `import sentence_transformers` now fails
-    with pytest.raises(QPRError, match=re.escape(f"needs sentence-transformers, an optional extra: pip install -e '.[{EXTRA}]'")):
+    missing = re.escape(f"needs sentence-transformers, an optional extra: pip install -e '.[{EXTRA}]'")
+    with pytest.raises(QPRError, match=missing):
         Bundle.load(path)
     assert main(["train", "--system", "transformer", "--data", str(cluster_file), "--out", str(tmp_path / "b"),
                  "--quiet"]) == 2

