@@ -5,7 +5,9 @@ Space sets for Hugging Face sign-in. Gradio then attaches OAuth at launch, which
 
 from __future__ import annotations
 
+import http.client
 import urllib.request
+from urllib.parse import urlsplit
 
 from bench.startup import start_app, stop_app
 
@@ -26,5 +28,14 @@ def test_python_app_py_answers_on_a_space_with_hugging_face_sign_in(app_cache, t
     try:
         with urllib.request.urlopen(url, timeout=60) as answer:
             assert answer.status == 200
+        # Sign-in is attached as on a Space (not Gradio's local mock, not absent): its callback, called
+        # with no sign-in under way, sends the browser back to the Hugging Face login route.
+        address = urlsplit(url)
+        connection = http.client.HTTPConnection(address.hostname, address.port, timeout=60)
+        connection.request("GET", "/login/callback")
+        callback = connection.getresponse()
+        assert callback.status in (302, 303, 307) and "/login/huggingface" in callback.getheader("location", ""), (
+            f"/login/callback answered {callback.status} {callback.getheader('location')}: OAuth is not attached as on a Space")
+        connection.close()
     finally:
         stop_app(process)
