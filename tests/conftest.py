@@ -301,7 +301,8 @@ def strict_mode() -> bool:
     else is a usage error (a typo must not quietly let tests skip)."""
     value = os.environ.get("QPR_TEST_STRICT", "")
     if value not in ("", "0", "1"):
-        raise pytest.UsageError(f"QPR_TEST_STRICT={value!r}: set it to 1 (a skipped test fails) or 0, or leave it unset")
+        raise pytest.UsageError(
+            f"QPR_TEST_STRICT={value!r}: set it to 1 (a skipped test fails) or 0, or leave it unset")
     return value == "1"
 
 

@@ -40,4 +40,5 @@ def test_only_requirements_txt_remains_and_the_extras_live_in_pyproject():
 def test_the_console_scripts_name_callables():
     for name, target in pyproject()["project"]["scripts"].items():
         module, _, function = target.partition(":")
-        assert callable(getattr(importlib.import_module(module), function, None)), f"script {name}: {target} is not a function"
+        found = getattr(importlib.import_module(module), function, None)
+        assert callable(found), f"console script {name}: {target} is not a function"

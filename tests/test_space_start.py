@@ -35,7 +35,8 @@ def test_python_app_py_answers_on_a_space_with_hugging_face_sign_in(app_cache, t
         connection.request("GET", "/login/callback")
         callback = connection.getresponse()
         assert callback.status in (302, 303, 307) and "/login/huggingface" in callback.getheader("location", ""), (
-            f"/login/callback answered {callback.status} {callback.getheader('location')}: OAuth is not attached as on a Space")
+            f"/login/callback answered {callback.status} {callback.getheader('location')}: "
+            "OAuth is not attached as on a Space")
         connection.close()
     finally:
         stop_app(process)

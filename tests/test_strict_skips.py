@@ -4,6 +4,7 @@ Each case runs pytest on a small test file in a subprocess with the project's co
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 pytest_plugins = ["pytester"]
 
 CONFTEST = Path(__file__).with_name("conftest.py")
+ROOT = CONFTEST.parents[1]
 
 SKIPPING_TESTS = """
 import pytest
@@ -37,15 +39,30 @@ def test_that_runs():
     pass
 """
 
+NEEDS_A_PACKAGE = """
+import pytest
+
+pytest.importorskip("no_such_package_qpr")
+
+def test_never_collected():
+    pass
+"""
+
 
 @pytest.fixture
-def project(pytester):
-    """A pytest project holding the real conftest and ``SKIPPING_TESTS``, and a module skipped
-    whole at import."""
+def with_conftest(pytester, monkeypatch):
+    """A pytest project holding the real conftest, run where this checkout's packages import (the
+    conftest may import them)."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     pytester.makeconftest(CONFTEST.read_text())
-    pytester.makepyfile(test_skipping=SKIPPING_TESTS,
-                        test_needs_a_package='import pytest\npytest.importorskip("no_such_package_qpr")\n\ndef test_x():\n    pass\n')
     return pytester
+
+
+@pytest.fixture
+def project(with_conftest):
+    """``with_conftest`` with ``SKIPPING_TESTS`` and a module skipped whole at import."""
+    with_conftest.makepyfile(test_skipping=SKIPPING_TESTS, test_needs_a_package=NEEDS_A_PACKAGE)
+    return with_conftest
 
 
 def test_unset_lets_tests_skip(project, monkeypatch):
@@ -66,11 +83,10 @@ def test_strict_turns_every_skip_into_a_failure_that_says_what_is_missing(projec
     assert output.count("QPR_TEST_STRICT=1 counts a skipped test as a failure") == 4
 
 
-def test_strict_fails_a_run_whose_only_test_is_skipped_at_collection(pytester, monkeypatch):
-    pytester.makeconftest(CONFTEST.read_text())
-    pytester.makepyfile(test_alone='import pytest\npytest.importorskip("no_such_package_qpr")\n')
+def test_strict_fails_a_run_whose_only_test_is_skipped_at_collection(with_conftest, monkeypatch):
+    with_conftest.makepyfile(test_alone=NEEDS_A_PACKAGE)
     monkeypatch.setenv("QPR_TEST_STRICT", "1")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = with_conftest.runpytest_subprocess("-p", "no:cacheprovider")
     assert result.ret != 0 and "could not import 'no_such_package_qpr'" in result.stdout.str()
 
 
