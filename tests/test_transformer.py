@@ -6,6 +6,7 @@ bundle is also served by the app with the seed systems (tests/test_seed_bundles.
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import numpy as np
@@ -97,11 +98,12 @@ def test_without_the_extra_training_and_loading_say_what_to_install(transformer_
     trained, _ = transformer_bundles
     path = trained.save(tmp_path / "saved")
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # `import sentence_transformers` now fails
-    with pytest.raises(QPRError, match=f"needs sentence-transformers, an optional extra: pip install -r {EXTRA}"):
+    missing = re.escape(f"needs sentence-transformers, an optional extra: pip install -e '.[{EXTRA}]'")
+    with pytest.raises(QPRError, match=missing):
         Bundle.load(path)
     assert main(["train", "--system", "transformer", "--data", str(cluster_file), "--out", str(tmp_path / "b"),
                  "--quiet"]) == 2
-    assert f"pip install -r {EXTRA}" in capsys.readouterr().err
+    assert f"pip install -e '.[{EXTRA}]'" in capsys.readouterr().err
 
 
 def test_a_bundle_with_a_damaged_or_missing_model_is_refused_with_what_is_wrong(transformer_bundles, tmp_path):

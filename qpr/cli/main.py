@@ -286,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--system", choices=list(NEURAL_SYSTEMS) + list(SYSTEMS) + [TRANSFORMER],
                    help="cnn-sdml (default) or lstm: the encoder trained with --loss; film, idf-embed, fcrr, convrr: "
                    "the other papers' systems (docs/SEEDS.md; the last three need gensim); transformer: a "
-                   f"sentence-transformers model fine-tuned with SDML (slower, optional: pip install -r {EXTRA}; "
+                   f"sentence-transformers model fine-tuned with SDML (slower, optional: pip install -e '.[{EXTRA}]'; "
                    "docs/OUT_OF_DOMAIN.md prices it)")
     p.add_argument("--base", help=f"transformer: the model to fine-tune, a folder or a name in the local Hugging Face "
                    f"cache (default: {DEFAULT_BASE})")
@@ -403,7 +403,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Distil all-MiniLM-L6-v2 into the CNN on the questions of every shared question set, "
                        "its word embeddings started from MiniLM's vectors of single words (docs/OUT_OF_DOMAIN.md), or "
                        "with --no-teacher train it on the sets' clusters (sampled per set); then index --corpus "
-                       "(default: the sets' own questions) with rank fusion. The teacher needs requirements-bench.txt.")
+                       "(default: the sets' own questions) with rank fusion. The teacher needs the bench extra: "
+                       "pip install -e '.[bench]'.")
     p.add_argument("--out", type=Path, required=True, help="the new bundle's directory")
     p.add_argument("--corpus", type=Path, help="questions to index (a cluster file; clusters may be empty)")
     p.add_argument("--domains", nargs="+", default=list(DOMAINS), choices=DOMAINS, help="sets to train on (default: all)")
@@ -417,7 +418,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("rebase", help="put a general bundle over your own questions: the cold start of a new corpus",
                        description="Index --corpus with a general bundle's encoder and rank fusion, after adapting the "
                        "encoder to the corpus's questions without labels: 'none' (default), 'teacher' (distilled from "
-                       "all-MiniLM-L6-v2 on them; needs requirements-bench.txt) or 'views' (self-supervised). "
+                       "all-MiniLM-L6-v2 on them; needs the bench extra) or 'views' (self-supervised). "
                        "docs/OUT_OF_DOMAIN.md measures each.")
     p.add_argument("general", type=Path, help="a bundle built by `python -m qpr general`")
     p.add_argument("--corpus", type=Path, required=True, help="your questions (a cluster file; clusters may be empty)")

@@ -3,8 +3,8 @@
 Skip-gram (gensim's Word2Vec) runs over the corpus's questions, unlabeled ones included, so the
 encoder starts from vectors in which words used alike are close, instead of random ones. On
 Quora-lite that cost 13-18 points of val H@1 (docs/QUALITY.md), so ``TrainConfig.word_vectors``
-is off by default. gensim is an optional dependency (``requirements-bench.txt``,
-``requirements-dev.txt``): only this option needs it.
+is off by default. gensim is an optional dependency (the ``bench`` and ``dev`` extras:
+``pip install -e '.[bench]'``): only this option needs it.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def skipgram_vectors(texts: Iterable[str], dim: int, seed: int) -> tuple[list[st
     try:
         from gensim.models import Word2Vec
     except ImportError as err:
-        raise QPRError("word vectors need gensim: pip install -r requirements-bench.txt") from err
+        raise QPRError("word vectors need gensim: pip install -e '.[bench]'") from err
     sentences = [tokens for tokens in (tokenize(text) for text in texts) if tokens]
     if not sentences:
         raise QPRError("no text to train word vectors on")

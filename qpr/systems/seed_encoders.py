@@ -12,7 +12,7 @@ Every encoder has ``system``, ``output_dim``, ``encode(texts)``, ``settings()`` 
 manifest records as ``encoder_config``) and ``save(folder)``; ``load_encoder`` rebuilds one from a
 bundle folder. Their files: ``encoder.npz`` (numbers and words as arrays, never a pickle) and, for
 the residual retrievers, ``encoder.pt`` (torch weights). ``fit_encoder`` trains one on a corpus's
-training clusters. The word-vector systems need gensim (``requirements-bench.txt``), as
+training clusters. The word-vector systems need gensim (the ``bench`` extra), as
 ``--word-vectors`` does; FILM does not.
 """
 

