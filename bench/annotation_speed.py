@@ -9,7 +9,7 @@ keys work again (the browser round trip plus the store's write: the machine's sh
 judgment). A person's reading and deciding time is not measured here; docs/FEEDBACK_LOOP.md turns
 budgets into hours for stated decision times.
 
-    python bench/annotation_speed.py [--judgments 200] [--queue task|cluster]
+    python -m bench.annotation_speed [--judgments 200] [--queue task|cluster]
 
 Writes bench/results/annotation_speed.json and the table in docs/FEEDBACK_LOOP.md.
 """

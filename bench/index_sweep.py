@@ -6,8 +6,8 @@ against the exact index on the test queries, single-query search latency (p50/p9
 time to build the index. Writes bench/results/index_sweep.json and the table in docs/INDEX.md and
 docs/QUALITY.md (issue 8 asks for it beside the quality results).
 
-    python bench/index_sweep.py [--bundle bundles/quora]
-    python bench/index_sweep.py --render     # the tables again from bench/results/index_sweep.json
+    python -m bench.index_sweep [--bundle bundles/quora]
+    python -m bench.index_sweep --render     # the tables again from bench/results/index_sweep.json
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ temporary folder) and records that. The training is the Projects tab's: a worker
 epochs; meanwhile the benchmark searches the served project (BM25) and records whether every
 search answered and its slowest time.
 
-    python bench/own_data.py [--epochs 2] [--repeats 3]    # also rewrites the table in docs/OWN_DATA.md
+    python -m bench.own_data [--epochs 2] [--repeats 3]    # also rewrites the table in docs/OWN_DATA.md
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Benchmark for issue 8: encoder ablations, then the product's best configuration against BM25 and MiniLM.
 
-    python bench/quality.py ablation [--epochs 3] [--variants NAME ...]   # options alone, on the pair, all together
-    python bench/quality.py final [--variant all] [--epochs 10] [--seed 0] [--reuse | --replace]
-    python bench/quality.py train-time [--threads 2]   # run it on an idle machine
-    python bench/quality.py pair-weights            # how each pairing weights clusters by size
-    python bench/quality.py render                  # docs/QUALITY.md from bench/results/quality.json
+    python -m bench.quality ablation [--epochs 3] [--variants NAME ...]   # options alone, on the pair, all together
+    python -m bench.quality final [--variant all] [--epochs 10] [--seed 0] [--reuse | --replace]
+    python -m bench.quality train-time [--threads 2]   # run it on an idle machine
+    python -m bench.quality pair-weights            # how each pairing weights clusters by size
+    python -m bench.quality render                  # docs/QUALITY.md from bench/results/quality.json
 
 ``ablation`` trains every variant in ``VARIANTS`` for the same number of epochs (keeping its best
 epoch by val ROC AUC), evaluates val and test with exact search and appends to

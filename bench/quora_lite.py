@@ -4,7 +4,7 @@ Trains SDML (eps 0.3, N 512, Adam 1e-3, early stopping on val ROC AUC), evaluate
 with an exact index and with the paper's IVF2000,Flat / nprobe 10, runs BM25 on the same queries,
 and writes bench/results/quora_lite.json plus the markdown table in README.md.
 
-    python bench/quora_lite.py [--epochs 10] [--seed 0]
+    python -m bench.quora_lite [--epochs 10] [--seed 0]
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ their results, so it can be re-run after every new arm. Paper figures are quoted
 have them (Table 1, full Quora validation set, 556k-question index: a different split and index
 size from ours).
 
-    python bench/reproduction.py
+    python -m bench.reproduction
 """
 
 from __future__ import annotations

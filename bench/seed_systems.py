@@ -15,9 +15,9 @@ replace that stage's earlier rows in bench/results/seed_systems.json):
     transfer   Quora-lite -> SemEval relevance / BANKING77 same-intent pairs, AUC(0.05), with the
                adversarial domain classifier and without it (same target vocabulary)
 
-    python bench/seed_systems.py --stage film [--seed 0] [--slice-clusters 8000] [--epochs 4]
-    python bench/seed_systems.py --stage cnn --seed 1   # another seed: rows beside seed 0's (stage "cnn-seed1")
-    python bench/seed_systems.py --render     # rewrite docs/SEEDS.md's table from the JSON
+    python -m bench.seed_systems --stage film [--seed 0] [--slice-clusters 8000] [--epochs 4]
+    python -m bench.seed_systems --stage cnn --seed 1   # another seed: rows beside seed 0's (stage "cnn-seed1")
+    python -m bench.seed_systems --render     # rewrite docs/SEEDS.md's table from the JSON
 
 The results file keeps every seed's rows (``seed_runs``) and, in ``runs``, each result pooled
 over its seeds: the mean as ``value``, each seed's in ``values``, and ``ci95``, the mean's 95%

@@ -4,7 +4,7 @@ model is trained first) and warm (the cached bundle is loaded).
 Each start is timed from launching the process until the server answers HTTP 200 on its page.
 Every run uses a fresh temporary SQLite database; the cold run also a fresh bundle cache.
 
-    python bench/startup.py [--warm-runs 3] [--out bench/results/startup.json]
+    python -m bench.startup [--warm-runs 3] [--out bench/results/startup.json]
 
 Writes the JSON result (seconds, machine, corpus size) and prints a markdown table.
 """
