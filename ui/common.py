@@ -13,15 +13,14 @@ import functools
 import html
 import json
 import logging
-import os
 import re
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import gradio as gr
 import pandas as pd
-from gradio.utils import get_space
 
 from annotations.store import AnnotationStore, annotator_key, annotator_name
 from annotations.task import TASK_SIZE
@@ -31,6 +30,7 @@ from qpr.errors import QPRError
 from qpr.fsutil.atomic import atomic_path
 from qpr.serving.projects import DEMO, Projects
 from qpr.serving.served_model import ServedModel
+from qpr.settings import settings
 from ui.demo import cache_dir
 
 log = logging.getLogger("qpr.app")
@@ -56,8 +56,8 @@ class AppContext:
     identity: str = "name"
     examples: tuple[str, ...] = ()
     cache: Path = field(default_factory=cache_dir)
-    admins: frozenset[str] = field(default_factory=lambda: admin_keys(os.environ.get("QPR_ADMINS")))
-    task_size: int = field(default_factory=lambda: task_size(os.environ.get("QPR_TASK_SIZE")))
+    admins: frozenset[str] = field(default_factory=lambda: admin_keys(settings().admins))
+    task_size: int = field(default_factory=lambda: settings().task_size or TASK_SIZE)
 
     project: str = DEMO
     general: Bundle | None = None
@@ -207,38 +207,16 @@ def when(value) -> str:
     return pd.Timestamp(value).tz_convert("UTC").strftime("%Y-%m-%d %H:%M UTC") if pd.notna(value) else ""
 
 
-def parse_auth(spec: str | None) -> list[tuple[str, str]] | None:
-    """``QPR_AUTH`` ("alice:secret1,bob:secret2") as Gradio login pairs; None when unset."""
-    if spec is None or not spec.strip():
-        return None
-    pairs = []
-    for entry in spec.split(","):
-        user, colon, password = entry.strip().partition(":")
-        if not colon or not user.strip() or not password:
-            raise QPRError("QPR_AUTH must be user:password pairs separated by commas, e.g. alice:secret1,bob:secret2")
-        pairs.append((user.strip(), password))
-    return pairs
-
-
-def admin_keys(spec: str | None) -> frozenset[str]:
-    """``QPR_ADMINS`` ("alice,bob") as annotator identities; empty when unset."""
-    return frozenset(annotator_key(annotator_name(name)) for name in (spec or "").split(",") if name.strip())
-
-
-def task_size(spec: str | None) -> int:
-    """``QPR_TASK_SIZE``: pairs in the corpus-wide annotation task (default ``annotations.task.TASK_SIZE``)."""
-    if spec is None or not spec.strip():
-        return TASK_SIZE
-    if not spec.strip().isdigit() or int(spec) < 1:
-        raise QPRError(f"QPR_TASK_SIZE must be a whole number of pairs, 1 or more, e.g. 2000; got {spec!r}")
-    return int(spec)
+def admin_keys(names: Iterable[str]) -> frozenset[str]:
+    """``QPR_ADMINS``' names (``qpr.settings``) as annotator identities."""
+    return frozenset(annotator_key(annotator_name(name)) for name in names)
 
 
 def identity_mode(auth: list[tuple[str, str]] | None) -> str:
-    """"auth" with QPR_AUTH logins, "oauth" on Hugging Face Spaces, else "name"."""
+    """"auth" with QPR_AUTH logins, "oauth" on Hugging Face Spaces (``Settings.space``), else "name"."""
     if auth:
         return "auth"
-    return "oauth" if get_space() else "name"
+    return "oauth" if settings().space else "name"
 
 
 def remember_served(cache: Path, bundle_path: Path) -> None:

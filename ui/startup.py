@@ -1,6 +1,6 @@
 """Starting the app: which bundle to serve, the annotation store, identity, and launch.
 
-Environment:
+Environment (read through ``qpr.settings``; the README's "Settings" lists them all):
 
 - ``QPR_BUNDLE``: serve this saved bundle (e.g. one trained on Quora-lite); without it the app
   serves the last bundle confirmed in its Retrain tab, or else the demo;
@@ -34,7 +34,8 @@ from qpr.bundles.general import check_general
 from qpr.serving.projects import DEMO, Projects
 from qpr.serving.served_model import ServedModel
 from qpr.data.upload import max_upload_bytes
-from ui.common import AppContext, identity_mode, parse_auth, remembered_bundle
+from qpr.settings import settings
+from ui.common import AppContext, identity_mode, remembered_bundle
 from ui.demo import EXAMPLE_QUERIES, cache_dir, demo_bundle
 from ui.page import QPRPage
 
@@ -48,8 +49,8 @@ CSS = ".gradio-container table td, .gradio-container table th { font-family: var
 def served_bundle() -> tuple[Bundle, tuple[str, ...]]:
     """The bundle to serve and example queries for it: ``QPR_BUNDLE``, else the last bundle
     confirmed in the app (if it still loads), else the demo."""
-    if os.environ.get("QPR_BUNDLE"):
-        bundle = Bundle.load(os.environ["QPR_BUNDLE"])
+    if settings().bundle:
+        bundle = Bundle.load(settings().bundle)
     else:
         bundle = _last_confirmed()
         if bundle is None:
@@ -75,7 +76,7 @@ def _last_confirmed() -> Bundle | None:
 
 def general_bundle() -> Bundle | None:
     """``QPR_GENERAL``'s bundle, checked to be one a project can start from; None without it."""
-    path = os.environ.get("QPR_GENERAL")
+    path = settings().general
     return check_general(Bundle.load(path)) if path else None
 
 
@@ -104,7 +105,7 @@ def launch_options(auth: list[tuple[str, str]] | None, cache: Path) -> dict:
 def main() -> int:
     """Serve the app; a configuration error prints one line and returns 2."""
     try:
-        auth = parse_auth(os.environ.get("QPR_AUTH"))
+        auth = settings().auth
         store = open_store()
         general = general_bundle()
         bundle, examples = served_bundle()
