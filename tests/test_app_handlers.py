@@ -22,7 +22,8 @@ from qpr.retrieval.lexical import BM25Retriever
 from qpr.serving.served_model import ServedModel
 from ui.annotate_tab import AnnotateSession
 from qpr.settings import parse_auth
-from ui.common import AppContext, identity_mode, plain
+from ui.common import AppContext, identity_mode
+from ui.display import plain
 from ui.demo import EXAMPLE_QUERIES, SPLIT_PARAPHRASES
 from ui.page import QPRPage
 from ui.startup import served_bundle

@@ -21,7 +21,8 @@ from annotations.queue import least_coherent
 from qpr.data.coherence import cluster_coherence
 from qpr.errors import QPRError
 from qpr.serving.served_model import Served
-from ui.common import AppContext, plain, shows_errors, text_table, when
+from ui.common import AppContext
+from ui.display import plain, shows_errors, text_table, when
 
 JUDGMENT_COLUMNS = ["id", "annotator", "label", "query", "query_cluster", "candidate", "candidate_cluster", "created_at"]
 MEMBER_COLUMNS = ["qid", "question", "split", "judged"]  # judged: current labels against a member

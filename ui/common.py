@@ -1,26 +1,20 @@
-"""What every tab shares: the app's context, who the annotator is, and safe display of data.
+"""What every tab shares: the app's context, who the annotator is and who may review, and the
+bundle to serve again after a restart.
 
 ``AppContext`` is what the handlers act on (the active project's served model, the projects,
-the annotation store, how annotators identify, the app's cache folder). Data (questions,
-cluster ids, messages that echo what a user typed) is always shown as text: ``plain`` for
-Markdown, ``text_table`` for tables, and ``shows_errors`` for error messages, which Gradio
-renders as HTML.
+the annotation store, how annotators identify, the app's cache folder). How data is shown
+safely is ``ui.display``'s.
 """
 
 from __future__ import annotations
 
-import functools
-import html
 import json
-import logging
-import re
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import gradio as gr
-import pandas as pd
 
 from annotations.store import AnnotationStore, annotator_key, annotator_name
 from annotations.task import TASK_SIZE
@@ -32,10 +26,9 @@ from qpr.serving.projects import DEMO, Projects
 from qpr.serving.served_model import ServedModel
 from qpr.settings import settings
 from ui.demo import cache_dir
+from ui.display import plain
 
-log = logging.getLogger("qpr.app")
 SERVED_POINTER = "served-bundle.json"  # under the cache: the last bundle a user confirmed
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
 
 
 @dataclass
@@ -166,45 +159,6 @@ class AppContext:
         if self.identity == "name":
             return f"Annotating as **{plain(who)}** (names are not verified)"
         return f"Annotating as **{plain(who)}**"
-
-
-def plain(text: object) -> str:
-    """``text`` escaped for a gr.Markdown so that data (cluster ids, questions) never becomes markup."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", html.escape(str(text), quote=False))
-
-
-def shows_errors(handler=None, *, keep=None):
-    """Input a user must fix (QPRError) becomes a warning in the page and one line in the server
-    log, and the handler's outputs are left as they were (no error state on them); any other
-    exception is a bug and keeps its traceback. ``keep``, called with the handler's arguments,
-    gives the few outputs to set all the same (the Annotate tab turns its keys back on for the
-    item still shown)."""
-    if handler is None:
-        return functools.partial(shows_errors, keep=keep)
-
-    @functools.wraps(handler)
-    def wrapper(*args, **kwargs):
-        try:
-            return handler(*args, **kwargs)
-        except QPRError as err:
-            log.warning("%s refused input: %s", handler.__name__, str(err).splitlines()[0])
-            # gr.Warning renders its message as HTML, and messages can echo what the user typed;
-            # a message listing several problems keeps one per line.
-            gr.Warning(html.escape(str(err), quote=False).replace("\n", "<br>"), title="Please check")
-            return keep(*args, **kwargs) if keep else gr.skip()
-
-    return wrapper
-
-
-def text_table(frame: pd.DataFrame, columns: list[str] | None = None) -> pd.DataFrame:
-    """``frame[columns]`` (all columns by default) with missing values blank, ready for a gr.Dataframe."""
-    columns = list(frame.columns) if columns is None else columns
-    return frame[columns].astype(object).where(frame[columns].notna(), "").reset_index(drop=True)
-
-
-def when(value) -> str:
-    """A stored timestamp as shown in tables (UTC, to the minute); blank when missing."""
-    return pd.Timestamp(value).tz_convert("UTC").strftime("%Y-%m-%d %H:%M UTC") if pd.notna(value) else ""
 
 
 def admin_keys(names: Iterable[str]) -> frozenset[str]:
