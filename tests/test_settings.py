@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from annotations.cli import main as annotations_main
+from qpr.cli.main import main as qpr_main
 from qpr.settings import SHARED_DATA, Settings, SettingsError, settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,3 +132,11 @@ def test_no_other_module_reads_the_environment():
             if left:
                 found[rel] = left
     assert found == {}, "read settings through qpr.settings.settings()"
+
+
+@pytest.mark.parametrize("command", ["qpr", "annotations"])
+def test_a_command_reports_a_bad_setting_in_one_line(bare, monkeypatch, capsys, command):
+    monkeypatch.setenv("QPR_TASK_SIZE", "lots")
+    main = {"qpr": qpr_main, "annotations": annotations_main}[command]
+    assert main(["--help"]) == 2
+    assert capsys.readouterr().err == "error: QPR_TASK_SIZE must be a whole number of pairs, 1 or more, e.g. 2000; got 'lots'\n"
