@@ -140,3 +140,9 @@ def test_a_command_reports_a_bad_setting_in_one_line(bare, monkeypatch, capsys, 
     main = {"qpr": qpr_main, "annotations": annotations_main}[command]
     assert main(["--help"]) == 2
     assert capsys.readouterr().err == "error: QPR_TASK_SIZE must be a whole number of pairs, 1 or more, e.g. 2000; got 'lots'\n"
+
+
+def test_the_readme_lists_every_variable():
+    section = (ROOT / "README.md").read_text().split("## Settings\n", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"^\| `([A-Z_]+)`(?:, `([A-Z_]+)`)?", section, flags=re.M))
+    assert {name for row in listed for name in row if name} == set(VARIABLES)
