@@ -61,7 +61,7 @@ class Settings(BaseSettings):
     """The settings, one field per environment variable (the alias is its exact name; names are
     case-sensitive, as the environment is). Build it through ``settings()``."""
 
-    model_config = SettingsConfigDict(case_sensitive=True, frozen=True, extra="ignore")
+    model_config = SettingsConfigDict(case_sensitive=True, frozen=True)
 
     data_dir: Path = Field(SHARED_DATA, validation_alias="QPR_DATA_DIR")
     """The shared real data sets (quora-lite, intents, wikianswers...): default data paths of the CLI."""
@@ -76,7 +76,8 @@ class Settings(BaseSettings):
     auth: Annotated[list[tuple[str, str]] | None, NoDecode] = Field(None, validation_alias="QPR_AUTH")
     """The app's logins (user, password); None: no login (Hugging Face sign-in on a Space, else typed names)."""
     admins: Annotated[tuple[str, ...], NoDecode] = Field((), validation_alias="QPR_ADMINS")
-    """With logins, the names that alone may review and replace the served model; empty: anyone signed in."""
+    """With logins, the names that alone may review, change the served clusters and replace the served
+    model (``ui.common.AppContext.privileged``); empty: anyone signed in."""
     task_size: int | None = Field(None, validation_alias="QPR_TASK_SIZE")
     """Pairs in the corpus-wide annotation task; None: ``annotations.task.TASK_SIZE`` (2000)."""
     max_upload_mb: float = Field(50.0, validation_alias="QPR_MAX_UPLOAD_MB")
