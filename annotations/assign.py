@@ -21,26 +21,21 @@ The rule, deterministic and stateless:
 from __future__ import annotations
 
 import hashlib
-import os
 
 import pandas as pd
 
 from annotations.errors import AnnotationError
 from annotations.store import AnnotationStore, annotator_name, item_key
+from qpr.errors import QPRError
+from qpr.settings import parse_overlap, settings
 
 
 def overlap_setting(value: str | None = None) -> int | None:
-    """``QPR_OVERLAP`` (or ``value``) as a positive int; None when unset (no limit)."""
-    value = os.environ.get("QPR_OVERLAP") if value is None else value
-    if value is None or not str(value).strip():
-        return None
+    """``QPR_OVERLAP`` (``qpr.settings``), or ``value``, as a positive int; None when unset (no limit)."""
     try:
-        overlap = int(str(value).strip())
-    except ValueError:
-        overlap = 0
-    if overlap < 1:
-        raise AnnotationError(f"QPR_OVERLAP must be a positive whole number (annotators per item); got {value!r}")
-    return overlap
+        return settings().overlap if value is None else parse_overlap(value)
+    except QPRError as err:  # this package's callers expect its own error type
+        raise AnnotationError(str(err)) from None
 
 
 def pair_name(query_qid, query_text, candidate_qid) -> str:

@@ -108,4 +108,4 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run(build_parser(), argv)
+    return run(build_parser, argv)

@@ -10,7 +10,6 @@ written by a newer version of this package (an unknown revision) is refused.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from alembic import command
@@ -23,6 +22,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from annotations.errors import AnnotationError
 from annotations.store import AnnotationStore
+from qpr.settings import settings
 
 DEFAULT_URL = "sqlite:///data/annotations.db"
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
@@ -112,7 +112,7 @@ def open_store(url: str | None = None) -> AnnotationStore:
     ``url`` None means ``QPR_DB_URL``, else ``sqlite:///data/annotations.db``. Raises
     AnnotationError with a one-line message for a bad URL, an unreachable server or a newer schema.
     """
-    url = url or os.environ.get("QPR_DB_URL") or DEFAULT_URL
+    url = url or settings().db_url or DEFAULT_URL
     engine = make_engine(url)
     try:
         migrate(engine)

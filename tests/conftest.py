@@ -15,6 +15,27 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from qpr.settings import settings
+
+
+@pytest.fixture(autouse=True)
+def fresh_settings(monkeypatch):
+    """Each test reads the settings afresh (``qpr.settings`` reads them once per process), and a
+    ``monkeypatch.setenv`` or ``delenv`` in a test takes effect at once, as the app would see it
+    on a restart with that environment."""
+
+    def then_reread(change):
+        def changed(*args, **kwargs):
+            change(*args, **kwargs)
+            settings.cache_clear()
+        return changed
+
+    monkeypatch.setenv, monkeypatch.delenv = then_reread(monkeypatch.setenv), then_reread(monkeypatch.delenv)
+    settings.cache_clear()
+    yield
+    settings.cache_clear()
+
+
 def _small_encoder():
     from qpr.model.encoder import EncoderConfig
 

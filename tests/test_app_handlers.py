@@ -21,7 +21,9 @@ from qpr.errors import QPRError
 from qpr.retrieval.lexical import BM25Retriever
 from qpr.serving.served_model import ServedModel
 from ui.annotate_tab import AnnotateSession
-from ui.common import AppContext, identity_mode, parse_auth, plain
+from qpr.settings import parse_auth
+from ui.common import AppContext, identity_mode
+from ui.display import plain
 from ui.demo import EXAMPLE_QUERIES, SPLIT_PARAPHRASES
 from ui.page import QPRPage
 from ui.startup import served_bundle

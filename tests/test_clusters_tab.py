@@ -10,7 +10,7 @@ import pytest
 
 from annotations.db import open_store
 from qpr.serving.served_model import ServedModel
-from ui.clusters_tab import representative
+from ui.cluster_view import representative
 from ui.common import AppContext
 from ui.demo import EXAMPLE_QUERIES, SPLIT_PARAPHRASES
 from ui.page import QPRPage

@@ -26,7 +26,7 @@ from qpr.serving.served_model import ServedModel
 from qpr.model.text import TextConfig
 from qpr.training.train import TrainConfig, train
 from qpr.data.upload import read_upload
-from ui.clusters_tab import representative
+from ui.cluster_view import representative
 from ui.common import AppContext
 from ui.page import QPRPage
 from ui.search_tab import labels_of

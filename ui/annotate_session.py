@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 
 from annotations.task import BREAK_S
-from ui.common import plain
+from ui.display import plain
 
 MEMBER_COLUMNS = ["qid", "question"]
 UNDO_STEPS = 10  # how far back one page's undo reaches

@@ -14,7 +14,8 @@ from annotations.queue import next_cluster, spot_check
 from annotations.task import build_task, pace_seconds, remaining, worth_checking
 from qpr.errors import QPRError
 from ui.annotate_session import MEMBER_COLUMNS, UNDO_STEPS, AnnotateSession
-from ui.common import AppContext, plain, shows_errors, text_table
+from ui.common import AppContext
+from ui.display import plain, shows_errors, text_table
 from ui.guidelines import guidelines_panel
 
 LABEL_BUTTONS = (("same", "Same meaning", "1 / S"), ("different", "Different", "2 / D"), ("unsure", "Unsure", "3 / U"))

@@ -3,30 +3,26 @@ marked "belongs" or "does not belong" against the cluster's representative), the
 clusters, the merges, splits and conflicts the current judgments imply, and the served labels:
 apply the corrections at once, their history, roll a version back or revert one decision.
 
-What the tab shows is the served labels (``Served.corpus``): after "Apply corrections" the
-corrected clusters, without retraining. The rules themselves run over the bundle's own corpus
-(``annotations.merge``), so every application starts from the same ground and re-derives all.
+One cluster's view is built by ``ui.cluster_view``. What the tab shows is the served labels
+(``Served.corpus``): after "Apply corrections" the corrected clusters, without retraining. The
+rules themselves run over the bundle's own corpus (``annotations.merge``), so every application
+starts from the same ground and re-derives all.
 """
 
 from __future__ import annotations
 
 import gradio as gr
-import numpy as np
 import pandas as pd
-from sklearn.feature_extraction.text import TfidfVectorizer
 
 from annotations.corrections import apply_corrections, history, revert_decision, rollback
 from annotations.merge import corrected_clusters
 from annotations.queue import least_coherent
-from qpr.data.coherence import cluster_coherence
 from qpr.errors import QPRError
 from qpr.serving.served_model import Served
-from ui.common import AppContext, plain, shows_errors, text_table, when
+from ui.cluster_view import cluster_members, cluster_view, representative
+from ui.common import AppContext
+from ui.display import plain, shows_errors, text_table, when
 
-JUDGMENT_COLUMNS = ["id", "annotator", "label", "query", "query_cluster", "candidate", "candidate_cluster", "created_at"]
-MEMBER_COLUMNS = ["qid", "question", "split", "judged"]  # judged: current labels against a member
-OUTSIDER_COLUMNS = ["qid", "question", "cluster", "distance", "judged"]
-OUTSIDERS = 10  # retrieved questions from other clusters shown with a cluster
 MARKS = {"same": "belongs to", "different": "does not belong to"}
 
 
@@ -101,30 +97,9 @@ class ClustersTab:
         return self._cluster_view(cluster)
 
     def _cluster_view(self, cluster: str) -> dict:
-        served = self.ctx.model.current()
-        cluster, members = _members(served, cluster)
-        rep = representative(served, members)
-        text = served.corpus.set_index("qid")["question"]
-        coherence = cluster_coherence(members["question"])
-        splits = ", ".join(sorted(members["split"].unique()))
-        summary = (f"Cluster **{plain(cluster)}**: {len(members)} questions, split {plain(splits)}, coherence "
-                   f"{coherence:.3f}, labels version {served.labels_version}. Representative (what the others are judged "
-                   f"against): **{rep}** {plain(text[rep])}. Click a member that does not belong, or an outsider that "
-                   "does, then press B (belongs) or X (does not belong).")
-        inside = set(members["qid"])
-        judged = self.ctx.store.judgments()
-        labels = labels_against(judged, inside)
-        judged = judged[judged["query_qid"].isin(inside) | judged["candidate_qid"].isin(inside)]
-        judged = judged.assign(
-            query=judged["query_question"].fillna(judged["query_text"]), created_at=judged["created_at"].map(when),
-        ).rename(columns={"candidate_question": "candidate"})
-        near = outsiders(served, members)
-        return {
-            self.summary: summary,
-            self.members: text_table(members.assign(judged=[labels.get(q, "") for q in members["qid"]]), MEMBER_COLUMNS),
-            self.outsiders: text_table(near.assign(judged=[labels.get(q, "") for q in near["qid"]]), OUTSIDER_COLUMNS),
-            self.touching: text_table(judged, JUDGMENT_COLUMNS),
-        }
+        view = cluster_view(self.ctx.model.current(), self.ctx.store, cluster)
+        return {self.summary: view.summary, self.members: view.members, self.outsiders: view.outsiders,
+                self.touching: view.touching}
 
     def pick_cluster(self, event: gr.SelectData) -> dict:
         """The cluster id of the clicked row of the least-coherent table, shown."""
@@ -153,7 +128,7 @@ class ClustersTab:
         candidate = the question), then show the cluster and what the judgments now propose."""
         who = self.ctx.annotator(name, request, profile)
         served = self.ctx.model.current()
-        cluster, members = _members(served, cluster)
+        cluster, members = cluster_members(served, cluster)
         try:
             qid = int(str(selected).strip())
         except ValueError:
@@ -240,55 +215,6 @@ class ClustersTab:
         if (cluster or "").strip() in set(served.corpus["cluster"].dropna()):
             out |= self._cluster_view(cluster)
         return out
-
-
-def _members(served: Served, cluster: str) -> tuple[str, pd.DataFrame]:
-    cluster = (cluster or "").strip()
-    if not cluster:
-        raise QPRError("Type a cluster id, or click one in the list of least coherent clusters.")
-    corpus = served.corpus
-    members = corpus[corpus["cluster"] == cluster]
-    if members.empty:
-        raise QPRError(f"There is no cluster {cluster!r} in the served corpus.")
-    return cluster, members
-
-
-def labels_against(judged: pd.DataFrame, members: set[int]) -> dict[int, str]:
-    """Current labels of the items (a member, candidate) by candidate, e.g. "different x2, same x1"
-    (against any member: the representative moves as the cluster changes)."""
-    counts = judged[judged["query_qid"].isin(members)].groupby(["candidate_qid", "label"]).size()
-    shown: dict[int, list[str]] = {}
-    for (candidate, label), n in counts.items():
-        shown.setdefault(int(candidate), []).append(f"{label} x{n}")
-    return {candidate: ", ".join(labels) for candidate, labels in shown.items()}
-
-
-def representative(served: Served, members: pd.DataFrame) -> int:
-    """The member the others are judged against: the one whose encoder vector lies closest to the
-    cluster's mean (the first such member in corpus order on a tie). A project served by BM25 alone
-    has no encoder: there the members' TF-IDF vectors stand in (the member sharing most words)."""
-    questions = members["question"].tolist()
-    if served.bundle.lexical:
-        vectors = TfidfVectorizer(token_pattern=r"(?u)\b\w+\b").fit_transform(questions).toarray()
-    else:
-        vectors = served.dense.encode(questions)
-    spread = ((vectors - vectors.mean(axis=0)) ** 2).sum(axis=1)
-    return int(members["qid"].iloc[int(np.argmin(spread))])
-
-
-def outsiders(served: Served, members: pd.DataFrame, n: int = OUTSIDERS) -> pd.DataFrame:
-    """The ``n`` questions outside the cluster that the served retriever finds closest to any of
-    its members (at most 20 members ask), nearest first, with their served cluster."""
-    inside = set(members["qid"])
-    asking = members.head(20)["question"].tolist()
-    best: dict[int, tuple[float, str]] = {}
-    for hits in served.default.search(asking, min(50, n + len(inside))):
-        for hit in hits:
-            if hit.qid not in inside and (hit.qid not in best or hit.distance < best[hit.qid][0]):
-                best[hit.qid] = (hit.distance, hit.question)
-    frame = pd.DataFrame([(q, text, d) for q, (d, text) in best.items()], columns=["qid", "question", "distance"])
-    frame = frame.sort_values(["distance", "qid"]).head(n).reset_index(drop=True)
-    return frame.assign(cluster=served.cluster_of(frame["qid"]), distance=frame["distance"].round(3))
 
 
 def _labels_note(served: Served, shown: pd.DataFrame) -> str:

@@ -1,27 +1,20 @@
-"""What every tab shares: the app's context, who the annotator is, and safe display of data.
+"""What every tab shares: the app's context, who the annotator is and who may review, and the
+bundle to serve again after a restart.
 
 ``AppContext`` is what the handlers act on (the active project's served model, the projects,
-the annotation store, how annotators identify, the app's cache folder). Data (questions,
-cluster ids, messages that echo what a user typed) is always shown as text: ``plain`` for
-Markdown, ``text_table`` for tables, and ``shows_errors`` for error messages, which Gradio
-renders as HTML.
+the annotation store, how annotators identify, the app's cache folder). How data is shown
+safely is ``ui.display``'s.
 """
 
 from __future__ import annotations
 
-import functools
-import html
 import json
-import logging
-import os
-import re
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import gradio as gr
-import pandas as pd
-from gradio.utils import get_space
 
 from annotations.store import AnnotationStore, annotator_key, annotator_name
 from annotations.task import TASK_SIZE
@@ -31,11 +24,11 @@ from qpr.errors import QPRError
 from qpr.fsutil.atomic import atomic_path
 from qpr.serving.projects import DEMO, Projects
 from qpr.serving.served_model import ServedModel
+from qpr.settings import settings
 from ui.demo import cache_dir
+from ui.display import plain
 
-log = logging.getLogger("qpr.app")
 SERVED_POINTER = "served-bundle.json"  # under the cache: the last bundle a user confirmed
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
 
 
 @dataclass
@@ -56,8 +49,8 @@ class AppContext:
     identity: str = "name"
     examples: tuple[str, ...] = ()
     cache: Path = field(default_factory=cache_dir)
-    admins: frozenset[str] = field(default_factory=lambda: admin_keys(os.environ.get("QPR_ADMINS")))
-    task_size: int = field(default_factory=lambda: task_size(os.environ.get("QPR_TASK_SIZE")))
+    admins: frozenset[str] = field(default_factory=lambda: admin_keys(settings().admins))
+    task_size: int = field(default_factory=lambda: settings().task_size or TASK_SIZE)
 
     project: str = DEMO
     general: Bundle | None = None
@@ -168,77 +161,16 @@ class AppContext:
         return f"Annotating as **{plain(who)}**"
 
 
-def plain(text: object) -> str:
-    """``text`` escaped for a gr.Markdown so that data (cluster ids, questions) never becomes markup."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", html.escape(str(text), quote=False))
-
-
-def shows_errors(handler=None, *, keep=None):
-    """Input a user must fix (QPRError) becomes a warning in the page and one line in the server
-    log, and the handler's outputs are left as they were (no error state on them); any other
-    exception is a bug and keeps its traceback. ``keep``, called with the handler's arguments,
-    gives the few outputs to set all the same (the Annotate tab turns its keys back on for the
-    item still shown)."""
-    if handler is None:
-        return functools.partial(shows_errors, keep=keep)
-
-    @functools.wraps(handler)
-    def wrapper(*args, **kwargs):
-        try:
-            return handler(*args, **kwargs)
-        except QPRError as err:
-            log.warning("%s refused input: %s", handler.__name__, str(err).splitlines()[0])
-            # gr.Warning renders its message as HTML, and messages can echo what the user typed;
-            # a message listing several problems keeps one per line.
-            gr.Warning(html.escape(str(err), quote=False).replace("\n", "<br>"), title="Please check")
-            return keep(*args, **kwargs) if keep else gr.skip()
-
-    return wrapper
-
-
-def text_table(frame: pd.DataFrame, columns: list[str] | None = None) -> pd.DataFrame:
-    """``frame[columns]`` (all columns by default) with missing values blank, ready for a gr.Dataframe."""
-    columns = list(frame.columns) if columns is None else columns
-    return frame[columns].astype(object).where(frame[columns].notna(), "").reset_index(drop=True)
-
-
-def when(value) -> str:
-    """A stored timestamp as shown in tables (UTC, to the minute); blank when missing."""
-    return pd.Timestamp(value).tz_convert("UTC").strftime("%Y-%m-%d %H:%M UTC") if pd.notna(value) else ""
-
-
-def parse_auth(spec: str | None) -> list[tuple[str, str]] | None:
-    """``QPR_AUTH`` ("alice:secret1,bob:secret2") as Gradio login pairs; None when unset."""
-    if spec is None or not spec.strip():
-        return None
-    pairs = []
-    for entry in spec.split(","):
-        user, colon, password = entry.strip().partition(":")
-        if not colon or not user.strip() or not password:
-            raise QPRError("QPR_AUTH must be user:password pairs separated by commas, e.g. alice:secret1,bob:secret2")
-        pairs.append((user.strip(), password))
-    return pairs
-
-
-def admin_keys(spec: str | None) -> frozenset[str]:
-    """``QPR_ADMINS`` ("alice,bob") as annotator identities; empty when unset."""
-    return frozenset(annotator_key(annotator_name(name)) for name in (spec or "").split(",") if name.strip())
-
-
-def task_size(spec: str | None) -> int:
-    """``QPR_TASK_SIZE``: pairs in the corpus-wide annotation task (default ``annotations.task.TASK_SIZE``)."""
-    if spec is None or not spec.strip():
-        return TASK_SIZE
-    if not spec.strip().isdigit() or int(spec) < 1:
-        raise QPRError(f"QPR_TASK_SIZE must be a whole number of pairs, 1 or more, e.g. 2000; got {spec!r}")
-    return int(spec)
+def admin_keys(names: Iterable[str]) -> frozenset[str]:
+    """``QPR_ADMINS``' names (``qpr.settings``) as annotator identities."""
+    return frozenset(annotator_key(annotator_name(name)) for name in names)
 
 
 def identity_mode(auth: list[tuple[str, str]] | None) -> str:
-    """"auth" with QPR_AUTH logins, "oauth" on Hugging Face Spaces, else "name"."""
+    """"auth" with QPR_AUTH logins, "oauth" on Hugging Face Spaces (``Settings.space``), else "name"."""
     if auth:
         return "auth"
-    return "oauth" if get_space() else "name"
+    return "oauth" if settings().space else "name"
 
 
 def remember_served(cache: Path, bundle_path: Path) -> None:

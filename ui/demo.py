@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 import time
 from dataclasses import asdict
@@ -36,6 +35,7 @@ from qpr.errors import QPRError
 from qpr.bundles.training import train_bundle
 from qpr.fsutil.atomic import recover
 from qpr.model.text import TextConfig
+from qpr.settings import settings
 from qpr.training.train import TrainConfig
 
 DEMO_CORPUS = Path(__file__).resolve().with_name("demo_corpus.tsv")
@@ -75,7 +75,7 @@ DEMO_ENCODER = EncoderConfig(embedding_dim=128, windows=(1,), channels=128, outp
 
 def cache_dir() -> Path:
     """Where built bundles are kept: ``QPR_CACHE_DIR``, default ``runs`` under the working directory."""
-    return Path(os.environ.get("QPR_CACHE_DIR", "runs"))
+    return settings().cache_dir
 
 
 def bundle_key(corpus_fingerprint: str) -> str:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import gradio as gr
 
 from annotations.store import AnnotationStore
-from ui.common import AppContext, plain, review_note, reviewer, shows_errors, when
+from ui.common import AppContext, review_note, reviewer
+from ui.display import plain, shows_errors, when
 
 NONE_YET = "No annotation guidelines yet. A reviewer can write them in the Guidelines tab."
 

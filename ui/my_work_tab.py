@@ -9,7 +9,8 @@ import pandas as pd
 
 from annotations.models import LABELS
 from qpr.errors import QPRError
-from ui.common import AppContext, plain, shows_errors, text_table, when
+from ui.common import AppContext
+from ui.display import plain, shows_errors, text_table, when
 
 WORK_COLUMNS = ["id", "label", "status", "query", "candidate", "comment", "created_at"]
 

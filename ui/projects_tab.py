@@ -25,7 +25,8 @@ from qpr.errors import QPRError
 from qpr.serving.projects import DEMO
 from qpr.retrieval.lexical import BM25Retriever
 from qpr.data.upload import MIN_TRAIN_CLUSTERS, max_upload_bytes, megabytes, read_upload
-from ui.common import AppContext, plain, shows_errors, text_table
+from ui.common import AppContext
+from ui.display import plain, shows_errors, text_table
 from ui.demo import DEMO_ENCODER, DEMO_TEXT, DEMO_TRAIN
 from ui.retrain_tab import RetrainTab
 

@@ -22,7 +22,8 @@ from qpr.bundles.training import compare_bundles, retrain_bundle, verdict
 from qpr.data.corpus import read_cluster_file
 from qpr.errors import QPRError
 from qpr.retrieval.lexical import BM25Retriever
-from ui.common import AppContext, plain, shows_errors, text_table
+from ui.common import AppContext
+from ui.display import plain, shows_errors, text_table
 
 
 class RetrainTab:

@@ -10,7 +10,8 @@ import pandas as pd
 from annotations.agreement import agreement
 from annotations.merge import corrected_clusters
 from qpr.errors import QPRError
-from ui.common import AppContext, plain, review_note, reviewer, shows_errors, text_table, when
+from ui.common import AppContext, review_note, reviewer
+from ui.display import plain, shows_errors, text_table, when
 
 DECISIONS = ["same", "different", "apply", "reject"]
 EVIDENCE_COLUMNS = ["id", "annotator", "label", "query_qid", "query", "candidate_qid", "candidate", "created_at"]

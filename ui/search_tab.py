@@ -14,7 +14,8 @@ import gradio as gr
 import pandas as pd
 
 from qpr.serving.served_model import Served
-from ui.common import AppContext, shows_errors
+from ui.common import AppContext
+from ui.display import shows_errors
 
 COLUMNS = ["rank", "question", "cluster", "same meaning"]
 WIDTHS = ["9%", "55%", "21%", "15%"]

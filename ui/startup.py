@@ -1,22 +1,12 @@
 """Starting the app: which bundle to serve, the annotation store, identity, and launch.
 
-Environment:
-
-- ``QPR_BUNDLE``: serve this saved bundle (e.g. one trained on Quora-lite); without it the app
-  serves the last bundle confirmed in its Retrain tab, or else the demo;
-- ``QPR_DB_URL``: the annotation database (default ``sqlite:///data/annotations.db``);
-- ``QPR_AUTH``: ``user:password`` pairs separated by commas; the whole app then asks for a login
-  and judgments carry the login name. On Hugging Face Spaces without it, annotators sign in with
-  their Hugging Face account; elsewhere they type a name. Anyone can search; only a known
-  annotator can record judgments;
-- ``QPR_ADMINS``: with logins, the names that alone may replace (or discard) the served model;
-- ``QPR_GENERAL``: a general bundle (``python -m qpr general --out PATH``; docs/OUT_OF_DOMAIN.md):
-  a project's uploaded questions are then served by its encoder with BM25 (rank fusion) until
-  the project trains on its clusters, which continues from it; without it, by BM25 alone;
-- ``QPR_CACHE_DIR``: where the demo bundle, retrained bundles, exports and projects are kept
-  (default ``runs``); the app serves the project last switched to there (the demo at first);
-- ``QPR_MAX_UPLOAD_MB``: the largest file the Projects tab imports (default 50); Gradio refuses a
-  larger upload before storing it (``launch_options``).
+The settings it reads (``qpr.settings``; the README's "Settings" says what each changes):
+``QPR_BUNDLE`` and ``QPR_CACHE_DIR`` choose the bundle to serve (else the last one confirmed in
+the Retrain tab, else the demo) and the project; ``QPR_GENERAL`` the general bundle new projects
+start from; ``QPR_AUTH``, or a Hugging Face Space's ``SYSTEM``/``SPACE_ID``, how annotators
+identify; ``QPR_DB_URL`` the annotation database (``annotations.db.open_store``);
+``QPR_MAX_UPLOAD_MB`` the upload limit Gradio enforces (``launch_options``). A bad value, like
+any configuration error, prints one line and ``main`` returns 2.
 """
 
 from __future__ import annotations
@@ -34,7 +24,8 @@ from qpr.bundles.general import check_general
 from qpr.serving.projects import DEMO, Projects
 from qpr.serving.served_model import ServedModel
 from qpr.data.upload import max_upload_bytes
-from ui.common import AppContext, identity_mode, parse_auth, remembered_bundle
+from qpr.settings import settings
+from ui.common import AppContext, identity_mode, remembered_bundle
 from ui.demo import EXAMPLE_QUERIES, cache_dir, demo_bundle
 from ui.page import QPRPage
 
@@ -48,8 +39,8 @@ CSS = ".gradio-container table td, .gradio-container table th { font-family: var
 def served_bundle() -> tuple[Bundle, tuple[str, ...]]:
     """The bundle to serve and example queries for it: ``QPR_BUNDLE``, else the last bundle
     confirmed in the app (if it still loads), else the demo."""
-    if os.environ.get("QPR_BUNDLE"):
-        bundle = Bundle.load(os.environ["QPR_BUNDLE"])
+    if settings().bundle:
+        bundle = Bundle.load(settings().bundle)
     else:
         bundle = _last_confirmed()
         if bundle is None:
@@ -75,7 +66,7 @@ def _last_confirmed() -> Bundle | None:
 
 def general_bundle() -> Bundle | None:
     """``QPR_GENERAL``'s bundle, checked to be one a project can start from; None without it."""
-    path = os.environ.get("QPR_GENERAL")
+    path = settings().general
     return check_general(Bundle.load(path)) if path else None
 
 
@@ -104,7 +95,7 @@ def launch_options(auth: list[tuple[str, str]] | None, cache: Path) -> dict:
 def main() -> int:
     """Serve the app; a configuration error prints one line and returns 2."""
     try:
-        auth = parse_auth(os.environ.get("QPR_AUTH"))
+        auth = settings().auth
         store = open_store()
         general = general_bundle()
         bundle, examples = served_bundle()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -460,13 +461,14 @@ def _index_args(p: argparse.ArgumentParser) -> None:
                    "'efSearch=512' (HNSW); default: those two for their index types")
 
 
-def run(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
-    """Parse ``argv`` and call the chosen subcommand's ``func``; user errors become one line + exit 2.
+def run(build_parser: Callable[[], argparse.ArgumentParser], argv: list[str] | None = None) -> int:
+    """Build the parser, parse ``argv`` and call the chosen subcommand's ``func``; user errors
+    become one line + exit 2, a bad setting too (``qpr.settings``: the parser's defaults read them).
 
     Shared by every command-line entry point of the project (``python -m qpr``, ``python -m annotations``).
     """
-    args = parser.parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         return args.func(args)
     except QPRError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -477,4 +479,4 @@ def run(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run(build_parser(), argv)
+    return run(build_parser, argv)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +20,7 @@ from scipy.sparse.csgraph import connected_components
 from qpr.errors import QPRError, one_line
 from qpr.fsutil.atomic import atomic_path
 from qpr.model.text import text_problem, tokenize
+from qpr.settings import settings
 
 COLUMNS = ["qid", "question", "cluster", "split"]
 SPLITS = ("train", "val", "test", "none")
@@ -30,8 +30,7 @@ CLUSTER_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".parquet": 
 
 def data_dir() -> Path:
     """Where the shared real data sets live: ``QPR_DATA_DIR``, default ``../shared/data`` beside the repo."""
-    default = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-    return Path(os.environ.get("QPR_DATA_DIR", default))
+    return settings().data_dir
 
 
 def _format_of(path: Path) -> str:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import csv
 import functools
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,10 +36,10 @@ from qpr.data.qalogs import read_qa_log
 from qpr.data.supervise import supervise
 from qpr.data.supervise_report import sample_clusters, summary
 from qpr.model.text import MAX_QUERY_CHARS, text_problem, tokenize
+from qpr.settings import settings
 
 KINDS = ("clusters", "qa-log", "questions")
 COLUMNS_OF = {"clusters": ["question", "cluster"], "qa-log": ["question", "answer"], "questions": ["question"]}
-DEFAULT_MAX_MB = 50
 MIN_TRAIN_CLUSTERS = 10  # 80:10:10 needs 10 clusters of 2+ questions for one val and one test cluster
 LISTED = 50  # problems listed in one message; the rest are counted
 
@@ -66,16 +65,7 @@ def megabytes(size: int) -> str:
 
 def max_upload_bytes() -> int:
     """The size limit of an upload: ``QPR_MAX_UPLOAD_MB`` megabytes (default 50)."""
-    spec = os.environ.get("QPR_MAX_UPLOAD_MB", "").strip()
-    if not spec:
-        return DEFAULT_MAX_MB * 1_000_000
-    try:
-        limit_mb = float(spec)
-    except ValueError:
-        limit_mb = -1.0
-    if not limit_mb > 0:
-        raise QPRError(f"QPR_MAX_UPLOAD_MB must be a positive number of megabytes, e.g. 50; got {spec!r}")
-    return int(limit_mb * 1_000_000)
+    return int(settings().max_upload_mb * 1_000_000)
 
 
 class Rows:
