@@ -45,7 +45,8 @@ import torch
 from qpr.data.corpus import COLUMNS, check_corpus, fingerprint
 from qpr.model.encoder import EncoderConfig, QuestionEncoder, encode_texts
 from qpr.errors import QPRError, one_line
-from qpr.fsutil.atomic import atomic_path, check_writable, recover
+from qpr.fsutil.atomic import atomic_path, check_writable
+from qpr.fsutil.leftovers import recover
 from qpr.retrieval.index import IndexConfig, VectorIndex
 from qpr.model.text import Vocabulary
 from qpr.systems.seed_encoders import files_of, load_encoder
@@ -218,7 +219,7 @@ class Bundle:
         """Load and cross-check a bundle; raises QPRError naming exactly what is missing or wrong.
 
         A bundle whose writer was killed in the middle of replacing it is first completed
-        (``qpr.fsutil.atomic.recover``), so a served app restarts on the old or the new bundle."""
+        (``qpr.fsutil.leftovers.recover``), so a served app restarts on the old or the new bundle."""
         path = Path(path)
         if not path.exists():
             recover(path)
