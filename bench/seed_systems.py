@@ -282,7 +282,6 @@ def stage_encoder(args, architecture: str) -> list[dict]:
     from qpr.bundles.bundle import Bundle
     from qpr.model.encoder import PAPER_ENCODER, EncoderConfig, encode_texts
     from qpr.retrieval.index import IndexConfig
-    from qpr.retrieval.dense import DenseRetriever
     from qpr.model.text import PAPER_TEXT
     from qpr.training.train import TrainConfig, train
 
@@ -311,7 +310,7 @@ def stage_encoder(args, architecture: str) -> list[dict]:
              "epochs": len(result.history), "best_epoch": result.best_epoch, "parameters": parameters,
              "train_data": f"quora-lite slice: {args.slice_clusters} train clusters",
              "encoder": encoder_config.to_dict()}
-    return all_protocol_rows(system, encode, DenseRetriever(bundle), corpus, sets, frame, banking, result.seconds, extra)
+    return all_protocol_rows(system, encode, bundle.dense_retriever(), corpus, sets, frame, banking, result.seconds, extra)
 
 
 def stage_cnn_full(args) -> list[dict]:

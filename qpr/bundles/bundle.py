@@ -47,6 +47,7 @@ from qpr.model.encoder import EncoderConfig, QuestionEncoder, encode_texts
 from qpr.errors import QPRError, one_line
 from qpr.fsutil.atomic import atomic_path, check_writable
 from qpr.fsutil.leftovers import recover
+from qpr.retrieval.dense import DenseRetriever
 from qpr.retrieval.index import IndexConfig, VectorIndex
 from qpr.model.text import Vocabulary
 from qpr.systems.seed_encoders import files_of, load_encoder
@@ -125,6 +126,10 @@ class Bundle:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """``(len(texts), dim)`` float32 vectors of ``texts``, as the index holds the corpus'."""
         return _encode(self.encoder, self.vocab, texts)
+
+    def dense_retriever(self) -> DenseRetriever:
+        """This bundle's encoder over its index and corpus (a lexical bundle has none to search with)."""
+        return DenseRetriever(self.encode, self.index, self.corpus)
 
     @classmethod
     def create(
