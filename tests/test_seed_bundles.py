@@ -16,7 +16,6 @@ from qpr.bundles.training import retrain_bundle, train_seed_bundle
 from qpr.cli.main import main
 from qpr.errors import QPRError
 from qpr.retrieval.index import IndexConfig
-from qpr.retrieval.dense import DenseRetriever
 from qpr.systems.seed_encoders import SYSTEMS, SeedSettings
 from qpr.serving.served_model import ServedModel, serving_retriever
 

@@ -289,11 +289,11 @@ def test_ctrl_c_can_be_asked_to_propagate(tiny_corpus):
 def test_subword_training_round_trips_through_a_bundle(tiny_corpus, tmp_path):
     result = train(tiny_corpus, FAST, TextConfig(subword_ngrams=3), SMALL, progress=False)
     Bundle.create(result.encoder, result.vocab, tiny_corpus, IndexConfig("Flat")).save(tmp_path / "b")
-    loaded = Bundle.load(tmp_path / "b").dense_retriever()
-    assert loaded.bundle.vocab.config.subword_ngrams == 3
+    loaded = Bundle.load(tmp_path / "b")
+    assert loaded.vocab.config.subword_ngrams == 3
     queries = ["how do i lern pythn?", tiny_corpus["question"].iloc[0]]
     expected = encode_texts(result.encoder, result.vocab, queries)
-    np.testing.assert_allclose(loaded.encode(queries), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(loaded.dense_retriever().encode(queries), expected, rtol=1e-5, atol=1e-6)
 
 
 def test_unlabeled_rows_are_the_unpaired_non_query_questions_once_per_text(tiny_corpus):
