@@ -28,7 +28,7 @@ from annotations.models import utcnow
 from annotations.store import AnnotationStore
 from qpr.data.corpus import QUORA_COLUMNS, write_cluster_file, write_table
 from qpr.errors import one_line
-from qpr.fsutil.atomic import atomic_files, recover_files
+from qpr.fsutil.file_group import atomic_files, recover_files
 
 FORMATS = ("csv", "jsonl", "parquet")
 
@@ -82,7 +82,7 @@ def export(
     module doc) and record the export in ``store``; returns ``out``. ``bundle_version`` names the
     bundle whose corpus this is, for the record.
 
-    All or nothing (``qpr.fsutil.atomic.atomic_files``): the three files are written beside ``out`` in a
+    All or nothing (``qpr.fsutil.file_group.atomic_files``): the three files are written beside ``out`` in a
     staging folder, then moved into place with the manifest last (an earlier manifest is moved
     aside first, so no manifest ever sits beside files it does not describe), inside the database
     transaction that records the export; that transaction commits only once the files are in

@@ -28,7 +28,6 @@ from qpr.bundles.bundle import Bundle
 from qpr.evaluation.metrics import evaluate
 from qpr.retrieval.index import IndexConfig
 from qpr.data.qalogs import PRESETS, read_log
-from qpr.retrieval.dense import DenseRetriever
 from qpr.retrieval.lexical import BM25Retriever
 from qpr.data.supervise import MULTI_ANSWER, supervise
 from qpr.data.supervise_report import render_markdown, summary, write_report
@@ -102,7 +101,7 @@ def run_dataset(name: str, setting: Setting, seed: int, max_epochs: int) -> tupl
         print(f"{name}: training SDML {config}", file=sys.stderr)
         trained = train(corpus, config, progress=False, on_epoch=lambda row: print(f"  {row}", file=sys.stderr))
         bundle = Bundle.create(trained.encoder, trained.vocab, corpus, IndexConfig("Flat"), train_info=trained.summary())
-        entry["eval"].append(score(DenseRetriever(bundle), corpus))
+        entry["eval"].append(score(bundle.dense_retriever(), corpus))
         entry |= {"train_config": asdict(config), "epochs": len(trained.history), "best_epoch": trained.best_epoch,
                   "best_val_auc": trained.best_auc, "stopped": trained.stopped, "train_seconds": round(trained.seconds, 1)}
     entry["eval"].append(score(BM25Retriever(corpus), corpus))

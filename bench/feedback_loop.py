@@ -50,7 +50,6 @@ from qpr.data.corpus import data_dir, load_corpus
 from qpr.model.encoder import PAPER_ENCODER, EncoderConfig
 from qpr.fsutil.atomic import atomic_path
 from qpr.data.noise import SPLIT_SUFFIX, inject_false_negatives
-from qpr.retrieval.dense import DenseRetriever
 from qpr.model.text import PAPER_TEXT
 from qpr.training.train import TrainConfig
 
@@ -92,7 +91,7 @@ def cached_fit(path: Path, corpus: pd.DataFrame, clean: pd.DataFrame, config: Tr
     from there when a previous run already trained it."""
     if (path / "manifest.json").is_file():
         bundle = Bundle.load(path)
-        return Model(DenseRetriever(bundle), bundle.manifest["metrics"]["test"], bundle.manifest["training"])
+        return Model(bundle, bundle.manifest["metrics"]["test"], bundle.manifest["training"])
     model = fit(corpus, clean, config, PAPER_TEXT, encoder)
     model.bundle.manifest["metrics"]["test"] = model.test
     model.bundle.save(path)

@@ -23,7 +23,6 @@ from bench.common import ROOT, latency_ms, machine, markdown_table, replace_mark
 from qpr.bundles.bundle import Bundle
 from qpr.evaluation.metrics import TOP, index_recall, query_set
 from qpr.retrieval.index import IndexConfig, VectorIndex
-from qpr.retrieval.dense import DenseRetriever
 
 NLISTS = (256, 512, 1024, 2000)
 NPROBES = (1, 5, 10, 20, 50, 100)
@@ -49,7 +48,7 @@ def main() -> None:
 
     bundle = Bundle.load(args.bundle)
     corpus = bundle.corpus
-    retriever = DenseRetriever(bundle)
+    retriever = bundle.dense_retriever()
     vectors = retriever.encode(corpus["question"].tolist())
     queries = retriever.encode(query_set(corpus, "test")["question"].tolist())
     ids = corpus["qid"].to_numpy()

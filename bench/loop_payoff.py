@@ -56,7 +56,6 @@ from qpr.research.confidence import mean_ci, ratio_ci
 from qpr.data.corpus import data_dir, load_corpus
 from qpr.fsutil.atomic import atomic_path
 from qpr.data.noise import inject_false_negatives, inject_false_positives
-from qpr.retrieval.dense import DenseRetriever
 from qpr.model.text import PAPER_TEXT
 from qpr.training.train import TrainConfig
 
@@ -131,7 +130,7 @@ class Work:
         path = self.folder / "models" / name
         if (path / "manifest.json").is_file():
             bundle = Bundle.load(path)
-            return Model(DenseRetriever(bundle), bundle.manifest["metrics"]["test"], bundle.manifest["training"])
+            return Model(bundle, bundle.manifest["metrics"]["test"], bundle.manifest["training"])
         self.log(f"training {name}")
         model = fit(corpus, self.clean, config, PAPER_TEXT, QUICK_ENCODER, warm_start=warm)
         model.bundle.manifest["metrics"]["test"] = model.test

@@ -196,7 +196,7 @@ def product_bundle() -> Bundle:
     result = train(corpus, PRODUCT, progress=False, return_on_interrupt=False)
     bundle = Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("Flat"),
                            train_info={"config": asdict(PRODUCT)} | result.summary())
-    bundle = bundle.with_fusion(fit_fusion(bundle, max_queries=MAX_QUERIES).to_dict())
+    bundle = bundle.with_fusion(fit_fusion(bundle.dense_retriever(), max_queries=MAX_QUERIES).to_dict())
     bundle.save(path)
     return bundle
 
@@ -232,9 +232,9 @@ def run_fold(name: str, only: set[str] | None, redo: bool = False) -> None:
     if wanted("product-dense") or wanted("product-hybrid"):
         product = product_bundle()
         on_domain = bundle_on(product, fold.corpus)
-        fold.record("product-dense", DenseRetriever(on_domain), in_domain=name == "quora-lite")
+        fold.record("product-dense", on_domain.dense_retriever(), in_domain=name == "quora-lite")
         fusion = Fusion.from_manifest(product.manifest)
-        fold.record("product-hybrid", HybridRetriever(on_domain, fusion, fold.bm25), in_domain=name == "quora-lite")
+        fold.record("product-hybrid", HybridRetriever(on_domain.dense_retriever(), fusion, fold.bm25), in_domain=name == "quora-lite")
     general_path = WORK / "general" / name
     step3 = any(wanted(s) for s in ("general", "adapted", "finetuned", "finetuned-rate-4e-3")) and len(fold.test_queries) >= 20
     if wanted("dense") or (step3 and not general_path.is_dir()):
@@ -242,11 +242,11 @@ def run_fold(name: str, only: set[str] | None, redo: bool = False) -> None:
         bundle = bundle_on(result, fold.corpus)
         bundle.manifest["training"] = training_info(GENERAL, result)  # as `python -m qpr general` records it
         bundle.save(general_path)
-        fold.record("dense", DenseRetriever(bundle), train_seconds=round(result.seconds, 1))
+        fold.record("dense", bundle.dense_retriever(), train_seconds=round(result.seconds, 1))
     for system, (labels, teacher, words) in ABLATIONS.items():
         if wanted(system):
             result = general_variant(name, labels, teacher, words, EARLIER, MAX_POOL)
-            fold.record(system, DenseRetriever(bundle_on(result, fold.corpus)), train_seconds=round(result.seconds, 1))
+            fold.record(system, bundle_on(result, fold.corpus).dense_retriever(), train_seconds=round(result.seconds, 1))
     # The build's recipe at its other seeds, and the student pooling by max alone at every seed:
     # how far H@1, and the bar's mean gap, scatter.
     seeded = [(seed, system, STUDENT) for seed, system in seed_systems().items() if seed]
@@ -257,12 +257,12 @@ def run_fold(name: str, only: set[str] | None, redo: bool = False) -> None:
             bundle = bundle_on(result, fold.corpus)
             if system == MAX_POOL_SYSTEM:  # its encode rate is measured on it (stage rates)
                 bundle.save(WORK / "general-max-pool" / name)
-            fold.record(system, DenseRetriever(bundle), train_seconds=round(result.seconds, 1))
+            fold.record(system, bundle.dense_retriever(), train_seconds=round(result.seconds, 1))
     if wanted("adapted-dense"):  # the cold start without labels: self-supervised views of the domain's questions
         general = Bundle.load(general_path)
         adapted = train_general({}, Unlabelled(fold.corpus["question"].tolist()), ADAPT,
                                 warm_start=(general.encoder, general.vocab), progress=False)
-        fold.record("adapted-dense", DenseRetriever(bundle_on(adapted, fold.corpus)), train_seconds=round(adapted.seconds, 1))
+        fold.record("adapted-dense", bundle_on(adapted, fold.corpus).dense_retriever(), train_seconds=round(adapted.seconds, 1))
     # The cold start with the teacher: MiniLM on the domain's questions, no labels. "taught" is
     # taught on the whole corpus, queries included (a corpus searched with its own questions, as
     # annotators spot-check it); "taught-new" never sees the queries' texts (new questions).
@@ -278,16 +278,16 @@ def run_fold(name: str, only: set[str] | None, redo: bool = False) -> None:
             bundle = bundle_on(taught, fold.corpus)
             if held_out:  # kept for the report, which measures the served fusion over it
                 bundle.save(WORK / "taught-new" / name)
-            fold.record(system, DenseRetriever(bundle), train_seconds=round(taught.seconds, 1), taught_questions=int(keep.sum()))
+            fold.record(system, bundle.dense_retriever(), train_seconds=round(taught.seconds, 1), taught_questions=int(keep.sum()))
     if step3:
         general = Bundle.load(general_path)
         test = dict(queries=fold.test_queries, split="test")
         if wanted("general"):
-            fold.record("general", DenseRetriever(general), **test)
+            fold.record("general", general.dense_retriever(), **test)
         if wanted("adapted"):
             adapted = train_general({}, Unlabelled(fold.corpus["question"].tolist()), ADAPT,
                                     warm_start=(general.encoder, general.vocab), progress=False)
-            fold.record("adapted", DenseRetriever(bundle_on(adapted, fold.corpus)), train_seconds=round(adapted.seconds, 1), **test)
+            fold.record("adapted", bundle_on(adapted, fold.corpus).dense_retriever(), train_seconds=round(adapted.seconds, 1), **test)
         # Fine-tuning as the product does it: a project starts from the general (rebase, no
         # adaptation: the views lower H@1, above) and "Train" retrains it on the project's
         # clusters (retrain_bundle: the general's recorded retrain settings, best val epoch kept),
@@ -302,7 +302,7 @@ def run_fold(name: str, only: set[str] | None, redo: bool = False) -> None:
                 tuned = retrain_bundle(project, fold.corpus, fuse=False, progress=False)
                 training = tuned.manifest["training"]
                 start = pair_auc(general.encoder, general.vocab, *validation_pairs(fold.corpus, training["config"]["val_pairs"], training["config"]["seed"]))
-                fold.record(system, DenseRetriever(tuned), train_seconds=round(training["seconds"], 1), epochs=training["best_epoch"],
+                fold.record(system, tuned.dense_retriever(), train_seconds=round(training["seconds"], 1), epochs=training["best_epoch"],
                             val_auc_start=start, val_auc_best=training["best_auc"], **test)
 
 
@@ -371,7 +371,7 @@ def fitted_rows(folds: dict[str, Fold]) -> tuple[list[dict], dict]:
     same scorer, as ``rebase`` carries it). Also the scorer fitted on all domains, which
     ``qpr.bundles.general.FUSION`` carries."""
     general = {name: Bundle.load(WORK / "general" / name) for name in folds if (WORK / "general" / name).is_dir()}
-    fit_on = {name: fusion_rows(general[name], folds[name].queries.sample(min(FIT_QUERIES, len(folds[name].queries)), random_state=0),
+    fit_on = {name: fusion_rows(general[name].dense_retriever(), folds[name].queries.sample(min(FIT_QUERIES, len(folds[name].queries)), random_state=0),
                                 bm25=folds[name].bm25) for name in general}
     nested = {name: fit_rows([fit_on[other] for other in general if other != name], per_query=True) for name in general}
     taught = {name: Bundle.load(WORK / "taught-new" / name) for name in general if (WORK / "taught-new" / name).is_dir()}
@@ -379,7 +379,7 @@ def fitted_rows(folds: dict[str, Fold]) -> tuple[list[dict], dict]:
     for system, bundles, default in (("hybrid", general, True), ("taught-new-hybrid", taught, False)):
         for name, bundle in bundles.items():
             fold = folds[name]
-            hybrid = HybridRetriever(bundle, nested[name], fold.bm25)
+            hybrid = HybridRetriever(bundle.dense_retriever(), nested[name], fold.bm25)
             hits = hits_of(ranked(hybrid, fold.queries), fold.corpus, fold.queries)
             change, low, high = h1_change(hits_of(fold.lists["bm25"], fold.corpus, fold.queries), hits)
             rows.append({"left_out": name, "system": system} | rank_metrics(hits)

@@ -43,10 +43,9 @@ from qpr.data.corpus import data_dir, fingerprint, load_corpus
 from qpr.model.encoder import PAPER_ENCODER, EncoderConfig
 from qpr.evaluation.metrics import evaluate, index_recall, query_set
 from qpr.research.experiment import load_results
-from qpr.retrieval.hybrid import HybridRetriever, fit_fusion
+from qpr.retrieval.hybrid import Fusion, HybridRetriever, fit_fusion
 from qpr.retrieval.index import IndexConfig, VectorIndex, auto_config
 from qpr.retrieval.base import Retriever
-from qpr.retrieval.dense import DenseRetriever
 from qpr.retrieval.lexical import BM25Retriever
 from qpr.model.text import PAPER_TEXT, TextConfig
 from qpr.training.sampling import all_pairs, cluster_members, epoch_pairs
@@ -137,7 +136,7 @@ def ablation(args: argparse.Namespace) -> None:
         train_config, text_config, encoder_config = configs(variant, args.epochs, args.epochs, args.seed)
         result = train(corpus, train_config, text_config, encoder_config, progress=not args.quiet,
                        return_on_interrupt=False)
-        retriever = DenseRetriever(Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("Flat")))
+        retriever = Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("Flat")).dense_retriever()
         shared = {"variant": variant, "settings": VARIANTS[variant], "seed": args.seed, "epochs": args.epochs,
                   "best_epoch": result.best_epoch, "val_auc": result.best_auc, "train_seconds": round(result.seconds, 1),
                   "encode_qps": round(encode_rate(retriever.encode, encode_sample(corpus, args.seed)))}
@@ -207,14 +206,14 @@ def final(args: argparse.Namespace) -> None:
         bundle = Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("auto"), train_info=info)
     if "fusion" not in bundle.manifest or not args.reuse:
         start = time.perf_counter()
-        bundle = bundle.with_fusion(fit_fusion(bundle).to_dict())
+        bundle = bundle.with_fusion(fit_fusion(bundle.dense_retriever()).to_dict())
         fuse_seconds = time.perf_counter() - start
         bundle.save(path)
     else:
         fuse_seconds = None
     run = bundle.manifest["training"]
     sample = list(query_set(corpus, "test")["question"].sample(LATENCY_QUERIES, random_state=args.seed))
-    dense = DenseRetriever(bundle)
+    dense = bundle.dense_retriever()
     sample_texts = encode_sample(corpus, args.seed)
     trained = {"train_seconds": round(run["seconds"], 1), "epochs": len(run["history"]),
                "encode_qps": round(encode_rate(dense.encode, sample_texts)), "index": bundle.index.describe()}
@@ -231,7 +230,8 @@ def final(args: argparse.Namespace) -> None:
     trained["seed"] = args.seed
     runs = measure(f"{label}, dense", dense, corpus, sample, trained)
     bm25 = BM25Retriever(corpus)
-    runs += measure(f"{label}, hybrid (dense + bm25, fitted on val)", HybridRetriever(bundle, bm25=bm25), corpus, sample,
+    hybrid = HybridRetriever(dense, Fusion.from_manifest(bundle.manifest), bm25)
+    runs += measure(f"{label}, hybrid (dense + bm25, fitted on val)", hybrid, corpus, sample,
                     trained | {"fuse_seconds": fuse_seconds, "default": is_default})
     runs += measure("bm25", bm25, corpus, sample, {})
     try:

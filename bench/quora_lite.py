@@ -22,7 +22,6 @@ from qpr.evaluation.metrics import evaluate, index_recall, query_set
 from qpr.model.encoder import PAPER_ENCODER
 from qpr.research.experiment import load_results
 from qpr.retrieval.index import IndexConfig
-from qpr.retrieval.dense import DenseRetriever
 from qpr.retrieval.lexical import BM25Retriever
 from qpr.model.text import PAPER_TEXT
 from qpr.training.train import TrainConfig, train
@@ -63,16 +62,16 @@ def main() -> None:
     run = bundle.manifest["training"]
 
     sample = list(query_set(corpus, "test")["question"].sample(LATENCY_QUERIES, random_state=args.seed))
-    exact = DenseRetriever(bundle)
+    exact = bundle.dense_retriever()
     start = time.perf_counter()
     exact.encode(corpus["question"].tolist())
     encode_qps = len(corpus) / (time.perf_counter() - start)
     trained = {"train_seconds": round(run["seconds"], 1), "epochs": len(run["history"]), "encode_qps": round(encode_qps)}
 
     runs = measure("sdml", exact, corpus, "exact", trained, sample)
-    ivf = DenseRetriever(bundle.with_index(IndexConfig("IVF2000,Flat", "nprobe=10")))
-    recall = index_recall(ivf.bundle.index, bundle.index, exact.encode(list(query_set(corpus, "test")["question"])))
-    runs += measure("sdml", ivf, corpus, ivf.bundle.index.describe(), trained | {"recall_at_20_vs_exact": recall}, sample)
+    ivf = bundle.with_index(IndexConfig("IVF2000,Flat", "nprobe=10")).dense_retriever()
+    recall = index_recall(ivf.index, bundle.index, exact.encode(list(query_set(corpus, "test")["question"])))
+    runs += measure("sdml", ivf, corpus, ivf.index.describe(), trained | {"recall_at_20_vs_exact": recall}, sample)
     start = time.perf_counter()
     bm25 = BM25Retriever(corpus)
     runs += measure("bm25", bm25, corpus, "bm25", {"train_seconds": round(time.perf_counter() - start, 1), "epochs": 0}, sample)

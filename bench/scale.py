@@ -57,7 +57,6 @@ from qpr.evaluation.metrics import TOP, query_set, rank_metrics
 from qpr.fsutil.atomic import atomic_path
 from qpr.retrieval.index import IndexConfig, VectorIndex, auto_config
 from qpr.data.qalogs import PRESETS, read_log
-from qpr.retrieval.dense import DenseRetriever
 from qpr.retrieval.lexical import BM25Retriever
 from qpr.model.text import words
 
@@ -149,7 +148,7 @@ def shard_path(work: Path, i: int) -> Path:
 
 def encode(work: Path, bundle: Bundle, n: int, part: tuple[int, int]) -> None:
     corpus = corpus_for(work, bundle, n)
-    retriever = DenseRetriever(bundle)
+    retriever = bundle.dense_retriever()
     (work / "vectors").mkdir(parents=True, exist_ok=True)
     todo = [i for i in range(-(-n // SHARD)) if i % part[1] == part[0] and not shard_path(work, i).exists()]
     for i in tqdm(todo, desc=f"encode {n:,} (part {part[0]}/{part[1]})", unit="shard"):

@@ -49,7 +49,7 @@ from qpr.model.encoder import PAPER_ENCODER, EncoderConfig, encode_texts
 from qpr.model.text import PAPER_TEXT
 from qpr.research.adversarial import AdversarialConfig, train_adversarial
 from qpr.research.quora_pairs import majority_accuracy, pair_sets, threshold_accuracy, threshold_rule
-from qpr.retrieval.dense import DenseRetriever, EncodeRetriever
+from qpr.retrieval.dense import EncodeRetriever
 from qpr.retrieval.index import IndexConfig
 from qpr.retrieval.lexical import BM25Retriever, TfidfRetriever, tfidf_vectorizer
 from qpr.systems.film import FilmConfig, fit_film, pair_neighbour_ranks, pairwise_knn_accuracy
@@ -311,7 +311,7 @@ def stage_encoder(args, architecture: str) -> list[dict]:
              "epochs": len(result.history), "best_epoch": result.best_epoch, "parameters": parameters,
              "train_data": f"quora-lite slice: {args.slice_clusters} train clusters",
              "encoder": encoder_config.to_dict()}
-    return all_protocol_rows(system, encode, DenseRetriever(bundle), corpus, sets, frame, banking, result.seconds, extra)
+    return all_protocol_rows(system, encode, bundle.dense_retriever(), corpus, sets, frame, banking, result.seconds, extra)
 
 
 def stage_cnn_full(args) -> list[dict]:

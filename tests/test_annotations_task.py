@@ -6,12 +6,11 @@ import numpy as np
 import pandas as pd
 
 from annotations.task import NEGLIGIBLE, build_task, pace_seconds, remaining, worth_checking
-from qpr.retrieval.dense import DenseRetriever
 
 
 def test_the_task_is_cross_cluster_training_pairs_most_suspicious_first(tiny_bundle):
     corpus = tiny_bundle.corpus
-    task = build_task(DenseRetriever(tiny_bundle), corpus, size=25)
+    task = build_task(tiny_bundle.dense_retriever(), corpus, size=25)
     assert len(task) == 25 and task["suspicion"].is_monotonic_decreasing
     cluster = corpus.set_index("qid")["cluster"]
     split = corpus.set_index("qid")["split"]
@@ -20,7 +19,7 @@ def test_the_task_is_cross_cluster_training_pairs_most_suspicious_first(tiny_bun
 
 
 def test_remaining_leaves_out_pairs_judged_in_either_direction(tiny_bundle):
-    task = build_task(DenseRetriever(tiny_bundle), tiny_bundle.corpus, size=10)
+    task = build_task(tiny_bundle.dense_retriever(), tiny_bundle.corpus, size=10)
     first = task.iloc[0]
     judged = pd.DataFrame({"query_qid": [first["candidate_qid"]], "candidate_qid": [int(first["query_qid"])]})
     left = remaining(task, judged)

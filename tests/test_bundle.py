@@ -5,7 +5,6 @@ import pytest
 from qpr.bundles.bundle import Bundle
 from qpr.errors import QPRError
 from qpr.retrieval.index import IndexConfig
-from qpr.retrieval.dense import DenseRetriever
 
 QUERIES = ["how do i learn chess ?", "tips for photography beginners"]
 
@@ -14,7 +13,7 @@ def test_bundle_round_trip_gives_identical_results(tiny_bundle, tmp_path):
     tiny_bundle.save(tmp_path / "b")
     loaded = Bundle.load(tmp_path / "b")
     assert loaded.version == tiny_bundle.version
-    assert DenseRetriever(loaded).search(QUERIES, 5) == DenseRetriever(tiny_bundle).search(QUERIES, 5)
+    assert loaded.dense_retriever().search(QUERIES, 5) == tiny_bundle.dense_retriever().search(QUERIES, 5)
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
     for key in ("format_version", "version", "created", "text_config", "encoder_config", "index",
                 "data_fingerprint", "training", "metrics"):
@@ -112,7 +111,7 @@ def test_a_bundle_with_a_compressed_index_saves_loads_and_searches(tiny_bundle, 
     assert loaded.index.describe() == "IVF4_HNSW8,SQ8,RFlat/nprobe=4,quantizer_efSearch=8,k_factor_rf=8"
     assert len(loaded.index) == len(tiny_bundle.corpus)
     # Every list probed and the shortlist re-ranked on the full vectors: the exact index's answers.
-    assert DenseRetriever(loaded).search(QUERIES, 5) == DenseRetriever(tiny_bundle).search(QUERIES, 5)
+    assert loaded.dense_retriever().search(QUERIES, 5) == tiny_bundle.dense_retriever().search(QUERIES, 5)
 
 
 def test_questions_are_added_to_a_bundle_without_reindexing_the_rest(tiny_bundle, tmp_path):
@@ -126,7 +125,7 @@ def test_questions_are_added_to_a_bundle_without_reindexing_the_rest(tiny_bundle
     assert len(grown.index) == len(grown.corpus) == len(tiny_bundle.corpus) + 2
     grown.save(tmp_path / "b")
     loaded = Bundle.load(tmp_path / "b")
-    top = DenseRetriever(loaded).search("how do i tune a ukulele quickly ?", 1)[0]
+    top = loaded.dense_retriever().search("how do i tune a ukulele quickly ?", 1)[0]
     assert top.qid == 90001
     assert loaded.manifest["added_questions"] == 2
     with pytest.raises(QPRError, match="already in the bundle's corpus: \\[90001\\]"):

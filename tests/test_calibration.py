@@ -5,12 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from qpr.retrieval.calibration import calibrate
-from qpr.retrieval.dense import DenseRetriever
 from qpr.retrieval.lexical import BM25Retriever
 
 
 def test_a_trained_encoder_is_calibrated_on_val_and_closer_means_more_alike(tiny_bundle):
-    calibration = calibrate(DenseRetriever(tiny_bundle), tiny_bundle.corpus)
+    calibration = calibrate(tiny_bundle.dense_retriever(), tiny_bundle.corpus)
     assert calibration is not None and calibration.slope > 0 and calibration.pairs > 0
     probabilities = calibration.probability([0.0, 0.5, 2.0, 10.0])
     assert np.all(np.diff(probabilities) < 0) and np.all((probabilities > 0) & (probabilities < 1))
@@ -18,7 +17,7 @@ def test_a_trained_encoder_is_calibrated_on_val_and_closer_means_more_alike(tiny
 
 def test_the_probability_separates_hits_from_misses(tiny_bundle):
     corpus = tiny_bundle.corpus
-    retriever = DenseRetriever(tiny_bundle)
+    retriever = tiny_bundle.dense_retriever()
     calibration = calibrate(retriever, corpus)
     val = corpus[(corpus["split"] == "val") & corpus["cluster"].notna()]
     distances, qids = retriever.search_ids(val["question"].tolist(), 6)

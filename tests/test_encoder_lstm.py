@@ -9,7 +9,6 @@ from qpr.model.encoder import EncoderConfig, QuestionEncoder, encode_texts
 from qpr.errors import QPRError
 from qpr.evaluation.metrics import evaluate
 from qpr.retrieval.index import IndexConfig
-from qpr.retrieval.dense import DenseRetriever
 from qpr.training.train import TrainConfig, train
 
 SMALL = dict(embedding_dim=16, channels=12, output_dim=8)
@@ -55,7 +54,7 @@ def test_an_lstm_bundle_records_and_reloads_its_encoder(tiny_corpus, tmp_path):
     assert np.allclose(encode_texts(loaded.encoder, loaded.vocab, texts), encode_texts(result.encoder, result.vocab, texts), atol=1e-6)
     # Trained with the same loss as the CNN, it learns the synthetic clusters.
     assert result.best_auc > 0.9
-    assert evaluate(DenseRetriever(loaded), tiny_corpus, "test")["H10"] > 0.5
+    assert evaluate(loaded.dense_retriever(), tiny_corpus, "test")["H10"] > 0.5
 
 
 def test_bundles_without_the_new_fields_load_as_cnns(tiny_bundle, tmp_path):

@@ -11,18 +11,22 @@ from qpr.retrieval.index import IndexConfig
 from qpr.evaluation.metrics import query_set
 from qpr.retrieval.hybrid import (FEATURES, SIGNS, Fusion, HybridRetriever, RankFusion, RankFusionRetriever, fit_fusion, fit_rows,
                          fusion_rows, rank_fuse)
-from qpr.retrieval.dense import DenseRetriever
 from qpr.retrieval.lexical import BM25Retriever
 from qpr.serving.served_model import serving_retriever
 
 
+def hybrid_of(bundle, bm25=None):
+    """The hybrid over ``bundle``'s encoder with the fusion its manifest carries."""
+    return HybridRetriever(bundle.dense_retriever(), Fusion.from_manifest(bundle.manifest), bm25)
+
+
 @pytest.fixture(scope="module")
 def fitted(tiny_bundle):
-    return tiny_bundle.with_fusion(fit_fusion(tiny_bundle).to_dict())
+    return tiny_bundle.with_fusion(fit_fusion(tiny_bundle.dense_retriever()).to_dict())
 
 
 def test_features_by_hand(fitted):
-    hybrid = HybridRetriever(fitted)
+    hybrid = hybrid_of(fitted)
     corpus = fitted.corpus
     query, row = "how do i learn python ?", int(np.flatnonzero(corpus["question"] == "where should i start with python ?")[0])
     dense_distance = ((hybrid.dense.encode([query]) - hybrid.dense.encode([corpus["question"][row]])) ** 2).sum()
@@ -46,10 +50,10 @@ def test_features_by_hand(fitted):
 @pytest.mark.parametrize("index", ["Flat", "HNSW8"])
 def test_every_candidate_gets_its_own_distance_and_bm25_score(fitted, index):
     bundle = fitted.with_index(IndexConfig(index))
-    hybrid = HybridRetriever(bundle)
+    hybrid = hybrid_of(bundle)
     queries = ["how do i learn python ?", "tips for chess", "a question about nothing in particular"]
     bm25 = BM25Retriever(bundle.corpus)
-    dense = DenseRetriever(bundle)
+    dense = bundle.dense_retriever()
     for query, (rows, table) in zip(queries, hybrid.candidates(queries, depth=10)):
         assert len(set(rows)) == len(rows) >= 10
         texts = bundle.corpus["question"].to_numpy()[rows].tolist()
@@ -64,17 +68,17 @@ def test_every_candidate_gets_its_own_distance_and_bm25_score(fitted, index):
 def test_weights_keep_their_signs_so_a_verbatim_copy_ranks_first(fitted):
     fusion = Fusion.from_manifest(fitted.manifest)
     assert all(sign * weight >= 0 for sign, weight in zip(SIGNS, fusion.coef))
-    _, top = HybridRetriever(fitted).search_ids(fitted.corpus["question"].tolist(), 1)
+    _, top = hybrid_of(fitted).search_ids(fitted.corpus["question"].tolist(), 1)
     assert list(top[:, 0]) == list(fitted.corpus["qid"])
 
 
 def test_hybrid_results_are_ranked_unique_and_k_long(fitted):
-    hits = HybridRetriever(fitted).search("how can i learn chess ?", k=7)
+    hits = hybrid_of(fitted).search("how can i learn chess ?", k=7)
     assert [h.rank for h in hits] == list(range(1, 8))
     assert len({h.qid for h in hits}) == 7
     assert [h.distance for h in hits] == sorted(h.distance for h in hits)
     # k beyond the fusion depth still gets k results (both sides are asked for more).
-    assert len(HybridRetriever(fitted).search("how can i learn chess ?", k=40)) == 40
+    assert len(hybrid_of(fitted).search("how can i learn chess ?", k=40)) == 40
 
 
 def test_fusion_survives_save_and_load_and_is_required(fitted, tiny_bundle, tmp_path):
@@ -82,28 +86,28 @@ def test_fusion_survives_save_and_load_and_is_required(fitted, tiny_bundle, tmp_
     loaded = Bundle.load(tmp_path / "b")
     assert Fusion.from_manifest(loaded.manifest) == Fusion.from_manifest(fitted.manifest)
     with pytest.raises(QPRError, match="no fitted fusion"):
-        HybridRetriever(tiny_bundle)
+        hybrid_of(tiny_bundle)
     stale = fitted.with_fusion(fitted.manifest["fusion"] | {"features": ["dense_distance"]})
     with pytest.raises(QPRError, match="refit"):
-        HybridRetriever(stale)
+        hybrid_of(stale)
     with pytest.raises(QPRError, match="test is for measuring"):
-        fit_fusion(tiny_bundle, split="test")
+        fit_fusion(tiny_bundle.dense_retriever(), split="test")
     with pytest.raises(QPRError, match="at least 1"):
-        fit_fusion(tiny_bundle, max_queries=0)
+        fit_fusion(tiny_bundle.dense_retriever(), max_queries=0)
     with pytest.raises(QPRError, match="another corpus"):
-        HybridRetriever(fitted, bm25=BM25Retriever(fitted.corpus.iloc[::-1]))
+        hybrid_of(fitted, bm25=BM25Retriever(fitted.corpus.iloc[::-1]))
 
 
 def test_a_fusion_fitted_on_several_corpora_pools_their_candidates(tiny_bundle):
     queries = query_set(tiny_bundle.corpus, "val")
-    features, labels, owner = fusion_rows(tiny_bundle, queries)
+    features, labels, owner = fusion_rows(tiny_bundle.dense_retriever(), queries)
     assert features.shape == (len(labels), len(FEATURES)) and set(owner) == set(range(len(queries)))
     own = tiny_bundle.corpus.set_index("qid").index.get_indexer(queries["qid"])
-    hybrid = HybridRetriever(tiny_bundle.with_fusion(fit_fusion(tiny_bundle).to_dict()))
+    hybrid = hybrid_of(tiny_bundle.with_fusion(fit_fusion(tiny_bundle.dense_retriever()).to_dict()))
     for position, row in enumerate(own[:5]):  # a query's own row is never among its candidates
         rows, table = hybrid.candidates([queries["question"].iloc[position]], 20)[0]
         assert len(table[rows != row]) == int((owner == position).sum())
-    assert fit_rows([(features, labels, owner)]) == fit_fusion(tiny_bundle)  # one corpus: the same fit as fit_fusion
+    assert fit_rows([(features, labels, owner)]) == fit_fusion(tiny_bundle.dense_retriever())  # one corpus: the same fit as fit_fusion
     half = len(labels) // 2
     pooled = fit_rows([(features[:half], labels[:half], owner[:half]), (features[half:], labels[half:], owner[half:])])
     assert pooled == fit_rows([(features, labels, owner)])  # pooling is concatenation

@@ -10,7 +10,6 @@ from qpr.model.encoder import QuestionEncoder
 from qpr.evaluation.metrics import evaluate
 from qpr.retrieval.index import IndexConfig
 from qpr.retrieval.hybrid import HybridRetriever, fit_fusion
-from qpr.retrieval.dense import DenseRetriever
 from qpr.retrieval.lexical import BM25Retriever
 from qpr.training.train import TrainConfig, train
 
@@ -39,10 +38,10 @@ def sliced(data_dir):
 
 def test_a_trained_encoder_beats_a_random_one_by_a_wide_margin(sliced):
     corpus, result = sliced
-    trained = evaluate(DenseRetriever(Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("Flat"))), corpus, "test")
+    trained = evaluate(Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("Flat")).dense_retriever(), corpus, "test")
     torch.manual_seed(0)
     random_encoder = QuestionEncoder(result.vocab.size).eval()
-    untrained = evaluate(DenseRetriever(Bundle.create(random_encoder, result.vocab, corpus, IndexConfig("Flat"))), corpus, "test")
+    untrained = evaluate(Bundle.create(random_encoder, result.vocab, corpus, IndexConfig("Flat")).dense_retriever(), corpus, "test")
     print(f"trained {trained}  random {untrained}  best val AUC {result.best_auc:.3f}")
     assert result.best_auc > 0.9
     assert trained["H1"] > untrained["H1"] + 0.15
@@ -57,8 +56,8 @@ def test_the_hybrid_fitted_on_val_beats_both_of_its_parts_on_test(sliced):
     corpus, result = sliced
     bundle = Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("Flat"))
     bm25 = BM25Retriever(corpus)
-    hybrid = HybridRetriever(bundle, fit_fusion(bundle, bm25=bm25), bm25=bm25)
-    scores = {r.name: evaluate(r, corpus, "test") for r in (DenseRetriever(bundle), bm25, hybrid)}
+    hybrid = HybridRetriever(bundle.dense_retriever(), fit_fusion(bundle.dense_retriever(), bm25=bm25), bm25=bm25)
+    scores = {r.name: evaluate(r, corpus, "test") for r in (bundle.dense_retriever(), bm25, hybrid)}
     print({name: (round(m["H1"], 3), round(m["MRR"], 3)) for name, m in scores.items()})
     for metric in ("H1", "MRR"):
         assert scores["hybrid"][metric] >= max(scores["sdml"][metric], scores["bm25"][metric]) - 0.005

@@ -2,14 +2,13 @@ import pytest
 
 from qpr.errors import QPRError
 from qpr.retrieval.base import Hit
-from qpr.retrieval.dense import DenseRetriever
 from qpr.retrieval.lexical import BM25Retriever
 from qpr.model.text import MAX_QUERY_CHARS
 
 
 @pytest.fixture(params=["sdml", "bm25"])
 def retriever(request, tiny_bundle):
-    return DenseRetriever(tiny_bundle) if request.param == "sdml" else BM25Retriever(tiny_bundle.corpus)
+    return tiny_bundle.dense_retriever() if request.param == "sdml" else BM25Retriever(tiny_bundle.corpus)
 
 
 def test_single_query_gives_ranked_hits(retriever):
@@ -40,7 +39,7 @@ def test_bad_queries_are_refused_with_a_reason(retriever, query, k, message):
 
 
 def test_any_script_is_a_valid_query(tiny_bundle):
-    dense, bm25 = DenseRetriever(tiny_bundle), BM25Retriever(tiny_bundle.corpus)
+    dense, bm25 = tiny_bundle.dense_retriever(), BM25Retriever(tiny_bundle.corpus)
     for query in ["🙂 chess?", "كيف أتعلم الشطرنج", "<script>alert(1)</script>"]:
         assert [h.rank for h in dense.search(query, k=3)] == [1, 2, 3]  # unseen words hash to learned bins
     assert bm25.search("🙂 chess?", k=1)[0].cluster == "c-chess"  # the emoji is ignored, the word matches

@@ -16,7 +16,6 @@ from qpr.bundles.training import retrain_bundle, train_seed_bundle
 from qpr.cli.main import main
 from qpr.errors import QPRError
 from qpr.retrieval.index import IndexConfig
-from qpr.retrieval.dense import DenseRetriever
 from qpr.systems.seed_encoders import SYSTEMS, SeedSettings
 from qpr.serving.served_model import ServedModel, serving_retriever
 
@@ -69,7 +68,7 @@ def test_a_seed_bundle_loads_as_saved_and_finds_a_training_question_s_paraphrase
     np.testing.assert_allclose(loaded.encode(texts[:1])[0], loaded.encode(texts[:20])[0], atol=1e-6)
     assert set(loaded.manifest["metrics"]) == {"val", "test"}
     train = loaded.corpus[loaded.corpus["split"] == "train"].iloc[0]
-    hits = DenseRetriever(loaded).search(train["question"], 3)
+    hits = loaded.dense_retriever().search(train["question"], 3)
     assert hits[0].qid == train["qid"]  # itself first
     assert hits[1].cluster == train["cluster"]  # then a paraphrase it was trained on
 

@@ -11,7 +11,6 @@ from qpr.errors import QPRError
 from qpr.evaluation.metrics import evaluate
 from qpr.bundles.bundle import Bundle
 from qpr.retrieval.index import IndexConfig
-from qpr.retrieval.dense import DenseRetriever
 from qpr.model.text import TextConfig
 from qpr.training.sampling import (
     all_pairs, batch_units, cluster_disjoint_batches, cluster_members, epoch_pairs, neighbour_groups, unlabeled_rows,
@@ -174,10 +173,10 @@ def test_validation_negatives_come_from_other_clusters(tiny_corpus):
 
 def test_training_learns_and_beats_an_untrained_encoder(tiny_bundle):
     corpus = tiny_bundle.corpus
-    trained = evaluate(DenseRetriever(tiny_bundle), corpus, "test")
+    trained = evaluate(tiny_bundle.dense_retriever(), corpus, "test")
     torch.manual_seed(0)
     random_encoder = QuestionEncoder(tiny_bundle.vocab.size, SMALL)
-    untrained = evaluate(DenseRetriever(Bundle.create(random_encoder, tiny_bundle.vocab, corpus, IndexConfig("Flat"))), corpus, "test")
+    untrained = evaluate(Bundle.create(random_encoder, tiny_bundle.vocab, corpus, IndexConfig("Flat")).dense_retriever(), corpus, "test")
     history = tiny_bundle.manifest["training"]["history"]
     assert history[-1]["loss"] < history[0]["loss"]
     assert trained["MRR"] > untrained["MRR"] + 0.2
@@ -290,11 +289,11 @@ def test_ctrl_c_can_be_asked_to_propagate(tiny_corpus):
 def test_subword_training_round_trips_through_a_bundle(tiny_corpus, tmp_path):
     result = train(tiny_corpus, FAST, TextConfig(subword_ngrams=3), SMALL, progress=False)
     Bundle.create(result.encoder, result.vocab, tiny_corpus, IndexConfig("Flat")).save(tmp_path / "b")
-    loaded = DenseRetriever(Bundle.load(tmp_path / "b"))
-    assert loaded.bundle.vocab.config.subword_ngrams == 3
+    loaded = Bundle.load(tmp_path / "b")
+    assert loaded.vocab.config.subword_ngrams == 3
     queries = ["how do i lern pythn?", tiny_corpus["question"].iloc[0]]
     expected = encode_texts(result.encoder, result.vocab, queries)
-    np.testing.assert_allclose(loaded.encode(queries), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(loaded.dense_retriever().encode(queries), expected, rtol=1e-5, atol=1e-6)
 
 
 def test_unlabeled_rows_are_the_unpaired_non_query_questions_once_per_text(tiny_corpus):

@@ -33,7 +33,7 @@ from qpr.model.encoder import EncoderConfig
 from qpr.retrieval.hybrid import FEATURES
 from qpr.errors import QPRError
 from qpr.bundles.training import train_bundle
-from qpr.fsutil.atomic import recover
+from qpr.fsutil.leftovers import recover
 from qpr.model.text import TextConfig
 from qpr.settings import settings
 from qpr.training.train import TrainConfig

@@ -22,6 +22,7 @@ the loop drives the annotation store and ``qpr`` must never import ``annotations
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from dataclasses import asdict, dataclass
@@ -82,13 +83,13 @@ class LoopConfig:
 class Model:
     """A trained encoder behind an exact index over the clean corpus, with its test scores."""
 
-    retriever: DenseRetriever
+    bundle: Bundle
     test: dict
     training: dict
 
-    @property
-    def bundle(self) -> Bundle:
-        return self.retriever.bundle
+    @functools.cached_property
+    def retriever(self) -> DenseRetriever:
+        return self.bundle.dense_retriever()
 
 
 def fit(
@@ -112,8 +113,7 @@ def fit(
         bundle = train_bundle(corpus, config, text_config, encoder_config, IndexConfig("Flat"), data="simulated loop", **common)
     else:
         bundle = retrain_bundle(warm_start.bundle, corpus, **common)
-    retriever = DenseRetriever(bundle)
-    return Model(retriever, evaluate(retriever, clean, "test"), bundle.manifest["training"])
+    return Model(bundle, evaluate(bundle.dense_retriever(), clean, "test"), bundle.manifest["training"])
 
 
 @dataclass

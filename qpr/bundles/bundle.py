@@ -45,7 +45,9 @@ import torch
 from qpr.data.corpus import COLUMNS, check_corpus, fingerprint
 from qpr.model.encoder import EncoderConfig, QuestionEncoder, encode_texts
 from qpr.errors import QPRError, one_line
-from qpr.fsutil.atomic import atomic_path, check_writable, recover
+from qpr.fsutil.atomic import atomic_path, check_writable
+from qpr.fsutil.leftovers import recover
+from qpr.retrieval.dense import DenseRetriever
 from qpr.retrieval.index import IndexConfig, VectorIndex
 from qpr.model.text import Vocabulary
 from qpr.systems.seed_encoders import files_of, load_encoder
@@ -124,6 +126,10 @@ class Bundle:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """``(len(texts), dim)`` float32 vectors of ``texts``, as the index holds the corpus'."""
         return _encode(self.encoder, self.vocab, texts)
+
+    def dense_retriever(self) -> DenseRetriever:
+        """This bundle's encoder over its index and corpus (a lexical bundle has none to search with)."""
+        return DenseRetriever(self.encode, self.index, self.corpus)
 
     @classmethod
     def create(
@@ -218,7 +224,7 @@ class Bundle:
         """Load and cross-check a bundle; raises QPRError naming exactly what is missing or wrong.
 
         A bundle whose writer was killed in the middle of replacing it is first completed
-        (``qpr.fsutil.atomic.recover``), so a served app restarts on the old or the new bundle."""
+        (``qpr.fsutil.leftovers.recover``), so a served app restarts on the old or the new bundle."""
         path = Path(path)
         if not path.exists():
             recover(path)

@@ -28,9 +28,8 @@ from qpr.bundles.bundle import Bundle
 from qpr.model.encoder import EncoderConfig, QuestionEncoder
 from qpr.errors import QPRError
 from qpr.evaluation.metrics import evaluate, h1_change, hit_matrix, query_set, rank_metrics
-from qpr.retrieval.hybrid import HybridRetriever, fit_fusion
+from qpr.retrieval.hybrid import Fusion, HybridRetriever, fit_fusion
 from qpr.retrieval.index import IndexConfig
-from qpr.retrieval.dense import DenseRetriever
 from qpr.retrieval.lexical import BM25Retriever
 from qpr.systems.seed_encoders import SYSTEMS, SeedSettings, fit_encoder
 from qpr.serving.served_model import serving_retriever
@@ -137,17 +136,17 @@ def _measured(bundle: Bundle, corpus: pd.DataFrame, labels: dict | None, bm25: B
     if labels is not None:
         bundle.manifest["labels"] = labels
     splits = held_out_splits(corpus)
-    bundle.manifest["metrics"] = {split: evaluate(DenseRetriever(bundle), corpus, split) for split in splits}
+    bundle.manifest["metrics"] = {split: evaluate(bundle.dense_retriever(), corpus, split) for split in splits}
     if not fuse:
         bundle.manifest["fusion_skipped"] = "not asked for"
         return bundle
     bm25 = bm25 or BM25Retriever(bundle.corpus)
     try:
-        bundle = bundle.with_fusion(fit_fusion(bundle, bm25=bm25).to_dict())
+        bundle = bundle.with_fusion(fit_fusion(bundle.dense_retriever(), bm25=bm25).to_dict())
     except QPRError as err:
         bundle.manifest["fusion_skipped"] = str(err)
         return bundle
-    hybrid = HybridRetriever(bundle, bm25=bm25)
+    hybrid = HybridRetriever(bundle.dense_retriever(), Fusion.from_manifest(bundle.manifest), bm25)
     bundle.manifest["hybrid_metrics"] = {split: evaluate(hybrid, corpus, split) for split in splits}
     return bundle
 

@@ -25,7 +25,6 @@ from qpr.retrieval.hybrid import DEPTH, fit_fusion
 from qpr.retrieval.index import IndexConfig, check_config
 from qpr.data.qalogs import PRESETS, read_log
 from qpr.bundles.training import train_bundle, train_seed_bundle, train_transformer_bundle
-from qpr.retrieval.dense import DenseRetriever
 from qpr.retrieval.lexical import BM25Retriever
 from qpr.data.sources import DOMAINS
 from qpr.systems.seed_encoders import SYSTEMS, SeedSettings
@@ -177,7 +176,7 @@ def cmd_add(args: argparse.Namespace) -> int:
 def _retriever(bundle: Bundle, args: argparse.Namespace):
     if args.bm25:
         return BM25Retriever(bundle.corpus)
-    return DenseRetriever(bundle) if args.dense else serving_retriever(bundle)
+    return bundle.dense_retriever() if args.dense else serving_retriever(bundle)
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -209,7 +208,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_fuse(args: argparse.Namespace) -> int:
     bundle = Bundle.load(args.bundle)
-    fusion = fit_fusion(bundle, depth=args.depth, max_queries=args.max_queries)
+    fusion = fit_fusion(bundle.dense_retriever(), depth=args.depth, max_queries=args.max_queries)
     bundle = bundle.with_fusion(fusion.to_dict())
     bundle.save(args.bundle)
     weights = dict(zip(fusion.features, (round(c, 3) for c in fusion.coef)))

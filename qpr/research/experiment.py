@@ -26,7 +26,6 @@ from qpr.evaluation.metrics import evaluate
 from qpr.fsutil.atomic import atomic_path
 from qpr.retrieval.index import IndexConfig
 from qpr.data.noise import inject_false_negatives
-from qpr.retrieval.dense import DenseRetriever
 from qpr.model.text import PAPER_TEXT
 from qpr.training.train import TrainConfig, train
 
@@ -132,7 +131,7 @@ def run_arm(arm: Arm, corpus: pd.DataFrame, epochs: int, progress: bool = True) 
     result = train(train_corpus, arm.train_config(epochs), text_config=PAPER_TEXT, encoder_config=PAPER_ENCODER,
                    batch_groups=groups, progress=progress, return_on_interrupt=False)
     # The index and the queries use the clean corpus: noise only ever touches training labels.
-    retriever = DenseRetriever(Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("Flat")))
+    retriever = Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("Flat")).dense_retriever()
     rows = []
     for split in ("val", "test"):
         metrics = evaluate(retriever, corpus, split)

@@ -1,5 +1,5 @@
-"""Dense retrievers: a bundle's encoder over its FAISS index (squared Euclidean distance), and
-exact inner-product search over any ``encode`` function (the seed systems, docs/SEEDS.md)."""
+"""Dense retrievers: an encoder over its FAISS index (squared Euclidean distance), and exact
+inner-product search over any ``encode`` function (the seed systems, docs/SEEDS.md)."""
 
 from __future__ import annotations
 
@@ -10,25 +10,25 @@ import numpy as np
 import pandas as pd
 
 from qpr.retrieval.base import Retriever
+from qpr.retrieval.index import VectorIndex
 
 
 class DenseRetriever(Retriever):
-    """A bundle's encoder (the CNN, the LSTM or a seed system: ``Bundle.encode``) + its FAISS index."""
+    """An encoder (the CNN, the LSTM or a seed system) + the FAISS index of its vectors of ``corpus``.
+
+    ``encode(texts)`` returns the vectors ``index`` was built from, one row per text; ``index``
+    holds every corpus question under its qid. A bundle builds its own: ``Bundle.dense_retriever``.
+    """
 
     name = "sdml"
 
-    def __init__(self, bundle) -> None:
-        # Any object with ``encode(texts)``, ``index`` (a ``VectorIndex``) and ``corpus``: a
-        # ``Bundle`` in the product; this module never imports the bundle, which imports the
-        # systems that use these retrievers.
-        self.bundle = bundle
-        self.corpus = bundle.corpus
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        return self.bundle.encode(texts)
+    def __init__(self, encode: Callable[[Sequence[str]], np.ndarray], index: VectorIndex, corpus: pd.DataFrame) -> None:
+        self.encode = encode
+        self.index = index
+        self.corpus = corpus
 
     def search_ids(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
-        return self.bundle.index.search(self.encode(queries), k)
+        return self.index.search(self.encode(queries), k)
 
 
 class EncodeRetriever(Retriever):

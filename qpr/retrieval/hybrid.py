@@ -23,7 +23,10 @@ Fitted on one domain's val split, those weights do not carry over to another dom
 (docs/OUT_OF_DOMAIN.md). ``RankFusion`` is the fusion for a corpus without clusters to fit on:
 weighted reciprocal rank fusion of the two top lists, whose one weight was chosen across several
 domains (``bench/out_of_domain.py``); a bundle carries it as ``{"kind": "rrf", ...}`` and
-``fused_retriever`` serves whichever fusion a bundle has.
+``fused_retriever`` serves whichever fusion a bundle's manifest has.
+
+The retrievers and fitting functions take the ``DenseRetriever`` whose encoder, index and corpus
+they read (``Bundle.dense_retriever``), never the bundle.
 """
 
 from __future__ import annotations
@@ -38,7 +41,6 @@ import pandas as pd
 from scipy.optimize import minimize
 from scipy.special import expit
 
-from qpr.bundles.bundle import Bundle
 from qpr.errors import QPRError
 from qpr.evaluation.metrics import query_set
 from qpr.retrieval.base import Retriever
@@ -99,28 +101,29 @@ class LexicalStats:
 
 
 class HybridRetriever(Retriever):
-    """Dense + BM25 candidates of a bundle, ranked by its fitted ``Fusion`` (see module doc)."""
+    """``dense``'s and BM25's candidates over ``dense``'s corpus, ranked by a fitted ``Fusion``
+    (see module doc; a bundle's is ``Fusion.from_manifest(bundle.manifest)``). ``bm25``, one
+    already built over the same corpus, is reused."""
 
     name = "hybrid"
 
-    def __init__(self, bundle: Bundle, fusion: Fusion | None = None, bm25: BM25Retriever | None = None) -> None:
-        self.bundle = bundle
-        self.corpus = bundle.corpus
-        self.fusion = fusion or Fusion.from_manifest(bundle.manifest)
+    def __init__(self, dense: DenseRetriever, fusion: Fusion, bm25: BM25Retriever | None = None) -> None:
+        self.corpus = dense.corpus
+        self.fusion = fusion
         if self.fusion.depth < 1:
             raise QPRError(f"the fusion's depth must be at least 1, got {self.fusion.depth}")
         if bm25 is not None and not np.array_equal(bm25.corpus["qid"].to_numpy(), self.corpus["qid"].to_numpy()):
             # Scores are read by corpus row: another corpus or row order would score the wrong questions.
-            raise QPRError("the BM25 retriever given was built on another corpus than the bundle's")
-        self.dense = DenseRetriever(bundle)
-        self.bm25 = bm25 or BM25Retriever(bundle.corpus)
+            raise QPRError("the BM25 retriever given was built on another corpus than the dense retriever's")
+        self.dense = dense
+        self.bm25 = bm25 or BM25Retriever(dense.corpus)
         self.lexical = LexicalStats(self.corpus["question"].tolist())
         self._qids = self.corpus["qid"].to_numpy()
 
     def candidates(self, queries: Sequence[str], depth: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per query: (corpus rows of its candidates, their ``FEATURES`` matrix)."""
         vectors = self.dense.encode(queries)
-        distances, qids = self.bundle.index.search(vectors, depth)
+        distances, qids = self.dense.index.search(vectors, depth)
         lists = []  # per query: candidate rows, their index distances (dense hits only), BM25 scores
         for text, qid_row, dist_row in zip(queries, qids, distances):
             dense_rows = self._lookup[0].get_indexer(qid_row[qid_row >= 0])
@@ -129,7 +132,7 @@ class HybridRetriever(Retriever):
             lists.append((rows, dist_row[qid_row >= 0], scores[rows]))
         # BM25-only candidates have no search distance: score them with their indexed vectors.
         extra_rows = np.unique(np.concatenate([rows[len(dist):] for rows, dist, _ in lists]))
-        extra_vectors = self.bundle.index.vectors(self._qids[extra_rows]) if len(extra_rows) else None
+        extra_vectors = self.dense.index.vectors(self._qids[extra_rows]) if len(extra_rows) else None
         out = []
         for text, vector, (rows, dist, bm25) in zip(queries, vectors, lists):
             extra = rows[len(dist):]
@@ -207,14 +210,15 @@ def rank_fuse(dense_qids: np.ndarray, bm25_qids: np.ndarray, fusion: RankFusion,
 
 
 class RankFusionRetriever(Retriever):
-    """A bundle's dense and BM25 top lists merged by a ``RankFusion`` (module doc)."""
+    """``dense``'s and BM25's top lists over ``dense``'s corpus merged by a ``RankFusion`` (module
+    doc); ``bm25``, one already built over the same corpus, is reused."""
 
     name = "rrf"
 
-    def __init__(self, bundle: Bundle, fusion: RankFusion, bm25: BM25Retriever | None = None) -> None:
-        self.bundle, self.corpus, self.fusion = bundle, bundle.corpus, fusion
-        self.dense = DenseRetriever(bundle)
-        self.bm25 = bm25 or BM25Retriever(bundle.corpus)
+    def __init__(self, dense: DenseRetriever, fusion: RankFusion, bm25: BM25Retriever | None = None) -> None:
+        self.corpus, self.fusion = dense.corpus, fusion
+        self.dense = dense
+        self.bm25 = bm25 or BM25Retriever(dense.corpus)
 
     def search_ids(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         depth = max(self.fusion.depth, k)
@@ -223,12 +227,13 @@ class RankFusionRetriever(Retriever):
         return rank_fuse(dense, bm25, replace(self.fusion, depth=depth), k)
 
 
-def fused_retriever(bundle: Bundle, bm25: BM25Retriever | None = None) -> Retriever:
-    """The retriever of the fusion ``bundle`` carries: rank fusion or the fitted hybrid."""
-    stored = bundle.manifest.get("fusion") or {}
+def fused_retriever(dense: DenseRetriever, manifest: dict, bm25: BM25Retriever | None = None) -> Retriever:
+    """The retriever of the fusion a bundle's ``manifest`` carries over its ``dense`` retriever:
+    rank fusion or the fitted hybrid (QPRError if it carries none)."""
+    stored = manifest.get("fusion") or {}
     if stored.get("kind") == "rrf":
-        return RankFusionRetriever(bundle, RankFusion(**stored), bm25)
-    return HybridRetriever(bundle, bm25=bm25)
+        return RankFusionRetriever(dense, RankFusion(**stored), bm25)
+    return HybridRetriever(dense, Fusion.from_manifest(manifest), bm25)
 
 
 def _top(scores: np.ndarray, depth: int) -> np.ndarray:
@@ -237,24 +242,25 @@ def _top(scores: np.ndarray, depth: int) -> np.ndarray:
     return top[scores[top] > 0]
 
 
-def fit_fusion(bundle: Bundle, split: str = "val", depth: int = DEPTH, bm25: BM25Retriever | None = None,
+def fit_fusion(dense: DenseRetriever, split: str = "val", depth: int = DEPTH, bm25: BM25Retriever | None = None,
                max_queries: int | None = None, seed: int = 0) -> Fusion:
-    """Fit the hybrid scorer on the ``split`` queries of the bundle's corpus (never test)."""
+    """Fit the hybrid scorer over ``dense`` on the ``split`` queries of its corpus (never test)."""
     if split == "test":
         raise QPRError("the fusion is fitted on val (or train) queries; test is for measuring it")
     if max_queries is not None and max_queries < 1:
         raise QPRError(f"max_queries must be at least 1, got {max_queries}")
-    queries = query_set(bundle.corpus, split)
+    queries = query_set(dense.corpus, split)
     if max_queries is not None and len(queries) > max_queries:
         queries = queries.sample(max_queries, random_state=seed)
-    return fit_rows([fusion_rows(bundle, queries, depth, bm25)], depth, f"the {split} queries' candidates")
+    return fit_rows([fusion_rows(dense, queries, depth, bm25)], depth, f"the {split} queries' candidates")
 
 
-def fusion_rows(bundle: Bundle, queries: pd.DataFrame, depth: int = DEPTH,
+def fusion_rows(dense: DenseRetriever, queries: pd.DataFrame, depth: int = DEPTH,
                 bm25: BM25Retriever | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """What a fusion is fitted on: the ``FEATURES`` of each query's candidates (``queries``: rows
-    of the bundle's corpus, with qid and cluster), whether each candidate is in the query's
-    cluster, and the query's position in ``queries`` (one array each, a row per candidate).
+    """What a fusion over ``dense`` is fitted on: the ``FEATURES`` of each query's candidates
+    (``queries``: rows of ``dense``'s corpus, with qid and cluster), whether each candidate is in
+    the query's cluster, and the query's position in ``queries`` (one array each, a row per
+    candidate).
 
     Each query's own row is left out of its candidates: it is trivially the nearest on both
     sides and would teach the scorer nothing about paraphrases.
@@ -264,9 +270,9 @@ def fusion_rows(bundle: Bundle, queries: pd.DataFrame, depth: int = DEPTH,
     # Unfitted placeholder weights: only the candidate and feature machinery is used here.
     placeholder = Fusion(mean=(0.0,) * len(FEATURES), scale=(1.0,) * len(FEATURES), coef=(0.0,) * len(FEATURES),
                          intercept=0.0, depth=depth)
-    hybrid = HybridRetriever(bundle, placeholder, bm25)
+    hybrid = HybridRetriever(dense, placeholder, bm25)
     row_of = hybrid._lookup[0]
-    cluster = bundle.corpus["cluster"].to_numpy(dtype=object, na_value=None)
+    cluster = dense.corpus["cluster"].to_numpy(dtype=object, na_value=None)
     tables, labels, owners = [np.empty((0, len(FEATURES)))], [np.empty(0, dtype=bool)], [np.empty(0, dtype=np.int64)]
     for position, ((qid, own_cluster), (rows, table)) in enumerate(zip(
         queries[["qid", "cluster"]].itertuples(index=False),

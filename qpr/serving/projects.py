@@ -33,7 +33,6 @@ import pandas as pd
 from qpr.bundles.bundle import Bundle
 from qpr.bundles.training import held_out_splits
 from qpr.evaluation.metrics import evaluate
-from qpr.retrieval.dense import DenseRetriever
 from qpr.retrieval.lexical import BM25Retriever
 from qpr.errors import QPRError
 from qpr.fsutil.atomic import atomic_path
@@ -153,7 +152,7 @@ class Projects:
         else:
             bundle = rebase(self.general, corpus)
             bundle.manifest["data"] = data
-            bundle.manifest["metrics"] = {split: evaluate(DenseRetriever(bundle), corpus, split) for split in splits}
+            bundle.manifest["metrics"] = {split: evaluate(bundle.dense_retriever(), corpus, split) for split in splits}
             served = serving_retriever(bundle, bm25)
             bundle.manifest["hybrid_metrics"] = {split: evaluate(served, corpus, split) for split in splits}
         folder = self.folder(manifest["slug"])

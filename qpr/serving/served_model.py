@@ -35,7 +35,7 @@ def serving_retriever(bundle: Bundle, bm25: BM25Retriever | None = None) -> Retr
     docs/OUT_OF_DOMAIN.md), else the encoder alone; BM25 for a lexical bundle (no encoder yet)."""
     if bundle.lexical:
         return bm25 or BM25Retriever(bundle.corpus)
-    return fused_retriever(bundle, bm25) if "fusion" in bundle.manifest else DenseRetriever(bundle)
+    return fused_retriever(bundle.dense_retriever(), bundle.manifest, bm25) if "fusion" in bundle.manifest else bundle.dense_retriever()
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class Served:
         retriever name; None where it cannot be fitted); ``bm25``, one over its corpus already
         built, is reused."""
         bm25 = bm25 or BM25Retriever(bundle.corpus)
-        dense, default = bm25 if bundle.lexical else DenseRetriever(bundle), serving_retriever(bundle, bm25)
+        dense, default = bm25 if bundle.lexical else bundle.dense_retriever(), serving_retriever(bundle, bm25)
         retrievers = {r.name: r for r in (default, dense, bm25)}
         return cls(bundle, dense, bm25, default, {name: calibrate(r, bundle.corpus) for name, r in retrievers.items()})
 

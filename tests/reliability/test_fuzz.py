@@ -171,7 +171,7 @@ def test_fuzzed_manifests_load_or_fail_clearly(saved_bundle, edits):
 
 @pytest.fixture(scope="module")
 def retrievers(tiny_bundle):
-    return DenseRetriever(tiny_bundle), BM25Retriever(tiny_bundle.corpus)
+    return tiny_bundle.dense_retriever(), BM25Retriever(tiny_bundle.corpus)
 
 
 @FUZZ

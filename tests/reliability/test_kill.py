@@ -20,7 +20,7 @@ from annotations.export import check_export, export, manifest_path, recover_expo
 from conftest import make_corpus
 from qpr.bundles.bundle import Bundle
 from qpr.data.corpus import write_cluster_file
-from qpr.fsutil.atomic import leftovers
+from qpr.fsutil.leftovers import leftovers
 from reliability_support import run_until_killed
 
 VERSION = "v1"
@@ -88,11 +88,11 @@ def test_kill_at_any_step_of_a_bundle_swap_leaves_a_complete_bundle(good, tiny_b
 
 # A child that exports corrected clusters to OUT and pauses at POINT.
 EXPORTER = """
-import qpr.fsutil.atomic
+import qpr.fsutil.file_group
 from annotations.db import open_store
 from annotations.export import export
 point, url, out = sys.argv[1:]
-real_replace, real_publish, real_commit = os.replace, qpr.fsutil.atomic.FileGroup.publish, qpr.fsutil.atomic.FileGroup.commit
+real_replace, real_publish, real_commit = os.replace, qpr.fsutil.file_group.FileGroup.publish, qpr.fsutil.file_group.FileGroup.commit
 
 def replace(src, dst, *args, **kwargs):
     real_replace(src, dst, *args, **kwargs)
@@ -109,7 +109,7 @@ def commit(self):
         pause(point)  # database row committed, the publication not yet marked committed
     real_commit(self)
 
-os.replace, qpr.fsutil.atomic.FileGroup.publish, qpr.fsutil.atomic.FileGroup.commit = replace, publish, commit
+os.replace, qpr.fsutil.file_group.FileGroup.publish, qpr.fsutil.file_group.FileGroup.commit = replace, publish, commit
 store = open_store(url)
 version, corpus = store.corpus("v1")
 export(store, corpus, "csv", out, bundle_version=version)

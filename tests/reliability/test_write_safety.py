@@ -14,7 +14,9 @@ import pytest
 
 from qpr.bundles.bundle import Bundle, check_target
 from qpr.errors import QPRError
-from qpr.fsutil.atomic import atomic_files, atomic_path, clean_leftovers, leftovers, recover, recover_files
+from qpr.fsutil.atomic import atomic_path
+from qpr.fsutil.file_group import atomic_files, recover_files
+from qpr.fsutil.leftovers import clean_leftovers, leftovers, recover
 from reliability_support import snapshot
 
 
