@@ -12,6 +12,7 @@ Its parts, one sub-package each, in the order data flows through them:
 - ``qpr.serving``: what the app serves, projects on disk, background training
 - ``qpr.evaluation``: H@1, MRR, ROC AUC
 - ``qpr.fsutil``: crash-safe writes; ``qpr.cli``: the ``qpr`` command
+- ``qpr.settings``: every environment variable, read once; ``qpr.errors``: the error a user can fix
 
 ``qpr.research`` holds protocols that only the benchmarks run. docs/ARCHITECTURE.md maps the
 whole project; ``qpr --help`` lists the command-line entry points.
