@@ -41,7 +41,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from annotations.db import open_store
-from annotations.simulation.loop import Model, annotate, fit, measures, scores
+from workflows.simulated_loop import Model, annotate, fit, measures, scores
 from annotations.simulation.oracle import SimulatedAnnotator, true_same
 from annotations.simulation.strategies import STRATEGIES, candidate_pool
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json

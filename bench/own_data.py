@@ -31,7 +31,7 @@ import pandas as pd
 
 
 from bench.common import machine, markdown_table, replace_marked_section, write_json
-from qpr.serving.background_training import TrainingJob, worker_alive
+from workflows.background_training import TrainingJob, worker_alive
 from qpr.bundles.training import compare_bundles
 from qpr.data.corpus import data_dir
 from qpr.errors import QPRError

@@ -18,7 +18,7 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from qpr.serving.background_training import ACTIVE, TrainingJob, describe
+from workflows.background_training import ACTIVE, TrainingJob, describe
 from qpr.bundles.training import compare_bundles, verdict
 from qpr.data.corpus import read_cluster_file
 from qpr.errors import QPRError
