@@ -1,6 +1,6 @@
 """Export corrected clusters for retraining: a cluster file, training pairs, and a manifest.
 
-``export(store, corpus, "parquet", "corrected.parquet")`` writes, as one change (``export``):
+``write_export(store, corpus, "parquet", "corrected.parquet")`` writes, as one change:
 
 - ``corrected.parquet``: the corpus with corrected clusters in the cluster-file format
   (qid, question, cluster, split) that ``qpr.data.corpus.read_cluster_file`` and ``python -m qpr train``
@@ -12,12 +12,18 @@
   counts, merges, splits (members voted out of their cluster), conflicts and the ids of every
   judgment the export took into account. The same is recorded in the database, in the
   transaction that places the files.
+
+It also hands the export over in memory (``Export``: the corrected corpus and the manifest as
+written), so a caller in the same process trains on it without reading the files back;
+``Export.labels`` is what a bundle trained on it records. ``export`` is the same for callers that
+want the file only (the command line, scripts).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -26,11 +32,30 @@ from annotations.errors import AnnotationError
 from annotations.merge import MergeResult, corrected_clusters
 from annotations.models import utcnow
 from annotations.store import AnnotationStore
-from qpr.data.corpus import QUORA_COLUMNS, write_cluster_file, write_table
+from qpr.data.corpus import QUORA_COLUMNS, check_corpus, write_cluster_file, write_table
 from qpr.errors import one_line
 from qpr.fsutil.file_group import atomic_files, recover_files
 
 FORMATS = ("csv", "jsonl", "parquet")
+
+
+@dataclass(frozen=True)
+class Export:
+    """One complete export: ``path`` (the cluster file; its pairs and manifest lie beside it),
+    ``corpus`` (the corrected clusters as written, in the dtypes ``read_cluster_file`` gives) and
+    ``manifest`` (as written in the manifest file)."""
+
+    path: Path
+    corpus: pd.DataFrame
+    manifest: dict
+
+    @property
+    def labels(self) -> dict:
+        """What a bundle trained on this export records as its ``labels``, the one schema of that
+        trace: ``export_id``, ``export_file`` (the cluster file's absolute path, as the database's
+        export record holds it) and ``judgment_ids``."""
+        return {"export_id": self.manifest["export_id"], "export_file": str(self.path.resolve()),
+                "judgment_ids": self.manifest["judgment_ids"]}
 
 
 def manifest_path(out: str | Path) -> Path:
@@ -78,9 +103,16 @@ def cluster_counts(before: pd.DataFrame, after: pd.DataFrame) -> dict:
 def export(
     store: AnnotationStore, corpus: pd.DataFrame, fmt: str, out: str | Path, bundle_version: str | None = None
 ) -> Path:
+    """``write_export``, returning the cluster file's path only."""
+    return write_export(store, corpus, fmt, out, bundle_version).path
+
+
+def write_export(
+    store: AnnotationStore, corpus: pd.DataFrame, fmt: str, out: str | Path, bundle_version: str | None = None
+) -> Export:
     """Write the corrected clusters of ``corpus`` to ``out`` (plus pairs and manifest, see the
-    module doc) and record the export in ``store``; returns ``out``. ``bundle_version`` names the
-    bundle whose corpus this is, for the record.
+    module doc) and record the export in ``store``; returns the export, in memory too.
+    ``bundle_version`` names the bundle whose corpus this is, for the record.
 
     All or nothing (``qpr.fsutil.file_group.atomic_files``): the three files are written beside ``out`` in a
     staging folder, then moved into place with the manifest last (an earlier manifest is moved
@@ -98,16 +130,20 @@ def export(
     if bundle_version is not None and bundle_version not in store.bundle_versions()["version"].tolist():
         raise AnnotationError(f"bundle version {bundle_version!r} is not registered in the annotation database")
     result = corrected_clusters(store, corpus)
-    counts = cluster_counts(corpus, result.corpus)
+    # In read_cluster_file's dtypes: what a caller trains on is what a reader of the file would get.
+    corrected = check_corpus(result.corpus, out)
+    counts = cluster_counts(corpus, corrected)
     created = utcnow().replace(microsecond=0)  # the manifest and the database row carry the same time
     path = str(out.resolve())
     with atomic_files([out, pairs_path(out), manifest_path(out)], committed=store.export_recorded) as group:
-        write_cluster_file(result.corpus, group.path(out))
+        write_cluster_file(corrected, group.path(out))
         write_table(training_pairs(result, corpus), group.path(pairs_path(out)))
         files = {target.name: _describe(group.path(target)) for target in (out, pairs_path(out))}
 
+        manifest = {}
+
         def place(export_id: int) -> None:
-            manifest = {
+            manifest.update({
                 "export_id": export_id,
                 "created": created.isoformat(timespec="seconds"),
                 "bundle_version": bundle_version,
@@ -120,7 +156,7 @@ def export(
                 "merges": result.merges.to_dict("records"),
                 "splits": result.splits.to_dict("records"),
                 "conflicts": result.conflicts.to_dict("records"),
-            }
+            })
             group.path(manifest_path(out)).write_text(json.dumps(manifest, indent=2, ensure_ascii=False, default=int))
             group.publish({"export_id": export_id, "path": path, "created": created.isoformat()})
 
@@ -128,7 +164,8 @@ def export(
         store.record_export(bundle_version, fmt, path, stored, result.judgment_ids, result.decisions(),
                             created=created, before_commit=place)
         group.commit()
-    return out
+    # The manifest as a reader of the file gets it (numpy numbers as plain ints, as written).
+    return Export(out, corrected, json.loads(json.dumps(manifest, default=int)))
 
 
 def recover_export(store: AnnotationStore, out: str | Path) -> list[Path]:

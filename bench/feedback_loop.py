@@ -5,7 +5,7 @@ On Quora-lite, a ``--noise`` share of the training clusters with 3+ questions is
 clean clusters, one on the noisy copy. For each strategy and budget, a simulated annotator that
 knows the clean clusters judges that many candidate pairs from the noisy model's top ``k``
 (``annotations.simulation.strategies``), through the annotation store; the judgments are merged and exported
-(``annotations.simulation.loop.annotate``) and a model trains from scratch on the exported clusters. Every
+(``workflows.simulated_loop.annotate``) and a model trains from scratch on the exported clusters. Every
 model trains with the same settings and seed and is scored on the untouched test clusters with an
 exact index over the clean corpus. Nothing is tuned on the test clusters.
 
@@ -41,7 +41,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from annotations.db import open_store
-from annotations.simulation.loop import Model, annotate, fit, measures, scores
+from workflows.simulated_loop import Model, annotate, fit, measures, scores
 from annotations.simulation.oracle import SimulatedAnnotator, true_same
 from annotations.simulation.strategies import STRATEGIES, candidate_pool
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
@@ -87,7 +87,7 @@ def quick_slice(corpus: pd.DataFrame, seed: int) -> pd.DataFrame:
 
 
 def cached_fit(path: Path, corpus: pd.DataFrame, clean: pd.DataFrame, config: TrainConfig, encoder: EncoderConfig) -> Model:
-    """``annotations.simulation.loop.fit``, saved as a bundle at ``path`` (with its test scores) and loaded
+    """``workflows.simulated_loop.fit``, saved as a bundle at ``path`` (with its test scores) and loaded
     from there when a previous run already trained it."""
     if (path / "manifest.json").is_file():
         bundle = Bundle.load(path)
@@ -138,7 +138,7 @@ def one_run(setup: Setup, folder: Path, strategy: str, budget: int, error_rate: 
     folder.mkdir(parents=True)
     annotator = SimulatedAnnotator(setup.clean, "oracle", error_rate, seed=seed)
     with open_store(f"sqlite:///{(folder / 'annotations.db').resolve()}") as store:
-        # seed + 1: the random pick of round 1 of `python -m annotations loop` with the same seed
+        # seed + 1: the random pick of round 1 of `qpr-annotations loop` with the same seed
         done = annotate(store, annotator, setup.noisy_model, setup.noisy, strategy, budget, folder / "corrected.parquet",
                         seed=seed + 1, pool=setup.pool)
         row = {"strategy": strategy, "budget": budget, "round": 1}

@@ -45,7 +45,7 @@ import pandas as pd
 
 from annotations.simulation.benchmark_check import judged_h1, order, top_results
 from annotations.db import open_store
-from annotations.simulation.loop import Model, annotate, fit
+from workflows.simulated_loop import Model, annotate, fit
 from annotations.simulation.oracle import SimulatedAnnotator, label_errors, true_same
 from annotations.simulation.strategies import candidate_pool, within_pool
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json

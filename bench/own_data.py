@@ -9,7 +9,7 @@ Projects tab calls them: BANKING77 (train.csv) as clusters, InsuranceQA as a que
 log, and BANKING77's test questions as bare questions. BANKING77's train.csv repeats 6 questions (test.csv
 1), which the import refuses by row; the benchmark imports copies without the later repeats (in a
 temporary folder) and records that. The training is the Projects tab's: a worker process
-(``qpr.serving.background_training``) on the BANKING77 project with the demo's small settings and few
+(``workflows.background_training``) on the BANKING77 project with the demo's small settings and few
 epochs; meanwhile the benchmark searches the served project (BM25) and records whether every
 search answered and its slowest time.
 
@@ -31,7 +31,7 @@ import pandas as pd
 
 
 from bench.common import machine, markdown_table, replace_marked_section, write_json
-from qpr.serving.background_training import TrainingJob, worker_alive
+from workflows.background_training import TrainingJob, worker_alive
 from qpr.bundles.training import compare_bundles
 from qpr.data.corpus import data_dir
 from qpr.errors import QPRError

@@ -1,5 +1,5 @@
 """Export of corrected clusters (files, manifest, database record), the trainer round trip, and the
-``python -m annotations`` command line with its one-line errors."""
+``qpr-annotations`` command line (``python -m workflows``) with its one-line errors."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from sqlalchemy import text
 
-from annotations.cli import main
+from workflows.cli import main
 from annotations.db import open_store
 from annotations.errors import AnnotationError
 from annotations.export import export, manifest_path, pairs_path
@@ -182,7 +182,7 @@ def test_cli_errors_on_an_empty_database_or_unknown_version(db_url, store, tmp_p
 def test_cli_as_a_process_prints_one_line_and_no_traceback(tmp_path):
     env = os.environ | {"PYTHONPATH": str(REPO)}
     done = subprocess.run(
-        [sys.executable, "-m", "annotations", "export", "--db", "nosuchdialect://x", "--format", "parquet",
+        [sys.executable, "-m", "workflows", "export", "--db", "nosuchdialect://x", "--format", "parquet",
          "--out", str(tmp_path / "x.parquet")],
         capture_output=True, text=True, env=env, cwd=tmp_path,
     )

@@ -10,7 +10,7 @@ import gradio as gr
 import pandas as pd
 import pytest
 
-import ui.retrain_tab as retrain_module
+import workflows.retraining as retrain_module
 import ui.startup as startup
 from annotations.db import open_store
 from qpr.data.coherence import cluster_coherence

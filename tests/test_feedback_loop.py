@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from annotations.cli import main
+from workflows.cli import main
 from annotations.db import open_store
 from annotations.errors import AnnotationError
-from annotations.simulation.loop import LoopConfig, gap_recovered, run_loop
+from workflows.simulated_loop import LoopConfig, gap_recovered, run_loop
 from annotations.simulation.oracle import SimulatedAnnotator, precision, recall, reconnected, true_same
 from annotations.queue import spot_check
 from annotations.simulation.strategies import POOL_COLUMNS, candidate_pool, select

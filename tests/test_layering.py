@@ -1,8 +1,9 @@
-"""The project's import rule: data flows app -> ui -> annotations -> qpr, never upward.
+"""The project's import rule: data flows app -> ui -> workflows -> annotations -> qpr, never upward.
 
 Read from the source with ``ast`` (nothing is imported), so a new module is checked as soon as
-it exists: no module of ``qpr`` imports ``annotations`` or the UI, ``annotations`` does not
-import the UI, and ``app.py`` stays the thin entry point that only starts the UI.
+it exists: no module of ``qpr`` imports ``annotations``, ``workflows`` or the UI, ``annotations``
+imports neither ``workflows`` nor the UI, ``workflows`` does not import the UI, and ``app.py``
+stays the thin entry point that only starts the UI.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FORBIDDEN = {"qpr": {"annotations", "ui", "app", "bench"}, "annotations": {"ui", "app", "bench"}, "ui": {"app", "bench"}}
+FORBIDDEN = {"qpr": {"annotations", "workflows", "ui", "app", "bench"}, "annotations": {"workflows", "ui", "app", "bench"},
+             "workflows": {"ui", "app", "bench"}, "ui": {"app", "bench"}}
 
 
 def imported_packages(path: Path) -> set[str]:

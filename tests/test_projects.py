@@ -16,7 +16,7 @@ import torch
 from annotations.db import open_store
 from annotations.merge import applicable_judgments
 from conftest import _small_encoder, make_corpus
-from qpr.serving.background_training import TrainingJob, describe
+from workflows.background_training import TrainingJob, describe
 from qpr.bundles.bundle import Bundle
 from qpr.model.encoder import EncoderConfig
 from qpr.errors import QPRError

@@ -18,7 +18,7 @@ import gradio as gr
 
 from annotations.store import AnnotationStore, annotator_key, annotator_name
 from annotations.task import TASK_SIZE
-from qpr.serving.background_training import TrainingJob
+from workflows.background_training import TrainingJob
 from qpr.bundles.bundle import Bundle
 from qpr.errors import QPRError
 from qpr.fsutil.atomic import atomic_path

@@ -3,10 +3,12 @@ project the app serves, and train its encoder in the background.
 
 An upload is validated whole before anything is written (``qpr.data.upload.read_upload``); a project
 starts served by BM25 (``qpr.serving.projects``), so search and annotation work at once. Training runs in
-a worker process (``qpr.serving.background_training``) whose status file the page polls (``gr.Timer``),
-so progress survives a page reload and an app restart. A finished model is compared with the
-served one on the same held-out clusters and waits, as a retrained model does, for someone to
-use it or discard it: this tab's buttons call the Retrain tab's ``confirm`` / ``discard``.
+a worker process (``workflows.background_training``) whose status file the page polls (``gr.Timer``),
+so progress survives a page reload and an app restart. Starting it and offering its model are
+steps of the retraining workflow (``workflows.retraining``): a finished model is compared with
+the served one on the same held-out clusters and waits, as a retrained model does, for someone
+to use it or discard it; this tab's buttons are the Retrain tab's ``confirm`` / ``discard``, and
+it shows the decision with that tab's outputs.
 """
 
 from __future__ import annotations
@@ -18,17 +20,16 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from qpr.serving.background_training import ACTIVE, TrainingJob, describe
-from qpr.bundles.training import compare_bundles, verdict
-from qpr.data.corpus import read_cluster_file
+from qpr.bundles.training import verdict
 from qpr.errors import QPRError
 from qpr.serving.projects import DEMO
-from qpr.retrieval.lexical import BM25Retriever
-from qpr.data.upload import MIN_TRAIN_CLUSTERS, max_upload_bytes, megabytes, read_upload
+from qpr.data.upload import max_upload_bytes, megabytes, read_upload
 from ui.common import AppContext
 from ui.display import plain, shows_errors, text_table
 from ui.demo import DEMO_ENCODER, DEMO_TEXT, DEMO_TRAIN
-from ui.retrain_tab import RetrainTab
+from ui.retrain_tab import RetrainTab, exports
+from workflows.background_training import ACTIVE, TrainingJob, describe
+from workflows.retraining import offer_trained, start_training
 
 KIND_LABELS = [("Questions with a cluster column", "clusters"), ("Question → answer log", "qa-log"),
                ("Bare questions (no clusters yet)", "questions")]
@@ -178,22 +179,8 @@ class ProjectsTab:
         """Export the corrected clusters and train on them in a background worker: the served
         encoder continued, or (a project served by BM25 alone) a new one."""
         who = self.ctx.annotator(name, request, profile)
-        job = self.ctx.training()
-        status = job.status()
-        if status["state"] in ACTIVE:
-            raise QPRError(f"A training of this project is already running ({describe(status)}); it was started by "
-                           f"{status.get('by', 'someone')}. Wait for it or cancel it.")
-        served = self.ctx.model.current().bundle
-        out, done = self.retrain.export_corrected("parquet")
-        corrected = read_cluster_file(out)
-        sizes = corrected["cluster"].value_counts()
-        if (sizes >= 2).sum() < MIN_TRAIN_CLUSTERS:
-            raise QPRError(f"Only {(sizes >= 2).sum()} cluster(s) of 2 or more questions so far; training needs at least "
-                           f"{MIN_TRAIN_CLUSTERS} (split into train, val and test). Judge more pairs 'same meaning' on "
-                           "the Annotate tab to form clusters, then train.")
-        labels = {"export_id": done["export_id"], "export_file": str(out), "judgment_ids": done["judgment_ids"]}
-        base = None if served.lexical else served.save(job.folder / "base")
-        job.start(corrected, replace(DEMO_TRAIN, max_epochs=int(epochs)), DEMO_TEXT, DEMO_ENCODER, base, labels, who)
+        start_training(self.ctx.model, self.ctx.store, self.ctx.training(), exports(self.ctx),
+                       replace(DEMO_TRAIN, max_epochs=int(epochs)), DEMO_TEXT, DEMO_ENCODER, who)
         return self.poll()
 
     @shows_errors
@@ -221,16 +208,10 @@ class ProjectsTab:
         return self.poll() | {self.choice: gr.Dropdown(choices=self._choices(), value=self.ctx.project)}
 
     def _offer(self, job: TrainingJob, status: dict) -> dict:
-        candidate = self.ctx.model.candidate()
-        if candidate is None or candidate.served.bundle.version != status.get("version"):
-            try:
-                served, new = self.ctx.model.current().bundle, job.result()
-                bm25 = BM25Retriever(new.corpus)
-                comparison = compare_bundles(served, new, new.corpus, bm25)
-            except QPRError as err:  # a damaged result, or nothing held out to compare on
-                job.decided(f"not offered: {err}")
-                return {self.status: f"Training finished, but the model cannot be compared: {plain(err)}"}
-            candidate = self.ctx.model.propose(new, comparison, bm25)
+        try:
+            candidate = offer_trained(self.ctx.model, job, status.get("version"))
+        except QPRError as err:  # a damaged result, or nothing held out to compare on
+            return {self.status: f"Training finished, but the model cannot be compared: {plain(err)}"}
         said, _ = verdict(candidate.comparison)
         note = (f"Trained model **{plain(status['version'])}** is ready; nothing changes until someone uses it. {said} "
                 "The full comparison is on the Retrain & export tab.")

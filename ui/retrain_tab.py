@@ -1,29 +1,34 @@
 """The Retrain & export tab: export the corrected clusters; retrain on them, compare old and new
 on the same held-out clusters, and swap the new model in only when the user confirms.
 
-A retraining first exports the corrected clusters (so the database records which judgments it
-used) and trains on that export read back, so the new bundle's manifest can name the export and
-its judgment ids (``labels``). BM25 over the corrected corpus is built once and shared by the
-fusion fit, the comparison and the new served retrievers.
+The handlers read their inputs, call the retraining workflow (``workflows.retraining``: export,
+retrain, compare, confirm or discard, record, remember) and render what it returns.
 """
 
 from __future__ import annotations
 
-import json
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import gradio as gr
 import pandas as pd
 
-from annotations.export import export, manifest_path, pairs_path
-from qpr.bundles.training import compare_bundles, retrain_bundle, verdict
-from qpr.data.corpus import read_cluster_file
-from qpr.errors import QPRError
-from qpr.retrieval.lexical import BM25Retriever
+from annotations.export import manifest_path, pairs_path
+from qpr.bundles.training import verdict
 from ui.common import AppContext
 from ui.display import plain, shows_errors, text_table
+from workflows import retraining
+from workflows.retraining import Deployment
+
+
+def exports(ctx: AppContext) -> Path:
+    """Where the app writes exports: ``exports/`` under its cache."""
+    return ctx.cache / "exports"
+
+
+def deployment(ctx: AppContext) -> Deployment:
+    """Where a model decided on in the app goes: the active project's (``AppContext``)."""
+    return Deployment(ctx.model, ctx.store, ctx.save_bundle, ctx.remember, ctx.training())
 
 
 class RetrainTab:
@@ -56,18 +61,11 @@ class RetrainTab:
         self.confirm_button.click(self.confirm, [name], self.decision_outputs)
         self.discard_button.click(self.discard, [name], self.decision_outputs)
 
-    def export_corrected(self, fmt: str) -> tuple[Path, dict]:
-        """Export the served corpus' corrected clusters under the cache; the file and its manifest."""
-        served = self.ctx.model.current()
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-        out = self.ctx.cache / "exports" / f"corrected-{stamp}.{fmt}"
-        export(self.ctx.store, served.bundle.corpus, fmt, out, bundle_version=served.bundle.version)
-        return out, json.loads(manifest_path(out).read_text())
-
     @shows_errors
     def export_clusters(self, fmt: str) -> dict:
         """Corrected clusters (plus training pairs and the manifest) as files to download."""
-        out, done = self.export_corrected(fmt)
+        export = retraining.export_corrected(self.ctx.store, self.ctx.model.current(), exports(self.ctx), fmt)
+        out, done = export.path, export.manifest
         note = (f"Exported {done['questions']} questions: {done['clusters_before']} clusters before, "
                 f"{done['clusters_after']} after {len(done['merges'])} merge(s) and {len(done['splits'])} split(s), which "
                 f"folded {done['clusters_absorbed']} cluster(s) into others (or emptied them) and formed "
@@ -79,14 +77,6 @@ class RetrainTab:
     def retrain(self, epochs: float, progress=gr.Progress()) -> dict:
         """Retrain on the corrected clusters in the background of searches; compare old and new
         on the same held-out clusters; hold the new model until the user confirms."""
-        served = self.ctx.model.current()
-        if served.bundle.lexical:
-            raise QPRError("This project has no encoder yet: train one on the Projects tab (it trains in the "
-                           "background while BM25 serves).")
-        progress(0, desc="Exporting the corrected clusters")
-        out, done = self.export_corrected("parquet")
-        corrected = read_cluster_file(out)
-        labels = {"export_id": done["export_id"], "export_file": str(out), "judgment_ids": done["judgment_ids"]}
         epochs = int(epochs)
         started = time.monotonic()
 
@@ -97,17 +87,19 @@ class RetrainTab:
             progress(share, desc=f"Epoch {row['epoch']} of at most {epochs} · {100 * share:.0f}% · about {left:.0f} s left "
                                  f"· validation ROC AUC {row['val_auc']:.3f}")
 
-        bm25 = BM25Retriever(corrected)
-        new = retrain_bundle(served.bundle, corrected, max_epochs=epochs, labels=labels, bm25=bm25, progress=False,
-                             on_epoch=epoch_done)
-        progress(epochs / (epochs + 1), desc="Evaluating both models on the held-out clusters")
-        comparison = compare_bundles(served.bundle, new, corrected, bm25)
-        self.ctx.model.propose(new, comparison, bm25)
+        def stage(name: str) -> None:
+            if name == "exporting":
+                progress(0, desc="Exporting the corrected clusters")
+            else:
+                progress(epochs / (epochs + 1), desc="Evaluating both models on the held-out clusters")
+
+        proposal = retraining.retrain(self.ctx.model, self.ctx.store, exports(self.ctx), epochs, epoch_done, stage)
         progress(1.0, desc="Done")
+        done, new = proposal.export.manifest, proposal.candidate.served.bundle
         note = (f"Retrained on {len(done['merges'])} merge(s) from {len(done['judgment_ids'])} judgment(s) (export "
                 f"#{done['export_id']}): model **{plain(new.version)}** is ready. Nothing changes until you press "
                 "'Use the retrained model'.")
-        return self._waiting(note, comparison)
+        return self._waiting(note, proposal.candidate.comparison)
 
     def _waiting(self, note: str, comparison) -> dict:
         """The tab while a retrained model waits: the comparison, what it says, the two choices
@@ -136,39 +128,18 @@ class RetrainTab:
         replacing which, from which judgments; the app serves it again after a restart unless
         ``QPR_BUNDLE`` names another."""
         who = self.ctx.replacer(name, request, profile)
-        candidate = self.ctx.model.candidate()
-        if candidate is None:
-            raise QPRError("No retrained model is waiting: press 'Retrain' first.")
-        bundle = candidate.served.bundle
-        path = self.ctx.save_bundle(bundle)
-        self.ctx.store.register_corpus(bundle.version, bundle.corpus)
-        # Raises, leaving the served model as it was, if another confirmation or retraining
-        # replaced the candidate in the meantime.
-        replaced = self.ctx.model.current().bundle.version
-        self.ctx.model.confirm(bundle.version)
-        self.ctx.store.record_swap(who, bundle.version, replaced, bundle.manifest.get("labels", {}).get("judgment_ids", []))
-        self.ctx.remember(path, who)
-        self._settle_training(bundle.version, f"put in service by {who}")
-        note = (f"Now serving **{plain(bundle.version)}** (put in service by {plain(self.ctx.store.display_name(who))}), saved "
-                f"in **{plain(path)}**; the app serves it again after a restart (unless QPR_BUNDLE names another bundle).")
-        return self._decided(note) | {self.comparison: text_table(candidate.comparison.round(3))}
+        done = retraining.confirm(deployment(self.ctx), who)
+        note = (f"Now serving **{plain(done.bundle.version)}** (put in service by {plain(self.ctx.store.display_name(who))}), "
+                f"saved in **{plain(done.path)}**; the app serves it again after a restart (unless QPR_BUNDLE names another "
+                "bundle).")
+        return self._decided(note) | {self.comparison: text_table(done.comparison.round(3))}
 
     @shows_errors
     def discard(self, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
         """Drop the retrained model waiting for a decision; the served one stays."""
         who = self.ctx.replacer(name, request, profile)
-        candidate = self.ctx.model.candidate()
-        self.ctx.model.discard()
-        if candidate is not None:
-            self._settle_training(candidate.served.bundle.version, f"discarded by {who}")
+        retraining.discard(self.ctx.model, self.ctx.training(), who)
         return self._decided("Discarded the retrained model; the served one is unchanged.")
-
-    def _settle_training(self, version: str, what: str) -> None:
-        """Mark the project's background training decided when its model was the one decided on."""
-        job = self.ctx.training()
-        status = job.status()
-        if status["state"] == "done" and status.get("version") == version:
-            job.decided(what)
 
     def _decided(self, note: str) -> dict:
         """The tab with no model waiting: no comparison, both choices off."""

@@ -1,1 +1,1 @@
-"""The simulated feedback loop: an annotator that knows the true clusters, candidate strategies, the runner."""
+"""The simulated feedback loop: an annotator that knows the true clusters, candidate strategies (the runner: workflows.simulated_loop)."""

@@ -1,6 +1,6 @@
 """A simulated annotator that knows the true clusters, and the ground-truth measures it allows.
 
-Measuring the annotation loop (``annotations.simulation.loop``) needs an annotator whose answers are known:
+Measuring the annotation loop (``workflows.simulated_loop``) needs an annotator whose answers are known:
 ``SimulatedAnnotator(truth)`` answers "same" exactly when two questions share a cluster of the
 ``truth`` corpus (the clean labels before ``qpr.data.noise`` split clusters; a question in no cluster
 shares none), wrong on a seeded random ``error_rate`` share of its answers, and records every

@@ -5,7 +5,7 @@ Layout under the app's cache (``runs/projects`` by default)::
     active.json            the project the app serves, who switched to it and when
     <slug>/project.json    name, kind, versions, the served bundle's folder, the next free qid, history
     <slug>/bundles/<ver>/  bundles (``qpr.bundles.bundle``): one per uploaded version, trained ones
-    <slug>/training/       the background training job (``qpr.serving.background_training``)
+    <slug>/training/       the background training job (``workflows.background_training``)
 
 Every file is replaced atomically (``qpr.fsutil.atomic.atomic_path``), a bundle before the manifest that
 names it, so a kill leaves the project as it was or as it became, never half-written.

@@ -119,6 +119,7 @@ class ServedModel:
         self._served = Served.of(bundle)
         self._candidate: Candidate | None = None
         self._last_swap: Swap | None = None
+        self._before: tuple[Served, Candidate | None, Swap | None] | None = None  # what ``undo`` restores
 
     def current(self) -> Served:
         with self._lock:
@@ -146,8 +147,20 @@ class ServedModel:
         with self._lock:
             if self._candidate is None or self._candidate.served.bundle.version != version:
                 raise QPRError(f"no retrained model {version!r} is waiting to be confirmed; retrain first")
+            self._before = (self._served, self._candidate, self._last_swap)
             self._last_swap = Swap(self._served.bundle, self._candidate.comparison)
             self._served, self._candidate = self._candidate.served, None
+            return self._served
+
+    def undo(self, version: str) -> Served:
+        """Take back the last ``confirm``, of ``version``: serve what was served before and hold
+        the candidate again, as if it had not been confirmed (the caller could not record or
+        remember the swap). Refused if another swap came since."""
+        with self._lock:
+            if self._before is None or self._served.bundle.version != version:
+                raise QPRError(f"model {version!r} is not the last one confirmed; nothing to take back")
+            self._served, self._candidate, self._last_swap = self._before
+            self._before = None
             return self._served
 
     def relabel(self, bundle_version: str, labels: pd.DataFrame, number: int) -> Served:

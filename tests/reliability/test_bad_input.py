@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import qpr.cli.main
-from annotations.cli import main as annotations_main
+from workflows.cli import main as annotations_main
 from annotations.db import open_store
 from annotations.errors import AnnotationError
 from conftest import make_corpus

@@ -9,10 +9,14 @@ A ``TrainingJob`` is one folder (a project's ``training/``) holding::
     worker.log      the worker's output
 
 ``start`` refuses while a worker is running (one training per job folder) and launches
-``python -m qpr.serving.background_training FOLDER`` in its own session with ``OMP_NUM_THREADS=1``, so
+``python -m workflows.background_training FOLDER`` in its own session with ``OMP_NUM_THREADS=1``, so
 the app's searches keep a core and a restart of the app does not stop the training. ``status``
 notices a worker that died without finishing and says so. The trained bundle is only a file in
-this folder: serving it is the app's decision (``qpr.serving.served_model.ServedModel.propose`` / ``confirm``).
+this folder: serving it is the app's decision (``workflows.retraining.offer_trained`` / ``confirm``).
+
+It sits in ``workflows`` (not ``qpr.serving``) because starting a training is a step of the
+retraining workflow (``workflows.retraining.start_training`` exports the corrected clusters it
+trains on).
 
 States: ``running`` -> ``done`` (bundle written) | ``failed`` (message says why) | ``cancelled``;
 ``done`` -> ``decided`` once the app has served or discarded the result.
@@ -30,8 +34,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
+import torch
 
 from qpr.bundles.bundle import Bundle
+from qpr.bundles.training import retrain_bundle, train_bundle
 from qpr.data.corpus import split_clusters
 from qpr.model.encoder import EncoderConfig
 from qpr.errors import QPRError
@@ -132,9 +138,9 @@ class TrainingJob:
         _write(self.folder / STATUS, status)
         env = os.environ | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         with (self.folder / LOG).open("ab") as log:
-            child = subprocess.Popen([sys.executable, "-m", "qpr.serving.background_training", str(self.folder.resolve())],
+            child = subprocess.Popen([sys.executable, "-m", "workflows.background_training", str(self.folder.resolve())],
                                      stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                     cwd=Path(__file__).resolve().parents[2])
+                                     cwd=Path(__file__).resolve().parents[1])
         _CHILDREN[child.pid] = child
         status["pid"] = child.pid
         # The worker rewrites the status as it goes; the pid is written here too so that a worker
@@ -187,9 +193,7 @@ def describe(status: dict) -> str:
 def run(folder: Path) -> None:
     """The worker: train as ``job.json`` says, writing progress to ``status.json``; save the
     bundle, then mark the job done (or failed with the reason)."""
-    import torch  # the worker's own threads: one, beside the app's
-
-    torch.set_num_threads(1)
+    torch.set_num_threads(1)  # the worker's own threads: one, beside the app's
     job = json.loads((folder / JOB).read_text(encoding="utf-8"))
     status = json.loads((folder / STATUS).read_text(encoding="utf-8")) | {"state": "running", "pid": os.getpid()}
     started, last = time.monotonic(), 0.0
@@ -216,13 +220,9 @@ def run(folder: Path) -> None:
     try:
         corpus = with_held_out(pd.read_parquet(folder / CORPUS))
         if job["continue_from"]:
-            from qpr.bundles.training import retrain_bundle
-
             bundle = retrain_bundle(Bundle.load(job["continue_from"]), corpus, max_epochs=job["train"]["max_epochs"],
                                     labels=job["labels"], progress=False, on_epoch=on_epoch, on_batch=on_batch)
         else:
-            from qpr.bundles.training import train_bundle
-
             bundle = train_bundle(corpus, TrainConfig(**job["train"]), TextConfig(**job["text"]),
                                   EncoderConfig(**job["encoder"]), labels=job["labels"], progress=False,
                                   on_epoch=on_epoch, on_batch=on_batch)

@@ -1,5 +1,5 @@
-"""``qpr-annotations`` (or ``python -m annotations``): export corrected clusters, summarise the annotation database, and
-measure the annotation loop with a simulated annotator (``loop``, see ``annotations.simulation.loop``).
+"""``qpr-annotations`` (or ``python -m workflows``): export corrected clusters, summarise the annotation database, and
+measure the annotation loop with a simulated annotator (``loop``, see ``workflows.simulated_loop``).
 
 Errors a user must fix (bad URL, unreachable database, unknown bundle version, wrong file name)
 print one line and exit with status 2.
@@ -15,19 +15,19 @@ from pathlib import Path
 from annotations.agreement import agreement
 from annotations.db import open_store
 from annotations.errors import AnnotationError
-from annotations.export import FORMATS, export, manifest_path
-from annotations.simulation.loop import LoopConfig, run_loop
+from annotations.export import FORMATS, manifest_path, write_export
 from annotations.simulation.strategies import STRATEGIES
 from qpr.cli.main import run
 from qpr.data.corpus import data_dir, load_corpus
 from qpr.training.train import TrainConfig
+from workflows.simulated_loop import LoopConfig, run_loop
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     with open_store(args.db) as store:
         version, corpus = store.corpus(args.bundle_version)
-        out = export(store, corpus, args.format, args.out, bundle_version=version)
-        manifest = json.loads(manifest_path(out).read_text())
+        done = write_export(store, corpus, args.format, args.out, bundle_version=version)
+    out, manifest = done.path, done.manifest
     print(f"{out}: {manifest['questions']} questions, {manifest['clusters_before']} -> {manifest['clusters_after']} "
           f"clusters ({len(manifest['merges'])} merges, {len(manifest['splits'])} splits, "
           f"{len(manifest['conflicts'])} conflicts for review) from "
@@ -64,7 +64,7 @@ def cmd_loop(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m annotations", description="Annotation database tools.")
+    parser = argparse.ArgumentParser(prog="qpr-annotations", description="Annotation database tools.")
     parser.add_argument("--db", help="SQLAlchemy database URL (default: $QPR_DB_URL, else sqlite:///data/annotations.db)")
     sub = parser.add_subparsers(dest="command", required=True)
 

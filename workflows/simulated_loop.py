@@ -9,15 +9,17 @@ trains an encoder on that noisy copy. Then, each round:
 2. a ``SimulatedAnnotator`` judges them into the annotation store (an SQLite file in the run
    folder), as a person in the app would;
 3. the judgments are merged into corrected clusters and exported (``annotations.export``, which
-   applies ``annotations.merge.corrected_clusters``), and the exported file is read back with
-   ``qpr.data.corpus.read_cluster_file``: the training data of the next model;
+   applies ``annotations.merge.corrected_clusters``), handed over in memory as the app's
+   retraining gets them (``annotations.export.Export``): the training data of the next model,
+   whose bundle records the export as the app's does (``Export.labels``);
 4. the encoder is retrained on it (from scratch, or continuing the previous one with
-   ``warm_start``) through the app's own ``qpr.bundles.training`` functions, and scored on the untouched test clusters with an exact index over the clean
-   corpus (``qpr.evaluation.metrics``).
+   ``warm_start``) through the app's own ``qpr.bundles.training`` functions, and scored on the
+   untouched test clusters with an exact index over the clean corpus (``qpr.evaluation.metrics``).
 
-Issue 6 names this ``python -m qpr loop``; it is ``python -m annotations loop`` instead, because
-the loop drives the annotation store and ``qpr`` must never import ``annotations``
-(app -> annotations -> qpr). ``bench/feedback_loop.py`` runs the full comparison.
+Issue 6 names this ``python -m qpr loop``; it is ``qpr-annotations loop`` (``workflows.cli``)
+instead, because the loop drives the annotation store and ``qpr`` must never import
+``annotations``; it lives in ``workflows`` with the app's retraining (ui -> workflows ->
+annotations -> qpr). ``bench/feedback_loop.py`` runs the full comparison.
 """
 
 from __future__ import annotations
@@ -33,14 +35,13 @@ import pandas as pd
 
 from annotations.db import open_store
 from annotations.errors import AnnotationError
-from annotations.export import export, manifest_path
+from annotations.export import Export, write_export
 from annotations.simulation.oracle import SimulatedAnnotator, precision, recall, reconnected
 from annotations.queue import judged_pairs
 from annotations.store import AnnotationStore
 from annotations.simulation.strategies import STRATEGIES, candidate_pool, select
 from qpr.bundles.bundle import Bundle
 from qpr.bundles.training import retrain_bundle, train_bundle
-from qpr.data.corpus import read_cluster_file
 from qpr.model.encoder import EncoderConfig
 from qpr.evaluation.metrics import evaluate
 from qpr.fsutil.atomic import atomic_path
@@ -119,13 +120,21 @@ def fit(
 @dataclass
 class Round:
     """What one round of annotation produced: the ``judged`` pairs (with ``label`` and
-    ``true_same``), the ``corrected`` corpus read back from the export, the export ``manifest``,
-    and the wall-clock ``seconds`` that recording the judgments in the store took."""
+    ``true_same``), the ``export`` of the corrected clusters, and the wall-clock ``seconds`` that
+    recording the judgments in the store took."""
 
     judged: pd.DataFrame
-    corrected: pd.DataFrame
-    manifest: dict
+    export: Export
     seconds: float
+
+    @property
+    def corrected(self) -> pd.DataFrame:
+        """The corrected corpus: the training data of the next model."""
+        return self.export.corpus
+
+    @property
+    def manifest(self) -> dict:
+        return self.export.manifest
 
 
 def annotate(
@@ -152,8 +161,7 @@ def annotate(
     start = time.perf_counter()
     judged = annotator.judge(store, select(pool, strategy, budget, seed), version)
     seconds = time.perf_counter() - start
-    out = export(store, corpus, Path(out).suffix.lstrip("."), out, bundle_version=version)
-    return Round(judged, read_cluster_file(out), json.loads(manifest_path(out).read_text()), seconds)
+    return Round(judged, write_export(store, corpus, Path(out).suffix.lstrip("."), out, bundle_version=version), seconds)
 
 
 def measures(done: Round, judgments: pd.DataFrame, truth: pd.DataFrame, split: list[str]) -> dict:
@@ -239,8 +247,7 @@ def run_loop(
             row |= measures(done, store.judgments(annotator=annotator.name), clean, split)
             log(f"round {round_no}: {row['judgments']} judged, precision {row['precision']}, {row['reconnected']} of "
                 f"{len(split)} split clusters reconnected; retraining")
-            labels = {key: done.manifest[key] for key in ("export_id", "cluster_file", "judgment_ids")}
-            model = fit(corpus, clean, **fitting, warm_start=model if config.warm_start else None, labels=labels)
+            model = fit(corpus, clean, **fitting, warm_start=model if config.warm_start else None, labels=done.export.labels)
             summary["runs"].append(row | scores(model, summary["H1_noisy"], summary["H1_clean"]))
             with atomic_path(out_dir / SUMMARY_NAME) as tmp:
                 tmp.write_text(json.dumps(summary, indent=2) + "\n")

@@ -1,3 +1,0 @@
-from annotations.cli import main
-
-raise SystemExit(main())

@@ -1,0 +1,230 @@
+"""The retraining workflow (``workflows.retraining``) without Gradio: a tiny bundle, a SQLite store,
+export handed over in memory, retrain, offer, confirm with its failure cases (a record or a
+remember that fails takes the swap back), discard."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from sqlalchemy.exc import OperationalError
+
+import workflows.retraining as retraining
+from annotations.db import open_store
+from annotations.export import manifest_path
+from qpr.bundles.bundle import Bundle
+from qpr.data.corpus import read_cluster_file
+from qpr.errors import QPRError
+from qpr.serving.served_model import ServedModel
+from workflows.background_training import BUNDLE, STATUS, TrainingJob
+from workflows.retraining import Deployment
+
+TWINS = ("c-chess", "c-piano")  # two clusters judged the same: one merge
+
+
+def judge_twins(store, bundle: Bundle) -> list[int]:
+    """Record that a question of each twin cluster means the same; the judgment ids."""
+    corpus = bundle.corpus
+    first, second = (int(corpus.loc[corpus["cluster"] == cluster, "qid"].iloc[0]) for cluster in TWINS)
+    store.record("ann", second, "same", bundle.version, query_qid=first)
+    return sorted(store.judgments()["id"].tolist())
+
+
+@pytest.fixture(scope="module")
+def retrained(tiny_bundle, tmp_path_factory):
+    """One retraining of the tiny bundle on its corrected clusters: what it proposed, the stages
+    and epochs it reported, the judgments it learned from, and its export folder."""
+    folder = tmp_path_factory.mktemp("retrain")
+    model = ServedModel(tiny_bundle)
+    stages, epochs = [], []
+    with open_store(f"sqlite:///{folder / 'a.db'}") as store:
+        store.register_corpus(tiny_bundle.version, tiny_bundle.corpus)
+        judged = judge_twins(store, tiny_bundle)
+        proposal = retraining.retrain(model, store, folder / "exports", 1, epochs.append, stages.append)
+    return {"model": model, "proposal": proposal, "stages": stages, "epochs": epochs, "judged": judged,
+            "folder": folder / "exports"}
+
+
+@pytest.fixture
+def target(tiny_bundle, retrained, scratch_dir, tmp_path):
+    """A deployment serving the tiny bundle with the retrained model waiting; ``remembered``
+    lists what ``remember`` was called with."""
+    store = open_store(f"sqlite:///{scratch_dir / 'a.db'}")
+    store.register_corpus(tiny_bundle.version, tiny_bundle.corpus)
+    model = ServedModel(tiny_bundle)
+    candidate = retrained["proposal"].candidate
+    model.propose(candidate.served.bundle, candidate.comparison)
+    remembered = []
+    deployment = Deployment(model, store, lambda bundle: bundle.save(tmp_path / "bundles" / bundle.version),
+                            lambda path, who: remembered.append((path, who)), TrainingJob(tmp_path / "training"))
+    yield deployment, remembered
+    store.close()
+
+
+def test_an_export_is_handed_over_in_memory_as_written(tiny_bundle, scratch_dir, tmp_path):
+    with open_store(f"sqlite:///{scratch_dir / 'e.db'}") as store:
+        store.register_corpus(tiny_bundle.version, tiny_bundle.corpus)
+        judged = judge_twins(store, tiny_bundle)
+        done = retraining.export_corrected(store, ServedModel(tiny_bundle).current(), tmp_path / "exports", "csv")
+    assert done.path.parent == tmp_path / "exports" and done.path.name.startswith("corrected-")
+    assert done.corpus.equals(read_cluster_file(done.path)), "the corpus in memory is the file's"
+    assert done.manifest == json.loads(manifest_path(done.path).read_text())
+    twins = done.corpus[tiny_bundle.corpus["cluster"].isin(TWINS)]
+    assert twins["cluster"].nunique() == 1 and len(done.manifest["merges"]) == 1
+    # The one labels schema: the export's id, its cluster file's absolute path, its judgments.
+    assert done.labels == {"export_id": done.manifest["export_id"], "export_file": str(done.path.resolve()),
+                           "judgment_ids": judged}
+
+
+def test_retrain_proposes_a_model_trained_on_the_export_and_changes_nothing_served(tiny_bundle, retrained):
+    proposal, model = retrained["proposal"], retrained["model"]
+    new = proposal.candidate.served.bundle
+    assert model.current().bundle is tiny_bundle and model.candidate() is proposal.candidate
+    assert new.version != tiny_bundle.version and new.manifest["labels"] == proposal.export.labels
+    assert proposal.export.labels["judgment_ids"] == retrained["judged"]
+    assert proposal.export.path.parent == retrained["folder"] and proposal.export.path.suffix == ".parquet"
+    assert list(proposal.candidate.comparison["model"]) == ["current", "current", "retrained", "retrained"]
+    assert retrained["stages"] == ["exporting", "comparing"] and [row["epoch"] for row in retrained["epochs"]] == [1]
+
+
+def test_retrain_refuses_a_model_served_by_bm25_alone(tiny_bundle, scratch_dir, tmp_path):
+    with open_store(f"sqlite:///{scratch_dir / 'l.db'}") as store:
+        with pytest.raises(QPRError, match="no encoder yet"):
+            retraining.retrain(ServedModel(Bundle.lexical_of(tiny_bundle.corpus)), store, tmp_path / "exports", 1)
+    assert not (tmp_path / "exports").exists()
+
+
+def test_confirm_serves_records_and_remembers_the_candidate(tiny_bundle, target):
+    deployment, remembered = target
+    new = deployment.model.candidate().served.bundle
+    done = retraining.confirm(deployment, "Carol")
+    assert deployment.model.current().bundle is new and deployment.model.candidate() is None
+    assert done.bundle is new and done.replaced == tiny_bundle.version and Bundle.load(done.path).version == new.version
+    swaps = deployment.store.swaps()
+    assert swaps[["annotator", "bundle_version", "replaced_version"]].values.tolist() == [["Carol", new.version,
+                                                                                          tiny_bundle.version]]
+    assert swaps.iloc[0]["judgment_ids"] == new.manifest["labels"]["judgment_ids"]
+    assert remembered == [(done.path, "Carol")]
+    with pytest.raises(QPRError, match="No retrained model is waiting"):
+        retraining.confirm(deployment, "Carol")
+
+
+def test_a_record_that_fails_once_is_retried(target, monkeypatch):
+    deployment, remembered = target
+    monkeypatch.setattr(retraining, "RETRY_PAUSE_S", 0.0)
+    real, calls = deployment.store.record_swap, []
+
+    def flaky(*args):
+        calls.append(args)
+        if len(calls) == 1:
+            raise OperationalError("INSERT", {}, Exception("database is locked"))
+        return real(*args)
+
+    monkeypatch.setattr(deployment.store, "record_swap", flaky)
+    done = retraining.confirm(deployment, "Carol")
+    assert len(calls) == 2 and len(deployment.store.swaps()) == 1 and len(remembered) == 1
+    assert deployment.model.current().bundle is done.bundle
+
+
+def test_a_record_that_keeps_failing_takes_the_swap_back(tiny_bundle, target, monkeypatch):
+    deployment, remembered = target
+    monkeypatch.setattr(retraining, "RETRY_PAUSE_S", 0.0)
+    candidate, calls = deployment.model.candidate(), []
+
+    def broken(*args):
+        calls.append(args)
+        raise OperationalError("INSERT", {}, Exception("disk I/O error"))
+
+    monkeypatch.setattr(deployment.store, "record_swap", broken)
+    with pytest.raises(QPRError, match="could not be recorded \\(.*disk I/O error.*\\), so it was taken back"):
+        retraining.confirm(deployment, "Carol")
+    assert len(calls) == retraining.ATTEMPTS
+    # Never served unrecorded: the old model is served, the candidate waits, nothing remembered.
+    assert deployment.model.current().bundle is tiny_bundle and deployment.model.candidate() is candidate
+    assert deployment.model.last_swap() is None and remembered == []
+    monkeypatch.undo()  # the database is back: confirming again works
+    retraining.confirm(deployment, "Carol")
+    assert deployment.model.current().bundle is candidate.served.bundle and len(deployment.store.swaps()) == 1
+
+
+def test_a_bug_in_a_step_after_the_swap_takes_it_back_and_keeps_its_traceback(tiny_bundle, target, monkeypatch):
+    deployment, remembered = target
+    calls = []
+
+    def buggy(*args):
+        calls.append(args)
+        raise TypeError("a bug")
+
+    monkeypatch.setattr(deployment.store, "record_swap", buggy)
+    with pytest.raises(TypeError, match="a bug"):
+        retraining.confirm(deployment, "Carol")
+    assert len(calls) == 1, "a bug is not retried"
+    assert deployment.model.current().bundle is tiny_bundle and deployment.model.candidate() is not None and remembered == []
+
+
+def test_a_remember_that_keeps_failing_takes_the_swap_back_and_records_that(tiny_bundle, target, monkeypatch):
+    deployment, _ = target
+    monkeypatch.setattr(retraining, "RETRY_PAUSE_S", 0.0)
+    candidate = deployment.model.candidate()
+    new = candidate.served.bundle
+
+    def full(path, who):
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(QPRError, match="could not be remembered for a restart .*No space left"):
+        retraining.confirm(Deployment(deployment.model, deployment.store, deployment.save, full, deployment.training),
+                           "Carol")
+    assert deployment.model.current().bundle is tiny_bundle and deployment.model.candidate() is candidate
+    swaps = deployment.store.swaps()[["bundle_version", "replaced_version"]].values.tolist()
+    assert swaps == [[new.version, tiny_bundle.version], [tiny_bundle.version, new.version]], "the record says what is served"
+
+
+def finished_training(job: TrainingJob, bundle: Bundle) -> None:
+    """``job``'s folder as a worker leaves it when done with ``bundle``."""
+    bundle.save(job.folder / BUNDLE)
+    (job.folder / STATUS).write_text(json.dumps({"state": "done", "version": bundle.version, "by": "ann"}))
+
+
+def test_a_finished_training_is_offered_once_and_settled_by_the_decision(tiny_bundle, retrained, target, monkeypatch):
+    deployment, _ = target
+    model, job = ServedModel(tiny_bundle), deployment.training
+    new = retrained["proposal"].candidate.served.bundle
+    finished_training(job, new)
+    offered = retraining.offer_trained(model, job, new.version)
+    assert model.candidate() is offered and offered.served.bundle.version == new.version
+    assert list(offered.comparison["model"]) == ["current", "current", "retrained", "retrained"]
+    monkeypatch.setattr(retraining, "compare_bundles", lambda *args: pytest.fail("compared twice"))
+    assert retraining.offer_trained(model, job, new.version) is offered
+    assert retraining.discard(model, job, "bob") is offered
+    assert model.candidate() is None and model.current().bundle is tiny_bundle
+    assert job.status()["state"] == "decided" and job.status()["message"] == "discarded by bob"
+
+
+def test_a_confirmed_training_is_settled(retrained, target):
+    deployment, _ = target
+    finished_training(deployment.training, deployment.model.candidate().served.bundle)
+    retraining.confirm(deployment, "Carol")
+    assert deployment.training.status()["message"] == "put in service by Carol"
+
+
+def test_a_result_that_cannot_be_compared_is_not_offered(tiny_bundle, tmp_path):
+    job = TrainingJob(tmp_path / "training")
+    job.folder.mkdir()
+    (job.folder / STATUS).write_text(json.dumps({"state": "done", "version": "v-gone", "by": "ann"}))
+    model = ServedModel(tiny_bundle)
+    with pytest.raises(QPRError):
+        retraining.offer_trained(model, job, "v-gone")  # no bundle in the folder
+    assert model.candidate() is None and job.status()["state"] == "decided"
+    assert job.status()["message"].startswith("not offered: ")
+
+
+def test_training_needs_clusters_to_hold_out(tiny_bundle, scratch_dir, tmp_path):
+    bare = tiny_bundle.corpus.assign(cluster=pd.array([None] * len(tiny_bundle.corpus), dtype="string"))
+    lexical = Bundle.lexical_of(bare)
+    job = TrainingJob(tmp_path / "training")
+    with open_store(f"sqlite:///{scratch_dir / 't.db'}") as store:
+        store.register_corpus(lexical.version, lexical.corpus)
+        with pytest.raises(QPRError, match="Only 0 cluster\\(s\\) of 2 or more questions so far"):
+            retraining.start_training(ServedModel(lexical), store, job, tmp_path / "exports", None, None, None, "ann")
+    assert job.status()["state"] == "none", "no worker started"

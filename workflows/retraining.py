@@ -1,0 +1,225 @@
+"""The retraining workflow, written once: export -> retrain -> compare -> confirm or discard ->
+record -> remember.
+
+1. **Export** (``export_corrected``): the served corpus' corrected clusters are written for the
+   user (cluster file, pairs, manifest; atomically, ``annotations.export``) and handed over in
+   memory (``annotations.export.Export``): nothing is read back from disk.
+2. **Retrain** on them, in this process (``retrain``: the served encoder continued) or in a
+   background worker (``start_training``, ``workflows.background_training``). The new bundle's
+   ``labels`` name the export it learned from, in one schema (``Export.labels``).
+3. **Compare** old and new on the same held-out clusters and hold the new model as the candidate
+   (``ServedModel.propose``); nothing changes for searches yet. A worker's result is compared
+   when it is offered (``offer_trained``).
+4. **Confirm** (``confirm``): save the bundle, swap it in, **record** the swap in the store and
+   **remember** it for a restart, in that order. A record or a remember that still fails after
+   ``ATTEMPTS`` tries takes the swap back (``ServedModel.undo``; a recorded swap is recorded back),
+   so the model served is always the one recorded and remembered; the candidate waits again
+   (``kept_or_taken_back``).
+   Or **discard** (``discard``): drop the candidate, the served model stays.
+
+Callers (the Retrain and Projects tabs, the simulated loop, the command line) read their inputs,
+call one of these functions and show the result; what the app knows (where bundles are saved,
+how a swap is remembered) comes in as a ``Deployment``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+from sqlalchemy.exc import SQLAlchemyError
+
+from annotations.export import Export, write_export
+from annotations.store import AnnotationStore
+from qpr.bundles.bundle import Bundle
+from qpr.bundles.training import compare_bundles, retrain_bundle
+from qpr.data.upload import MIN_TRAIN_CLUSTERS
+from qpr.errors import QPRError, one_line
+from qpr.model.encoder import EncoderConfig
+from qpr.model.text import TextConfig
+from qpr.retrieval.lexical import BM25Retriever
+from qpr.serving.served_model import Candidate, Served, ServedModel
+from qpr.training.train import TrainConfig
+from workflows.background_training import ACTIVE, TrainingJob, describe
+
+ATTEMPTS = 3  # tries of a record or a remember before the swap is taken back
+RETRY_PAUSE_S = 0.5  # between those tries; the store already retries a busy database itself
+FAILURES = (SQLAlchemyError, OSError, QPRError)  # a database or a disk that refused a write: worth a retry
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Where a decided model goes: the ``model`` served, the ``store`` that records swaps,
+    ``save`` (a bundle -> the folder it is saved in), ``remember`` (that folder and who -> serve it
+    again after a restart) and the project's background ``training`` job (marked decided when its
+    model is the one decided on)."""
+
+    model: ServedModel
+    store: AnnotationStore
+    save: Callable[[Bundle], Path]
+    remember: Callable[[Path, str], None]
+    training: TrainingJob
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A retrained model waiting for a decision (``candidate``, with its comparison) and the
+    ``export`` it was trained on."""
+
+    candidate: Candidate
+    export: Export
+
+
+@dataclass(frozen=True)
+class Confirmed:
+    """A swap done, recorded and remembered: the ``bundle`` now served, saved at ``path``, the
+    version it ``replaced``, and the ``comparison`` that justified it."""
+
+    bundle: Bundle
+    path: Path
+    replaced: str
+    comparison: pd.DataFrame
+
+
+def export_corrected(store: AnnotationStore, served: Served, folder: Path, fmt: str) -> Export:
+    """Export the corrected clusters of ``served``'s corpus into ``folder``, under a time-stamped
+    name (``corrected-<UTC time>.<fmt>``), recorded against its bundle version."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    out = Path(folder) / f"corrected-{stamp}.{fmt}"
+    return write_export(store, served.bundle.corpus, fmt, out, bundle_version=served.bundle.version)
+
+
+def retrain(model: ServedModel, store: AnnotationStore, folder: Path, max_epochs: int,
+            on_epoch: Callable[[dict], None] | None = None, on_stage: Callable[[str], None] = lambda stage: None) -> Proposal:
+    """Export (into ``folder``), continue the served encoder on the corrected clusters for at most
+    ``max_epochs``, compare old and new on the same held-out clusters, and hold the new model as
+    the candidate. ``on_epoch`` gets each epoch's history row; ``on_stage`` is told "exporting",
+    then "comparing". BM25 over the corrected corpus is built once and shared by the fusion fit,
+    the comparison and the candidate's retrievers."""
+    served = model.current()
+    if served.bundle.lexical:
+        raise QPRError("This project has no encoder yet: train one on the Projects tab (it trains in the "
+                       "background while BM25 serves).")
+    on_stage("exporting")
+    done = export_corrected(store, served, folder, "parquet")
+    bm25 = BM25Retriever(done.corpus)
+    new = retrain_bundle(served.bundle, done.corpus, max_epochs=max_epochs, labels=done.labels, bm25=bm25,
+                         progress=False, on_epoch=on_epoch)
+    on_stage("comparing")
+    comparison = compare_bundles(served.bundle, new, done.corpus, bm25)
+    return Proposal(model.propose(new, comparison, bm25), done)
+
+
+def start_training(model: ServedModel, store: AnnotationStore, job: TrainingJob, folder: Path, train: TrainConfig,
+                   text: TextConfig, encoder: EncoderConfig, who: str) -> dict:
+    """Export (into ``folder``) and train on the corrected clusters in ``job``'s background
+    worker: the served encoder continued, or (a model served by BM25 alone) a new one with
+    ``train`` / ``text`` / ``encoder``. Refused while a training runs, or with too few clusters
+    to hold some out. Returns the job's status."""
+    status = job.status()
+    if status["state"] in ACTIVE:
+        raise QPRError(f"A training of this project is already running ({describe(status)}); it was started by "
+                       f"{status.get('by', 'someone')}. Wait for it or cancel it.")
+    served = model.current()
+    done = export_corrected(store, served, folder, "parquet")
+    sizes = done.corpus["cluster"].value_counts()
+    if (sizes >= 2).sum() < MIN_TRAIN_CLUSTERS:
+        raise QPRError(f"Only {(sizes >= 2).sum()} cluster(s) of 2 or more questions so far; training needs at least "
+                       f"{MIN_TRAIN_CLUSTERS} (split into train, val and test). Judge more pairs 'same meaning' on "
+                       "the Annotate tab to form clusters, then train.")
+    base = None if served.bundle.lexical else served.bundle.save(job.folder / "base")
+    return job.start(done.corpus, train, text, encoder, base, done.labels, who)
+
+
+def offer_trained(model: ServedModel, job: TrainingJob, version: str) -> Candidate:
+    """The finished background training's model ``version`` as the candidate, compared with the
+    served model on the same held-out clusters once (it stays the candidate after that). A result
+    that cannot be compared (damaged, or nothing held out) is marked decided ("not offered") and
+    the QPRError says why."""
+    candidate = model.candidate()
+    if candidate is not None and candidate.served.bundle.version == version:
+        return candidate
+    try:
+        served, new = model.current().bundle, job.result()
+        bm25 = BM25Retriever(new.corpus)
+        comparison = compare_bundles(served, new, new.corpus, bm25)
+    except QPRError as err:
+        job.decided(f"not offered: {err}")
+        raise
+    return model.propose(new, comparison, bm25)
+
+
+def confirm(target: Deployment, who: str) -> Confirmed:
+    """Serve the candidate from now on, on ``who``'s decision: save it, register its corpus, swap
+    it in (refused, leaving everything as it was, if another confirmation or retraining replaced
+    the candidate meanwhile), record the swap with the judgments it learned from, remember it for
+    a restart, and settle the background training it came from. A record or remember that fails
+    takes the swap back (module doc) and raises a QPRError saying so."""
+    candidate = target.model.candidate()
+    if candidate is None:
+        raise QPRError("No retrained model is waiting: press 'Retrain' first.")
+    bundle = candidate.served.bundle
+    path = target.save(bundle)
+    target.store.register_corpus(bundle.version, bundle.corpus)
+    replaced = target.model.current().bundle.version
+    target.model.confirm(bundle.version)
+    judgment_ids = bundle.manifest.get("labels", {}).get("judgment_ids", [])
+    kept_or_taken_back(target.model, bundle.version, replaced, "recorded",
+                       lambda: target.store.record_swap(who, bundle.version, replaced, judgment_ids))
+    # Recorded as served by now: a swap taken back is recorded back, so the record says what is served.
+    kept_or_taken_back(target.model, bundle.version, replaced, "remembered for a restart", lambda: target.remember(path, who),
+                       undo=lambda: target.store.record_swap(who, replaced, bundle.version, []))
+    settle(target.training, bundle.version, f"put in service by {who}")
+    return Confirmed(bundle, path, replaced, candidate.comparison)
+
+
+def discard(model: ServedModel, training: TrainingJob, who: str) -> Candidate | None:
+    """Drop the candidate (if any) on ``who``'s decision; the served model stays. Returns it."""
+    candidate = model.candidate()
+    model.discard()
+    if candidate is not None:
+        settle(training, candidate.served.bundle.version, f"discarded by {who}")
+    return candidate
+
+
+def settle(training: TrainingJob, version: str, what: str) -> None:
+    """Mark the background training decided (``what`` says how) when its model ``version`` was
+    the one decided on."""
+    status = training.status()
+    if status["state"] == "done" and status.get("version") == version:
+        training.decided(what)
+
+
+def kept_or_taken_back(model: ServedModel, version: str, replaced: str, what: str, action: Callable[[], object],
+                       undo: Callable[[], object] = lambda: None) -> None:
+    """``action``, a step after the swap to ``version`` (``what``: the message's word for it, e.g.
+    "recorded"), retried; if it still fails, the swap is taken back (``ServedModel.undo``, then
+    ``undo``) and a QPRError says so. Anything else it raises (a bug) takes the swap back too and
+    keeps its traceback."""
+    try:
+        retried(action)
+    except BaseException as err:
+        model.undo(version)
+        undo()
+        if not isinstance(err, FAILURES):
+            raise
+        raise QPRError(f"The swap to {version} could not be {what} ({one_line(err)}), so it was taken back: {replaced} "
+                       "is served and the retrained model still waits. Try again.") from err
+
+
+def retried(action: Callable[[], object]) -> object:
+    """``action()``, tried up to ``ATTEMPTS`` times ``RETRY_PAUSE_S`` apart while it fails as a
+    database or a disk can (``FAILURES``); the last failure is raised. For writes that happen
+    whole or not at all (a store transaction, an atomic file), so a try after a failure cannot
+    do them twice."""
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return action()
+        except FAILURES:
+            if attempt == ATTEMPTS:
+                raise
+            time.sleep(RETRY_PAUSE_S)
