@@ -133,7 +133,7 @@ def fit(
         row = {"epoch": epoch, **report(drawn, losses), "seconds": time.perf_counter() - start}
         result.history.append(row)
         if progress:
-            shown = [(score_label or key if key == score else key, value) for key, value in row.items()
+            shown = [((score_label or key) if key == score else key, value) for key, value in row.items()
                      if key.startswith("loss") or key == score]
             tqdm.write(f"epoch {epoch}: " + "  ".join(f"{name} {value:.4f}" for name, value in shown))
         if on_epoch:
