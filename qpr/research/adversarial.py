@@ -14,8 +14,6 @@ separates the adversary's effect from the vocabulary's.
 
 from __future__ import annotations
 
-import copy
-import time
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -30,7 +28,9 @@ from qpr.errors import QPRError
 from qpr.evaluation.metrics import pair_auc
 from qpr.model.losses import make_loss
 from qpr.model.text import TextConfig, Vocabulary, tokenize
-from qpr.training.train import TrainConfig, TrainResult, cluster_disjoint_batches, cluster_members, epoch_pairs, validation_pairs
+from qpr.training.loop import descend, fit
+from qpr.training.sampling import cluster_disjoint_batches, cluster_members, epoch_pairs, validation_pairs
+from qpr.training.train import TrainConfig, TrainResult
 
 
 class GradientReversal(torch.autograd.Function):
@@ -106,37 +106,35 @@ def train_adversarial(
     val_a, val_b, val_labels = validation_pairs(corpus, config.val_pairs, config.seed)
     token_ids = [vocab.encode(q) for q in corpus["question"]]
     target_ids = [vocab.encode(t) for t in targets]
-    result = TrainResult(encoder=copy.deepcopy(encoder), vocab=vocab, best_auc=-1.0)
-    start = time.perf_counter()
-    for epoch in range(1, config.max_epochs + 1):
-        encoder.train()
-        anchors, positives, owner = epoch_pairs(clusters, rng)
-        total, correct, seen = 0.0, 0, 0
-        for batch in cluster_disjoint_batches(owner, config.batch_size, rng):
-            a = encode_ids(encoder, [token_ids[anchors[i]] for i in batch])
-            p = encode_ids(encoder, [token_ids[positives[i]] for i in batch])
-            pick = rng.integers(0, len(target_ids), len(batch))
-            t = encode_ids(encoder, [target_ids[i] for i in pick])
-            metric_loss = loss_fn(a, p)
-            features = reverse_gradient(torch.cat([a, t]), adversarial.weight)
-            domain = torch.cat([torch.zeros(len(a)), torch.ones(len(t))])
-            logits = classifier(features)
-            domain_loss = F.binary_cross_entropy_with_logits(logits, domain)
-            optimizer.zero_grad()
-            classifier_optimizer.zero_grad()
-            (metric_loss + domain_loss).backward()
-            optimizer.step()
-            classifier_optimizer.step()
-            total += metric_loss.item()
-            correct += int(((logits > 0).float() == domain).sum())
-            seen += len(domain)
-        auc = pair_auc(encoder, vocab, val_a, val_b, val_labels)
-        row = {"epoch": epoch, "loss": total, "val_auc": auc, "domain_accuracy": correct / max(seen, 1),
-               "seconds": time.perf_counter() - start}
-        result.history.append(row)
-        if on_epoch:
-            on_epoch(row)
-        if result.record_epoch(row, encoder, config.patience):
-            break
-    return result.finish(start)
+    anchors = positives = np.array([], dtype=np.int64)  # the current epoch's pairs
+    domain_tally: list[tuple[int, int]] = []  # (right, seen) per batch of the current epoch
 
+    def epoch_batches(epoch: int) -> list[np.ndarray]:
+        nonlocal anchors, positives
+        domain_tally.clear()
+        anchors, positives, owner = epoch_pairs(clusters, rng)
+        return cluster_disjoint_batches(owner, config.batch_size, rng)
+
+    def step(batch: np.ndarray) -> float:
+        a = encode_ids(encoder, [token_ids[anchors[i]] for i in batch])
+        p = encode_ids(encoder, [token_ids[positives[i]] for i in batch])
+        pick = rng.integers(0, len(target_ids), len(batch))
+        t = encode_ids(encoder, [target_ids[i] for i in pick])
+        metric_loss = loss_fn(a, p)
+        features = reverse_gradient(torch.cat([a, t]), adversarial.weight)
+        domain = torch.cat([torch.zeros(len(a)), torch.ones(len(t))])
+        logits = classifier(features)
+        descend(metric_loss + F.binary_cross_entropy_with_logits(logits, domain), optimizer, classifier_optimizer)
+        domain_tally.append((int(((logits > 0).float() == domain).sum()), len(domain)))
+        return metric_loss.item()
+
+    def report(batches: list, losses: list[float]) -> dict:
+        right, seen = sum(r for r, _ in domain_tally), sum(n for _, n in domain_tally)
+        # The loss is the epoch's sum of the batches' metric losses (not their mean, as elsewhere).
+        return {"loss": sum(losses), "val_auc": pair_auc(encoder, vocab, val_a, val_b, val_labels),
+                "domain_accuracy": right / max(seen, 1)}
+
+    # A Ctrl-C propagates: the benchmark runs many of these and must not record a cut-short one.
+    fitted = fit(encoder, config.max_epochs, epoch_batches, step, report, score="val_auc", patience=config.patience,
+                 on_epoch=on_epoch, return_on_interrupt=False)
+    return TrainResult.of(encoder, vocab, fitted)

@@ -16,9 +16,7 @@ learning rate and the batch size; the defaults here are ours (``ResidualConfig``
 
 from __future__ import annotations
 
-import copy
 import math
-import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
@@ -31,7 +29,8 @@ from torch import nn
 from qpr.errors import QPRError
 from qpr.model.losses import TripletLoss
 from qpr.model.text import words
-from qpr.training.train import cluster_disjoint_batches
+from qpr.training.loop import descend, fit, mean_loss
+from qpr.training.sampling import cluster_disjoint_batches
 from qpr.model.word_vectors import skipgram_vectors
 
 
@@ -190,34 +189,20 @@ def fit_residual(
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     a_all, t_all = torch.from_numpy(anchors.astype(np.float32)), torch.from_numpy(targets.astype(np.float32))
     codes = np.unique(owner, return_inverse=True)[1]
-    result = ResidualResult(model)
-    best_state, stale, start = copy.deepcopy(model.state_dict()), 0, time.perf_counter()
-    for epoch in range(1, config.max_epochs + 1):
-        model.train()
-        total, batches = 0.0, cluster_disjoint_batches(codes, config.batch_size, rng)
-        for batch in batches:
-            index = torch.from_numpy(batch)
-            a = model(a_all[index])
-            t = model(t_all[index]) if symmetric else t_all[index]
-            loss = loss_fn(a, t)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            total += loss.item()
-        score = validate(model) if validate else float("nan")
-        result.history.append({"epoch": epoch, "loss": total / max(len(batches), 1), "val": score,
-                               "seconds": time.perf_counter() - start})
-        if validate is None or score > result.best_score + 1e-4:
-            result.best_score, result.best_epoch, stale = score, epoch, 0
-            best_state = copy.deepcopy(model.state_dict())
-        else:
-            stale += 1
-            if stale >= config.patience:
-                break
-    model.load_state_dict(best_state)
-    model.eval()
-    result.seconds = time.perf_counter() - start
-    return result
+
+    def step(batch: np.ndarray) -> float:
+        index = torch.from_numpy(batch)
+        a = model(a_all[index])
+        t = model(t_all[index]) if symmetric else t_all[index]
+        return descend(loss_fn(a, t), optimizer)
+
+    def report(batches: list, losses: list[float]) -> dict:
+        return mean_loss(batches, losses) | {"val": validate(model) if validate else float("nan")}
+
+    # A Ctrl-C propagates: the benchmarks run many of these and must not record a cut-short one.
+    fitted = fit(model, config.max_epochs, lambda epoch: cluster_disjoint_batches(codes, config.batch_size, rng), step,
+                 report, score="val" if validate else None, patience=config.patience, return_on_interrupt=False)
+    return ResidualResult(model, fitted.history, fitted.best_epoch, fitted.best_score, fitted.seconds)
 
 
 def recall_at(ranks: np.ndarray, ks: Sequence[int] = (1, 2, 5, 10, 20, 50)) -> dict:

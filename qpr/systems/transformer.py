@@ -7,7 +7,7 @@ cosine distances between its unit vectors times a learned scale (as the CNN's ``
 --distance cosine``; the paper's negative squared distances, ``distance="squared"``, span only
 [0, 4] on unit vectors, too little for SDML's target, and lowered val when measured), on pairs of
 cluster-mates from the training clusters in batches that hold one pair per cluster
-(``qpr.training.sampling``), early-stopped on val like the CNN (``qpr.training.train.TrainResult``).
+(``qpr.training.sampling``), early-stopped on val like the CNN (``qpr.training.loop``).
 
 The val score is nearest-neighbour accuracy among val questions (as the residual retrievers'),
 not the CNN's ROC AUC over random negative pairs: MiniLM as shipped already scores that AUC at
@@ -26,7 +26,6 @@ when a transformer is trained or loaded, and its absence is a QPRError saying ho
 from __future__ import annotations
 
 import copy
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -35,13 +34,12 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
 from qpr.errors import QPRError, one_line
 from qpr.evaluation.metrics import nearest_neighbour_accuracy
 from qpr.model.losses import SDMLLoss
 from qpr.training.sampling import cluster_disjoint_batches, cluster_members, epoch_pairs, validation_questions
-from qpr.training.train import TrainResult
+from qpr.training.loop import descend, fit, mean_loss
 
 SYSTEM = "transformer"
 MODEL = "transformer"  # the model's folder inside a bundle
@@ -196,43 +194,28 @@ def fit_transformer(
     # The cosine loss owns a parameter too: its learned scale.
     optimizer = torch.optim.AdamW([*model.parameters(), *loss_fn.parameters()], lr=settings.lr)
     texts = corpus["question"].to_numpy()
-    result = TrainResult(encoder=model, vocab=None, best_auc=-1.0)
+    anchors = positives = np.array([], dtype=np.int64)  # the current epoch's pairs
 
-    def validate(epoch: int, batches: list, total: float) -> bool:
-        """Score val after ``epoch``, keep the best weights; True when patience has run out."""
-        model.eval()
-        score = nearest_neighbour_accuracy(encoder.encode(texts[val_rows]), val_owner)
-        row = {"epoch": epoch, "batches": len(batches), "loss": total / max(len(batches), 1), "val_nn_accuracy": score,
-               "seconds": time.perf_counter() - start}
-        result.history.append(row)
-        if progress:
-            tqdm.write(f"epoch {epoch}: loss {row['loss']:.4f}  val nearest-neighbour accuracy {score:.4f}")
-        return result.record_epoch(row, model, settings.patience, score="val_nn_accuracy")
-
-    start = time.perf_counter()
-    # Epoch 0 is the starting model: if no epoch of fine-tuning beats it on val, it is what is kept.
-    validate(0, [], 0.0)
-    for epoch in range(1, settings.epochs + 1):
+    def epoch_batches(epoch: int) -> list[np.ndarray]:
+        nonlocal anchors, positives
         anchors, positives, owner = epoch_pairs(clusters, rng)
         batches = cluster_disjoint_batches(owner, settings.batch_size, rng)
         batches = [b for b in batches if len(b) >= 2]  # a last pair alone has no in-batch negative
-        if settings.steps_per_epoch:
-            batches = batches[: settings.steps_per_epoch]
-        model.train()
-        total = 0.0
-        bar = tqdm(batches, desc=f"epoch {epoch}/{settings.epochs}", disable=not progress, leave=False)
-        for step, batch in enumerate(bar, start=1):
-            loss = loss_fn(embed(model, texts[anchors[batch]]), embed(model, texts[positives[batch]]))
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            total += loss.item()
-            bar.set_postfix(loss=f"{loss.item():.4f}")
-            if on_batch:
-                on_batch(epoch, step, len(batches))
-        if validate(epoch, batches, total):
-            break
-    result.finish(start)
-    summary = result.summary()
-    summary["best_val_nn_accuracy"] = summary.pop("best_auc")  # TrainResult's name for the best val score
+        return batches[: settings.steps_per_epoch] if settings.steps_per_epoch else batches
+
+    def step(batch: np.ndarray) -> float:
+        return descend(loss_fn(embed(model, texts[anchors[batch]]), embed(model, texts[positives[batch]])), optimizer)
+
+    def report(batches: list, losses: list[float]) -> dict:
+        model.eval()
+        score = nearest_neighbour_accuracy(encoder.encode(texts[val_rows]), val_owner)
+        return {"batches": len(batches)} | mean_loss(batches, losses) | {"val_nn_accuracy": score}
+
+    # Epoch 0 is the starting model: if no epoch of fine-tuning beats it on val, it is what is kept.
+    # A Ctrl-C propagates, as it always has here.
+    fitted = fit(model, settings.epochs, epoch_batches, step, report, score="val_nn_accuracy", patience=settings.patience,
+                 validate_start=True, progress=progress, score_label="val nearest-neighbour accuracy", on_batch=on_batch,
+                 return_on_interrupt=False)
+    summary = {"history": fitted.history, "best_epoch": fitted.best_epoch, "seconds": fitted.seconds,
+               "stopped": fitted.stopped, "best_val_nn_accuracy": fitted.best_score}
     return encoder, summary | {"base": settings.base or DEFAULT_BASE, "warm_start": warm_start is not None}

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import copy
 import math
-import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
@@ -40,11 +39,11 @@ import torch.nn.functional as F
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from sklearn.decomposition import PCA
-from tqdm.auto import tqdm
 
 from qpr.model.encoder import EncoderConfig, QuestionEncoder, encode_ids
 from qpr.errors import QPRError
 from qpr.model.losses import SDMLLoss
+from qpr.training.loop import descend, fit
 from qpr.training.sampling import cluster_disjoint_batches, cluster_members, epoch_pairs, view_pairs
 from qpr.model.text import TextConfig, Vocabulary
 from qpr.model.word_vectors import embedding_rows
@@ -217,33 +216,34 @@ def train_general(
                        f"{encoder.config.output_dim}: a student must be as wide as its teacher")
     loss_fn = SDMLLoss(smoothing=config.smoothing, distance="cosine" if encoder.config.normalize else "squared")
     optimizer = torch.optim.Adam([*encoder.parameters(), *loss_fn.parameters()], lr=config.lr)
-    history, start = [], time.perf_counter()
-    encoder.train()
-    batches = _epoch_batches(sources, unlabelled, config, rng)
-    epochs = max(config.epochs, math.ceil(config.min_steps / max(len(batches), 1)))
-    for epoch in range(1, epochs + 1):
-        totals: dict[str, list[float]] = {}
-        if epoch > 1:
-            batches = _epoch_batches(sources, unlabelled, config, rng)
-        for kind, anchors, positives, teacher in tqdm(batches, desc=f"epoch {epoch}/{epochs}", disable=not progress, leave=False):
-            if kind == "distill":
-                loss = regression_loss(encode_ids(encoder, [vocab.encode(t) for t in anchors]), torch.from_numpy(teacher).float())
+    # The first epoch's batches are drawn ahead: their number sets how many epochs min_steps needs.
+    first_epoch = _epoch_batches(sources, unlabelled, config, rng)
+    epochs = max(config.epochs, math.ceil(config.min_steps / max(len(first_epoch), 1)))
+
+    def step(batch: tuple[str, list, list, np.ndarray | None]) -> float:
+        kind, anchors, positives, teacher = batch
+        if kind == "distill":
+            loss = regression_loss(encode_ids(encoder, [vocab.encode(t) for t in anchors]), torch.from_numpy(teacher).float())
+        else:
+            if kind == "views":
+                first, second = view_pairs([vocab.encode(t) for t in anchors], config.view_dropout, rng)
             else:
-                if kind == "views":
-                    first, second = view_pairs([vocab.encode(t) for t in anchors], config.view_dropout, rng)
-                else:
-                    first, second = [vocab.encode(t) for t in anchors], [vocab.encode(t) for t in positives]
-                loss = loss_fn(encode_ids(encoder, first), encode_ids(encoder, second))
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            totals.setdefault(kind, []).append(loss.item())
-        row = {"epoch": epoch, "seconds": time.perf_counter() - start} | {f"loss_{k}": float(np.mean(v)) for k, v in totals.items()}
-        history.append(row)
-        if progress:
-            tqdm.write(f"epoch {epoch}: " + "  ".join(f"{k} {v:.4f}" for k, v in row.items() if k.startswith("loss")))
-    encoder.eval()
-    return GeneralResult(encoder, vocab, history, time.perf_counter() - start)
+                first, second = [vocab.encode(t) for t in anchors], [vocab.encode(t) for t in positives]
+            loss = loss_fn(encode_ids(encoder, first), encode_ids(encoder, second))
+        return descend(loss, optimizer)
+
+    def report(batches: list, losses: list[float]) -> dict:
+        """The mean loss of each kind of batch, as ``loss_<kind>``."""
+        totals: dict[str, list[float]] = {}
+        for (kind, *_), loss in zip(batches, losses):
+            totals.setdefault(kind, []).append(loss)
+        return {f"loss_{k}": float(np.mean(v)) for k, v in totals.items()}
+
+    # No score: every epoch runs and the last is kept. A Ctrl-C propagates: the benchmarks run
+    # many of these and must not record a cut-short one.
+    fitted = fit(encoder, epochs, lambda epoch: first_epoch if epoch == 1 else _epoch_batches(sources, unlabelled, config, rng),
+                 step, report, progress=progress, return_on_interrupt=False)
+    return GeneralResult(encoder, vocab, fitted.history, fitted.seconds)
 
 
 def agreeing_pairs(dense_top: np.ndarray, bm25_top: np.ndarray) -> np.ndarray:

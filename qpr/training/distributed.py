@@ -9,6 +9,9 @@ workers of the gradient of its own rows. Each worker computes the same global lo
 ``world_size`` times the true gradient of its rows; DistributedDataParallel then *averages* the
 parameter gradients over workers, which cancels the factor: the step equals the one-process step.
 
+The fit loop (``qpr.training.loop``, ``shared=True``) skips a batch too short to give every worker
+a row (a collective needs every worker in every step) and hands each step this worker's share.
+
 Backend: NCCL where CUDA is available, else gloo (CPU). Outside ``torchrun`` (no ``WORLD_SIZE``
 in the environment, or 1) nothing here does anything: ``world()`` is ``(0, 1)``.
 """

@@ -1,30 +1,29 @@
-"""Training the encoder on clusters: the training loop, its settings and early stopping.
+"""Training the encoder on clusters: the CNN trainer's settings, its batches, step and validation.
 
 Each epoch takes its pairs and batches from ``qpr.training.sampling`` (every training question with a
 random other member of its cluster, or with ``pairs="all"`` every pair of each cluster, in
-batches of ``batch_size`` in which no two pairs share a cluster). After each epoch the encoder is scored by ROC AUC on held-out validation pairs; the
-best epoch is kept and training stops after ``patience`` epochs without improvement. Ctrl-C ends
-training early and returns the best epoch so far.
+batches of ``batch_size`` in which no two pairs share a cluster). After each epoch the encoder is
+scored by ROC AUC on held-out validation pairs. The fit loop (``qpr.training.loop``) keeps the best
+epoch, stops after ``patience`` epochs without improvement, and on Ctrl-C returns the best epoch so far.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from qpr.training import distributed
 from qpr.model.encoder import EncoderConfig, QuestionEncoder, encode_ids
 from qpr.errors import QPRError
 from qpr.evaluation.metrics import pair_auc
 from qpr.model.losses import make_loss
+from qpr.training.loop import FitResult, descend, fit, mean_loss
 from qpr.training.sampling import (
     all_pairs, cluster_disjoint_batches, cluster_members, epoch_pairs, neighbour_groups, unlabeled_rows, validation_pairs,
     view_pairs,
@@ -100,34 +99,15 @@ class TrainResult:
     best_auc: float = float("nan")
     seconds: float = 0.0
     stopped: str = "max_epochs"  # "max_epochs" | "early_stopping" | "interrupted"
-    best_state: dict | None = field(default=None, repr=False)  # the best epoch's weights so far
-    stale: int = 0  # epochs in a row without a gain
+
+    @classmethod
+    def of(cls, encoder: QuestionEncoder, vocab: Vocabulary, fitted: FitResult) -> "TrainResult":
+        """``encoder`` and ``vocab`` with the fit loop's history, best epoch (scored by val ROC AUC)
+        and stop reason."""
+        return cls(encoder, vocab, fitted.history, fitted.best_epoch, fitted.best_score, fitted.seconds, fitted.stopped)
 
     def summary(self) -> dict:
         return {k: getattr(self, k) for k in ("history", "best_epoch", "best_auc", "seconds", "stopped")}
-
-    def record_epoch(self, row: dict, encoder: QuestionEncoder, patience: int, score: str = "val_auc") -> bool:
-        """Early stopping, shared by every training loop: note ``row`` (with ``epoch`` and the val
-        ``score``, ROC AUC unless another is named), keep ``encoder``'s weights when that score beats
-        the best by more than 1e-4, and return True (stop) after ``patience`` epochs in a row without
-        such a gain."""
-        if row[score] > self.best_auc + 1e-4:
-            self.best_auc, self.best_epoch, self.stale = row[score], row["epoch"], 0
-            self.best_state = copy.deepcopy(encoder.state_dict())
-            return False
-        self.stale += 1
-        if self.stale >= patience:
-            self.stopped = "early_stopping"
-            return True
-        return False
-
-    def finish(self, start: float) -> "TrainResult":
-        """The result with the best epoch's weights in ``encoder``, in eval mode, timed from ``start``."""
-        if self.best_state is not None:
-            self.encoder.load_state_dict(self.best_state)
-        self.encoder.eval()
-        self.seconds = time.perf_counter() - start
-        return self
 
 
 def train(
@@ -189,71 +169,56 @@ def train(
     # Unclustered rows never anchor a pair, so their (missing) group never matters.
     groups = None if batch_groups is None else batch_groups.astype(object).fillna("").to_numpy()
 
-    result = TrainResult(encoder=copy.deepcopy(encoder), vocab=vocab, best_auc=-1.0)
     # Under torchrun: every worker draws the same global batches, encodes its share through DDP,
     # and the loss sees the gathered global batch (qpr.training.distributed).
-    model, workers = distributed.wrap(encoder), distributed.world()[1]
-    start = time.perf_counter()
+    model = distributed.wrap(encoder)
     schedule = None
-    try:
-        for epoch in range(1, config.max_epochs + 1):
-            encoder.train()
-            if config.pairs == "all":
-                anchors, positives, owner = all_pairs(clusters, config.batch_size, rng)
-            else:
-                anchors, positives, owner = epoch_pairs(clusters, rng)
-            if config.batching == "neighbours":
-                group = neighbour_groups(encoder, token_ids, clusters, config.batch_size, config.seed + epoch)[owner]
-            else:
-                group = None if groups is None else pd.factorize(groups[anchors], sort=True)[0]
-            anchor_ids = [token_ids[i] for i in anchors]
-            positive_ids = [token_ids[i] for i in positives]
-            if len(unlabeled):
-                # Each unlabeled question is a cluster (and a group) of its own.
-                first, second = view_pairs(unlabeled_ids, config.unlabeled_dropout, rng)
-                anchor_ids += first
-                positive_ids += second
-                owner = np.concatenate([owner, len(clusters) + np.arange(len(unlabeled))])
-                if group is not None:
-                    group = np.concatenate([group, group.max() + 1 + np.arange(len(unlabeled))])
-            batches = cluster_disjoint_batches(owner, config.batch_size, rng, group)
-            if workers > 1:
-                # A collective needs every worker in every step: a batch too short to share is skipped.
-                batches = [batch for batch in batches if len(batch) >= workers]
-            if schedule is None and config.lr_schedule == "cosine":
-                # Epochs hold about the same number of batches, so the first one sets the horizon;
-                # past it (a later epoch with a few more batches) the rate stays at zero.
-                horizon = len(batches) * config.max_epochs
-                schedule = torch.optim.lr_scheduler.LambdaLR(
-                    optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * min(step / horizon, 1.0))))
-            total = 0.0
-            bar = tqdm(batches, desc=f"epoch {epoch}/{config.max_epochs}", disable=not progress, leave=False)
-            for step, batch in enumerate(bar, start=1):
-                mine = distributed.local_share(batch)
-                a = distributed.global_rows(encode_ids(model, [anchor_ids[i] for i in mine]))
-                p = distributed.global_rows(encode_ids(model, [positive_ids[i] for i in mine]))
-                loss = loss_fn(a, p)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                if schedule is not None:
-                    schedule.step()
-                total += loss.item()
-                if on_batch:
-                    on_batch(epoch, step, len(batches))
-                bar.set_postfix(loss=f"{loss.item():.4f}", val_auc=f"{result.best_auc:.4f}" if result.history else "-")
-            auc = pair_auc(encoder, vocab, val_a, val_b, val_labels)
-            row = {"epoch": epoch, "loss": total / max(len(batches), 1), "val_auc": auc,
-                   "seconds": time.perf_counter() - start}
-            result.history.append(row)
-            if progress:
-                tqdm.write(f"epoch {epoch}: loss {row['loss']:.4f}  val ROC AUC {auc:.4f}")
-            if on_epoch:
-                on_epoch(row)
-            if result.record_epoch(row, encoder, config.patience):
-                break
-    except KeyboardInterrupt:
-        if not result.history or not return_on_interrupt:
-            raise
-        result.stopped = "interrupted"
-    return result.finish(start)
+    anchor_ids: list[list[int]] = []  # the current epoch's pairs, as token ids
+    positive_ids: list[list[int]] = []
+
+    def epoch_batches(epoch: int) -> list[np.ndarray]:
+        nonlocal anchor_ids, positive_ids
+        if config.pairs == "all":
+            anchors, positives, owner = all_pairs(clusters, config.batch_size, rng)
+        else:
+            anchors, positives, owner = epoch_pairs(clusters, rng)
+        if config.batching == "neighbours":
+            group = neighbour_groups(encoder, token_ids, clusters, config.batch_size, config.seed + epoch)[owner]
+        else:
+            group = None if groups is None else pd.factorize(groups[anchors], sort=True)[0]
+        anchor_ids = [token_ids[i] for i in anchors]
+        positive_ids = [token_ids[i] for i in positives]
+        if len(unlabeled):
+            # Each unlabeled question is a cluster (and a group) of its own.
+            first, second = view_pairs(unlabeled_ids, config.unlabeled_dropout, rng)
+            anchor_ids += first
+            positive_ids += second
+            owner = np.concatenate([owner, len(clusters) + np.arange(len(unlabeled))])
+            if group is not None:
+                group = np.concatenate([group, group.max() + 1 + np.arange(len(unlabeled))])
+        return cluster_disjoint_batches(owner, config.batch_size, rng, group)
+
+    def start_schedule(epoch: int, batches: int) -> None:
+        nonlocal schedule
+        if schedule is None and config.lr_schedule == "cosine":
+            # Epochs hold about the same number of batches, so the first one sets the horizon;
+            # past it (a later epoch with a few more batches) the rate stays at zero.
+            horizon = batches * config.max_epochs
+            schedule = torch.optim.lr_scheduler.LambdaLR(
+                optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * min(step / horizon, 1.0))))
+
+    def step(mine: np.ndarray) -> float:
+        a = distributed.global_rows(encode_ids(model, [anchor_ids[i] for i in mine]))
+        p = distributed.global_rows(encode_ids(model, [positive_ids[i] for i in mine]))
+        loss = descend(loss_fn(a, p), optimizer)
+        if schedule is not None:
+            schedule.step()
+        return loss
+
+    def report(batches: list, losses: list[float]) -> dict:
+        return mean_loss(batches, losses) | {"val_auc": pair_auc(encoder, vocab, val_a, val_b, val_labels)}
+
+    fitted = fit(encoder, config.max_epochs, epoch_batches, step, report, score="val_auc", patience=config.patience,
+                 shared=True, progress=progress, score_label="val ROC AUC", on_epoch=on_epoch, on_batch=on_batch,
+                 on_epoch_start=start_schedule, return_on_interrupt=return_on_interrupt)
+    return TrainResult.of(encoder, vocab, fitted)
