@@ -9,9 +9,10 @@ vector (``x + alpha f(x)``, normalised), trained siamese on cluster pairs, so th
 encoders too; no system here needs a reranking stage.
 
 Every encoder has ``system``, ``output_dim``, ``encode(texts)``, ``settings()`` (what the bundle's
-manifest records as ``encoder_config``) and ``save(folder)``; ``load_encoder`` rebuilds one from a
-bundle folder. Their files: ``encoder.npz`` (numbers and words as arrays, never a pickle) and, for
-the residual retrievers, ``encoder.pt`` (torch weights). ``fit_encoder`` trains one on a corpus's
+manifest records as ``encoder_config``), ``save(folder)`` and ``load(folder, settings)``, which
+rebuilds one from a bundle folder (``ENCODERS``, by system; ``qpr.systems.registry`` registers
+them). Their files: ``encoder.npz`` (numbers and words as arrays, never a pickle) and, for the
+residual retrievers, ``encoder.pt`` (torch weights). ``fit_encoder`` trains one on a corpus's
 training clusters. The word-vector systems need gensim (``requirements-bench.txt``), as
 ``--word-vectors`` does; FILM does not.
 """
@@ -19,7 +20,7 @@ training clusters. The word-vector systems need gensim (``requirements-bench.txt
 from __future__ import annotations
 
 import zipfile
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -32,8 +33,8 @@ from qpr.systems.film import FilmConfig, FilmModel, fit_film
 from qpr.systems.residual import IdfEmbedder, ResidualConfig, ResidualRetriever, fit_residual
 from qpr.retrieval.lexical import restored_tfidf_vectorizer
 from qpr.evaluation.metrics import nearest_neighbour_accuracy
+from qpr.systems.settings import recorded_settings
 from qpr.training.sampling import cluster_members, validation_questions
-from qpr.systems.transformer import FILES as TRANSFORMER_FILES, SYSTEM as TRANSFORMER, TransformerEncoder
 
 SYSTEMS = ("film", "idf-embed", "fcrr", "convrr")
 ARRAYS, WEIGHTS = "encoder.npz", "encoder.pt"
@@ -150,25 +151,8 @@ class ResidualEncoder:
         return cls(embedder, model)
 
 
-# The optional transformer backend (qpr.systems.transformer) is served like them, but trained by ``fit_transformer``.
-ENCODERS = {"film": FilmEncoder, "idf-embed": IdfEncoder, "fcrr": ResidualEncoder, "convrr": ResidualEncoder,
-            TRANSFORMER: TransformerEncoder}
+ENCODERS = {"film": FilmEncoder, "idf-embed": IdfEncoder, "fcrr": ResidualEncoder, "convrr": ResidualEncoder}
 _REBUILD = "the bundle is damaged: rebuild it with `python -m qpr train --system ...` (or restore a copy)"
-
-
-def files_of(system: str) -> tuple[str, ...]:
-    """The encoder files a bundle of ``system`` holds."""
-    if system == TRANSFORMER:
-        return TRANSFORMER_FILES
-    return (ARRAYS, WEIGHTS) if system in ("fcrr", "convrr") else (ARRAYS,)
-
-
-def load_encoder(system: str, folder: Path, settings: dict):
-    """The ``system`` encoder saved in the bundle ``folder`` with the manifest's ``settings``."""
-    if system not in ENCODERS:
-        raise QPRError(f"{folder}: unknown system {system!r} in the manifest; this version serves "
-                       f"cnn-sdml, lstm, {', '.join(ENCODERS)}")
-    return ENCODERS[system].load(folder, settings)
 
 
 def fit_encoder(system: str, corpus: pd.DataFrame, settings: SeedSettings = SeedSettings(), log=None):
@@ -238,8 +222,4 @@ def _embedder(folder: Path) -> IdfEmbedder:
 
 
 def _config(kind, settings: dict, folder: Path):
-    known = {f.name for f in fields(kind)}
-    try:
-        return kind(**{name: value for name, value in settings.items() if name in known})
-    except (TypeError, ValueError) as err:
-        raise QPRError(f"{folder}/manifest.json: encoder_config is not one this version reads ({one_line(err)}); {_REBUILD}") from err
+    return recorded_settings(kind, settings, f"{folder}/manifest.json: encoder_config", _REBUILD)
