@@ -25,7 +25,8 @@ import pandas as pd
 from qpr.errors import QPRError
 from qpr.model.encoder import QuestionEncoder
 from qpr.systems import question_encoder
-from qpr.systems.seed_encoders import ARRAYS, ENCODERS, WEIGHTS, SeedSettings, fit_encoder
+from qpr.systems.seed_encoders import (ARRAYS, WEIGHTS, FilmEncoder, IdfEncoder, ResidualEncoder, SeedSettings,
+                                       fit_film_encoder, fit_idf_encoder, fit_residual_encoder)
 from qpr.systems.settings import dataclass_from
 from qpr.systems.transformer import (DEFAULT_BASE, EXTRA, FILES as TRANSFORMER_FILES, SYSTEM as TRANSFORMER,
                                      TransformerEncoder, TransformerSettings, fit_transformer)
@@ -65,8 +66,10 @@ class System:
     manifest_fields: Mapping[str, type]  # what its ``load`` reads from the manifest besides every bundle's fields
     settings: Callable[[Mapping], Any]  # its settings from the train options that were given
     fit: Callable[[pd.DataFrame, Any, Run], tuple]  # -> (encoder, vocabulary or None, manifest's ``training``)
-    retrain: Callable[[Mapping, Any, Any, int | None], tuple]  # (manifest, encoder, vocab, max_epochs) -> (settings, warm start)
-    describe: Callable[[Any, Any, np.ndarray], tuple[dict, bytes]]  # (encoder, vocab, corpus vectors) -> (manifest entries, bytes its version digests)
+    # (manifest, encoder, vocab, max_epochs) -> (settings, warm start): a retrain of the bundle's encoder
+    retrain: Callable[[Mapping, Any, Any, int | None], tuple]
+    # (encoder, vocab, the corpus' vectors) -> (its manifest entries, the bytes the bundle's version digests)
+    describe: Callable[[Any, Any, np.ndarray], tuple[dict, bytes]]
     save: Callable[[Any, Any, Path], None]  # (encoder, vocab, folder being written)
     load: Callable[[Path, Mapping], tuple]  # (bundle folder, manifest) -> (encoder, vocab, vector size)
     report: Callable[[Mapping], str]  # the line ``train`` prints about the manifest's ``training``
@@ -121,12 +124,13 @@ def _recorded(kind: type, continues: bool) -> Callable[[Mapping, Any, Any, int |
     return retrain
 
 
-def _seed(name: str, files: tuple[str, ...], options: tuple[str, ...], about: str) -> System:
+def _seed(name: str, encoder_class, fit: Callable[[pd.DataFrame, SeedSettings, Run], tuple], files: tuple[str, ...],
+          options: tuple[str, ...], about: str) -> System:
+    """A seed system (``qpr.systems.seed_encoders``): ``fit`` -> (encoder, its summary), loaded by ``encoder_class``."""
     return System(name, about, options, ENCODED + files, {"system": str},
-                  lambda given: dataclass_from(SeedSettings, given, "the train options"),
-                  _timed(name, lambda corpus, settings, run: fit_encoder(name, corpus, settings, run.log)),
+                  lambda given: dataclass_from(SeedSettings, given, "the train options"), _timed(name, fit),
                   _recorded(SeedSettings, continues=False), _describe_text_encoder, _save_text_encoder,
-                  _loader(ENCODERS[name]), lambda training: f"trained {name} in {training['seconds']:.0f}s")
+                  _loader(encoder_class), lambda training: f"trained {name} in {training['seconds']:.0f}s")
 
 
 def _transformer_report(training: Mapping) -> str:
@@ -142,11 +146,15 @@ REGISTRY: dict[str, System] = {system.name: system for system in (
     _neural("cnn-sdml", "cnn", "max", "the CNN encoder trained with --loss (default)"),
     _neural("lstm", "lstm", "mean", "a bi-directional LSTM encoder trained with --loss"),
     # FILM's and the skip-gram vectors' options are refused by none of the four (one settings dataclass).
-    _seed("film", (ARRAYS,), FILM_OPTIONS, "FILM's projection of TF-IDF vectors (docs/SEEDS.md)"),
-    _seed("idf-embed", (ARRAYS,), FILM_OPTIONS, "IDF-weighted skip-gram word vectors (docs/SEEDS.md; needs gensim)"),
-    _seed("fcrr", (ARRAYS, WEIGHTS), FILM_OPTIONS + BY_EPOCHS,
+    _seed("film", FilmEncoder, lambda corpus, settings, run: fit_film_encoder(corpus, settings, run.log), (ARRAYS,),
+          FILM_OPTIONS, "FILM's projection of TF-IDF vectors (docs/SEEDS.md)"),
+    _seed("idf-embed", IdfEncoder, lambda corpus, settings, run: fit_idf_encoder(corpus, settings), (ARRAYS,),
+          FILM_OPTIONS, "IDF-weighted skip-gram word vectors (docs/SEEDS.md; needs gensim)"),
+    _seed("fcrr", ResidualEncoder, lambda corpus, settings, run: fit_residual_encoder("fcrr", corpus, settings),
+          (ARRAYS, WEIGHTS), FILM_OPTIONS + BY_EPOCHS,
           "the fully connected residual retriever over them (docs/SEEDS.md; needs gensim)"),
-    _seed("convrr", (ARRAYS, WEIGHTS), FILM_OPTIONS + BY_EPOCHS,
+    _seed("convrr", ResidualEncoder, lambda corpus, settings, run: fit_residual_encoder("convrr", corpus, settings),
+          (ARRAYS, WEIGHTS), FILM_OPTIONS + BY_EPOCHS,
           "the convolutional residual retriever over them (docs/SEEDS.md; needs gensim)"),
     System(TRANSFORMER, f"a sentence-transformers model fine-tuned with SDML (slower, optional: pip install -r {EXTRA}; "
            "docs/OUT_OF_DOMAIN.md prices it)",

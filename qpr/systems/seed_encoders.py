@@ -10,11 +10,11 @@ encoders too; no system here needs a reranking stage.
 
 Every encoder has ``system``, ``output_dim``, ``encode(texts)``, ``settings()`` (what the bundle's
 manifest records as ``encoder_config``), ``save(folder)`` and ``load(folder, settings)``, which
-rebuilds one from a bundle folder (``ENCODERS``, by system; ``qpr.systems.registry`` registers
-them). Their files: ``encoder.npz`` (numbers and words as arrays, never a pickle) and, for the
-residual retrievers, ``encoder.pt`` (torch weights). ``fit_encoder`` trains one on a corpus's
-training clusters. The word-vector systems need gensim (``requirements-bench.txt``), as
-``--word-vectors`` does; FILM does not.
+rebuilds one from a bundle folder; ``qpr.systems.registry`` registers them. Their files:
+``encoder.npz`` (numbers and words as arrays, never a pickle) and, for the residual retrievers,
+``encoder.pt`` (torch weights). ``fit_film_encoder``, ``fit_idf_encoder`` and
+``fit_residual_encoder`` train one on a corpus's training clusters. The word-vector systems need
+gensim (``requirements-bench.txt``), as ``--word-vectors`` does; FILM does not.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from qpr.evaluation.metrics import nearest_neighbour_accuracy
 from qpr.systems.settings import recorded_settings
 from qpr.training.sampling import cluster_members, validation_questions
 
-SYSTEMS = ("film", "idf-embed", "fcrr", "convrr")
+SYSTEMS = ("film", "idf-embed", "fcrr", "convrr")  # the other papers' systems (docs/SEEDS.md)
 ARRAYS, WEIGHTS = "encoder.npz", "encoder.pt"
 VAL_QUESTIONS = 4000  # val questions the residual retrievers' early stopping scores (nearest-neighbour accuracy)
 
@@ -151,23 +151,31 @@ class ResidualEncoder:
         return cls(embedder, model)
 
 
-ENCODERS = {"film": FilmEncoder, "idf-embed": IdfEncoder, "fcrr": ResidualEncoder, "convrr": ResidualEncoder}
 _REBUILD = "the bundle is damaged: rebuild it with `python -m qpr train --system ...` (or restore a copy)"
 
 
-def fit_encoder(system: str, corpus: pd.DataFrame, settings: SeedSettings = SeedSettings(), log=None):
-    """Train the ``system`` encoder on ``corpus``'s training clusters (docs/SEEDS.md has each
-    system's recipe); returns (encoder, training summary for the manifest)."""
-    if system not in ENCODERS:
-        raise QPRError(f"unknown system {system!r}: use one of cnn-sdml, lstm, {', '.join(SYSTEMS)}")
+# The fits below train one system each on a corpus's training clusters (docs/SEEDS.md has each
+# system's recipe) and return (encoder, training summary for the manifest).
+def fit_film_encoder(corpus: pd.DataFrame, settings: SeedSettings = SeedSettings(), log=None) -> tuple[FilmEncoder, dict]:
+    """FILM with ``settings``' rank, iterations and seed; ``log`` sees each iteration."""
+    config = FilmConfig(rank=settings.film_rank, max_iter=settings.film_iterations, seed=settings.seed)
+    model = fit_film(corpus.reset_index(drop=True), config, log)
+    return FilmEncoder(model), model.summary()
+
+
+def fit_idf_encoder(corpus: pd.DataFrame, settings: SeedSettings = SeedSettings()) -> tuple[IdfEncoder, dict]:
+    """IDF-weighted skip-gram vectors of ``settings.word_dim`` dimensions (``fit_idf_embedder``)."""
+    embedder = fit_idf_embedder(corpus.reset_index(drop=True), settings.word_dim, settings.seed)
+    return IdfEncoder(embedder), {"seed": settings.seed}
+
+
+def fit_residual_encoder(kind: str, corpus: pd.DataFrame,
+                         settings: SeedSettings = SeedSettings()) -> tuple[ResidualEncoder, dict]:
+    """The residual retriever ``kind`` ("fcrr" or "convrr") over IDF-weighted skip-gram vectors,
+    trained for up to ``settings.epochs`` (``fit_qpr_residual``)."""
     corpus = corpus.reset_index(drop=True)
-    if system == "film":
-        model = fit_film(corpus, FilmConfig(rank=settings.film_rank, max_iter=settings.film_iterations, seed=settings.seed), log)
-        return FilmEncoder(model), model.summary()
     embedder = fit_idf_embedder(corpus, settings.word_dim, settings.seed)
-    if system == "idf-embed":
-        return IdfEncoder(embedder), {"seed": settings.seed}
-    config = ResidualConfig(kind=system, seed=settings.seed, max_epochs=settings.epochs, patience=settings.patience)
+    config = ResidualConfig(kind=kind, seed=settings.seed, max_epochs=settings.epochs, patience=settings.patience)
     result = fit_qpr_residual(corpus, embedder, config)
     return ResidualEncoder(embedder, result.model), result.summary()
 
