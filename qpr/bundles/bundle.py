@@ -51,7 +51,8 @@ from qpr.systems.registry import system_named, system_of
 
 
 class TextEncoder(Protocol):
-    """What a seed system's encoder offers a bundle (``qpr.systems.seed_encoders``)."""
+    """What an encoder without a vocabulary offers a bundle (``qpr.systems.seed_encoders``,
+    ``qpr.systems.transformer``); its system's ``load`` (``qpr.systems.registry``) reads it back."""
 
     system: str  # its name in the manifest
     output_dim: int

@@ -152,10 +152,10 @@ REGISTRY: dict[str, System] = {system.name: system for system in (
           FILM_OPTIONS, "IDF-weighted skip-gram word vectors (docs/SEEDS.md; needs gensim)"),
     _seed("fcrr", ResidualEncoder, lambda corpus, settings, run: fit_residual_encoder("fcrr", corpus, settings),
           (ARRAYS, WEIGHTS), FILM_OPTIONS + BY_EPOCHS,
-          "the fully connected residual retriever over them (docs/SEEDS.md; needs gensim)"),
+          "a fully connected residual retriever over IDF-weighted word vectors (docs/SEEDS.md; needs gensim)"),
     _seed("convrr", ResidualEncoder, lambda corpus, settings, run: fit_residual_encoder("convrr", corpus, settings),
           (ARRAYS, WEIGHTS), FILM_OPTIONS + BY_EPOCHS,
-          "the convolutional residual retriever over them (docs/SEEDS.md; needs gensim)"),
+          "a convolutional residual retriever over IDF-weighted word vectors (docs/SEEDS.md; needs gensim)"),
     System(TRANSFORMER, f"a sentence-transformers model fine-tuned with SDML (slower, optional: pip install -r {EXTRA}; "
            "docs/OUT_OF_DOMAIN.md prices it)",
            ("smoothing", "distance", "batch_size", "lr", "max_len", "base", "steps_per_epoch") + BY_EPOCHS,
