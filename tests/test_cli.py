@@ -81,7 +81,11 @@ def test_user_errors_print_one_line_and_exit_2(trained, capsys, argv, message):
 
 
 def test_train_options_beyond_the_paper_reach_the_training_config():
-    from qpr.cli.main import _train_config, build_parser
+    from qpr.cli.commands import train_settings, train_system
+    from qpr.cli.main import build_parser
+
+    def _train_config(args):
+        return train_settings(args, train_system(args)).train
 
     args = build_parser().parse_args(["train", "--data", "d", "--out", "o", "--pairs", "all", "--lr-schedule", "cosine",
                                       "--batching", "neighbours", "--unlabeled-dropout", "0.2", "--word-vectors"])

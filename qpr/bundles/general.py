@@ -27,7 +27,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from qpr.bundles.bundle import NEURAL_SYSTEMS, Bundle
+from qpr.bundles.bundle import Bundle
 from qpr.data.corpus import fingerprint
 from qpr.training.distill import GeneralConfig, GeneralResult, Unlabelled, train_general, word_student
 from qpr.model.encoder import EncoderConfig, QuestionEncoder
@@ -162,7 +162,7 @@ def general_material(domains: Sequence[str], teacher: bool, cache: Path | None,
 
 def check_general(bundle: Bundle) -> Bundle:
     """``bundle``, if it can be rebased (a CNN's: ``python -m qpr general`` builds one); QPRError if not."""
-    if bundle.system not in NEURAL_SYSTEMS:
+    if not isinstance(bundle.encoder, QuestionEncoder):  # distillation continues a QuestionEncoder and its vocabulary
         raise QPRError(f"{bundle.version} is a {bundle.system} bundle: rebase needs a general bundle (python -m qpr general)")
     return bundle
 

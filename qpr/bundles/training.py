@@ -1,11 +1,12 @@
 """Training a servable bundle, the first time or again on corrected clusters, and comparing two.
 
-``train_bundle`` is train -> index -> hybrid fusion (fitted on val) -> held-out metrics in one
-call; ``train_seed_bundle`` the same for the other papers' systems (FILM, IDF-weighted word vectors,
-FCRR, ConvRR: ``qpr.systems.seed_encoders``), ``train_transformer_bundle`` for the optional transformer
-backend (``qpr.systems.transformer``). ``retrain_bundle`` continues a bundle's encoder on a corrected corpus with the settings it
-was trained with, so old and new are comparable; ``compare_bundles`` scores two bundles, each as
-it is served, on the same held-out clusters.
+``train_system_bundle`` is fit -> index -> hybrid fusion (fitted on val) -> held-out metrics in
+one call, for any system of ``qpr.systems.registry``; ``train_bundle`` is it for the CNN / LSTM,
+``train_seed_bundle`` for the other papers' systems (FILM, IDF-weighted word vectors, FCRR, ConvRR:
+``qpr.systems.seed_encoders``), ``train_transformer_bundle`` for the optional transformer backend
+(``qpr.systems.transformer``). ``retrain_bundle`` continues a bundle's encoder on a corrected corpus
+with the settings it was trained with (``System.retrain``), so old and new are comparable;
+``compare_bundles`` scores two bundles, each as it is served, on the same held-out clusters.
 
 BM25 over a corpus is built once and handed along (``bm25``): the fusion fit, the hybrid's
 metrics, the comparison and the served retrievers of the new bundle all read the same one, since
@@ -18,9 +19,7 @@ the judgments that made it.
 
 from __future__ import annotations
 
-import time
-from dataclasses import asdict, replace
-from typing import Callable
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -31,11 +30,13 @@ from qpr.evaluation.metrics import evaluate, h1_change, hit_matrix, query_set, r
 from qpr.retrieval.hybrid import Fusion, HybridRetriever, fit_fusion
 from qpr.retrieval.index import IndexConfig
 from qpr.retrieval.lexical import BM25Retriever
-from qpr.systems.seed_encoders import SYSTEMS, SeedSettings, fit_encoder
+from qpr.systems.question_encoder import EncoderSettings
+from qpr.systems.registry import DEFAULT, Run, system_named
+from qpr.systems.seed_encoders import SeedSettings
 from qpr.serving.served_model import serving_retriever
 from qpr.model.text import TextConfig, Vocabulary
-from qpr.training.train import TrainConfig, train
-from qpr.systems.transformer import SYSTEM as TRANSFORMER, TransformerEncoder, TransformerSettings, fit_transformer
+from qpr.training.train import TrainConfig
+from qpr.systems.transformer import SYSTEM as TRANSFORMER, TransformerEncoder, TransformerSettings
 
 HELD_OUT = ("val", "test")
 METRIC_COLUMNS = ["model", "version", "split", "H1", "H10", "MRR", "queries"]
@@ -46,6 +47,30 @@ def held_out_splits(corpus: pd.DataFrame) -> list[str]:
     """The held-out splits of ``corpus`` that have clustered questions to query."""
     clustered = corpus[corpus["cluster"].notna()]
     return [split for split in HELD_OUT if (clustered["split"] == split).any()]
+
+
+def train_system_bundle(
+    corpus: pd.DataFrame,
+    system: str,
+    settings: Any,
+    index_config: IndexConfig = IndexConfig(),
+    run: Run = Run(),
+    labels: dict | None = None,
+    bm25: BM25Retriever | None = None,
+    fuse: bool = True,
+) -> Bundle:
+    """Fit the registered ``system`` with its ``settings`` on ``corpus`` as ``run`` says
+    (``qpr.systems.registry``), index every question, fit the hybrid scorer on the val clusters
+    (``qpr.retrieval.hybrid``; skipped, with the reason in the manifest, when val cannot support it
+    or ``fuse`` is off), and record the training run and the val/test metrics of the encoder
+    (``metrics``) and of the hybrid (``hybrid_metrics``) in the manifest.
+
+    ``labels`` says what the corpus was labelled from (module doc); ``bm25``, a BM25 retriever
+    over ``corpus`` already built, saves building another.
+    """
+    encoder, vocab, info = system_named(system).fit(corpus, settings, run)
+    bundle = Bundle.create(encoder, vocab, corpus, index_config, train_info=info)
+    return _measured(bundle, corpus, labels, bm25, fuse)
 
 
 def train_bundle(
@@ -64,19 +89,12 @@ def train_bundle(
     return_on_interrupt: bool = True,
     on_batch: Callable[[int, int, int], None] | None = None,
 ) -> Bundle:
-    """Train an encoder on ``corpus`` (``qpr.training.train.train``), index every question, fit the hybrid
-    scorer on the val clusters (``qpr.retrieval.hybrid``; skipped, with the reason in the manifest, when val
-    cannot support it or ``fuse`` is off), and record the training run and the val/test metrics of
-    the encoder (``metrics``) and of the hybrid (``hybrid_metrics``) in the manifest.
-
-    ``data`` names the source and ``labels`` what it was labelled from (module doc); ``bm25``, a
-    BM25 retriever over ``corpus`` already built, saves building another.
-    """
-    result = train(corpus, config, text_config, encoder_config, warm_start=warm_start, on_epoch=on_epoch,
-                   progress=progress, return_on_interrupt=return_on_interrupt, on_batch=on_batch)
-    info = {"config": asdict(config), "data": data, "warm_start": warm_start is not None} | result.summary()
-    bundle = Bundle.create(result.encoder, result.vocab, corpus, index_config, train_info=info)
-    return _measured(bundle, corpus, labels, bm25, fuse)
+    """``train_system_bundle`` for a CNN or an LSTM (``encoder_config.architecture``): train it on
+    ``corpus`` (``qpr.training.train.train``), or continue ``warm_start``, as the rest says."""
+    # The CNN and the LSTM share one fit; the bundle names the system its encoder turns out to be.
+    run = Run(data, warm_start, progress, on_epoch, on_batch, return_on_interrupt)
+    return train_system_bundle(corpus, DEFAULT, EncoderSettings(config, text_config, encoder_config), index_config, run,
+                               labels, bm25, fuse)
 
 
 def train_seed_bundle(
@@ -90,12 +108,10 @@ def train_seed_bundle(
     fuse: bool = True,
     log: Callable[[dict], None] | None = None,
 ) -> Bundle:
-    """``train_bundle`` for a seed system (``qpr.systems.seed_encoders``: film, idf-embed, fcrr, convrr):
-    fit its encoder on ``corpus``, index every question, fit the hybrid and record the metrics the
-    same way, so the bundle is served, compared and retrained like a CNN's. ``log`` sees FILM's
-    iterations."""
-    return _fitted(lambda: fit_encoder(system, corpus, settings, log), system, settings, corpus, index_config, data,
-                   labels, bm25, fuse)
+    """``train_system_bundle`` for a seed system (``qpr.systems.seed_encoders``: film, idf-embed,
+    fcrr, convrr), so the bundle is served, compared and retrained like a CNN's. ``log`` sees
+    FILM's iterations."""
+    return train_system_bundle(corpus, system, settings, index_config, Run(data, log=log), labels, bm25, fuse)
 
 
 def train_transformer_bundle(
@@ -110,24 +126,11 @@ def train_transformer_bundle(
     progress: bool = True,
     on_batch: Callable[[int, int, int], None] | None = None,
 ) -> Bundle:
-    """``train_seed_bundle`` for the transformer backend: fine-tune ``settings.base`` (or continue
-    ``warm_start``) with SDML on ``corpus`` (``qpr.systems.transformer.fit_transformer``), index every
-    question, fit the hybrid and record the metrics the same way. Needs the extra
-    (``qpr.systems.transformer.EXTRA``)."""
-    return _fitted(lambda: fit_transformer(corpus, settings, warm_start, progress, on_batch), TRANSFORMER, settings,
-                   corpus, index_config, data, labels, bm25, fuse)
-
-
-def _fitted(fit: Callable[[], tuple], system: str, settings, corpus: pd.DataFrame, index_config: IndexConfig, data: str,
-            labels: dict | None, bm25: BM25Retriever | None, fuse: bool) -> Bundle:
-    """The bundle of the encoder ``fit()`` returns with its training summary (timed here), measured
-    by ``_measured``; the manifest records ``system`` and its ``settings`` (a dataclass)."""
-    start = time.perf_counter()
-    encoder, summary = fit()
-    info = {"system": system, "settings": asdict(settings), "data": data, "seconds": time.perf_counter() - start,
-            "fit": summary}
-    bundle = Bundle.create(encoder, None, corpus, index_config, train_info=info)
-    return _measured(bundle, corpus, labels, bm25, fuse)
+    """``train_system_bundle`` for the transformer backend: fine-tune ``settings.base`` (or continue
+    ``warm_start``) with SDML on ``corpus`` (``qpr.systems.transformer.fit_transformer``). Needs the
+    extra (``qpr.systems.transformer.EXTRA``)."""
+    run = Run(data, warm_start, progress, on_batch=on_batch)
+    return train_system_bundle(corpus, TRANSFORMER, settings, index_config, run, labels, bm25, fuse)
 
 
 def _measured(bundle: Bundle, corpus: pd.DataFrame, labels: dict | None, bm25: BM25Retriever | None, fuse: bool) -> Bundle:
@@ -163,45 +166,24 @@ def retrain_bundle(
     return_on_interrupt: bool = True,
     on_batch: Callable[[int, int, int], None] | None = None,
 ) -> Bundle:
-    """A new bundle whose encoder continues ``bundle``'s on ``corpus`` (e.g. corrected clusters).
+    """A new bundle whose encoder continues ``bundle``'s on ``corpus`` (e.g. corrected clusters),
+    trained as its system retrains (``System.retrain`` in ``qpr.systems.registry``).
 
-    Training settings are the ones the bundle was trained with, with its manifest's ``retrain``
-    settings put over them (a general bundle's: ``qpr.bundles.general.training_info``; ``max_epochs`` may override);
-    vocabulary, layer sizes and index settings stay the same, so old and new are comparable.
-    The other arguments are ``train_bundle``'s.
+    A CNN / LSTM continues with the settings it was trained with, with its manifest's ``retrain``
+    settings put over them (a general bundle's: ``qpr.bundles.general.training_info``; ``max_epochs``
+    may override); vocabulary, layer sizes and index settings stay the same, so old and new are
+    comparable. The other arguments are ``train_bundle``'s.
 
     A seed system's bundle (FILM, IDF-embed, FCRR, ConvRR) is refitted from scratch on ``corpus``
-    with its recorded settings (``train_seed_bundle``; none of them continues from a state), its
-    ``max_epochs`` bounding the residual nets' epochs; ``on_epoch`` and ``progress`` do not apply.
-    A transformer bundle continues from its own model with its recorded settings
-    (``train_transformer_bundle``), ``max_epochs`` bounding its epochs; ``on_epoch`` does not apply.
+    with its recorded settings (none of them continues from a state), its ``max_epochs`` bounding
+    the residual nets' epochs; ``on_epoch`` and ``progress`` do not apply. A transformer bundle
+    continues from its own model with its recorded settings, ``max_epochs`` bounding its epochs;
+    ``on_epoch`` does not apply.
     """
-    if bundle.system == TRANSFORMER:
-        recorded = bundle.manifest.get("training", {}).get("settings", {})
-        settings = TransformerSettings(**{k: v for k, v in recorded.items() if k in TransformerSettings.__dataclass_fields__})
-        if max_epochs is not None:
-            settings = replace(settings, epochs=max_epochs)
-        return train_transformer_bundle(corpus, settings, bundle.index.config, data="corrected clusters", labels=labels,
-                                        bm25=bm25, fuse=fuse, warm_start=bundle.encoder, progress=progress,
-                                        on_batch=on_batch)
-    if bundle.system in SYSTEMS:
-        recorded = bundle.manifest.get("training", {}).get("settings", {})
-        settings = SeedSettings(**{k: v for k, v in recorded.items() if k in SeedSettings.__dataclass_fields__})
-        if max_epochs is not None:
-            settings = replace(settings, epochs=max_epochs)
-        return train_seed_bundle(corpus, bundle.system, settings, bundle.index.config, data="corrected clusters",
-                                 labels=labels, bm25=bm25, fuse=fuse)
-    training = bundle.manifest.get("training", {})
-    settings = training.get("config", {}) | training.get("retrain", {})
-    known = {name: value for name, value in settings.items() if name in TrainConfig.__dataclass_fields__}
-    config = TrainConfig(**known)
-    if max_epochs is not None:
-        config = replace(config, max_epochs=max_epochs)
-    return train_bundle(
-        corpus, config, bundle.vocab.config, bundle.encoder.config, bundle.index.config,
-        warm_start=(bundle.encoder, bundle.vocab), data="corrected clusters", labels=labels, bm25=bm25, fuse=fuse,
-        progress=progress, on_epoch=on_epoch, return_on_interrupt=return_on_interrupt, on_batch=on_batch,
-    )
+    system = system_named(bundle.system)
+    settings, warm_start = system.retrain(bundle.manifest, bundle.encoder, bundle.vocab, max_epochs)
+    run = Run("corrected clusters", warm_start, progress, on_epoch, on_batch, return_on_interrupt)
+    return train_system_bundle(corpus, system.name, settings, bundle.index.config, run, labels, bm25, fuse)
 
 
 def compare_bundles(old: Bundle, new: Bundle, corpus: pd.DataFrame, bm25: BM25Retriever | None = None) -> pd.DataFrame:

@@ -1,274 +1,32 @@
-"""``python -m qpr``: train, index, search and evaluate from the shell.
+"""``python -m qpr`` (console script ``qpr``): train, index, search and evaluate from the shell.
 
-Every command calls the same library functions the app uses. Errors a user must fix (bad path,
-malformed file, empty query, mismatched bundle) print one line and exit with status 2.
+``build_parser`` defines the commands and their options; each command is a ``cmd_*`` of
+``qpr.cli.commands``. Errors a user must fix (bad path, malformed file, empty query, mismatched
+bundle) print one line and exit with status 2 (``run``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, replace
 from pathlib import Path
 
-from qpr.training import distributed
-from qpr.bundles.bundle import NEURAL_SYSTEMS, Bundle, check_target
-from qpr.data.corpus import CLUSTER_FORMATS, data_dir, load_corpus, write_cluster_file
-from qpr.model.encoder import EncoderConfig
-from qpr.errors import QPRError
-from qpr.evaluation.metrics import evaluate
-from qpr.bundles.general import ADAPT, BUILD, NO_TEACHER, TEACH, build_general, rebase
-from qpr.research.experiment import run_experiment
-from qpr.retrieval.hybrid import DEPTH, fit_fusion
-from qpr.retrieval.index import IndexConfig, check_config
-from qpr.data.qalogs import PRESETS, read_log
-from qpr.bundles.training import train_bundle, train_seed_bundle, train_transformer_bundle
-from qpr.retrieval.lexical import BM25Retriever
+from qpr.bundles.general import BUILD
+from qpr.cli.commands import (cmd_add, cmd_eval, cmd_experiment, cmd_fuse, cmd_general, cmd_index, cmd_rebase,
+                              cmd_search, cmd_supervise, cmd_train)
+from qpr.data.corpus import data_dir
+from qpr.data.qalogs import PRESETS
 from qpr.data.sources import DOMAINS
-from qpr.systems.seed_encoders import SYSTEMS, SeedSettings
-from qpr.serving.served_model import serving_retriever
-from qpr.data.supervise import DEFAULT_MIN_COHERENCE, MULTI_ANSWER, supervise
-from qpr.data.supervise_report import write_report
-from qpr.model.text import TextConfig, check_text
-from qpr.training.train import TrainConfig, train
-from qpr.systems.transformer import DEFAULT_BASE, EXTRA, SYSTEM as TRANSFORMER, TransformerSettings
-
-
-def _train_config(args: argparse.Namespace) -> TrainConfig:
-    defaults = TrainConfig()
-    return TrainConfig(
-        loss=args.loss, smoothing=args.smoothing, margin=args.margin, distance=_given(args.distance, defaults.distance),
-        negatives=args.negatives, batch_size=_given(args.batch_size, defaults.batch_size), lr=_given(args.lr, defaults.lr),
-        lr_schedule=args.lr_schedule,
-        batching=args.batching, pairs=args.pairs, max_epochs=_given(args.epochs, defaults.max_epochs),
-        patience=_given(args.patience, defaults.patience), seed=args.seed,
-        unlabeled_dropout=args.unlabeled_dropout, word_vectors=args.word_vectors,
-    )
-
-
-def _given(value, default):
-    """``value`` when the option was given (``--epochs``, ``--patience``, ``--batch-size``, ``--lr``
-    and ``--distance`` default by system)."""
-    return default if value is None else value
-
-
-# Options of one family of systems: given to the other, they would be silently ignored, so they are refused.
-NEURAL_OPTIONS = ("loss", "smoothing", "margin", "distance", "negatives", "batch_size", "lr", "lr_schedule", "batching",
-                  "pairs", "unlabeled_dropout", "word_vectors", "vocab_size", "hash_bins", "max_len", "min_count",
-                  "subword_ngrams", "windows", "normalize", "architecture", "pooling")
-SEED_OPTIONS = ("film_rank", "film_iterations", "word_dim")
-TRANSFORMER_OPTIONS = ("base", "steps_per_epoch")
-# The neural options the transformer reads too (--max-len: tokens kept per question, as for the CNN).
-TRANSFORMER_SHARED = ("smoothing", "distance", "batch_size", "lr", "max_len")
-
-
-def _system(args: argparse.Namespace) -> str:
-    """The system ``train`` trains (``--system``, else the one ``--architecture`` implies), once
-    no option of the other family of systems is set."""
-    implied = "lstm" if args.architecture == "lstm" else "cnn-sdml"
-    system = args.system or implied
-    if args.architecture != "cnn" and system != implied:
-        raise QPRError(f"--architecture {args.architecture} contradicts --system {system}; give one of them")
-    if system == TRANSFORMER:
-        foreign = SEED_OPTIONS + tuple(name for name in NEURAL_OPTIONS if name not in TRANSFORMER_SHARED)
-    else:
-        foreign = (SEED_OPTIONS if system in NEURAL_SYSTEMS else NEURAL_OPTIONS) + TRANSFORMER_OPTIONS
-    if system in ("film", "idf-embed"):  # nothing of theirs trains by epochs
-        foreign += ("epochs", "patience")
-    given = [name for name in foreign if getattr(args, name) != args.option_default(name)]
-    if given:
-        shown = ", ".join("--" + name.replace("_", "-") for name in given)
-        verb = "is not an option" if len(given) == 1 else "are not options"
-        raise QPRError(f"{shown} {verb} of --system {system}; leave it out (docs/SEEDS.md lists each system's options)")
-    return system
-
-
-def cmd_train(args: argparse.Namespace) -> int:
-    # Under torchrun every worker runs this command; they train together (qpr.training.distributed) and
-    # worker 0 alone indexes, evaluates and saves the bundle.
-    distributed.init_from_env()
-    rank = distributed.world()[0]
-    # Before hours of training: --out must be a new path or a bundle, in a folder that can be written.
-    if rank == 0:
-        check_target(args.out)
-    system = _system(args)
-    corpus = load_corpus(args.data, seed=args.seed)
-    check_config(IndexConfig(args.index, args.search), len(corpus))  # likewise the index settings
-    if system not in NEURAL_SYSTEMS:
-        if rank > 0:
-            raise QPRError(f"--system {system} trains in one process; run it without torchrun")
-        return _train_transformer(args, corpus) if system == TRANSFORMER else _train_seed(args, system, corpus)
-    config = _train_config(args)
-    text_config = TextConfig(vocab_size=args.vocab_size, hash_bins=args.hash_bins, max_len=args.max_len,
-                             min_count=args.min_count, subword_ngrams=args.subword_ngrams)
-    encoder_config = EncoderConfig(windows=tuple(args.windows), normalize=args.normalize,
-                                   architecture="lstm" if system == "lstm" else "cnn",
-                                   pooling=args.pooling or ("mean" if system == "lstm" else "max"))
-    if rank > 0:
-        train(corpus, config, text_config, encoder_config, progress=False)
-        return 0
-    bundle = train_bundle(corpus, config, text_config, encoder_config, IndexConfig(args.index, args.search),
-                          data=str(args.data), progress=not args.quiet)
-    run = bundle.manifest["training"]
-    print(f"trained {len(run['history'])} epoch(s) in {run['seconds']:.0f}s ({run['stopped']}); "
-          f"best epoch {run['best_epoch']}, val ROC AUC {run['best_auc']:.4f}", file=sys.stderr)
-    return _save_trained(bundle, args.out)
-
-
-def _train_seed(args: argparse.Namespace, system: str, corpus) -> int:
-    defaults = SeedSettings()
-    settings = SeedSettings(film_rank=args.film_rank, film_iterations=args.film_iterations, word_dim=args.word_dim,
-                            epochs=_given(args.epochs, defaults.epochs), patience=_given(args.patience, defaults.patience),
-                            seed=args.seed)
-
-    def log(row: dict) -> None:
-        if not args.quiet and row["iter"] % 10 == 0:
-            print(f"FILM iteration {row['iter']}: objective {row['objective']:.5f}", file=sys.stderr)
-
-    bundle = train_seed_bundle(corpus, system, settings, IndexConfig(args.index, args.search), data=str(args.data), log=log)
-    print(f"trained {system} in {bundle.manifest['training']['seconds']:.0f}s", file=sys.stderr)
-    return _save_trained(bundle, args.out)
-
-
-def _train_transformer(args: argparse.Namespace, corpus) -> int:
-    defaults = TransformerSettings()
-    settings = TransformerSettings(
-        base=args.base or "", batch_size=_given(args.batch_size, defaults.batch_size), lr=_given(args.lr, defaults.lr),
-        smoothing=args.smoothing, distance=_given(args.distance, defaults.distance), epochs=_given(args.epochs, defaults.epochs),
-        steps_per_epoch=args.steps_per_epoch, patience=_given(args.patience, defaults.patience), max_len=args.max_len,
-        seed=args.seed)
-    bundle = train_transformer_bundle(corpus, settings, IndexConfig(args.index, args.search), data=str(args.data),
-                                      progress=not args.quiet)
-    run = bundle.manifest["training"]
-    print(f"fine-tuned {settings.base or DEFAULT_BASE} in {run['seconds']:.0f}s ({run['fit']['stopped']}); best epoch "
-          f"{run['fit']['best_epoch']} (0: the base model), val nearest-neighbour accuracy "
-          f"{run['fit']['best_val_nn_accuracy']:.4f}", file=sys.stderr)
-    return _save_trained(bundle, args.out)
-
-
-def _save_trained(bundle: Bundle, out: Path) -> int:
-    bundle.save(out)
-    print(json.dumps({"bundle": str(out), "system": bundle.system, "version": bundle.version, "metrics": bundle.manifest["metrics"],
-                      "hybrid_metrics": bundle.manifest.get("hybrid_metrics")}, indent=2))
-    return 0
-
-
-def cmd_index(args: argparse.Namespace) -> int:
-    bundle = Bundle.load(args.bundle)
-    check_config(IndexConfig(args.index, args.search), len(bundle.corpus))  # before encoding the corpus
-    bundle = bundle.with_index(IndexConfig(args.index, args.search))
-    bundle.save(args.bundle)
-    print(f"{args.bundle}: {bundle.index.describe()} over {len(bundle.index)} questions")
-    return 0
-
-
-def cmd_add(args: argparse.Namespace) -> int:
-    bundle = Bundle.load(args.bundle)
-    grown = bundle.with_questions(load_corpus(args.questions), str(args.questions))
-    grown.save(args.bundle)
-    print(f"{args.bundle}: {len(grown.corpus) - len(bundle.corpus)} questions added, {len(grown.index)} indexed "
-          f"({grown.index.describe()}, not rebuilt)")
-    return 0
-
-
-def _retriever(bundle: Bundle, args: argparse.Namespace):
-    if args.bm25:
-        return BM25Retriever(bundle.corpus)
-    return bundle.dense_retriever() if args.dense else serving_retriever(bundle)
-
-
-def cmd_search(args: argparse.Namespace) -> int:
-    for query in args.query:
-        check_text(query)  # the shell passes undecodable bytes as lone surrogates
-    retriever = _retriever(Bundle.load(args.bundle), args)
-    for query, hits in zip(args.query, retriever.search(args.query, args.k)):
-        if args.json:
-            print(json.dumps({"query": query, "hits": [asdict(h) for h in hits]}, ensure_ascii=False))
-            continue
-        print(f"> {query}")
-        for hit in hits:
-            print(f"{hit.rank:>3}  {hit.distance:8.3f}  [{hit.cluster or '-'}]  {hit.question}")
-    return 0
-
-
-def cmd_eval(args: argparse.Namespace) -> int:
-    bundle = Bundle.load(args.bundle)
-    corpus = load_corpus(args.data, seed=args.seed) if args.data else bundle.corpus
-    if args.data and not args.bm25:
-        # Same encoder (and fitted fusion, if any) over another corpus.
-        rebuilt = Bundle.create(bundle.encoder, bundle.vocab, corpus, bundle.index.config)
-        bundle = rebuilt.with_fusion(bundle.manifest["fusion"]) if "fusion" in bundle.manifest else rebuilt
-    retriever = BM25Retriever(corpus) if args.bm25 else _retriever(bundle, args)
-    metrics = evaluate(retriever, corpus, args.split)
-    print(json.dumps({"system": retriever.name, "split": args.split} | metrics))
-    return 0
-
-
-def cmd_fuse(args: argparse.Namespace) -> int:
-    bundle = Bundle.load(args.bundle)
-    fusion = fit_fusion(bundle.dense_retriever(), depth=args.depth, max_queries=args.max_queries)
-    bundle = bundle.with_fusion(fusion.to_dict())
-    bundle.save(args.bundle)
-    weights = dict(zip(fusion.features, (round(c, 3) for c in fusion.coef)))
-    print(json.dumps({"bundle": str(args.bundle), "fusion": weights}))
-    return 0
-
-
-def cmd_supervise(args: argparse.Namespace) -> int:
-    if args.out.suffix.lower() not in CLUSTER_FORMATS:
-        raise QPRError(f"--out {args.out}: unknown file type; use one of {', '.join(CLUSTER_FORMATS)}")
-    log = read_log(args.log, args.preset, args.question_col, args.answer_col, args.answer_sep)
-    result = supervise(log, args.min_coherence, args.seed, args.multi_answer)
-    name = args.preset or args.log.stem
-    if args.report:
-        write_report(result, args.report, name)
-    write_cluster_file(result.corpus, args.out)
-    kept = result.clusters["kept"]
-    print(f"{name}: {result.counts['questions']} questions, {len(kept)} clusters, {int(kept.sum())} kept "
-          f"(coherence >= {args.min_coherence:g}); wrote {args.out}", file=sys.stderr)
-    print(json.dumps({"out": str(args.out), "report": str(args.report) if args.report else None} | result.counts
-                     | {"clusters": int(len(kept)), "clusters_kept": int(kept.sum())}))
-    return 0
-
-
-def cmd_general(args: argparse.Namespace) -> int:
-    check_target(args.out)  # before the teacher and the training
-    corpus = load_corpus(args.corpus, seed=args.seed) if args.corpus else None
-    config = replace(NO_TEACHER if args.no_teacher else BUILD, epochs=args.epochs, seed=args.seed)
-    bundle = build_general(corpus, args.domains, teacher=not args.no_teacher, cache=args.teacher_cache, config=config,
-                           progress=not args.quiet)
-    bundle.save(args.out)
-    run = bundle.manifest["training"]
-    print(json.dumps({"bundle": str(args.out), "version": bundle.version, "questions": len(bundle.corpus),
-                      "train_seconds": round(run["seconds"]), "fusion": bundle.manifest["fusion"]}))
-    return 0
-
-
-def cmd_rebase(args: argparse.Namespace) -> int:
-    check_target(args.out)  # before the adaptation
-    general = Bundle.load(args.general)
-    corpus = load_corpus(args.corpus)
-    adapt = {"views": ADAPT, "teacher": TEACH, "none": None}[args.adapt]
-    bundle = rebase(general, corpus, adapt=adapt, teacher=args.adapt == "teacher", cache=args.teacher_cache,
-                    progress=not args.quiet)
-    bundle.save(args.out)
-    print(json.dumps({"bundle": str(args.out), "version": bundle.version, "questions": len(bundle.corpus),
-                      "from": general.version, "adapt": args.adapt, "fusion": bundle.manifest["fusion"]}))
-    return 0
-
-
-def cmd_experiment(args: argparse.Namespace) -> int:
-    corpus = load_corpus(args.data)
-    malformed = [condition for condition in args.where if "=" not in condition]
-    if malformed:
-        raise QPRError(f"--where {malformed[0]!r}: write FIELD=VALUE, e.g. --where noise=0")
-    where = dict(condition.partition("=")[::2] for condition in args.where)
-    rows = run_experiment(args.name, corpus, args.results, args.epochs, args.seeds, args.force,
-                          progress=not args.quiet, where=where)
-    print(f"{len(rows)} new result row(s) in {args.results}")
-    return 0
+from qpr.data.supervise import DEFAULT_MIN_COHERENCE, MULTI_ANSWER
+from qpr.errors import QPRError
+from qpr.model.encoder import EncoderConfig
+from qpr.model.text import TextConfig
+from qpr.retrieval.hybrid import DEPTH
+from qpr.systems.registry import REGISTRY
+from qpr.systems.seed_encoders import SeedSettings
+from qpr.systems.transformer import DEFAULT_BASE, TransformerSettings
+from qpr.training.train import TrainConfig
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -283,11 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "cluster file (qid, question, cluster[, split]) in CSV/TSV/JSONL/Parquet.")
     p.add_argument("--data", required=True, type=Path, help="quora-lite folder, Quora pairs TSV or cluster file")
     p.add_argument("--out", required=True, type=Path, help="bundle directory to write: a new path or an existing bundle (replaced atomically)")
-    p.add_argument("--system", choices=list(NEURAL_SYSTEMS) + list(SYSTEMS) + [TRANSFORMER],
-                   help="cnn-sdml (default) or lstm: the encoder trained with --loss; film, idf-embed, fcrr, convrr: "
-                   "the other papers' systems (docs/SEEDS.md; the last three need gensim); transformer: a "
-                   f"sentence-transformers model fine-tuned with SDML (slower, optional: pip install -e '.[{EXTRA}]'; "
-                   "docs/OUT_OF_DOMAIN.md prices it)")
+    p.add_argument("--system", choices=list(REGISTRY),
+                   help="; ".join(f"{system.name}: {system.about}" for system in REGISTRY.values()))
     p.add_argument("--base", help=f"transformer: the model to fine-tune, a folder or a name in the local Hugging Face "
                    f"cache (default: {DEFAULT_BASE})")
     p.add_argument("--steps-per-epoch", type=int, default=0, metavar="N",
@@ -464,7 +219,7 @@ def run(build_parser: Callable[[], argparse.ArgumentParser], argv: list[str] | N
     """Build the parser, parse ``argv`` and call the chosen subcommand's ``func``; user errors
     become one line + exit 2, a bad setting too (``qpr.settings``: the parser's defaults read them).
 
-    Shared by every command-line entry point of the project (``python -m qpr``, ``python -m annotations``).
+    Shared by every command-line entry point of the project (``qpr``, ``qpr-annotations``).
     """
     try:
         args = build_parser().parse_args(argv)

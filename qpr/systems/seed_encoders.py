@@ -9,17 +9,18 @@ vector (``x + alpha f(x)``, normalised), trained siamese on cluster pairs, so th
 encoders too; no system here needs a reranking stage.
 
 Every encoder has ``system``, ``output_dim``, ``encode(texts)``, ``settings()`` (what the bundle's
-manifest records as ``encoder_config``) and ``save(folder)``; ``load_encoder`` rebuilds one from a
-bundle folder. Their files: ``encoder.npz`` (numbers and words as arrays, never a pickle) and, for
-the residual retrievers, ``encoder.pt`` (torch weights). ``fit_encoder`` trains one on a corpus's
-training clusters. The word-vector systems need gensim (the ``bench`` extra), as
-``--word-vectors`` does; FILM does not.
+manifest records as ``encoder_config``), ``save(folder)`` and ``load(folder, settings)``, which
+rebuilds one from a bundle folder; ``qpr.systems.registry`` registers them. Their files:
+``encoder.npz`` (numbers and words as arrays, never a pickle) and, for the residual retrievers,
+``encoder.pt`` (torch weights). ``fit_film_encoder``, ``fit_idf_encoder`` and
+``fit_residual_encoder`` train one on a corpus's training clusters. The word-vector systems need
+gensim (the ``bench`` extra), as ``--word-vectors`` does; FILM does not.
 """
 
 from __future__ import annotations
 
 import zipfile
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -32,10 +33,10 @@ from qpr.systems.film import FilmConfig, FilmModel, fit_film
 from qpr.systems.residual import IdfEmbedder, ResidualConfig, ResidualRetriever, fit_residual
 from qpr.retrieval.lexical import restored_tfidf_vectorizer
 from qpr.evaluation.metrics import nearest_neighbour_accuracy
+from qpr.systems.settings import recorded_settings
 from qpr.training.sampling import cluster_members, validation_questions
-from qpr.systems.transformer import FILES as TRANSFORMER_FILES, SYSTEM as TRANSFORMER, TransformerEncoder
 
-SYSTEMS = ("film", "idf-embed", "fcrr", "convrr")
+SYSTEMS = ("film", "idf-embed", "fcrr", "convrr")  # the other papers' systems (docs/SEEDS.md)
 ARRAYS, WEIGHTS = "encoder.npz", "encoder.pt"
 VAL_QUESTIONS = 4000  # val questions the residual retrievers' early stopping scores (nearest-neighbour accuracy)
 
@@ -150,40 +151,31 @@ class ResidualEncoder:
         return cls(embedder, model)
 
 
-# The optional transformer backend (qpr.systems.transformer) is served like them, but trained by ``fit_transformer``.
-ENCODERS = {"film": FilmEncoder, "idf-embed": IdfEncoder, "fcrr": ResidualEncoder, "convrr": ResidualEncoder,
-            TRANSFORMER: TransformerEncoder}
 _REBUILD = "the bundle is damaged: rebuild it with `python -m qpr train --system ...` (or restore a copy)"
 
 
-def files_of(system: str) -> tuple[str, ...]:
-    """The encoder files a bundle of ``system`` holds."""
-    if system == TRANSFORMER:
-        return TRANSFORMER_FILES
-    return (ARRAYS, WEIGHTS) if system in ("fcrr", "convrr") else (ARRAYS,)
+# The fits below train one system each on a corpus's training clusters (docs/SEEDS.md has each
+# system's recipe) and return (encoder, training summary for the manifest).
+def fit_film_encoder(corpus: pd.DataFrame, settings: SeedSettings = SeedSettings(), log=None) -> tuple[FilmEncoder, dict]:
+    """FILM with ``settings``' rank, iterations and seed; ``log`` sees each iteration."""
+    config = FilmConfig(rank=settings.film_rank, max_iter=settings.film_iterations, seed=settings.seed)
+    model = fit_film(corpus.reset_index(drop=True), config, log)
+    return FilmEncoder(model), model.summary()
 
 
-def load_encoder(system: str, folder: Path, settings: dict):
-    """The ``system`` encoder saved in the bundle ``folder`` with the manifest's ``settings``."""
-    if system not in ENCODERS:
-        raise QPRError(f"{folder}: unknown system {system!r} in the manifest; this version serves "
-                       f"cnn-sdml, lstm, {', '.join(ENCODERS)}")
-    return ENCODERS[system].load(folder, settings)
+def fit_idf_encoder(corpus: pd.DataFrame, settings: SeedSettings = SeedSettings()) -> tuple[IdfEncoder, dict]:
+    """IDF-weighted skip-gram vectors of ``settings.word_dim`` dimensions (``fit_idf_embedder``)."""
+    embedder = fit_idf_embedder(corpus.reset_index(drop=True), settings.word_dim, settings.seed)
+    return IdfEncoder(embedder), {"seed": settings.seed}
 
 
-def fit_encoder(system: str, corpus: pd.DataFrame, settings: SeedSettings = SeedSettings(), log=None):
-    """Train the ``system`` encoder on ``corpus``'s training clusters (docs/SEEDS.md has each
-    system's recipe); returns (encoder, training summary for the manifest)."""
-    if system not in ENCODERS:
-        raise QPRError(f"unknown system {system!r}: use one of cnn-sdml, lstm, {', '.join(SYSTEMS)}")
+def fit_residual_encoder(kind: str, corpus: pd.DataFrame,
+                         settings: SeedSettings = SeedSettings()) -> tuple[ResidualEncoder, dict]:
+    """The residual retriever ``kind`` ("fcrr" or "convrr") over IDF-weighted skip-gram vectors,
+    trained for up to ``settings.epochs`` (``fit_qpr_residual``)."""
     corpus = corpus.reset_index(drop=True)
-    if system == "film":
-        model = fit_film(corpus, FilmConfig(rank=settings.film_rank, max_iter=settings.film_iterations, seed=settings.seed), log)
-        return FilmEncoder(model), model.summary()
     embedder = fit_idf_embedder(corpus, settings.word_dim, settings.seed)
-    if system == "idf-embed":
-        return IdfEncoder(embedder), {"seed": settings.seed}
-    config = ResidualConfig(kind=system, seed=settings.seed, max_epochs=settings.epochs, patience=settings.patience)
+    config = ResidualConfig(kind=kind, seed=settings.seed, max_epochs=settings.epochs, patience=settings.patience)
     result = fit_qpr_residual(corpus, embedder, config)
     return ResidualEncoder(embedder, result.model), result.summary()
 
@@ -238,8 +230,4 @@ def _embedder(folder: Path) -> IdfEmbedder:
 
 
 def _config(kind, settings: dict, folder: Path):
-    known = {f.name for f in fields(kind)}
-    try:
-        return kind(**{name: value for name, value in settings.items() if name in known})
-    except (TypeError, ValueError) as err:
-        raise QPRError(f"{folder}/manifest.json: encoder_config is not one this version reads ({one_line(err)}); {_REBUILD}") from err
+    return recorded_settings(kind, settings, f"{folder}/manifest.json: encoder_config", _REBUILD)

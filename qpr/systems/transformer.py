@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from qpr.errors import QPRError, one_line
 from qpr.evaluation.metrics import nearest_neighbour_accuracy
 from qpr.model.losses import SDMLLoss
+from qpr.systems.settings import recorded_settings
 from qpr.training.sampling import cluster_disjoint_batches, cluster_members, epoch_pairs, validation_questions
 from qpr.training.loop import descend, fit, mean_loss
 
@@ -150,12 +151,7 @@ class TransformerEncoder:
 
     @classmethod
     def load(cls, folder: Path, settings: dict) -> "TransformerEncoder":
-        try:
-            known = TransformerSettings.__dataclass_fields__
-            config = TransformerSettings(**{k: v for k, v in settings.items() if k in known})
-        except (TypeError, QPRError) as err:
-            raise QPRError(f"{folder}/manifest.json: encoder_config is not one this version reads ({one_line(err)}); "
-                           f"{REBUILD}") from err
+        config = recorded_settings(TransformerSettings, settings, f"{folder}/manifest.json: encoder_config", REBUILD)
         return cls(load_model(folder / MODEL, "the bundle's model", REBUILD), config)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import qpr.cli.main
+import qpr.cli.commands
 from workflows.cli import main as annotations_main
 from annotations.db import open_store
 from annotations.errors import AnnotationError
@@ -140,7 +140,7 @@ def test_cli_names_the_problem_in_one_line_and_changes_nothing(world, argv, mess
     def no_training(*args, **kwargs):
         raise AssertionError("training started: the --out check must come first")
 
-    monkeypatch.setattr(qpr.cli.main, "train_bundle", no_training)
+    monkeypatch.setattr(qpr.cli.commands, "train_system_bundle", no_training)
     argv = [a.format(d=world) for a in argv]
     before = snapshot(world)
     code = main(argv)

@@ -1,0 +1,119 @@
+"""What a bundle folder is, read before its contents are: the manifest checked for every field a
+load uses, the files its system holds (``qpr.systems.registry``), and whether a path may be
+written as a bundle (``is_bundle``, ``check_target``). ``qpr.bundles.bundle`` loads the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from qpr.errors import QPRError, one_line
+from qpr.fsutil.atomic import check_writable
+from qpr.fsutil.leftovers import recover
+from qpr.systems.question_encoder import REBUILD
+from qpr.systems.registry import DEFAULT, REGISTRY, system_named
+
+FORMAT_VERSION = 1
+LEXICAL = "bm25"  # the system of a lexical bundle
+LEXICAL_FILES = ("manifest.json", "corpus.parquet")
+# What the manifest of a bundle with an encoder must hold, and the JSON types: everything ``load``
+# reads from it, with what its system reads besides (``System.manifest_fields``).
+MANIFEST_FIELDS = {"format_version": int, "version": str, "encoder_config": dict, "index": dict, "data_fingerprint": str}
+LEXICAL_FIELDS = {"format_version": int, "version": str, "data_fingerprint": str}
+INDEX_FIELDS = {"factory": str}  # search parameters (or, in older bundles, nprobe and ef_search) are checked by VectorIndex.load
+# Every name a bundle folder may hold: the files of every system (a model folder by its top name).
+ENTRIES = frozenset(LEXICAL_FILES) | {name.split("/")[0] for system in REGISTRY.values() for name in system.files}
+
+
+def manifest_system(path: Path) -> str:
+    """The manifest's ``system`` (``LEXICAL`` for a lexical bundle, the CNN when it has none), read
+    before its files are checked; an unreadable manifest is left for ``read_manifest`` to name."""
+    try:
+        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return DEFAULT
+    if isinstance(manifest, dict) and manifest.get("lexical") is True:
+        return LEXICAL
+    system = manifest.get("system") if isinstance(manifest, dict) else None
+    return system if isinstance(system, str) else DEFAULT
+
+
+def read_manifest(path: Path) -> dict:
+    """The manifest of the bundle folder ``path``, checked for every field ``load`` uses."""
+    try:
+        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise QPRError(f"{path}/manifest.json is not valid JSON ({one_line(err)}); {REBUILD}") from err
+    except OSError as err:
+        raise QPRError(f"{path}/manifest.json cannot be read: {err.strerror or err}") from err
+    if not isinstance(manifest, dict):
+        raise QPRError(f"{path}/manifest.json holds a JSON {type(manifest).__name__}, not an object; {REBUILD}")
+    if "format_version" in manifest and manifest["format_version"] != FORMAT_VERSION:
+        raise QPRError(
+            f"{path}: bundle format {manifest.get('format_version')!r}, this version reads {FORMAT_VERSION}; "
+            "rebuild it with `python -m qpr train`"
+        )
+    if manifest.get("lexical") is True:
+        checks = [(LEXICAL_FIELDS, manifest)]
+    else:
+        system = manifest.get("system", DEFAULT)
+        # A system that is no name is reported as a field of the wrong type, below.
+        own = system_named(system, f"{path}/manifest.json: ").manifest_fields if isinstance(system, str) else {"system": str}
+        checks = [(MANIFEST_FIELDS | own, manifest), (INDEX_FIELDS, manifest.get("index"))]
+    for fields, where in checks:
+        if not isinstance(where, dict):
+            break
+        missing = [name for name in fields if name not in where]
+        if missing:
+            prefix = "" if where is manifest else "index."
+            raise QPRError(f"{path}/manifest.json lacks {', '.join(prefix + m for m in missing)}; {REBUILD}")
+        wrong = [name for name, kind in fields.items()
+                 if not isinstance(where[name], kind) or (kind is int and isinstance(where[name], bool))]
+        if wrong:
+            prefix = "" if where is manifest else "index."
+            raise QPRError(f"{path}/manifest.json: {', '.join(prefix + w for w in wrong)} has the wrong type "
+                           f"(expected {', '.join(fields[w].__name__ for w in wrong)}); {REBUILD}")
+    return manifest
+
+
+def is_bundle(path: str | Path) -> bool:
+    """Whether ``path`` is a folder this package wrote as a bundle: a manifest object with a format
+    version and a version, and no entries other than a bundle's files (``ENTRIES``)."""
+    path = Path(path)
+    try:
+        entries = set(os.listdir(path))
+        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(manifest, dict) and {"format_version", "version"} <= manifest.keys() and entries <= ENTRIES
+
+
+def check_target(path: str | Path) -> None:
+    """Refuse a bundle destination that is neither new nor a bundle, before anything is written.
+
+    A new path (or an empty folder) and an existing bundle may be written; an existing file, a
+    folder holding anything else, or a symbolic link is refused with QPRError, and so is a folder
+    that cannot be written. Nothing that is not a bundle is ever moved or replaced.
+    """
+    path = Path(path)
+    if path.is_symlink():
+        raise QPRError(f"{path} is a symbolic link; give the bundle folder it points to, or a new path "
+                       "(nothing was changed)")
+    if not path.exists():
+        recover(path, wait=0)  # a bundle whose swap was interrupted is still a bundle
+    if not path.exists():
+        check_writable(path)
+        return
+    if not path.is_dir():
+        raise QPRError(f"{path} is an existing file, not a bundle; choose a new path for the bundle (nothing was changed)")
+    try:
+        entries = sorted(os.listdir(path))
+    except OSError as err:
+        raise QPRError(f"{path} cannot be read ({err.strerror or err}); choose another path") from err
+    if entries and not is_bundle(path):
+        shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
+        raise QPRError(f"{path} is an existing folder that is not a bundle (it holds {shown}); choose a new path, or "
+                       "move that folder away yourself (nothing was changed)")
+    check_writable(path)

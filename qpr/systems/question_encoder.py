@@ -1,0 +1,128 @@
+"""The CNN and the LSTM (``qpr.model.encoder.QuestionEncoder`` over a ``Vocabulary``) as systems a
+bundle holds: ``cnn-sdml`` and ``lstm`` in ``qpr.systems.registry``.
+
+Their bundle files are ``vocab.json`` (the vocabulary) and ``encoder.pt`` (the weights, a state
+dict); the manifest records the text and encoder configs and the vocabulary's rows, so ``load``
+rebuilds the layers before reading the weights, and refuses a config or a weights file this
+version cannot read with a QPRError saying what is wrong. Training is ``qpr.training.train.train``
+on ``EncoderSettings``; a retrain continues the bundle's encoder with its vocabulary and layers.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import zipfile
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+import torch
+
+from qpr.errors import QPRError, one_line
+from qpr.model.encoder import EncoderConfig, QuestionEncoder
+from qpr.model.text import TextConfig, Vocabulary
+from qpr.systems.settings import dataclass_from
+from qpr.training.train import TrainConfig, train
+
+# Also what bundles/manifest.py tells a user whose bundle is damaged: the plain `train` builds a CNN.
+REBUILD = "the bundle is damaged: rebuild it with `python -m qpr train` (or restore a copy)"
+FILES = ("manifest.json", "vocab.json", "encoder.pt", "index.faiss", "corpus.parquet")
+# The train command's options these systems read (argparse names), besides --seed.
+OPTIONS = ("loss", "smoothing", "margin", "distance", "negatives", "batch_size", "lr", "lr_schedule", "batching",
+           "pairs", "unlabeled_dropout", "word_vectors", "vocab_size", "hash_bins", "max_len", "min_count",
+           "subword_ngrams", "windows", "normalize", "architecture", "pooling", "epochs", "patience")
+
+
+@dataclass(frozen=True)
+class EncoderSettings:
+    """What ``python -m qpr train`` sets for a CNN or an LSTM: the training run, the text
+    processing (the vocabulary) and the layers."""
+
+    train: TrainConfig = field(default_factory=TrainConfig)
+    text: TextConfig = field(default_factory=TextConfig)
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+
+
+def settings_from(options: Mapping, architecture: str, pooling: str) -> EncoderSettings:
+    """The settings of the train command's ``options`` (those given; a missing one takes its
+    default) for an encoder of ``architecture``, pooled by ``pooling`` unless the options say."""
+    options = dict(options)
+    if "epochs" in options:
+        options["max_epochs"] = options.pop("epochs")
+    layers = {"pooling": pooling} | options | {"architecture": architecture}
+    return EncoderSettings(dataclass_from(TrainConfig, options, "the train options"),
+                           dataclass_from(TextConfig, options, "the train options"),
+                           dataclass_from(EncoderConfig, layers, "the train options"))
+
+
+def fit(corpus, settings: EncoderSettings, run) -> tuple[QuestionEncoder, Vocabulary, dict]:
+    """Train (or, with ``run.warm_start`` = (encoder, vocabulary), continue) an encoder on
+    ``corpus``; returns it, its vocabulary and the manifest's ``training`` entry."""
+    result = train(corpus, settings.train, settings.text, settings.encoder, warm_start=run.warm_start,
+                   on_epoch=run.on_epoch, progress=run.progress, return_on_interrupt=run.return_on_interrupt,
+                   on_batch=run.on_batch)
+    info = {"config": asdict(settings.train), "data": run.data, "warm_start": run.warm_start is not None}
+    return result.encoder, result.vocab, info | result.summary()
+
+
+def retrain(manifest: Mapping, encoder: QuestionEncoder, vocab: Vocabulary,
+            max_epochs: int | None) -> tuple[EncoderSettings, tuple[QuestionEncoder, Vocabulary]]:
+    """The settings a bundle's encoder was trained with, its manifest's ``retrain`` settings put
+    over them (a general bundle's, ``qpr.bundles.general.training_info``) and ``max_epochs`` over
+    those; the same vocabulary and layers; and the encoder to continue from."""
+    training = manifest.get("training", {})
+    config = dataclass_from(TrainConfig, training.get("config", {}) | training.get("retrain", {}),
+                            "the manifest's training config")
+    if max_epochs is not None:
+        config = replace(config, max_epochs=max_epochs)
+    return EncoderSettings(config, vocab.config, encoder.config), (encoder, vocab)
+
+
+def describe(encoder: QuestionEncoder, vocab: Vocabulary, vectors: np.ndarray) -> tuple[dict, bytes]:
+    """What the manifest records of the encoder, and the bytes its version digests (the weights)."""
+    weights = io.BytesIO()
+    torch.save(encoder.state_dict(), weights)
+    described = {"text_config": asdict(vocab.config), "encoder_config": encoder.config.to_dict(),
+                 "vocab_rows": encoder.vocab_rows}
+    return described, weights.getvalue()
+
+
+def save(encoder: QuestionEncoder, vocab: Vocabulary, folder: Path) -> None:
+    vocab.save(folder / "vocab.json")
+    torch.save(encoder.state_dict(), folder / "encoder.pt")
+
+
+def load(folder: Path, manifest: Mapping) -> tuple[QuestionEncoder, Vocabulary, int]:
+    """The encoder and vocabulary saved in the bundle ``folder``, and the size of its vectors."""
+    vocab = Vocabulary.load(folder / "vocab.json")
+    try:
+        # Strict, unlike dataclass_from: a layer this version does not know would load other weights.
+        encoder_config = EncoderConfig(**manifest["encoder_config"])
+    except (TypeError, ValueError) as err:
+        raise QPRError(f"{folder}/manifest.json: encoder_config is not one this version reads ({one_line(err)}); {REBUILD}") from err
+    if vocab.size != manifest["vocab_rows"]:
+        raise QPRError(f"{folder}: vocab.json gives {vocab.size} embedding rows, the manifest {manifest['vocab_rows']}")
+    encoder = QuestionEncoder(vocab.size, encoder_config)
+    if not zipfile.is_zipfile(folder / "encoder.pt"):
+        raise QPRError(f"{folder}/encoder.pt is not a PyTorch weights file (not a zip archive); {REBUILD}")
+    try:
+        weights = torch.load(folder / "encoder.pt", weights_only=True)
+    except (RuntimeError, OSError, EOFError, ValueError, KeyError, IndexError, TypeError, AttributeError,
+            pickle.UnpicklingError) as err:
+        raise QPRError(f"{folder}/encoder.pt is not a readable PyTorch weights file ({one_line(err)}); {REBUILD}") from err
+    if not isinstance(weights, dict):
+        raise QPRError(f"{folder}/encoder.pt holds a {type(weights).__name__}, not encoder weights; {REBUILD}")
+    try:
+        encoder.load_state_dict(weights)
+    except (RuntimeError, TypeError, AttributeError) as err:
+        raise QPRError(f"{folder}/encoder.pt does not match the manifest's encoder config: {one_line(err)}") from err
+    encoder.eval()
+    return encoder, vocab, encoder_config.output_dim
+
+
+def report(training: Mapping) -> str:
+    """The line ``train`` prints about the run the manifest's ``training`` entry records."""
+    return (f"trained {len(training['history'])} epoch(s) in {training['seconds']:.0f}s ({training['stopped']}); "
+            f"best epoch {training['best_epoch']}, val ROC AUC {training['best_auc']:.4f}")
