@@ -1,6 +1,6 @@
 """The system registry (qpr.systems.registry): every registered system trains, saves and loads
 through it with its own files; an unknown name is refused naming the known ones; the train
-command's options and the settings helper (qpr.systems.settings) behave as the registry needs."""
+command's options and the settings helper (qpr.systems.settings_dicts) behave as the registry needs."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from qpr.retrieval.index import IndexConfig
 from qpr.systems.question_encoder import EncoderSettings
 from qpr.systems.registry import REGISTRY, Run, system_named, train_options
 from qpr.systems.seed_encoders import SeedSettings
-from qpr.systems.settings import dataclass_from, recorded_settings
+from qpr.systems.settings_dicts import dataclass_from, recorded_settings
 from qpr.training.train import TrainConfig
 
 LAYERS = {"embedding_dim": 16, "channels": 16, "output_dim": 8}

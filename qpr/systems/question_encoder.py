@@ -23,7 +23,7 @@ import torch
 from qpr.errors import QPRError, one_line
 from qpr.model.encoder import EncoderConfig, QuestionEncoder
 from qpr.model.text import TextConfig, Vocabulary
-from qpr.systems.settings import dataclass_from
+from qpr.systems.settings_dicts import dataclass_from
 from qpr.training.train import TrainConfig, train
 
 # Also what bundles/manifest.py tells a user whose bundle is damaged: the plain `train` builds a CNN.

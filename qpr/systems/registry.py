@@ -27,7 +27,7 @@ from qpr.model.encoder import QuestionEncoder
 from qpr.systems import question_encoder
 from qpr.systems.seed_encoders import (ARRAYS, WEIGHTS, FilmEncoder, IdfEncoder, ResidualEncoder, SeedSettings,
                                        fit_film_encoder, fit_idf_encoder, fit_residual_encoder)
-from qpr.systems.settings import dataclass_from
+from qpr.systems.settings_dicts import dataclass_from
 from qpr.systems.transformer import (DEFAULT_BASE, EXTRA, FILES as TRANSFORMER_FILES, SYSTEM as TRANSFORMER,
                                      TransformerEncoder, TransformerSettings, fit_transformer)
 

@@ -33,7 +33,7 @@ from qpr.systems.film import FilmConfig, FilmModel, fit_film
 from qpr.systems.residual import IdfEmbedder, ResidualConfig, ResidualRetriever, fit_residual
 from qpr.retrieval.lexical import restored_tfidf_vectorizer
 from qpr.evaluation.metrics import nearest_neighbour_accuracy
-from qpr.systems.settings import recorded_settings
+from qpr.systems.settings_dicts import recorded_settings
 from qpr.training.sampling import cluster_members, validation_questions
 
 SYSTEMS = ("film", "idf-embed", "fcrr", "convrr")  # the other papers' systems (docs/SEEDS.md)

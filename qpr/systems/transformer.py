@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from qpr.errors import QPRError, one_line
 from qpr.evaluation.metrics import nearest_neighbour_accuracy
 from qpr.model.losses import SDMLLoss
-from qpr.systems.settings import recorded_settings
+from qpr.systems.settings_dicts import recorded_settings
 from qpr.training.sampling import cluster_disjoint_batches, cluster_members, epoch_pairs, validation_questions
 from qpr.training.loop import descend, fit, mean_loss
 
