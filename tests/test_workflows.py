@@ -66,7 +66,7 @@ def test_an_export_is_handed_over_in_memory_as_written(tiny_bundle, scratch_dir,
     with open_store(f"sqlite:///{scratch_dir / 'e.db'}") as store:
         store.register_corpus(tiny_bundle.version, tiny_bundle.corpus)
         judged = judge_twins(store, tiny_bundle)
-        done = retraining.export_corrected(store, ServedModel(tiny_bundle).current(), tmp_path / "exports", "csv")
+        done = retraining.export_corrected(store, tiny_bundle.corpus, tiny_bundle.version, "csv", folder=tmp_path / "exports")
     assert done.path.parent == tmp_path / "exports" and done.path.name.startswith("corrected-")
     assert done.corpus.equals(read_cluster_file(done.path)), "the corpus in memory is the file's"
     assert done.manifest == json.loads(manifest_path(done.path).read_text())

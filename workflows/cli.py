@@ -15,18 +15,19 @@ from pathlib import Path
 from annotations.agreement import agreement
 from annotations.db import open_store
 from annotations.errors import AnnotationError
-from annotations.export import FORMATS, manifest_path, write_export
+from annotations.export import FORMATS, manifest_path
 from annotations.simulation.strategies import STRATEGIES
 from qpr.cli.main import run
 from qpr.data.corpus import data_dir, load_corpus
 from qpr.training.train import TrainConfig
+from workflows import retraining
 from workflows.simulated_loop import LoopConfig, run_loop
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     with open_store(args.db) as store:
         version, corpus = store.corpus(args.bundle_version)
-        done = write_export(store, corpus, args.format, args.out, bundle_version=version)
+        done = retraining.export_corrected(store, corpus, version, args.format, out=args.out)
     out, manifest = done.path, done.manifest
     print(f"{out}: {manifest['questions']} questions, {manifest['clusters_before']} -> {manifest['clusters_after']} "
           f"clusters ({len(manifest['merges'])} merges, {len(manifest['splits'])} splits, "
