@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from annotations.cli import main as annotations_main
+from workflows.cli import main as annotations_main
 from qpr.cli.main import main as qpr_main
 from qpr.settings import SHARED_DATA, Settings, SettingsError, settings
 
@@ -113,7 +113,7 @@ def test_the_settings_are_frozen(bare):
 # Reads of the environment outside qpr/settings.py that are not settings of ours: an environment
 # handed to a subprocess, torchrun's protocol, and Gradio's own variable set before it starts.
 NOT_SETTINGS = {
-    "qpr/serving/background_training.py": ["os.environ |"],
+    "workflows/background_training.py": ["os.environ |"],
     "qpr/training/distributed.py": ['os.environ.get("WORLD_SIZE"'],
     "ui/startup.py": ['os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY"'],
 }
