@@ -43,9 +43,11 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_retrain(args: argparse.Namespace) -> int:
-    # Before minutes of training, as `qpr train` does: --out must be a new path or a bundle.
+    """The app's Retrain tab on the command line (``workflows.retraining``): retrain, compare, and
+    confirm only when asked."""
     if args.epochs is not None and args.epochs < 1:
         raise AnnotationError(f"--epochs must be 1 or more, got {args.epochs}")
+    # Before minutes of training, as `qpr train` does: --out must be a new path or a bundle.
     check_target(args.out)
     old = Bundle.load(args.bundle)
     model = ServedModel(old)
@@ -117,13 +119,13 @@ def build_parser() -> argparse.ArgumentParser:
                        "clusters and print the comparison and the verdict. The export is written and recorded either "
                        "way; only with --confirm is the new bundle saved (atomically, at --out) and the swap recorded.")
     p.add_argument("--db", default=argparse.SUPPRESS, help="database URL (as above)")
-    p.add_argument("--bundle", required=True, type=Path, help="bundle folder to retrain")
-    p.add_argument("--out", required=True, type=Path, help="bundle folder to save the new bundle in: new, or a bundle")
-    p.add_argument("--epochs", type=int, help="maximum epochs (default: as many as the bundle was trained with)")
+    p.add_argument("--bundle", required=True, type=Path, metavar="DIR", help="bundle folder to retrain")
+    p.add_argument("--out", required=True, type=Path, metavar="DIR", help="bundle folder to save the new bundle in: new, or a bundle")
+    p.add_argument("--epochs", type=int, metavar="N", help="maximum epochs (default: as many as the bundle was trained with)")
     p.add_argument("--format", choices=FORMATS, default="parquet", help="format of the export")
-    p.add_argument("--exports", type=Path, help="folder for the export's files (default: exports/ beside --out)")
+    p.add_argument("--exports", type=Path, metavar="DIR", help="folder for the export's files (default: exports/ beside --out)")
     p.add_argument("--confirm", action="store_true", help="save the new bundle at --out and record the swap")
-    p.add_argument("--by", help="who decided, as recorded with the swap (default: the login name)")
+    p.add_argument("--by", metavar="NAME", help="who decided, as recorded with the swap (default: the login name)")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.set_defaults(func=cmd_retrain)
 

@@ -185,9 +185,9 @@ def confirm(target: Deployment, who: str) -> Confirmed:
     """Serve the candidate from now on, on ``who``'s decision: save it, register its corpus, swap
     it in (refused, leaving everything as it was, if another confirmation or retraining replaced
     the candidate meanwhile), record the swap with the judgments it learned from, remember it for
-    a restart and settle the background training it came from (where the deployment has them:
-    ``Deployment``). A record or remember that fails
-    takes the swap back (module doc) and raises a QPRError saying so."""
+    a restart and settle the background training it came from (where the ``Deployment`` has
+    them). A record or remember that fails takes the swap back (module doc) and raises a
+    QPRError saying so."""
     candidate = target.model.candidate()
     if candidate is None:
         raise QPRError("No retrained model is waiting: press 'Retrain' first.")
