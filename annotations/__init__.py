@@ -8,9 +8,13 @@
 - ``corrections``: corrected clusters served at once as label versions; history, rollback, revert.
 - ``agreement.agreement``: percent agreement and Cohen's kappa per annotator pair.
 - ``export.export``: corrected clusters as a cluster file + training pairs + manifest.
-- ``oracle``, ``strategies``, ``loop``: the simulated feedback loop (docs/FEEDBACK_LOOP.md): a
-  simulated annotator that knows the true clusters, candidate-selection strategies, and the runner
-  noisy train -> judge -> merge -> export -> retrain -> evaluate (``python -m annotations loop``).
+- ``simulation`` (``oracle``, ``strategies``): the simulated feedback loop's parts
+  (docs/FEEDBACK_LOOP.md): a simulated annotator that knows the true clusters and
+  candidate-selection strategies; the runner noisy train -> judge -> merge -> export -> retrain ->
+  evaluate is ``workflows.simulated_loop`` (``qpr-annotations loop``).
+
+The command line (``qpr-annotations`` or ``python -m workflows``: export, retrain, stats, loop) is
+``workflows.cli``.
 
 Depends on ``qpr``; never on the app or Gradio.
 """

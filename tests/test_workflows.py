@@ -18,6 +18,7 @@ from qpr.data.corpus import read_cluster_file
 from qpr.errors import QPRError
 from qpr.serving.served_model import ServedModel
 from workflows.background_training import BUNDLE, STATUS, TrainingJob
+from workflows.cli import main
 from workflows.retraining import Deployment
 
 TWINS = ("c-chess", "c-piano")  # two clusters judged the same: one merge
@@ -66,7 +67,7 @@ def test_an_export_is_handed_over_in_memory_as_written(tiny_bundle, scratch_dir,
     with open_store(f"sqlite:///{scratch_dir / 'e.db'}") as store:
         store.register_corpus(tiny_bundle.version, tiny_bundle.corpus)
         judged = judge_twins(store, tiny_bundle)
-        done = retraining.export_corrected(store, ServedModel(tiny_bundle).current(), tmp_path / "exports", "csv")
+        done = retraining.export_corrected(store, tiny_bundle.corpus, tiny_bundle.version, "csv", folder=tmp_path / "exports")
     assert done.path.parent == tmp_path / "exports" and done.path.name.startswith("corrected-")
     assert done.corpus.equals(read_cluster_file(done.path)), "the corpus in memory is the file's"
     assert done.manifest == json.loads(manifest_path(done.path).read_text())
@@ -228,3 +229,76 @@ def test_training_needs_clusters_to_hold_out(tiny_bundle, scratch_dir, tmp_path)
         with pytest.raises(QPRError, match="Only 0 cluster\\(s\\) of 2 or more questions so far"):
             retraining.start_training(ServedModel(lexical), store, job, tmp_path / "exports", None, None, None, "ann")
     assert job.status()["state"] == "none", "no worker started"
+
+
+# -- the command line: qpr-annotations retrain ---------------------------------------------------
+
+
+@pytest.fixture
+def retrain_cli(tiny_bundle, scratch_dir, tmp_path):
+    """The tiny bundle saved, a database with its corpus registered and the twins judged the same,
+    and ``main`` run with ``retrain`` and these: returns (argv prefix, db URL, judgment ids)."""
+    url = f"sqlite:///{scratch_dir / 'cli.db'}"
+    with open_store(url) as store:
+        store.register_corpus(tiny_bundle.version, tiny_bundle.corpus)
+        judged = judge_twins(store, tiny_bundle)
+    folder = tiny_bundle.save(tmp_path / "bundle")
+    return ["retrain", "--db", url, "--bundle", str(folder), "--epochs", "1", "--quiet"], url, judged
+
+
+def test_cli_retrain_compares_and_changes_nothing_without_confirm(tiny_bundle, retrain_cli, tmp_path, capsys):
+    argv, url, _ = retrain_cli
+    out = tmp_path / "bundles" / "new"
+    assert main([*argv, "--out", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert f"retrained {tiny_bundle.version} -> " in shown and "retrained" in shown.splitlines()[-3]
+    assert "not confirmed: no bundle saved, no swap recorded" in shown
+    assert not out.exists(), "nothing saved"
+    (export,) = (tmp_path / "bundles" / "exports").glob("corrected-*[0-9]Z.parquet")  # the export, beside --out
+    assert str(export) in shown and manifest_path(export).is_file()
+    with open_store(url) as store:
+        assert store.swaps().empty
+
+
+def test_cli_retrain_with_confirm_saves_the_bundle_and_records_the_swap(tiny_bundle, retrain_cli, tmp_path, capsys):
+    argv, url, judged = retrain_cli
+    out = tmp_path / "new"
+    assert main([*argv, "--out", str(out), "--format", "csv", "--exports", str(tmp_path / "ex"), "--confirm",
+                 "--by", "Carol"]) == 0
+    new = Bundle.load(out)
+    assert f"saved {new.version} at {out}; recorded Carol's swap from {tiny_bundle.version}" in capsys.readouterr().out
+    assert new.manifest["labels"]["judgment_ids"] == judged
+    assert new.manifest["labels"]["export_file"].startswith(str((tmp_path / "ex").resolve()))
+    assert new.manifest["labels"]["export_file"].endswith(".csv")
+    with open_store(url) as store:
+        swaps = store.swaps()
+    assert swaps[["annotator", "bundle_version", "replaced_version"]].values.tolist() == [["Carol", new.version,
+                                                                                          tiny_bundle.version]]
+    assert swaps.iloc[0]["judgment_ids"] == judged
+
+
+def test_cli_retrain_refuses_bad_input_in_one_line(tiny_bundle, retrain_cli, scratch_dir, tmp_path, capsys):
+    argv, url, _ = retrain_cli
+    few = tiny_bundle.corpus.assign(cluster=tiny_bundle.corpus["cluster"].where(
+        tiny_bundle.corpus["cluster"].isin(tiny_bundle.corpus["cluster"].dropna().unique()[:3])))
+    few_bundle = Bundle.create(tiny_bundle.encoder, tiny_bundle.vocab, few, tiny_bundle.index.config,
+                               train_info=tiny_bundle.manifest["training"])
+    bundle, few_url = few_bundle.save(tmp_path / "few"), f"sqlite:///{scratch_dir / 'few.db'}"
+    with open_store(few_url) as store:  # its own: the version may be the tiny bundle's (same weights, same second)
+        store.register_corpus(few_bundle.version, few)
+    (tmp_path / "notes.txt").write_text("mine")
+    cases = [
+        ([*argv, "--db", f"sqlite:///{scratch_dir / 'empty.db'}"], "is not registered in the annotation database"),
+        ([*argv, "--bundle", str(tmp_path / "nowhere")], "no bundle directory there"),
+        ([*argv, "--db", few_url, "--bundle", str(bundle)], "Only 3 cluster(s) of 2 or more questions"),
+        ([*argv, "--epochs", "0"], "--epochs must be 1 or more"),
+    ]
+    for args, message in cases:
+        assert main([*args, "--out", str(tmp_path / "out"), "--confirm"]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.startswith("error: ") and err.count("\n") == 1
+    assert main([*argv, "--out", str(tmp_path / "notes.txt"), "--confirm"]) == 2
+    assert "is an existing file, not a bundle" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists() and (tmp_path / "notes.txt").read_text() == "mine"
+    with open_store(url) as store:
+        assert store.swaps().empty

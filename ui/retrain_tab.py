@@ -64,7 +64,8 @@ class RetrainTab:
     @shows_errors
     def export_clusters(self, fmt: str) -> dict:
         """Corrected clusters (plus training pairs and the manifest) as files to download."""
-        export = retraining.export_corrected(self.ctx.store, self.ctx.model.current(), exports(self.ctx), fmt)
+        bundle = self.ctx.model.current().bundle
+        export = retraining.export_corrected(self.ctx.store, bundle.corpus, bundle.version, fmt, folder=exports(self.ctx))
         out, done = export.path, export.manifest
         note = (f"Exported {done['questions']} questions: {done['clusters_before']} clusters before, "
                 f"{done['clusters_after']} after {len(done['merges'])} merge(s) and {len(done['splits'])} split(s), which "

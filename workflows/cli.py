@@ -1,5 +1,7 @@
-"""``qpr-annotations`` (or ``python -m workflows``): export corrected clusters, summarise the annotation database, and
-measure the annotation loop with a simulated annotator (``loop``, see ``workflows.simulated_loop``).
+"""``qpr-annotations`` (or ``python -m workflows``): export corrected clusters, retrain a bundle on them (compare,
+and with ``--confirm`` save and record the swap), summarise the annotation database, and measure the annotation loop
+with a simulated annotator (``loop``, see ``workflows.simulated_loop``). Export and retrain go through the app's
+retraining workflow (``workflows.retraining``).
 
 Errors a user must fix (bad URL, unreachable database, unknown bundle version, wrong file name)
 print one line and exit with status 2.
@@ -8,6 +10,7 @@ print one line and exit with status 2.
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import sys
 from pathlib import Path
@@ -15,23 +18,55 @@ from pathlib import Path
 from annotations.agreement import agreement
 from annotations.db import open_store
 from annotations.errors import AnnotationError
-from annotations.export import FORMATS, manifest_path, write_export
+from annotations.export import FORMATS, manifest_path
 from annotations.simulation.strategies import STRATEGIES
+from qpr.bundles.bundle import Bundle, check_target
+from qpr.bundles.training import verdict
 from qpr.cli.main import run
 from qpr.data.corpus import data_dir, load_corpus
+from qpr.serving.served_model import ServedModel
 from qpr.training.train import TrainConfig
+from workflows import retraining
 from workflows.simulated_loop import LoopConfig, run_loop
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     with open_store(args.db) as store:
         version, corpus = store.corpus(args.bundle_version)
-        done = write_export(store, corpus, args.format, args.out, bundle_version=version)
+        done = retraining.export_corrected(store, corpus, version, args.format, out=args.out)
     out, manifest = done.path, done.manifest
     print(f"{out}: {manifest['questions']} questions, {manifest['clusters_before']} -> {manifest['clusters_after']} "
           f"clusters ({len(manifest['merges'])} merges, {len(manifest['splits'])} splits, "
           f"{len(manifest['conflicts'])} conflicts for review) from "
           f"{len(manifest['judgment_ids'])} judgments on bundle {version}; manifest {manifest_path(out)}")
+    return 0
+
+
+def cmd_retrain(args: argparse.Namespace) -> int:
+    """The app's Retrain tab on the command line (``workflows.retraining``): retrain, compare, and
+    confirm only when asked."""
+    if args.epochs is not None and args.epochs < 1:
+        raise AnnotationError(f"--epochs must be 1 or more, got {args.epochs}")
+    # Before minutes of training, as `qpr train` does: --out must be a new path or a bundle.
+    check_target(args.out)
+    old = Bundle.load(args.bundle)
+    model = ServedModel(old)
+    exports = args.exports or args.out.parent / "exports"
+    on_epoch = (lambda row: None) if args.quiet else (
+        lambda row: print(f"epoch {row['epoch']}: validation ROC AUC {row['val_auc']:.4f}", file=sys.stderr))
+    with open_store(args.db) as store:
+        proposal = retraining.retrain(model, store, exports, args.epochs, on_epoch=on_epoch, fmt=args.format)
+        comparison, new = proposal.candidate.comparison, proposal.candidate.served.bundle
+        print(f"exported {proposal.export.path} ({len(proposal.export.manifest['judgment_ids'])} judgments); "
+              f"retrained {old.version} -> {new.version}")
+        print(comparison.round(4).to_string(index=False))
+        print(verdict(comparison)[0])
+        if not args.confirm:
+            print("not confirmed: no bundle saved, no swap recorded (run again with --confirm to use it)")
+            return 0
+        who = args.by or getpass.getuser()
+        done = retraining.confirm(retraining.Deployment(model, store, lambda bundle: bundle.save(args.out)), who)
+    print(f"saved {done.bundle.version} at {done.path}; recorded {who}'s swap from {done.replaced}")
     return 0
 
 
@@ -77,6 +112,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="cluster file to write; its extension must match --format")
     p.add_argument("--bundle-version", help="whose registered corpus to correct (default: the newest registered)")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("retrain", help="retrain a bundle on its corrected clusters, compare, and --confirm to save it",
+                       description="Export the corrected clusters of the bundle's corpus (registered in the database "
+                       "under its version), continue its encoder on them, compare old and new on the same held-out "
+                       "clusters and print the comparison and the verdict. The export is written and recorded either "
+                       "way; only with --confirm is the new bundle saved (atomically, at --out) and the swap recorded.")
+    p.add_argument("--db", default=argparse.SUPPRESS, help="database URL (as above)")
+    p.add_argument("--bundle", required=True, type=Path, metavar="DIR", help="bundle folder to retrain")
+    p.add_argument("--out", required=True, type=Path, metavar="DIR", help="bundle folder to save the new bundle in: new, or a bundle")
+    p.add_argument("--epochs", type=int, metavar="N", help="maximum epochs (default: as many as the bundle was trained with)")
+    p.add_argument("--format", choices=FORMATS, default="parquet", help="format of the export")
+    p.add_argument("--exports", type=Path, metavar="DIR", help="folder for the export's files (default: exports/ beside --out)")
+    p.add_argument("--confirm", action="store_true", help="save the new bundle at --out and record the swap")
+    p.add_argument("--by", metavar="NAME", help="who decided, as recorded with the swap (default: the login name)")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.set_defaults(func=cmd_retrain)
 
     p = sub.add_parser("stats", help="judgment counts, progress per annotator and agreement as JSON")
     p.add_argument("--db", default=argparse.SUPPRESS, help="database URL (as above)")

@@ -1,12 +1,14 @@
 """The retraining workflow, written once: export -> retrain -> compare -> confirm or discard ->
 record -> remember.
 
-1. **Export** (``export_corrected``): the served corpus' corrected clusters are written for the
-   user (cluster file, pairs, manifest; atomically, ``annotations.export``) and handed over in
-   memory (``annotations.export.Export``): nothing is read back from disk.
-2. **Retrain** on them, in this process (``retrain``: the served encoder continued) or in a
-   background worker (``start_training``, ``workflows.background_training``). The new bundle's
-   ``labels`` name the export it learned from, in one schema (``Export.labels``).
+1. **Export** (``export_corrected``, the one export entry point of the app, the command line and
+   the simulated loop): a corpus' corrected clusters are written for the user (cluster file,
+   pairs, manifest; atomically, ``annotations.export``) and handed over in memory
+   (``annotations.export.Export``): nothing is read back from disk.
+2. **Retrain** on them, in this process (``retrain``, through the step ``continue_training``: the
+   served encoder continued) or in a background worker (``start_training``,
+   ``workflows.background_training``). The new bundle's ``labels`` name the export it learned
+   from, in one schema (``Export.labels``).
 3. **Compare** old and new on the same held-out clusters and hold the new model as the candidate
    (``ServedModel.propose``); nothing changes for searches yet. A worker's result is compared
    when it is offered (``offer_trained``).
@@ -18,8 +20,8 @@ record -> remember.
    Or **discard** (``discard``): drop the candidate, the served model stays.
 
 Callers (the Retrain and Projects tabs, the simulated loop, the command line) read their inputs,
-call one of these functions and show the result; what the app knows (where bundles are saved,
-how a swap is remembered) comes in as a ``Deployment``.
+call one of these functions and show the result; what the caller knows (where bundles are saved,
+how a swap is remembered, the background training job, if any) comes in as a ``Deployment``.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from qpr.errors import QPRError, one_line
 from qpr.model.encoder import EncoderConfig
 from qpr.model.text import TextConfig
 from qpr.retrieval.lexical import BM25Retriever
-from qpr.serving.served_model import Candidate, Served, ServedModel
+from qpr.serving.served_model import Candidate, ServedModel
 from qpr.training.train import TrainConfig
 from workflows.background_training import ACTIVE, TrainingJob, describe
 
@@ -56,13 +58,14 @@ class Deployment:
     """Where a decided model goes: the ``model`` served, the ``store`` that records swaps,
     ``save`` (a bundle -> the folder it is saved in), ``remember`` (that folder and who -> serve it
     again after a restart) and the project's background ``training`` job (marked decided when its
-    model is the one decided on)."""
+    model is the one decided on). The command line serves nothing after it exits and trains in
+    its own process: it leaves ``remember`` and ``training`` out."""
 
     model: ServedModel
     store: AnnotationStore
     save: Callable[[Bundle], Path]
-    remember: Callable[[Path, str], None]
-    training: TrainingJob
+    remember: Callable[[Path, str], None] | None = None
+    training: TrainingJob | None = None
 
 
 @dataclass(frozen=True)
@@ -85,30 +88,59 @@ class Confirmed:
     comparison: pd.DataFrame
 
 
-def export_corrected(store: AnnotationStore, served: Served, folder: Path, fmt: str) -> Export:
-    """Export the corrected clusters of ``served``'s corpus into ``folder``, under a time-stamped
-    name (``corrected-<UTC time>.<fmt>``), recorded against its bundle version."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-    out = Path(folder) / f"corrected-{stamp}.{fmt}"
-    return write_export(store, served.bundle.corpus, fmt, out, bundle_version=served.bundle.version)
+def export_corrected(store: AnnotationStore, corpus: pd.DataFrame, version: str, fmt: str, *, out: Path | None = None,
+                     folder: Path | None = None) -> Export:
+    """Export the corrected clusters of ``corpus`` (bundle ``version``'s, registered in ``store``)
+    in format ``fmt``, recorded against that version: to the cluster file ``out`` (its name must
+    end in ``.<fmt>``), or into ``folder`` under a time-stamped name (``corrected-<UTC
+    time>.<fmt>``). Give exactly one of ``out`` and ``folder``."""
+    if (out is None) == (folder is None):
+        raise TypeError("export_corrected needs exactly one of out (a cluster file) and folder")
+    if out is None:
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        out = Path(folder) / f"corrected-{stamp}.{fmt}"
+    return write_export(store, corpus, fmt, out, bundle_version=version)
 
 
-def retrain(model: ServedModel, store: AnnotationStore, folder: Path, max_epochs: int,
-            on_epoch: Callable[[dict], None] | None = None, on_stage: Callable[[str], None] = lambda stage: None) -> Proposal:
-    """Export (into ``folder``), continue the served encoder on the corrected clusters for at most
-    ``max_epochs``, compare old and new on the same held-out clusters, and hold the new model as
-    the candidate. ``on_epoch`` gets each epoch's history row; ``on_stage`` is told "exporting",
-    then "comparing". BM25 over the corrected corpus is built once and shared by the fusion fit,
-    the comparison and the candidate's retrievers."""
+def continue_training(bundle: Bundle, corpus: pd.DataFrame, labels: dict | None = None, **options) -> Bundle:
+    """The retrain step: a new bundle whose encoder continues ``bundle``'s on ``corpus`` (an
+    export's corrected clusters), with ``labels`` (``Export.labels``: the export and its
+    judgments) in its manifest. ``options`` are ``qpr.bundles.training.retrain_bundle``'s
+    (``max_epochs``, ``bm25``, ``fuse``, ``progress``, ``on_epoch``, ``return_on_interrupt``).
+    ``retrain`` and the simulated loop's warm starts retrain through it."""
+    return retrain_bundle(bundle, corpus, labels=labels, **options)
+
+
+def check_clusters(corpus: pd.DataFrame) -> None:
+    """Refuse (QPRError) a corpus with too few clusters of 2 or more questions to train on and
+    hold some out (``MIN_TRAIN_CLUSTERS``), before any training starts."""
+    trainable = int((corpus["cluster"].value_counts() >= 2).sum())
+    if trainable < MIN_TRAIN_CLUSTERS:
+        raise QPRError(f"Only {trainable} cluster(s) of 2 or more questions so far; training needs at least "
+                       f"{MIN_TRAIN_CLUSTERS} (split into train, val and test). Judge more pairs 'same meaning' on "
+                       "the Annotate tab to form clusters, then train.")
+
+
+def retrain(model: ServedModel, store: AnnotationStore, folder: Path, max_epochs: int | None,
+            on_epoch: Callable[[dict], None] | None = None, on_stage: Callable[[str], None] = lambda stage: None,
+            fmt: str = "parquet") -> Proposal:
+    """Export (into ``folder``, as ``fmt``), continue the served encoder on the corrected clusters
+    for at most ``max_epochs`` (None: as many as it was trained with), compare old and new on the
+    same held-out clusters, and hold the new model as the candidate. Refused for a model without
+    an encoder, or corrected clusters too few to train on (``check_clusters``). ``on_epoch``
+    gets each epoch's history row; ``on_stage`` is told "exporting", then "comparing". BM25 over
+    the corrected corpus is built once and shared by the fusion fit, the comparison and the
+    candidate's retrievers."""
     served = model.current()
     if served.bundle.lexical:
-        raise QPRError("This project has no encoder yet: train one on the Projects tab (it trains in the "
-                       "background while BM25 serves).")
+        raise QPRError("This project has no encoder yet: train one first (on the Projects tab, where it trains in "
+                       "the background while BM25 serves, or with `qpr train`).")
     on_stage("exporting")
-    done = export_corrected(store, served, folder, "parquet")
+    done = export_corrected(store, served.bundle.corpus, served.bundle.version, fmt, folder=folder)
+    check_clusters(done.corpus)
     bm25 = BM25Retriever(done.corpus)
-    new = retrain_bundle(served.bundle, done.corpus, max_epochs=max_epochs, labels=done.labels, bm25=bm25,
-                         progress=False, on_epoch=on_epoch)
+    new = continue_training(served.bundle, done.corpus, done.labels, max_epochs=max_epochs, bm25=bm25,
+                            progress=False, on_epoch=on_epoch)
     on_stage("comparing")
     comparison = compare_bundles(served.bundle, new, done.corpus, bm25)
     return Proposal(model.propose(new, comparison, bm25), done)
@@ -125,12 +157,8 @@ def start_training(model: ServedModel, store: AnnotationStore, job: TrainingJob,
         raise QPRError(f"A training of this project is already running ({describe(status)}); it was started by "
                        f"{status.get('by', 'someone')}. Wait for it or cancel it.")
     served = model.current()
-    done = export_corrected(store, served, folder, "parquet")
-    sizes = done.corpus["cluster"].value_counts()
-    if (sizes >= 2).sum() < MIN_TRAIN_CLUSTERS:
-        raise QPRError(f"Only {(sizes >= 2).sum()} cluster(s) of 2 or more questions so far; training needs at least "
-                       f"{MIN_TRAIN_CLUSTERS} (split into train, val and test). Judge more pairs 'same meaning' on "
-                       "the Annotate tab to form clusters, then train.")
+    done = export_corrected(store, served.bundle.corpus, served.bundle.version, "parquet", folder=folder)
+    check_clusters(done.corpus)
     base = None if served.bundle.lexical else served.bundle.save(job.folder / "base")
     return job.start(done.corpus, train, text, encoder, base, done.labels, who)
 
@@ -157,8 +185,9 @@ def confirm(target: Deployment, who: str) -> Confirmed:
     """Serve the candidate from now on, on ``who``'s decision: save it, register its corpus, swap
     it in (refused, leaving everything as it was, if another confirmation or retraining replaced
     the candidate meanwhile), record the swap with the judgments it learned from, remember it for
-    a restart, and settle the background training it came from. A record or remember that fails
-    takes the swap back (module doc) and raises a QPRError saying so."""
+    a restart and settle the background training it came from (where the ``Deployment`` has
+    them). A record or remember that fails takes the swap back (module doc) and raises a
+    QPRError saying so."""
     candidate = target.model.candidate()
     if candidate is None:
         raise QPRError("No retrained model is waiting: press 'Retrain' first.")
@@ -171,13 +200,15 @@ def confirm(target: Deployment, who: str) -> Confirmed:
     kept_or_taken_back(target.model, bundle.version, replaced, "recorded",
                        lambda: target.store.record_swap(who, bundle.version, replaced, judgment_ids))
     # Recorded as served by now: a swap taken back is recorded back, so the record says what is served.
-    kept_or_taken_back(target.model, bundle.version, replaced, "remembered for a restart", lambda: target.remember(path, who),
-                       undo=lambda: target.store.record_swap(who, replaced, bundle.version, []))
+    if target.remember is not None:
+        kept_or_taken_back(target.model, bundle.version, replaced, "remembered for a restart",
+                           lambda: target.remember(path, who),
+                           undo=lambda: target.store.record_swap(who, replaced, bundle.version, []))
     settle(target.training, bundle.version, f"put in service by {who}")
     return Confirmed(bundle, path, replaced, candidate.comparison)
 
 
-def discard(model: ServedModel, training: TrainingJob, who: str) -> Candidate | None:
+def discard(model: ServedModel, training: TrainingJob | None, who: str) -> Candidate | None:
     """Drop the candidate (if any) on ``who``'s decision; the served model stays. Returns it."""
     candidate = model.candidate()
     model.discard()
@@ -186,9 +217,11 @@ def discard(model: ServedModel, training: TrainingJob, who: str) -> Candidate | 
     return candidate
 
 
-def settle(training: TrainingJob, version: str, what: str) -> None:
+def settle(training: TrainingJob | None, version: str, what: str) -> None:
     """Mark the background training decided (``what`` says how) when its model ``version`` was
-    the one decided on."""
+    the one decided on; nothing to settle without a background job (None: the command line)."""
+    if training is None:
+        return
     status = training.status()
     if status["state"] == "done" and status.get("version") == version:
         training.decided(what)

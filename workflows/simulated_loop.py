@@ -8,13 +8,15 @@ trains an encoder on that noisy copy. Then, each round:
    (``annotations.simulation.strategies``);
 2. a ``SimulatedAnnotator`` judges them into the annotation store (an SQLite file in the run
    folder), as a person in the app would;
-3. the judgments are merged into corrected clusters and exported (``annotations.export``, which
-   applies ``annotations.merge.corrected_clusters``), handed over in memory as the app's
-   retraining gets them (``annotations.export.Export``): the training data of the next model,
-   whose bundle records the export as the app's does (``Export.labels``);
+3. the judgments are merged into corrected clusters and exported through the app's own export
+   step (``workflows.retraining.export_corrected``, which applies
+   ``annotations.merge.corrected_clusters``), handed over in memory as the app's retraining gets
+   them (``annotations.export.Export``): the training data of the next model, whose bundle
+   records the export as the app's does (``Export.labels``);
 4. the encoder is retrained on it (from scratch, or continuing the previous one with
-   ``warm_start``) through the app's own ``qpr.bundles.training`` functions, and scored on the
-   untouched test clusters with an exact index over the clean corpus (``qpr.evaluation.metrics``).
+   ``warm_start`` through the app's retrain step, ``workflows.retraining.continue_training``), and
+   scored on the untouched test clusters with an exact index over the clean corpus
+   (``qpr.evaluation.metrics``).
 
 Issue 6 names this ``python -m qpr loop``; it is ``qpr-annotations loop`` (``workflows.cli``)
 instead, because the loop drives the annotation store and ``qpr`` must never import
@@ -35,13 +37,13 @@ import pandas as pd
 
 from annotations.db import open_store
 from annotations.errors import AnnotationError
-from annotations.export import Export, write_export
+from annotations.export import Export
 from annotations.simulation.oracle import SimulatedAnnotator, precision, recall, reconnected
 from annotations.queue import judged_pairs
 from annotations.store import AnnotationStore
 from annotations.simulation.strategies import STRATEGIES, candidate_pool, select
 from qpr.bundles.bundle import Bundle
-from qpr.bundles.training import retrain_bundle, train_bundle
+from qpr.bundles.training import train_bundle
 from qpr.model.encoder import EncoderConfig
 from qpr.evaluation.metrics import evaluate
 from qpr.fsutil.atomic import atomic_path
@@ -50,6 +52,7 @@ from qpr.data.noise import inject_false_negatives
 from qpr.retrieval.dense import DenseRetriever
 from qpr.model.text import MAX_K, TextConfig
 from qpr.training.train import TrainConfig
+from workflows.retraining import continue_training, export_corrected
 
 DB_NAME = "annotations.db"
 SUMMARY_NAME = "loop.json"
@@ -103,17 +106,20 @@ def fit(
     labels: dict | None = None,
     progress: bool = False,
 ) -> Model:
-    """Train on ``corpus``' clusters (continuing ``warm_start`` if given) through the functions
-    the app trains and retrains with (``qpr.bundles.training``), behind an exact index, and score
+    """Train on ``corpus``' clusters (continuing ``warm_start`` if given, through the app's retrain
+    step ``workflows.retraining.continue_training``), behind an exact index, and score
     H@1 / H@10 / MRR on the test clusters of ``clean``: whatever labels the model learned from, it
     is judged against the same clean queries and relevance. ``corpus`` holds the questions of
     ``clean`` (only clusters differ), so the index searches all of them. ``labels``: the export the
     corpus came from, for the bundle's manifest."""
     common = {"labels": labels, "fuse": False, "progress": progress, "return_on_interrupt": False}
     if warm_start is None:
+        # The workflow trains from scratch only in a background worker process
+        # (``workflows.retraining.start_training``), which the loop has no use for: it calls the
+        # function that worker trains with, as the app's first training does.
         bundle = train_bundle(corpus, config, text_config, encoder_config, IndexConfig("Flat"), data="simulated loop", **common)
     else:
-        bundle = retrain_bundle(warm_start.bundle, corpus, **common)
+        bundle = continue_training(warm_start.bundle, corpus, **common)
     return Model(bundle, evaluate(bundle.dense_retriever(), clean, "test"), bundle.manifest["training"])
 
 
@@ -161,7 +167,7 @@ def annotate(
     start = time.perf_counter()
     judged = annotator.judge(store, select(pool, strategy, budget, seed), version)
     seconds = time.perf_counter() - start
-    return Round(judged, write_export(store, corpus, Path(out).suffix.lstrip("."), out, bundle_version=version), seconds)
+    return Round(judged, export_corrected(store, corpus, version, Path(out).suffix.lstrip("."), out=out), seconds)
 
 
 def measures(done: Round, judgments: pd.DataFrame, truth: pd.DataFrame, split: list[str]) -> dict:
