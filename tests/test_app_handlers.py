@@ -10,7 +10,7 @@ import gradio as gr
 import pandas as pd
 import pytest
 
-import workflows.retraining as retrain_module
+import workflows.training_steps as retrain_module
 import ui.startup as startup
 from annotations.db import open_store
 from qpr.data.coherence import cluster_coherence

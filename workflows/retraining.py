@@ -38,7 +38,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from annotations.export import Export, write_export
 from annotations.store import AnnotationStore
 from qpr.bundles.bundle import Bundle
-from qpr.bundles.training import compare_bundles, retrain_bundle
+from qpr.bundles.training import compare_bundles
 from qpr.data.upload import MIN_TRAIN_CLUSTERS
 from qpr.errors import QPRError, one_line
 from qpr.model.encoder import EncoderConfig
@@ -46,6 +46,7 @@ from qpr.model.text import TextConfig
 from qpr.retrieval.lexical import BM25Retriever
 from qpr.serving.served_model import Candidate, ServedModel
 from qpr.training.train import TrainConfig
+from workflows.training_steps import continue_training
 from workflows.background_training import ACTIVE, TrainingJob, describe
 
 ATTEMPTS = 3  # tries of a record or a remember before the swap is taken back
@@ -100,15 +101,6 @@ def export_corrected(store: AnnotationStore, corpus: pd.DataFrame, version: str,
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
         out = Path(folder) / f"corrected-{stamp}.{fmt}"
     return write_export(store, corpus, fmt, out, bundle_version=version)
-
-
-def continue_training(bundle: Bundle, corpus: pd.DataFrame, labels: dict | None = None, **options) -> Bundle:
-    """The retrain step: a new bundle whose encoder continues ``bundle``'s on ``corpus`` (an
-    export's corrected clusters), with ``labels`` (``Export.labels``: the export and its
-    judgments) in its manifest. ``options`` are ``qpr.bundles.training.retrain_bundle``'s
-    (``max_epochs``, ``bm25``, ``fuse``, ``progress``, ``on_epoch``, ``return_on_interrupt``).
-    ``retrain`` and the simulated loop's warm starts retrain through it."""
-    return retrain_bundle(bundle, corpus, labels=labels, **options)
 
 
 def check_clusters(corpus: pd.DataFrame) -> None:

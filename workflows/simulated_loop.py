@@ -13,8 +13,8 @@ trains an encoder on that noisy copy. Then, each round:
    ``annotations.merge.corrected_clusters``), handed over in memory as the app's retraining gets
    them (``annotations.export.Export``): the training data of the next model, whose bundle
    records the export as the app's does (``Export.labels``);
-4. the encoder is retrained on it (from scratch, or continuing the previous one with
-   ``warm_start`` through the app's retrain step, ``workflows.retraining.continue_training``), and
+4. the encoder is retrained on it through the workflow's steps (``workflows.training_steps``:
+   from scratch, or continuing the previous one with ``warm_start``), and
    scored on the untouched test clusters with an exact index over the clean corpus
    (``qpr.evaluation.metrics``).
 
@@ -43,7 +43,6 @@ from annotations.queue import judged_pairs
 from annotations.store import AnnotationStore
 from annotations.simulation.strategies import STRATEGIES, candidate_pool, select
 from qpr.bundles.bundle import Bundle
-from qpr.bundles.training import train_bundle
 from qpr.model.encoder import EncoderConfig
 from qpr.evaluation.metrics import evaluate
 from qpr.fsutil.atomic import atomic_path
@@ -52,7 +51,8 @@ from qpr.data.noise import inject_false_negatives
 from qpr.retrieval.dense import DenseRetriever
 from qpr.model.text import MAX_K, TextConfig
 from qpr.training.train import TrainConfig
-from workflows.retraining import continue_training, export_corrected
+from workflows.retraining import export_corrected
+from workflows.training_steps import continue_training, train_new
 
 DB_NAME = "annotations.db"
 SUMMARY_NAME = "loop.json"
@@ -107,17 +107,15 @@ def fit(
     progress: bool = False,
 ) -> Model:
     """Train on ``corpus``' clusters (continuing ``warm_start`` if given, through the app's retrain
-    step ``workflows.retraining.continue_training``), behind an exact index, and score
+    step ``workflows.training_steps.continue_training``), behind an exact index, and score
     H@1 / H@10 / MRR on the test clusters of ``clean``: whatever labels the model learned from, it
     is judged against the same clean queries and relevance. ``corpus`` holds the questions of
     ``clean`` (only clusters differ), so the index searches all of them. ``labels``: the export the
     corpus came from, for the bundle's manifest."""
     common = {"labels": labels, "fuse": False, "progress": progress, "return_on_interrupt": False}
     if warm_start is None:
-        # The workflow trains from scratch only in a background worker process
-        # (``workflows.retraining.start_training``), which the loop has no use for: it calls the
-        # function that worker trains with, as the app's first training does.
-        bundle = train_bundle(corpus, config, text_config, encoder_config, IndexConfig("Flat"), data="simulated loop", **common)
+        bundle = train_new(corpus, config, text_config, encoder_config, index_config=IndexConfig("Flat"),
+                           data="simulated loop", **common)
     else:
         bundle = continue_training(warm_start.bundle, corpus, **common)
     return Model(bundle, evaluate(bundle.dense_retriever(), clean, "test"), bundle.manifest["training"])
