@@ -10,7 +10,8 @@ import gradio as gr
 import pandas as pd
 import pytest
 
-import workflows.training_steps as retrain_module
+import workflows.retraining as retraining_module
+import workflows.training_steps as training_steps_module
 import ui.startup as startup
 from annotations.db import open_store
 from qpr.data.coherence import cluster_coherence
@@ -375,14 +376,14 @@ def test_discard_keeps_the_served_model(qpr_app):
 
 def test_searches_answer_while_retraining_runs(qpr_app, monkeypatch):
     started, searched = threading.Event(), threading.Event()
-    real_retrain = retrain_module.retrain_bundle
+    real_retrain = training_steps_module.retrain_bundle
 
     def slow_retrain(*args, **kwargs):
         started.set()
         assert searched.wait(timeout=120), "the search never finished while retraining was running"
         return real_retrain(*args, **kwargs)
 
-    monkeypatch.setattr(retrain_module, "retrain_bundle", slow_retrain)
+    monkeypatch.setattr(training_steps_module, "retrain_bundle", slow_retrain)
     worker = threading.Thread(target=qpr_app.retrain.retrain, args=(1, NO_PROGRESS))
     worker.start()
     assert started.wait(timeout=120)
@@ -588,7 +589,7 @@ def test_discard_is_the_primary_choice_when_the_new_model_is_worse(qpr_app, monk
     worse = pd.DataFrame([{"model": "current", "version": "a", "split": "test", "H1": 0.9, "H10": 1, "MRR": 0.9, "queries": 50},
                           {"model": "retrained", "version": "b", "split": "test", "H1": 0.5, "H10": 1, "MRR": 0.5,
                            "queries": 50, "H1_change": -0.4, "H1_change_low": -0.5, "H1_change_high": -0.3}])
-    monkeypatch.setattr(retrain_module, "compare_bundles", lambda *args: worse)
+    monkeypatch.setattr(retraining_module, "compare_bundles", lambda *args: worse)
     out = qpr_app.retrain.retrain(1, NO_PROGRESS)
     assert out[qpr_app.retrain.discard_button].variant == "primary" and out[qpr_app.retrain.confirm_button].variant == "secondary"
     assert "worse" in out[qpr_app.retrain.note]
