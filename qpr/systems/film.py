@@ -46,7 +46,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from qpr.errors import QPRError
 from qpr.retrieval.dense import EncodeRetriever
 from qpr.retrieval.lexical import tfidf_vectorizer
-from qpr.training.train import cluster_members
+from qpr.training.sampling import cluster_members
 
 
 @dataclass(frozen=True)
