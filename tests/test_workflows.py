@@ -16,9 +16,11 @@ from annotations.export import manifest_path
 from qpr.bundles.bundle import Bundle
 from qpr.data.corpus import read_cluster_file
 from qpr.errors import QPRError
+from qpr.serving.projects import Projects
 from qpr.serving.served_model import ServedModel
 from workflows.background_training import BUNDLE, STATUS, TrainingJob
 from workflows.cli import main
+from workflows.project_versions import add_version
 from workflows.retraining import Deployment
 
 TWINS = ("c-chess", "c-piano")  # two clusters judged the same: one merge
@@ -302,3 +304,21 @@ def test_cli_retrain_refuses_bad_input_in_one_line(tiny_bundle, retrain_cli, scr
     assert not (tmp_path / "out").exists() and (tmp_path / "notes.txt").read_text() == "mine"
     with open_store(url) as store:
         assert store.swaps().empty
+
+
+class RunningJob:
+    """A project's training as a new version sees it: running."""
+
+    def status(self) -> dict:
+        return {"state": "running"}
+
+
+def never_read():
+    raise AssertionError("the upload was read although the version is refused")
+
+
+@pytest.mark.parametrize(("project", "training", "said"), [("demo", None, "The demo's corpus is fixed"),
+                                                           ("mine", RunningJob(), "A training of this project is running")])
+def test_a_new_version_is_refused_before_its_file_is_read(tmp_path, project, training, said):
+    with pytest.raises(QPRError, match=said):
+        add_version(Projects(tmp_path), project, training, never_read, "ann", lambda slug: None)

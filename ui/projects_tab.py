@@ -29,6 +29,7 @@ from ui.display import plain, shows_errors, text_table
 from ui.demo import DEMO_ENCODER, DEMO_TEXT, DEMO_TRAIN
 from ui.retrain_tab import RetrainTab, exports
 from workflows.background_training import ACTIVE, TrainingJob, describe
+from workflows.project_versions import add_version
 from workflows.retraining import offer_trained, start_training
 
 KIND_LABELS = [("Questions with a cluster column", "clusters"), ("Question → answer log", "qa-log"),
@@ -127,15 +128,8 @@ class ProjectsTab:
         """Validate the upload and make it the served project's new corpus version; questions
         whose text is unchanged keep their qid, so their judgments still apply."""
         who = self.ctx.privileged("upload a new version of the served project", name, request, profile)
-        if self.ctx.project == DEMO:
-            raise QPRError("The demo's corpus is fixed; create a project from your file instead.")
-        if self.ctx.training().status()["state"] in ACTIVE:
-            raise QPRError("A training of this project is running on the current version; cancel it or wait for it first.")
-        upload = self._read(path, kind, question, cluster, answer)
-        record = self.ctx.projects.add_version(self.ctx.project, upload, who)
-        self.ctx.serve_new_version(self.ctx.project)
-        if self.ctx.training().status()["state"] == "done":  # trained on the old version: never offer it now
-            self.ctx.training().decided(f"not used: version {record['number']} was uploaded by {who} meanwhile")
+        record, upload = add_version(self.ctx.projects, self.ctx.project, self.ctx.training(),
+                                     lambda: self._read(path, kind, question, cluster, answer), who, self.ctx.serve_new_version)
         note = (f"Version {record['number']} of **{plain(self.ctx.project_name())}**: {record['kept']} question(s) kept "
                 f"(their judgments still apply), {record['new']} new, {record['dropped']} gone. " + self._imported(record))
         return self._imported_view(note, upload) | self.listed()
