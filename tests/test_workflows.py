@@ -20,6 +20,7 @@ from qpr.serving.projects import Projects
 from qpr.serving.served_model import ServedModel
 from workflows.background_training import BUNDLE, STATUS, TrainingJob
 from workflows.cli import main
+from workflows.labels import serve_corrections, serve_latest, serve_rollback
 from workflows.project_versions import add_version
 from workflows.retraining import Deployment
 
@@ -322,3 +323,24 @@ def never_read():
 def test_a_new_version_is_refused_before_its_file_is_read(tmp_path, project, training, said):
     with pytest.raises(QPRError, match=said):
         add_version(Projects(tmp_path), project, training, never_read, "ann", lambda slug: None)
+
+
+def test_corrections_are_recorded_then_served_and_a_restart_serves_them_again(tiny_bundle, tmp_path):
+    model = ServedModel(tiny_bundle)
+    with open_store(f"sqlite:///{tmp_path / 'a.db'}") as store:
+        store.register_corpus(tiny_bundle.version, tiny_bundle.corpus)
+        judge_twins(store, tiny_bundle)
+        serve_corrections(model, store, "ann")
+        served = model.current()
+        assert served.labels_version == 1 and store.labels(tiny_bundle.version)[0] == 1
+        merged = served.labels.set_index("qid")["cluster"]
+        twins = tiny_bundle.corpus[tiny_bundle.corpus["cluster"].isin(TWINS)]["qid"]
+        assert merged.loc[twins].nunique() == 1, "the twin clusters are served as one"
+
+        restarted = ServedModel(tiny_bundle)
+        serve_latest(restarted, store)
+        assert restarted.current().labels_version == 1
+
+        serve_rollback(model, store, 0, "ann")
+        assert model.current().labels_version == 2
+        assert model.current().labels.set_index("qid")["cluster"].loc[twins].nunique() == 2

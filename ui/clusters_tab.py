@@ -14,7 +14,7 @@ from __future__ import annotations
 import gradio as gr
 import pandas as pd
 
-from annotations.corrections import apply_corrections, history, revert_decision, rollback
+from annotations.corrections import history
 from annotations.merge import corrected_clusters
 from annotations.queue import least_coherent
 from qpr.errors import QPRError
@@ -22,6 +22,7 @@ from qpr.serving.served_model import Served
 from ui.cluster_view import cluster_members, cluster_view, representative
 from ui.common import AppContext
 from ui.display import plain, shows_errors, text_table, when
+from workflows.labels import serve_corrections, serve_revert, serve_rollback
 
 MARKS = {"same": "belongs to", "different": "does not belong to"}
 
@@ -174,9 +175,7 @@ class ClustersTab:
               profile: gr.OAuthProfile | None = None) -> dict:
         """Serve the corrected clusters of the current judgments at once, as the next labels version."""
         who = self._changer(name, request, profile)
-        served = self.ctx.model.current()
-        number, result = apply_corrections(self.ctx.store, served.bundle.corpus, served.bundle.version, who)
-        self.ctx.model.relabel(served.bundle.version, result.corpus, number)
+        serve_corrections(self.ctx.model, self.ctx.store, who)
         return self._after_change(cluster)
 
     @shows_errors
@@ -186,9 +185,7 @@ class ClustersTab:
         who = self._changer(name, request, profile)
         if version is None:
             raise QPRError("Type the number of the version to go back to (0 is the bundle's own clusters).")
-        served = self.ctx.model.current()
-        number, labels = rollback(self.ctx.store, served.bundle.version, int(version), who)
-        self.ctx.model.relabel(served.bundle.version, labels, number)
+        serve_rollback(self.ctx.model, self.ctx.store, int(version), who)
         return self._after_change(cluster)
 
     @shows_errors
@@ -199,10 +196,7 @@ class ClustersTab:
         if not (cluster_a or "").strip() or not (cluster_b or "").strip():
             raise QPRError("Type the two sides of the merge or split to revert, as the history names them "
                            "(a split: the cluster and qid:<n>).")
-        served = self.ctx.model.current()
-        number, result = revert_decision(self.ctx.store, served.bundle.corpus, served.bundle.version, who, cluster_a,
-                                         cluster_b)
-        self.ctx.model.relabel(served.bundle.version, result.corpus, number)
+        serve_revert(self.ctx.model, self.ctx.store, who, cluster_a, cluster_b)
         return self._after_change(cluster)
 
     def _changer(self, name: str, request: gr.Request | None, profile: gr.OAuthProfile | None) -> str:

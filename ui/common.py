@@ -18,7 +18,6 @@ import gradio as gr
 
 from annotations.store import AnnotationStore, annotator_key, annotator_name
 from annotations.task import TASK_SIZE
-from workflows.background_training import TrainingJob
 from qpr.bundles.bundle import Bundle
 from qpr.errors import QPRError
 from qpr.fsutil.atomic import atomic_path
@@ -27,6 +26,8 @@ from qpr.serving.served_model import ServedModel
 from qpr.settings import settings
 from ui.demo import cache_dir
 from ui.display import plain
+from workflows.background_training import TrainingJob
+from workflows.labels import serve_latest
 
 SERVED_POINTER = "served-bundle.json"  # under the cache: the last bundle a user confirmed
 
@@ -70,11 +71,7 @@ class AppContext:
         """Serve the newest labels version recorded for ``model``'s bundle (the active model by
         default; corrections applied in the Clusters tab), so a restart or a switch of project
         keeps them; nothing to do when none was applied."""
-        model = model or self.model
-        version = model.current().bundle.version
-        number, labels = self.store.labels(version)
-        if number:
-            model.relabel(version, labels, number)
+        serve_latest(model or self.model, self.store)
 
     def project_name(self, slug: str | None = None) -> str:
         """The display name of project ``slug`` (the active one by default)."""

@@ -21,12 +21,12 @@ import gradio as gr
 import pandas as pd
 
 from qpr.bundles.training import verdict
+from qpr.data.upload import max_upload_bytes, megabytes, read_upload
 from qpr.errors import QPRError
 from qpr.serving.projects import DEMO
-from qpr.data.upload import max_upload_bytes, megabytes, read_upload
 from ui.common import AppContext
-from ui.display import plain, shows_errors, text_table
 from ui.demo import DEMO_ENCODER, DEMO_TEXT, DEMO_TRAIN
+from ui.display import plain, shows_errors, text_table
 from ui.retrain_tab import RetrainTab, exports
 from workflows.background_training import ACTIVE, TrainingJob, describe
 from workflows.project_versions import add_version
