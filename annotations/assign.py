@@ -25,7 +25,8 @@ import hashlib
 import pandas as pd
 
 from annotations.errors import AnnotationError
-from annotations.store import AnnotationStore, annotator_name, item_key
+from annotations.names import annotator_name, item_key
+from annotations.store import AnnotationStore
 from qpr.errors import QPRError
 from qpr.settings import parse_overlap, settings
 

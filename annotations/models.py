@@ -74,7 +74,7 @@ class CorpusQuestion(Base):
 
 class Annotator(Base):
     """A person who judges. ``name`` is shown as they first wrote it (trimmed, NFC); ``name_key``
-    is who they are (``annotations.store.annotator_key``: NFC, case-folded, invisible format
+    is who they are (``annotations.names.annotator_key``: NFC, case-folded, invisible format
     characters dropped), and its unique index is what keeps "Alice", "alice" and "  ALICE  " one
     annotator on every backend, whichever process writes first."""
 

@@ -6,28 +6,19 @@ from one engine and writing through one ``GroupCommitWriter`` (``annotations/wri
 write is one committed transaction, grouped with the other writes of the process, and retried while
 the database is busy). Input a user must fix raises AnnotationError and writes nothing; invariants
 are database constraints (``annotations/models.py``).
-
-This module is the store's public face: callers import ``AnnotationStore``, ``item_key``,
-``annotator_name``, ``annotator_key`` and the column lists from here.
 """
 
 from __future__ import annotations
 
 from sqlalchemy import Engine
 
-from annotations.names import annotator_key, annotator_name, item_key
 from annotations.repositories.corpus import CorpusRepository
 from annotations.repositories.exports import ExportRepository
-from annotations.repositories.judgments import JUDGMENT_COLUMNS, JudgmentRepository
-from annotations.repositories.labels import LABEL_VERSION_COLUMNS, LabelRepository
-from annotations.repositories.review import ADJUDICATION_COLUMNS, ReviewRepository
+from annotations.repositories.judgments import JudgmentRepository
+from annotations.repositories.labels import LabelRepository
+from annotations.repositories.review import ReviewRepository
 from annotations.repositories.swaps import SwapRepository
 from annotations.writer import GroupCommitWriter
-
-__all__ = [
-    "AnnotationStore", "item_key", "annotator_name", "annotator_key",
-    "JUDGMENT_COLUMNS", "LABEL_VERSION_COLUMNS", "ADJUDICATION_COLUMNS",
-]
 
 
 # LabelRepository extends CorpusRepository (labels are read against the corpus snapshot), so it

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from annotations.db import open_store
 from annotations.merge import apply_rules, corrected_clusters
-from annotations.store import ADJUDICATION_COLUMNS
+from annotations.repositories.review import ADJUDICATION_COLUMNS
 from qpr.data.corpus import SPLITS
 
 VERSION = "v1"

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import gradio as gr
 
-from annotations.store import AnnotationStore, annotator_key, annotator_name
+from annotations.names import annotator_key, annotator_name
+from annotations.store import AnnotationStore
 from annotations.task import TASK_SIZE
 from qpr.bundles.bundle import Bundle
 from qpr.errors import QPRError

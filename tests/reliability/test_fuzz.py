@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from annotations.db import open_store
 from annotations.errors import AnnotationError
-from annotations.store import annotator_key, annotator_name
+from annotations.names import annotator_key, annotator_name
 from conftest import make_corpus
 from qpr.bundles.bundle import Bundle
 from qpr.data.corpus import COLUMNS, SPLITS, read_cluster_file

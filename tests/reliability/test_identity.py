@@ -13,7 +13,7 @@ from sqlalchemy.exc import IntegrityError
 
 from annotations.db import alembic_config, open_store
 from annotations.errors import AnnotationError
-from annotations.store import annotator_key, annotator_name
+from annotations.names import annotator_key, annotator_name
 from conftest import make_corpus
 
 VERSION = "v1"

@@ -22,7 +22,7 @@ depends_on = None
 
 
 def _key(name: str) -> str:
-    # Frozen copy of annotations.store.annotator_key as of this revision (migrations must not change).
+    # Frozen copy of annotations.names.annotator_key as of this revision (migrations must not change).
     folded = unicodedata.normalize("NFC", unicodedata.normalize("NFC", name.strip()).casefold())
     return "".join(c for c in folded if unicodedata.category(c) != "Cf")
 
