@@ -4,8 +4,9 @@ Quora-lite's duplicate pairs fall inside clusters, so each takes its cluster's s
 non-duplicate pairs (the BiMPM dev/test negatives) are almost all between questions in no cluster
 (split "none"), so they have no split of their own: ``pair_sets`` deals them at random (seeded)
 half to val and half to test. A pair touching a training question is left out of both, so no
-evaluated pair was seen in training. The positive share is 74% on test (79% on val), not the 37% of the paper's
-BiMPM split; the majority-class accuracy is reported beside every result.
+evaluated pair was seen in training. The positive share is 74% on test (79% on val), where the paper's BiMPM
+split tests on balanced pairs (about 36% of its training pairs are duplicates); the majority-class accuracy is
+reported beside every result.
 
 Two decision rules: a score threshold chosen on val (``threshold_rule``), and FILM's pairwise kNN
 (``qpr.systems.film``).
