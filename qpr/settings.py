@@ -82,6 +82,10 @@ class Settings(BaseSettings):
     """Pairs in the corpus-wide annotation task; None: ``annotations.task.TASK_SIZE`` (2000)."""
     max_upload_mb: float = Field(50.0, validation_alias="QPR_MAX_UPLOAD_MB")
     """The largest file the Projects tab imports, in decimal megabytes."""
+    max_served_mb: float = Field(2000.0, gt=0, validation_alias="QPR_MAX_SERVED_MB")
+    """The memory the app may spend on projects' served models, in megabytes (estimated per
+    project, ``qpr.serving.workspaces``): past it, the least recently opened project is unloaded
+    (reloaded when a page opens it again)."""
     overlap: int | None = Field(None, validation_alias="QPR_OVERLAP")
     """At most this many annotators label each item; None: no limit (everyone sees every item)."""
     system: str = Field("", validation_alias="SYSTEM")

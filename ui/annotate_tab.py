@@ -233,7 +233,7 @@ class AnnotateTab:
         }
 
     def _progress(self, session: AnnotateSession, who: str) -> str:
-        progress = self.ctx.store.progress(who)
+        progress = self.ctx.store.progress(who, self.ctx.versions())  # this project only
         counts = f"Judged today: **{progress['today']}** · left in this queue: **{session.left}** · labelled in total: **{progress['total']}**"
         if not session.task_size:
             return counts
