@@ -1,22 +1,17 @@
-"""What every tab shares: the app's context, who the annotator is and who may review, and the
-bundle to serve again after a restart.
-
-``AppContext`` is what the handlers act on (the active project's served model, the projects,
-the annotation store, how annotators identify, the app's cache folder). How data is shown
-safely is ``ui.display``'s.
+"""What every tab shares: the app's context (``AppContext``: the page's project and its served
+model, the projects, the store, who may do what) and the bundle to serve again after a restart.
+Which page has which project is ``ui.pages``'; roles ``ui.access``'; safe display ``ui.display``'s.
 """
 
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
 
 import gradio as gr
-from gradio.context import LocalContext
 
+from annotations.models import ROLES
 from annotations.names import annotator_key, annotator_name
 from annotations.store import AnnotationStore
 from annotations.task import TASK_SIZE
@@ -27,8 +22,10 @@ from qpr.serving.projects import DEMO, Projects
 from qpr.serving.served_model import ServedModel
 from qpr.serving.workspaces import Workspaces
 from qpr.settings import settings
+from ui.access import identify, role_for
 from ui.demo import cache_dir
 from ui.display import plain
+from ui.pages import PageProjects, example_queries
 from workflows.background_training import TrainingJob
 from workflows.labels import serve_latest
 
@@ -36,7 +33,6 @@ SERVED_POINTER = "served-bundle.json"  # under the cache: the last bundle a user
 # Name mode is one team's setting: typed names are trusted, so projects have no roles.
 NAME_MODE = "names are not verified: one team shares every project, with no roles; set QPR_AUTH for roles per project"
 NAME_PROMPT = f"Anyone can search; type your name to annotate ({NAME_MODE})."
-MAX_PAGES = 10_000  # pages whose project is remembered; beyond, the longest unseen is forgotten
 
 
 class AppContext:
@@ -47,7 +43,7 @@ class AppContext:
     None) serves a project's new upload until it is trained (``qpr.serving.projects``).
 
     Each page works on a project of its own (a workspace): ``project`` and ``model`` are the
-    project and served model of the page whose request is being handled (``page_id``), and
+    project and served model of the page whose request is being handled (``ui.pages``), and
     ``open`` changes them for that page only. The served models of all open projects are kept
     in ``served`` (``qpr.serving.workspaces``: loaded on first open, the least recently opened
     unloaded past ``QPR_MAX_SERVED_MB``). Outside a page's request (tests, commands) they are
@@ -65,11 +61,9 @@ class AppContext:
         self.general = general
         self.projects = Projects(self.cache / "projects", general)
         self.served = Workspaces(self._load, settings().max_served_mb, pinned=[DEMO])
-        self._pages: OrderedDict[str, str] = OrderedDict()  # page (session) -> the project it has open
-        self._pages_lock = threading.Lock()
+        self.pages = PageProjects(DEMO)
         self._examples: dict[str, tuple[str, ...]] = {}
         self._serve(DEMO, model)
-        self.default_project = DEMO
         self.open(project)  # a project that no longer loads fails here, at start
 
     # -- which project a page works on ----------------------------------------------------------
@@ -77,9 +71,7 @@ class AppContext:
     @property
     def project(self) -> str:
         """The slug of the project the current page has open (``default_project`` outside a page)."""
-        page = page_id()
-        with self._pages_lock:
-            return self._pages.get(page, self.default_project) if page else self.default_project
+        return self.pages.current()
 
     @property
     def model(self) -> ServedModel:
@@ -107,22 +99,12 @@ class AppContext:
             raise QPRError(f"There is no project {slug!r}: choose one in the Project list at the top of the page "
                            "(or create it on the Projects tab).")
         self.served.get(slug)
-        page = page_id()
-        with self._pages_lock:
-            if page is None:
-                self.default_project = slug
-            else:
-                self._pages[page] = slug
-                self._pages.move_to_end(page)
-                while len(self._pages) > MAX_PAGES:  # pages closed without unloading (a crash, a lost network)
-                    self._pages.popitem(last=False)
+        self.pages.set(slug)
         return slug
 
     def close_page(self) -> None:
         """Forget the current page's project (its tab was closed or reloaded)."""
-        page = page_id()
-        with self._pages_lock:
-            self._pages.pop(page, None)
+        self.pages.forget()
 
     def _load(self, slug: str) -> ServedModel:
         model = ServedModel(self.projects.served_bundle(slug))
@@ -183,26 +165,27 @@ class AppContext:
 
     def annotator(self, name: str | None, request: gr.Request | None = None, profile: gr.OAuthProfile | None = None,
                   action: str = "record judgments") -> str:
-        """The annotator's name, or an error that names ``action`` and says how to identify
-        (anonymous users may only search)."""
-        if self.identity == "auth":
-            who, how = getattr(request, "username", None), "sign in"
-        elif self.identity == "oauth":
-            who, how = getattr(profile, "username", None), "sign in with Hugging Face (button at the top)"
-        else:
-            who, how = name, "type your name in the 'Your name' box"
-        if not who or not str(who).strip():
-            raise QPRError(f"To {action}, {how}. Anyone can search without it.")
-        return annotator_name(who)
+        """Who may ``action`` (judge, by default) in the page's project: anyone identified, with
+        any role there in login mode (``ui.access``)."""
+        return self.allowed(action, ROLES, name, request, profile, record=False)
 
     def privileged(self, action: str, name: str | None, request: gr.Request | None = None,
-                   profile: gr.OAuthProfile | None = None) -> str:
-        """Who may ``action`` (review, replace the served model): a named annotator; with logins
-        and ``QPR_ADMINS`` set, one of those admins only (typed names are not verified, so name
-        mode cannot reserve anything)."""
-        who = self.annotator(name, request, profile, action)
-        if self.identity != "name" and self.admins and annotator_key(who) not in self.admins:
-            raise QPRError(f"Only the app's admins (QPR_ADMINS) may {action}; ask one of them.")
+                   profile: gr.OAuthProfile | None = None, roles: tuple[str, ...] = ("owner",)) -> str:
+        """Who may ``action`` in the page's project (upload, train, use a model): in login mode,
+        one holding one of ``roles`` there, and the action is recorded with that role."""
+        return self.allowed(action, roles, name, request, profile)
+
+    def allowed(self, action: str, roles: tuple[str, ...], name: str | None, request: gr.Request | None = None,
+                profile: gr.OAuthProfile | None = None, record: bool = True) -> str:
+        """The person doing ``action``, identified, and in login mode holding one of ``roles`` in
+        the page's project (``ui.access``; ``record``: the action is logged with the role); name
+        mode checks and records no role (one team)."""
+        who = identify(self.identity, name, request, profile, action)
+        if self.identity != "name":
+            project = self.project
+            role = role_for(self.store, self.admins, project, self.project_name(project), who, roles, action)
+            if record:
+                self.store.record_action(project, who, role, action)
         return who
 
     def replacer(self, name: str | None, request: gr.Request | None = None, profile: gr.OAuthProfile | None = None) -> str:
@@ -212,30 +195,12 @@ class AppContext:
     def whoami(self, name: str | None, request: gr.Request | None, profile: gr.OAuthProfile | None) -> str:
         """The page header's line about who is annotating (``name``: the 'Your name' box)."""
         try:
-            who = self.store.display_name(self.annotator(name, request, profile))  # as they first wrote it
+            who = self.store.display_name(identify(self.identity, name, request, profile, "annotate"))  # as first written
         except QPRError:
             return NAME_PROMPT if self.identity == "name" else "Not signed in: you can search, but sign in to annotate."
         if self.identity == "name":
             return f"Annotating as **{plain(who)}** ({NAME_MODE})"
         return f"Annotating as **{plain(who)}**"
-
-
-def page_id() -> str | None:
-    """The page (Gradio session) whose event is being handled, or None outside an event.
-
-    Gradio sets the request of the event it runs in a context variable before calling any
-    handler (``gradio.context.LocalContext``, as its own caching does); reading it here lets
-    every tab act on its page's project without each handler passing the page along."""
-    request = LocalContext.request.get(None)
-    return getattr(request, "session_hash", None) or None
-
-
-def example_queries(bundle: Bundle, n: int = 5) -> tuple[str, ...]:
-    """``n`` questions of ``bundle``'s corpus to offer as searches: held-out (test) ones when it
-    has them, so an example is not simply found as itself in training; else its first ones."""
-    held_out = bundle.corpus[bundle.corpus["split"] == "test"]["question"]
-    chosen = held_out.sample(min(n, len(held_out)), random_state=0) if len(held_out) else bundle.corpus["question"].head(n)
-    return tuple(chosen)
 
 
 def admin_keys(names: Iterable[str]) -> frozenset[str]:
@@ -269,8 +234,9 @@ def remembered_bundle(cache: Path) -> Path | None:
 
 def reviewer(ctx: AppContext, name: str | None, request: gr.Request | None = None,
              profile: gr.OAuthProfile | None = None) -> str:
-    """Who may review (adjudicate, apply merges, edit guidelines): ``AppContext.privileged``."""
-    return ctx.privileged("review", name, request, profile)
+    """Who may review (adjudicate, apply merges, edit guidelines): an owner or reviewer of the
+    page's project (``AppContext.privileged``)."""
+    return ctx.privileged("review", name, request, profile, roles=("owner", "reviewer"))
 
 
 def review_note(ctx: AppContext) -> str:

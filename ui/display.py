@@ -28,8 +28,8 @@ def plain(text: object) -> str:
 
 
 def shows_errors(handler=None, *, keep=None, action: str | None = None):
-    """Input a user must fix (QPRError) becomes a warning in the page, titled with the action
-    refused (``action``, else the handler's name), that stays until the user closes it (a list
+    """Input a user must fix (QPRError) becomes a warning in the page that starts with the action
+    refused ("Could not ``action``", else the handler's name) and stays until the user closes it (a list
     of problems takes longer to read than a few seconds), and one line in the server log; the
     handler's outputs are left as they were (no error state on them). Any other exception is a
     bug and keeps its traceback. ``keep``, called with the handler's arguments, gives the few
@@ -46,7 +46,8 @@ def shows_errors(handler=None, *, keep=None, action: str | None = None):
             log.warning("%s refused input: %s", handler.__name__, str(err).splitlines()[0])
             # gr.Warning renders its message as HTML, and messages can echo what the user typed;
             # a message listing several problems keeps one per line.
-            gr.Warning(html.escape(str(err), quote=False).replace("\n", "<br>"), title=title, duration=None)
+            message = html.escape(str(err), quote=False).replace("\n", "<br>")
+            gr.Warning(f"<b>{title}.</b> {message}", title=title, duration=None)
             return keep(*args, **kwargs) if keep else gr.skip()
 
     return wrapper

@@ -26,6 +26,7 @@ from ui.projects_tab import ProjectsTab
 from ui.retrain_tab import RetrainTab
 from ui.review_tab import ReviewTab
 from ui.search_tab import SearchTab
+from ui.team_tab import TeamTab
 
 
 # The header's project list opens the chosen project by loading the page with its URL.
@@ -46,6 +47,7 @@ class QPRPage:
         self.my_work = MyWorkTab(ctx)
         self.guidelines = GuidelinesTab(ctx)
         self.projects = ProjectsTab(ctx, self.retrain)
+        self.team = TeamTab(ctx)
 
     def build(self) -> gr.Blocks:
         with gr.Blocks(title="Question paraphrase retrieval", fill_width=True) as demo:
@@ -56,7 +58,7 @@ class QPRPage:
                 if self.ctx.identity == "oauth":
                     gr.LoginButton()
                 project = self.projects.render_choice()
-                who = gr.Markdown(NAME_PROMPT if self.ctx.identity == "name" else "")
+                who = gr.Markdown(NAME_PROMPT if self.ctx.identity == "name" else "", elem_id="page-who")
             self.search.render()
             self.annotate.render(name)
             self.clusters.render(name)
@@ -66,6 +68,7 @@ class QPRPage:
             self.my_work.render(name)
             self.guidelines.render(name)
             self.projects.render(name)
+            self.team.render(name)
             # In name mode the header follows the name box only: a load event computed with the box
             # still empty could answer after the name was typed and say "type your name" again.
             name.change(self.ctx.whoami, [name], [who])

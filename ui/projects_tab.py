@@ -25,6 +25,7 @@ from qpr.bundles.training import verdict
 from qpr.data.upload import max_upload_bytes, megabytes, read_upload
 from qpr.errors import QPRError
 from qpr.serving.projects import DEMO
+from ui.access import identify
 from ui.common import AppContext
 from ui.demo import DEMO_ENCODER, DEMO_TEXT, DEMO_TRAIN
 from ui.display import plain, shows_errors, text_table
@@ -126,9 +127,10 @@ class ProjectsTab:
     def create(self, path: str | None, kind: str, project: str, question: str, cluster: str, answer: str,
                name: str | None, request: gr.Request = None, profile: gr.OAuthProfile | None = None) -> dict:
         """Validate the upload, create the project and open it on this page (BM25 until trained)."""
-        who = self.ctx.annotator(name, request, profile, "create a project")
+        who = identify(self.ctx.identity, name, request, profile, "create a project")  # needs no role in any project
         upload = self._read(path, kind, question, cluster, answer)
         slug = self.ctx.projects.create(project, upload, who)
+        self.ctx.store.grant(slug, who, "owner", who)  # who creates a project owns it (roles apply with logins)
         self.ctx.open(slug)
         record = self.ctx.projects.manifest(slug)["versions"][-1]
         note = f"Created **{plain(self.ctx.project_name(slug))}**, open on this page: " + self._imported(record)

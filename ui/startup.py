@@ -24,15 +24,20 @@ from qpr.bundles.general import check_general
 from qpr.serving.served_model import ServedModel
 from qpr.data.upload import max_upload_bytes
 from qpr.settings import settings
-from ui.common import AppContext, example_queries, identity_mode, remembered_bundle
+from ui.common import AppContext, identity_mode, remembered_bundle
+from ui.pages import example_queries
 from ui.demo import EXAMPLE_QUERIES, cache_dir, demo_bundle
 from ui.page import QPRPage
 
 
 # The Annotate tab's keyboard shortcuts, and what holds them while an item loads.
 SHORTCUTS = f"<script>\n{(Path(__file__).with_name('shortcuts.js')).read_text()}</script>\n"
-# Questions are text to read: the tables' cells in the page's font, not Gradio's monospace.
-CSS = ".gradio-container table td, .gradio-container table th { font-family: var(--font) !important; }"
+# Questions are text to read: the tables' cells in the page's font, not Gradio's monospace (its
+# cells and headers hold their text in nested elements, which get it too); headers wrap between
+# words only (Gradio breaks them anywhere, "clus-ter" in a narrow column).
+CSS = (".gradio-container table td, .gradio-container table th, .gradio-container table td *, .gradio-container table th * "
+       "{ font-family: var(--font) !important; }\n"
+       ".gradio-container table th * { word-break: normal !important; overflow-wrap: normal !important; }")
 
 
 def served_bundle() -> tuple[Bundle, tuple[str, ...]]:
