@@ -184,6 +184,7 @@ def test_two_annotators_on_two_projects_never_see_each_other(two_projects, brows
     open_as(stranger, url, "alpha", None)
     expect(stranger.locator("#page-who")).to_contain_text("type your name to annotate")
     stranger.get_by_role("tab", name="Projects").click()
+    expect(stranger.locator("#project-active")).to_contain_text("This page's project: Alpha")
     stranger.get_by_role("button", name="Train in the background").click()
     toast = stranger.get_by_test_id("toast-body")
     expect(toast).to_contain_text("Could not start training")

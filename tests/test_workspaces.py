@@ -107,3 +107,38 @@ def test_a_page_opens_the_project_its_url_names(two_projects):
     with pytest.warns(UserWarning, match="There is no project 'gone'"):
         page.open_page(SimpleNamespace(query_params={"project": "gone"}, session_hash="page-10"))
     assert ctx.project == DEMO
+
+
+def test_in_name_mode_no_load_event_writes_the_header(bundle, tmp_path):
+    """Bug 5: a load event computed with the name box still empty could answer after the name was
+    typed and put "type your name" back; in name mode only the name box updates the header."""
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
+    demo = page.build()
+    who = next(block for block in demo.blocks.values() if getattr(block, "elem_id", None) == "page-who")
+    writers = [fn for fn in demo.fns.values() if who in fn.outputs]
+    assert writers and all(event == "change" for fn in writers for _, event in fn.targets)
+    assert "type your name to annotate" in who.value and "Annotating as **Ann**" in page.ctx.whoami("Ann", None, None)
+    store.close()
+
+
+def test_a_refusal_names_the_action_and_stays_until_closed(bundle, tmp_path, monkeypatch):
+    """Bug 7: a refused model swap or training says what was refused and how to fix it (not "To
+    record judgments"), in a message that stays until the user closes it."""
+    import gradio as gr
+
+    shown = []
+    monkeypatch.setattr(gr, "Warning", lambda message, title=None, duration=10: shown.append((message, duration)))
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
+    page.build()
+    page.retrain.confirm("", None, None)
+    page.projects.start(1, "", None, None)
+    page.projects.new_version(None, "clusters", "", "", "", "ann")
+    assert [message.split("</b> ")[0] for message, _ in shown] == [
+        "<b>Could not use the trained model.", "<b>Could not start training.", "<b>Could not upload a new version."]
+    assert "To use or discard a trained model, type your name" in shown[0][0]
+    assert "To train this project's model, type your name" in shown[1][0]
+    assert not any("To record judgments" in message for message, _ in shown)
+    assert {duration for _, duration in shown} == {None}  # stays until closed
+    store.close()

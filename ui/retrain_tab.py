@@ -124,7 +124,7 @@ class RetrainTab:
         note = f"A retrained model, **{plain(candidate.served.bundle.version)}**, is waiting for your decision."
         return self._waiting(note, candidate.comparison)
 
-    @shows_errors
+    @shows_errors(action="use the trained model")
     def confirm(self, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
         """Save the retrained bundle and serve it from now on (one atomic swap), recording who did,
         replacing which, from which judgments; the app serves it again after a restart unless
@@ -136,7 +136,7 @@ class RetrainTab:
                 "bundle).")
         return self._decided(note) | {self.comparison: text_table(done.comparison.round(3))}
 
-    @shows_errors
+    @shows_errors(action="discard the trained model")
     def discard(self, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
         """Drop the retrained model waiting for a decision; the served one stays."""
         who = self.ctx.replacer(name, request, profile)

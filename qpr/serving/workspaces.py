@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterable
 from qpr.serving.served_model import Served, ServedModel
 
 MB = 1_000_000
-# What a served model holds beyond its corpus frame, per corpus byte: BM25's tokenised copy of
-# the questions and the served labels (a second corpus frame); measured on BANKING77 by
-# bench/workspaces.py.
-CORPUS_COPIES = 3
+# A served model's memory per byte of its corpus frame: the frame, BM25's tokenised copy of the
+# questions and its index, the served labels, the cluster lookups. On BANKING77 served by BM25,
+# bench/workspaces.py measured 6.9 MB resident per project for a 1.2 MB corpus frame.
+CORPUS_COPIES = 6
 
 
 def estimated_mb(served: Served) -> float:
