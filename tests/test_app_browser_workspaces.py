@@ -19,9 +19,11 @@ from ui.pages import example_queries
 pytestmark = pytest.mark.browser
 TRAIN_LIMIT_MS = 240_000  # generous: only a guard against a training that never ends
 NAME = "Your name (needed to annotate)"
-# Every visible table: its header texts, and the fonts of every element in it that holds text.
+# Every visible table: its header texts, how its headers may break, and the fonts of every
+# element in it that holds text.
 TABLES_JS = """() => Array.from(document.querySelectorAll('table')).filter(t => t.offsetParent).map(t => ({
     headers: Array.from(t.querySelectorAll('th')).map(h => h.innerText.trim()),
+    breaks: Array.from(t.querySelectorAll('th *')).map(e => getComputedStyle(e).wordBreak + '/' + getComputedStyle(e).overflowWrap),
     fonts: Array.from(t.querySelectorAll('td *, th *, td, th')).filter(e => e.childNodes.length && Array.from(e.childNodes)
         .some(n => n.nodeType === 3 && n.textContent.trim())).map(e => getComputedStyle(e).fontFamily)}))"""
 
@@ -105,6 +107,7 @@ def test_two_annotators_on_two_projects_never_see_each_other(two_projects, brows
         for table in alpha.evaluate(TABLES_JS):
             assert table["headers"][:3] != ["1", "2", "3"], f"{tab}: placeholder headers {table['headers']}"
             assert not any("mono" in font.lower() for font in table["fonts"]), f"{tab}: {table['fonts']}"
+            assert set(table["breaks"]) <= {"normal/normal"}, f"{tab}: headers may break mid-word: {table['breaks']}"
     # Bug 3: each page's Search examples are its project's questions, not the demo's.
     alpha.get_by_role("tab", name="Search").click()
     for page, slug in ((alpha, "alpha"), (bob, "beta")):

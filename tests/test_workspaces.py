@@ -135,8 +135,8 @@ def test_a_refusal_names_the_action_and_stays_until_closed(bundle, tmp_path, mon
     page.retrain.confirm("", None, None)
     page.projects.start(1, "", None, None)
     page.projects.new_version(None, "clusters", "", "", "", "ann")
-    assert [message.split("</b> ")[0] for message, _ in shown] == [
-        "<b>Could not use the trained model.", "<b>Could not start training.", "<b>Could not upload a new version."]
+    assert [message.split(": ")[0] for message, _ in shown] == [
+        "Could not use the trained model", "Could not start training", "Could not upload a new version"]
     assert "To use or discard a trained model, type your name" in shown[0][0]
     assert "To train this project's model, type your name" in shown[1][0]
     assert not any("To record judgments" in message for message, _ in shown)

@@ -47,7 +47,7 @@ def shows_errors(handler=None, *, keep=None, action: str | None = None):
             # gr.Warning renders its message as HTML, and messages can echo what the user typed;
             # a message listing several problems keeps one per line.
             message = html.escape(str(err), quote=False).replace("\n", "<br>")
-            gr.Warning(f"<b>{title}.</b> {message}", title=title, duration=None)
+            gr.Warning(f"{title}: {message}", title=title, duration=None)
             return keep(*args, **kwargs) if keep else gr.skip()
 
     return wrapper
