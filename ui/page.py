@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import gradio as gr
 
+from qpr.errors import QPRError
 from ui.annotate_tab import AnnotateTab
 from ui.clusters_tab import ClustersTab
 from ui.common import NAME_PROMPT, AppContext
 from ui.display import shows_errors
-from qpr.errors import QPRError
 from ui.guidelines import GuidelinesTab
 from ui.metrics_tab import MetricsTab
 from ui.my_work_tab import MyWorkTab
@@ -30,7 +30,8 @@ from ui.team_tab import TeamTab
 
 
 # The header's project list opens the chosen project by loading the page with its URL.
-OPEN_JS = "(slug) => { const url = new URL(window.location); url.searchParams.set('project', slug); window.location.assign(url); }"
+OPEN_JS = ("(slug) => { const url = new URL(window.location); url.searchParams.set('project', slug); "
+           "window.location.assign(url); }")
 
 
 class QPRPage:
@@ -89,6 +90,6 @@ class QPRPage:
         try:
             slug = self.ctx.open(request.query_params.get("project") if request else None)
         except QPRError:
-            self.ctx.open(None)  # the page still opens, on the default project; then the reason
+            self.ctx.open(self.ctx.pages.default)  # the page still opens, on the default project; then the reason
             raise
         return self.projects.choice_update(slug)
