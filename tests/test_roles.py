@@ -71,13 +71,18 @@ def test_each_right_needs_its_role_in_the_page_s_project_and_is_recorded(logins)
         reviewer(ctx, None, login("bob"))
     with pytest.warns(UserWarning, match="Could not start training.*you need the role owner"):
         logins.projects.start(1, None, login("bob"))
+    logins.team.grant("carol", "reviewer", None, login("ann"))
+    assert logins.clusters._changer(None, login("carol"), None) == "carol"  # a reviewer applies corrections ...
+    with pytest.raises(QPRError, match="To use or discard a trained model in project 'FAQ' you need the role owner"):
+        ctx.replacer(None, login("carol"))  # ... but does not swap the model
     assert ctx.replacer(None, login("ann")) == "ann" and ctx.replacer(None, login("root")) == "root"  # owner, admin
     actions = store.actions("faq")
     assert actions[["annotator", "role", "action"]].values.tolist() == [
-        ["ann", "owner", "grant roles"], ["ann", "owner", "use or discard a trained model"],
+        ["ann", "owner", "grant roles"], ["ann", "owner", "grant roles"], ["carol", "reviewer", "change the served clusters"],
+        ["ann", "owner", "use or discard a trained model"],
         ["root", "admin", "use or discard a trained model"]]
     shown = logins.team.show()
-    assert shown[logins.team.roles]["annotator"].tolist() == ["ann", "bob"]
+    assert shown[logins.team.roles]["annotator"].tolist() == ["ann", "carol", "bob"]  # owners first, then reviewers
     assert "grant roles" in shown[logins.team.actions]["action"].tolist()
     # The demo has no roles: with admins, its rights are theirs; anyone signed in judges it.
     ctx.open(DEMO)

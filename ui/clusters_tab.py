@@ -203,7 +203,7 @@ class ClustersTab:
         return self._after_change(cluster)
 
     def _changer(self, name: str, request: gr.Request | None, profile: gr.OAuthProfile | None) -> str:
-        return self.ctx.privileged("change the served clusters", name, request, profile)
+        return self.ctx.privileged("change the served clusters", name, request, profile, roles=("owner", "reviewer"))
 
     def _after_change(self, cluster: str) -> dict:
         """The overview, and the cluster view again when that cluster is still served."""
