@@ -22,6 +22,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 LABELS = ("same", "different", "unsure")
+ROLES = ("owner", "reviewer", "annotator")  # a project's roles, most rights first (ProjectRole)
 MAX_NAME_CHARS = 100
 MAX_KEY_CHARS = 4 * MAX_NAME_CHARS  # case folding can lengthen a name (one character folds to at most three)
 
@@ -286,3 +287,41 @@ class LabelChange(Base):
     qid: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
     cluster: Mapped[str | None] = mapped_column(Text)
     split: Mapped[str] = mapped_column(String(10))
+
+
+class ProjectRole(Base):
+    """A person's role in a project (login mode; ``ui.common.AppContext.allowed``): ``owner``
+    (uploads versions, trains, uses or discards a model, grants roles), ``reviewer`` (reviews and
+    applies corrections, and judges) or ``annotator`` (judges). One role per person and project;
+    a new grant replaces the old one."""
+
+    __tablename__ = "project_roles"
+    __table_args__ = (
+        CheckConstraint(f"role IN ({', '.join(repr(role) for role in ROLES)})", name="ck_project_roles_role"),
+        UniqueConstraint("project", "annotator_id", name="uq_project_roles_one"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    project: Mapped[str] = mapped_column(String(100))
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"))
+    role: Mapped[str] = mapped_column(String(10))
+    granted_by: Mapped[int] = mapped_column(ForeignKey("annotators.id"))
+    granted_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ProjectAction(Base):
+    """An action that needed a role, as it was allowed: who, in which project, under which role
+    (``admin``: one of the app's admins, ``QPR_ADMINS``), and what they did."""
+
+    __tablename__ = "project_actions"
+    __table_args__ = (
+        CheckConstraint(f"role IN ({', '.join(repr(role) for role in (*ROLES, 'admin'))})", name="ck_project_actions_role"),
+        Index("ix_project_actions_project", "project", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    project: Mapped[str] = mapped_column(String(100))
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"))
+    role: Mapped[str] = mapped_column(String(10))
+    action: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -1,5 +1,5 @@
 """The annotation store: corpus snapshots, judgments with history, progress, model swaps, export
-records, review and served labels, in one database.
+records, review, served labels and roles per project, in one database.
 
 ``AnnotationStore`` is one repository per concern (``annotations/repositories/``), all reading
 from one engine and writing through one ``GroupCommitWriter`` (``annotations/writer.py``: every
@@ -17,14 +17,15 @@ from annotations.repositories.exports import ExportRepository
 from annotations.repositories.judgments import JudgmentRepository
 from annotations.repositories.labels import LabelRepository
 from annotations.repositories.review import ReviewRepository
+from annotations.repositories.roles import RoleRepository
 from annotations.repositories.swaps import SwapRepository
 from annotations.writer import GroupCommitWriter
 
 
 # LabelRepository extends CorpusRepository (labels are read against the corpus snapshot), so it
 # comes before it here: a base class must follow its subclasses in the method resolution order.
-class AnnotationStore(JudgmentRepository, SwapRepository, ExportRepository, ReviewRepository, LabelRepository,
-                      CorpusRepository):
+class AnnotationStore(JudgmentRepository, SwapRepository, ExportRepository, ReviewRepository, RoleRepository,
+                      LabelRepository, CorpusRepository):
     """Judgments and corpus snapshots in one database; open it with ``annotations.db.open_store``.
 
     ``write_option``: the execution option that marks a write transaction (``annotations.db``);

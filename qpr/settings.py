@@ -16,7 +16,7 @@ import functools
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from qpr.errors import QPRError
@@ -82,6 +82,10 @@ class Settings(BaseSettings):
     """Pairs in the corpus-wide annotation task; None: ``annotations.task.TASK_SIZE`` (2000)."""
     max_upload_mb: float = Field(50.0, validation_alias="QPR_MAX_UPLOAD_MB")
     """The largest file the Projects tab imports, in decimal megabytes."""
+    max_served_mb: float = Field(2000.0, validation_alias="QPR_MAX_SERVED_MB")
+    """The memory the app may spend on projects' served models, in megabytes (estimated per
+    project, ``qpr.serving.workspaces``): past it, the least recently opened project is unloaded
+    (reloaded when a page opens it again)."""
     overlap: int | None = Field(None, validation_alias="QPR_OVERLAP")
     """At most this many annotators label each item; None: no limit (everyone sees every item)."""
     system: str = Field("", validation_alias="SYSTEM")
@@ -122,19 +126,21 @@ class Settings(BaseSettings):
             raise QPRError(f"QPR_TASK_SIZE must be a whole number of pairs, 1 or more, e.g. 2000; got {value!r}")
         return int(value)
 
-    @field_validator("max_upload_mb", mode="before")
+    @field_validator("max_upload_mb", "max_served_mb", mode="before")
     @classmethod
-    def _max_upload_mb(cls, value: object) -> object:
+    def _megabytes(cls, value: object, info: ValidationInfo) -> object:
         if not isinstance(value, str):
             return value
+        field = cls.model_fields[info.field_name]
         if not value.strip():
-            return cls.model_fields["max_upload_mb"].default
+            return field.default
         try:
             limit_mb = float(value)
         except ValueError:
             limit_mb = -1.0
         if not limit_mb > 0:
-            raise QPRError(f"QPR_MAX_UPLOAD_MB must be a positive number of megabytes, e.g. 50; got {value!r}")
+            raise QPRError(f"{field.validation_alias} must be a positive number of megabytes, e.g. {field.default:g}; "
+                           f"got {value!r}")
         return limit_mb
 
     @field_validator("overlap", mode="before")

@@ -179,10 +179,17 @@ def test_cluster_filter_and_progress(store):
     guitar = clusters[6]
     assert store.judgments(cluster=guitar)["candidate_qid"].tolist() == [6]
     assert sorted(store.judgments(cluster=clusters[12])["candidate_qid"]) == [12, 13]
-    assert store.progress("ann") == {"today": 3, "total": 2}
-    store.undo_last("ann")
+    # Issue 38, bug 4: a re-judged item counts once in both counts, so today never exceeds total.
     assert store.progress("ann") == {"today": 2, "total": 2}
+    store.undo_last("ann")
+    assert store.progress("ann") == {"today": 2, "total": 2}  # the earlier label is current again
     assert store.progress("nobody") == {"today": 0, "total": 0}
+    # ... and counts are per project: judgments on another project's bundle are not counted in this one's.
+    store.register_corpus("v-other", make_corpus())
+    store.record("ann", 7, "same", "v-other", query_qid=3)
+    assert store.progress("ann", [VERSION]) == {"today": 2, "total": 2}
+    assert store.progress("ann", ["v-other"]) == {"today": 1, "total": 1}
+    assert store.progress("ann") == {"today": 3, "total": 3}
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Projects (create, new version with stable qids, judgments carried over, switch, restart),
+"""Projects (create, new version with stable qids, judgments carried over, open, restart),
 lexical bundles, the background training worker's lifecycle, and the Projects tab's handlers."""
 
 from __future__ import annotations
@@ -109,18 +109,18 @@ def test_project_names_are_checked(tmp_path):
             projects.create(name, upload, "ann")
 
 
-def test_the_active_project_is_recorded_and_survives_a_restart(bundle, tmp_path):
+def test_opening_a_project_outside_a_page_sets_the_default_and_a_restart_can_open_it(bundle, tmp_path):
     store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
     ctx = AppContext(ServedModel(bundle), store, "name", cache=tmp_path)
     slug = ctx.projects.create("Bare", upload_of(tmp_path, make_corpus(), "questions"), "ann")
-    ctx.switch(slug, "ann")
+    assert ctx.open(slug) == slug
     assert ctx.model.current().bundle.lexical and ctx.project == slug
-    assert json.loads((tmp_path / "projects" / "active.json").read_text())["by"] == "ann"
-    assert ctx.projects.manifest(slug)["history"][-1]["what"] == "switched the app to this project"
-    again = AppContext(ServedModel(bundle), store, "name", cache=tmp_path, project=ctx.projects.active())
+    again = AppContext(ServedModel(bundle), store, "name", cache=tmp_path, project=slug)
     assert again.model.current().bundle.version == ctx.model.current().bundle.version
-    ctx.switch(DEMO, "bob")
-    assert ctx.model.current().bundle is bundle and ctx.projects.active() == DEMO
+    ctx.open(DEMO)
+    assert ctx.model.current().bundle is bundle
+    with pytest.raises(QPRError, match="There is no project 'nope'.*Project list"):
+        ctx.open("nope")
     store.close()
 
 
@@ -249,7 +249,7 @@ def test_a_cold_start_project_trains_on_the_clusters_its_annotators_built_and_su
             recorded += 1
     page.projects.start(3, "ann")
     # The app restarts while the worker trains: the new app finds the training on disk.
-    restarted = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path, project=page.ctx.projects.active()))
+    restarted = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path, project=page.ctx.project))
     restarted.build()
     assert restarted.ctx.model.current().bundle.version == served.version
     wait_for(restarted.ctx.training(), {"done", "failed"})
@@ -288,10 +288,10 @@ def test_every_tab_works_on_a_project_served_by_bm25_alone(app_page, tmp_path):
     applied = page.clusters.apply("c-chess", "ann")
     assert odd not in set(applied[page.clusters.members]["qid"]) and page.ctx.model.current().labels_version == 1
     slug = page.ctx.project
-    page.ctx.switch(DEMO, "ann")
-    page.ctx._models.pop(slug)  # as after a restart: switching back builds the project's model again
-    page.ctx.switch(slug, "ann")
-    assert page.ctx.model.current().labels_version == 1, "a project switched to serves its corrected labels"
+    page.ctx.open(DEMO)
+    page.ctx.served.drop(slug)  # as after a restart or an unload: opening it again builds the project's model again
+    page.ctx.open(slug)
+    assert page.ctx.model.current().labels_version == 1, "a project opened again serves its corrected labels"
     assert page.clusters.overview()
     assert page.metrics.metrics()
     files = page.retrain.export_clusters("csv")[page.retrain.files]
@@ -319,10 +319,13 @@ def test_the_search_labels_follow_the_project_served_to_the_session(app_page, tm
     assert hybrid["results"] == "Hybrid: SDML and BM25 candidates re-scored" == search.results.label
     assert search.relabel(before, True) == gr.skip()  # the page already shows it
     assert set(search.search("how do i learn chess ?", 3, False, before)) == {search.results}  # values only
-    create_faq(app_page, tmp_path)  # someone switches the app to a project served by BM25 alone
+    create_faq(app_page, tmp_path)  # the page creates and opens a project served by BM25 alone
     now = app_page.ctx.model.current().bundle.version
     found = search.search("how do i learn chess ?", 3, True, before)
     assert found[search.shown] == now != before
+    # Issue 38, bug 3: the examples are the project's own questions, not the demo's.
+    examples = [sample[0] for sample in found[search.examples].constructor_args["samples"]]
+    assert len(examples) == 5 and set(examples) <= set(make_corpus()["question"])
     assert found[search.results].label == "BM25 alone (no encoder trained yet)"
     assert found[search.results].constructor_args["value"]["cluster"].iloc[0] == "c-chess"
     assert found[search.dense].visible is False and found[search.bm25].visible is True  # no encoder to compare

@@ -14,7 +14,7 @@ from qpr.settings import SHARED_DATA, Settings, SettingsError, settings
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIABLES = ["QPR_DATA_DIR", "QPR_CACHE_DIR", "QPR_DB_URL", "QPR_BUNDLE", "QPR_GENERAL", "QPR_AUTH", "QPR_ADMINS",
-             "QPR_TASK_SIZE", "QPR_MAX_UPLOAD_MB", "QPR_OVERLAP", "SYSTEM", "SPACE_ID"]
+             "QPR_TASK_SIZE", "QPR_MAX_UPLOAD_MB", "QPR_MAX_SERVED_MB", "QPR_OVERLAP", "SYSTEM", "SPACE_ID"]
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def test_defaults(bare):
     read = settings()
     assert (read.data_dir, read.cache_dir, read.db_url, read.bundle, read.general) == (SHARED_DATA, Path("runs"), None, None, None)
     assert (read.auth, read.admins, read.task_size, read.max_upload_mb, read.overlap) == (None, (), None, 50.0, None)
-    assert read.space is None
+    assert read.space is None and read.max_served_mb == 2000.0
     assert SHARED_DATA == ROOT.parent / "shared" / "data"
 
 
@@ -73,6 +73,7 @@ def test_names_are_case_sensitive_like_the_environment(bare, monkeypatch):
 def test_each_bad_value_is_named_with_what_it_expects(bare, monkeypatch):
     monkeypatch.setenv("QPR_TASK_SIZE", "2.5")
     monkeypatch.setenv("QPR_MAX_UPLOAD_MB", "lots")
+    monkeypatch.setenv("QPR_MAX_SERVED_MB", "all")
     monkeypatch.setenv("QPR_OVERLAP", "zero")
     monkeypatch.setenv("QPR_AUTH", "alice")
     with pytest.raises(SettingsError) as err:
@@ -81,12 +82,13 @@ def test_each_bad_value_is_named_with_what_it_expects(bare, monkeypatch):
         "QPR_AUTH must be user:password pairs separated by commas, e.g. alice:secret1,bob:secret2",
         "QPR_TASK_SIZE must be a whole number of pairs, 1 or more, e.g. 2000; got '2.5'",
         "QPR_MAX_UPLOAD_MB must be a positive number of megabytes, e.g. 50; got 'lots'",
+        "QPR_MAX_SERVED_MB must be a positive number of megabytes, e.g. 2000; got 'all'",
         "QPR_OVERLAP must be a positive whole number (annotators per item); got 'zero'",
     ]
 
 
 @pytest.mark.parametrize("name, value", [("QPR_TASK_SIZE", "0"), ("QPR_TASK_SIZE", "-5"), ("QPR_MAX_UPLOAD_MB", "0"),
-                                         ("QPR_MAX_UPLOAD_MB", "nan"), ("QPR_OVERLAP", "-1"), ("QPR_AUTH", ":pw")])
+                                         ("QPR_MAX_UPLOAD_MB", "nan"), ("QPR_MAX_SERVED_MB", "0"), ("QPR_OVERLAP", "-1"), ("QPR_AUTH", ":pw")])
 def test_out_of_range_values_are_refused(bare, monkeypatch, name, value):
     monkeypatch.setenv(name, value)
     with pytest.raises(SettingsError, match=f"^{name} must be"):

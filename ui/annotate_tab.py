@@ -54,7 +54,8 @@ class AnnotateTab:
             self.status = gr.Markdown(elem_id="annotate-status")
             self.progress = gr.Markdown(elem_id="annotate-progress")
             with gr.Row():
-                self.members = gr.Dataframe(label="The cluster's questions", datatype=["number", "str"], interactive=False, wrap=True)
+                self.members = gr.Dataframe(pd.DataFrame(columns=MEMBER_COLUMNS), label="The cluster's questions",
+                                            datatype=["number", "str"], interactive=False, wrap=True)
                 with gr.Column():
                     self.query = gr.Textbox(label="Query", interactive=False, lines=2, elem_id="annotate-query")
                     self.candidate = gr.Textbox(label="Retrieved from another cluster: same meaning?", interactive=False,
@@ -74,7 +75,8 @@ class AnnotateTab:
                 guidelines_panel(self.ctx.store)
             self.queue = gr.Dataframe(label=f"The next {SHOWN_AHEAD} in the queue, most suspicious first (same meaning: the encoder's estimated probability, 0 "
                                             "to 1; suspicion: how much closer than the query's own cluster-mates)",
-                                      datatype=["str", "str", "number", "number"], interactive=False, wrap=True)
+                                      value=pd.DataFrame(columns=QUEUE_COLUMNS), datatype=["str", "str", "number", "number"],
+                                      interactive=False, wrap=True)
             self.ticket = gr.HTML(elem_id="annotate-ticket", container=False)  # renewed by every answer (ui/shortcuts.js)
         self.buttons = [*label_buttons.values(), skip, block_button, done, undo]
         view = [self.session, self.status, self.members, self.query, self.candidate, self.details, self.queue, self.progress,
@@ -233,7 +235,7 @@ class AnnotateTab:
         }
 
     def _progress(self, session: AnnotateSession, who: str) -> str:
-        progress = self.ctx.store.progress(who)
+        progress = self.ctx.store.progress(who, self.ctx.versions())  # this project only
         counts = f"Judged today: **{progress['today']}** · left in this queue: **{session.left}** · labelled in total: **{progress['total']}**"
         if not session.task_size:
             return counts

@@ -19,7 +19,7 @@ from annotations.merge import corrected_clusters
 from annotations.queue import least_coherent
 from qpr.errors import QPRError
 from qpr.serving.served_model import Served
-from ui.cluster_view import cluster_members, cluster_view, representative
+from ui.cluster_view import JUDGMENT_COLUMNS, MEMBER_COLUMNS, OUTSIDER_COLUMNS, cluster_members, cluster_view, representative
 from ui.common import AppContext
 from ui.display import plain, shows_errors, text_table, when
 from workflows.labels import serve_corrections, serve_revert, serve_rollback
@@ -46,17 +46,20 @@ class ClustersTab:
             with gr.Row():
                 self.weakest = gr.Dataframe(label="Least coherent clusters (click one)", datatype=["str", "number", "number"],
                                             interactive=False)
-                self.members = gr.Dataframe(label="Members (click one to mark it)", datatype="str", interactive=False,
+                self.members = gr.Dataframe(pd.DataFrame(columns=MEMBER_COLUMNS), label="Members (click one to mark it)",
+                                            datatype="str", interactive=False,
                                             wrap=True, elem_id="clusters-members")
             # No label here says "question": the browser tests find the Search tab's box by that word.
             self.outsiders = gr.Dataframe(label="Retrieved outsiders: the nearest from other clusters (click one to mark it)",
-                                          datatype="str", interactive=False, wrap=True, elem_id="clusters-outsiders")
+                                          value=pd.DataFrame(columns=OUTSIDER_COLUMNS), datatype="str", interactive=False,
+                                          wrap=True, elem_id="clusters-outsiders")
             with gr.Row(equal_height=True):
                 self.selected = gr.Textbox(label="Selected to mark (qid)", elem_id="clusters-selected")
                 belongs = gr.Button("Belongs to this cluster (B)", elem_id="clusters-belongs")
                 not_belong = gr.Button("Does not belong (X)", variant="stop", elem_id="clusters-not-belong")
             self.mark_status = gr.Markdown(elem_id="clusters-mark-status")
-            self.touching = gr.Dataframe(label="Judgments touching this cluster", datatype="str", interactive=False, wrap=True)
+            self.touching = gr.Dataframe(pd.DataFrame(columns=JUDGMENT_COLUMNS), label="Judgments touching this cluster",
+                                         datatype="str", interactive=False, wrap=True)
             self.merges = gr.Dataframe(label="Merges proposed by the current judgments", datatype="str", interactive=False,
                                        wrap=True, elem_id="clusters-merges")
             self.splits = gr.Dataframe(label="Splits proposed by the current judgments (members voted out)", datatype="str",
@@ -200,7 +203,7 @@ class ClustersTab:
         return self._after_change(cluster)
 
     def _changer(self, name: str, request: gr.Request | None, profile: gr.OAuthProfile | None) -> str:
-        return self.ctx.privileged("change the served clusters", name, request, profile)
+        return self.ctx.privileged("change the served clusters", name, request, profile, roles=("owner", "reviewer"))
 
     def _after_change(self, cluster: str) -> dict:
         """The overview, and the cluster view again when that cluster is still served."""

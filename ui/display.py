@@ -27,14 +27,16 @@ def plain(text: object) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", html.escape(str(text), quote=False))
 
 
-def shows_errors(handler=None, *, keep=None):
-    """Input a user must fix (QPRError) becomes a warning in the page and one line in the server
-    log, and the handler's outputs are left as they were (no error state on them); any other
-    exception is a bug and keeps its traceback. ``keep``, called with the handler's arguments,
-    gives the few outputs to set all the same (the Annotate tab turns its keys back on for the
-    item still shown)."""
+def shows_errors(handler=None, *, keep=None, action: str | None = None):
+    """Input a user must fix (QPRError) becomes a warning in the page that starts with the action
+    refused ("Could not ``action``", else the handler's name) and stays until the user closes it (a list
+    of problems takes longer to read than a few seconds), and one line in the server log; the
+    handler's outputs are left as they were (no error state on them). Any other exception is a
+    bug and keeps its traceback. ``keep``, called with the handler's arguments, gives the few
+    outputs to set all the same (the Annotate tab turns its keys back on for the item still shown)."""
     if handler is None:
-        return functools.partial(shows_errors, keep=keep)
+        return functools.partial(shows_errors, keep=keep, action=action)
+    title = f"Could not {action or handler.__name__.replace('_', ' ')}"
 
     @functools.wraps(handler)
     def wrapper(*args, **kwargs):
@@ -44,7 +46,8 @@ def shows_errors(handler=None, *, keep=None):
             log.warning("%s refused input: %s", handler.__name__, str(err).splitlines()[0])
             # gr.Warning renders its message as HTML, and messages can echo what the user typed;
             # a message listing several problems keeps one per line.
-            gr.Warning(html.escape(str(err), quote=False).replace("\n", "<br>"), title="Please check")
+            message = html.escape(str(err), quote=False).replace("\n", "<br>")
+            gr.Warning(f"{title}: {message}", title=title, duration=None)
             return keep(*args, **kwargs) if keep else gr.skip()
 
     return wrapper

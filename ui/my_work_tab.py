@@ -30,7 +30,8 @@ class MyWorkTab:
                 self.search = gr.Textbox(label="Search my judgments (query or candidate text)", scale=3)
                 self.history = gr.Checkbox(label="Include superseded and undone labels", value=False)
                 show = gr.Button("Show", variant="primary")
-            self.table = gr.Dataframe(label="My judgments, newest first (click one to edit)", datatype="str",
+            self.table = gr.Dataframe(pd.DataFrame(columns=WORK_COLUMNS), label="My judgments, newest first (click one to edit)",
+                                      datatype="str",
                                       interactive=False, wrap=True, elem_id="my-work-table")
             with gr.Row(equal_height=True):
                 self.judgment = gr.Textbox(label="Judgment id")

@@ -1,4 +1,9 @@
-"""The whole page: a header with who is annotating, and the tabs, each from its own module.
+"""The whole page: a header with who is annotating and the page's project, and the tabs, each
+from its own module.
+
+Each page opens a project of its own: the one its URL names (``?project=<slug>``), else the
+default one (``AppContext.open`` on load); choosing another in the header's list loads the page
+again with that URL, so every tab starts over on the chosen project and a bookmark keeps it.
 
 ``QPRPage(ctx).build()`` returns the ``gr.Blocks`` to launch. Each tab object keeps its
 components, and its handlers return ``{component: value}``; tests build the page and call the
@@ -9,9 +14,11 @@ from __future__ import annotations
 
 import gradio as gr
 
+from qpr.errors import QPRError
 from ui.annotate_tab import AnnotateTab
 from ui.clusters_tab import ClustersTab
-from ui.common import AppContext
+from ui.common import NAME_PROMPT, AppContext
+from ui.display import shows_errors
 from ui.guidelines import GuidelinesTab
 from ui.metrics_tab import MetricsTab
 from ui.my_work_tab import MyWorkTab
@@ -19,6 +26,12 @@ from ui.projects_tab import ProjectsTab
 from ui.retrain_tab import RetrainTab
 from ui.review_tab import ReviewTab
 from ui.search_tab import SearchTab
+from ui.team_tab import TeamTab
+
+
+# The header's project list opens the chosen project by loading the page with its URL.
+OPEN_JS = ("(slug) => { const url = new URL(window.location); url.searchParams.set('project', slug); "
+           "window.location.assign(url); }")
 
 
 class QPRPage:
@@ -35,6 +48,7 @@ class QPRPage:
         self.my_work = MyWorkTab(ctx)
         self.guidelines = GuidelinesTab(ctx)
         self.projects = ProjectsTab(ctx, self.retrain)
+        self.team = TeamTab(ctx)
 
     def build(self) -> gr.Blocks:
         with gr.Blocks(title="Question paraphrase retrieval", fill_width=True) as demo:
@@ -44,7 +58,8 @@ class QPRPage:
                 name = gr.Textbox(label="Your name (needed to annotate)", visible=self.ctx.identity == "name", scale=2)
                 if self.ctx.identity == "oauth":
                     gr.LoginButton()
-                who = gr.Markdown()
+                project = self.projects.render_choice()
+                who = gr.Markdown(NAME_PROMPT if self.ctx.identity == "name" else "", elem_id="page-who")
             self.search.render()
             self.annotate.render(name)
             self.clusters.render(name)
@@ -54,8 +69,27 @@ class QPRPage:
             self.my_work.render(name)
             self.guidelines.render(name)
             self.projects.render(name)
-            gr.on([demo.load, name.change], self.ctx.whoami, [name], [who])
-            demo.load(self.search.relabel, [self.search.shown, self.search.compare], self.search.relabelled)
-            demo.load(self.retrain.restore, None, self.retrain.decision_outputs)
-            demo.load(self.projects.listed, None, self.projects.shown)
+            self.team.render(name)
+            # In name mode the header follows the name box only: a load event computed with the box
+            # still empty could answer after the name was typed and say "type your name" again.
+            name.change(self.ctx.whoami, [name], [who])
+            opened = demo.load(self.open_page, None, [project])
+            if self.ctx.identity != "name":
+                opened.then(self.ctx.whoami, [name], [who])
+            # The tabs show the page's project: only once it is open.
+            opened.then(self.search.relabel, [self.search.shown, self.search.compare], self.search.relabelled)
+            opened.then(self.retrain.restore, None, self.retrain.decision_outputs)
+            opened.then(self.projects.listed, None, self.projects.listing)
+            project.input(None, [project], None, js=OPEN_JS)
+            demo.unload(self.ctx.close_page)
         return demo
+
+    @shows_errors(action="open the project")
+    def open_page(self, request: gr.Request) -> dict:
+        """Open the project the page's URL names (``?project=``), else the default one."""
+        try:
+            slug = self.ctx.open(request.query_params.get("project") if request else None)
+        except QPRError:
+            self.ctx.open(self.ctx.pages.default)  # the page still opens, on the default project; then the reason
+            raise
+        return self.projects.choice_update(slug)

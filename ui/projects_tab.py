@@ -1,5 +1,6 @@
-"""The Projects tab: create a project from an uploaded file, upload a new version, switch the
-project the app serves, and train its encoder in the background.
+"""The Projects tab: create a project from an uploaded file, upload a new version of the page's
+project, and train its encoder in the background (the header's project list, built here, chooses
+the page's project: ``ui.page``).
 
 An upload is validated whole before anything is written (``qpr.data.upload.read_upload``); a project
 starts served by BM25 (``qpr.serving.projects``), so search and annotation work at once. Training runs in
@@ -24,6 +25,7 @@ from qpr.bundles.training import verdict
 from qpr.data.upload import max_upload_bytes, megabytes, read_upload
 from qpr.errors import QPRError
 from qpr.serving.projects import DEMO
+from ui.access import identify
 from ui.common import AppContext
 from ui.demo import DEMO_ENCODER, DEMO_TEXT, DEMO_TRAIN
 from ui.display import plain, shows_errors, text_table
@@ -35,6 +37,10 @@ from workflows.retraining import offer_trained, start_training
 KIND_LABELS = [("Questions with a cluster column", "clusters"), ("Question → answer log", "qa-log"),
                ("Bare questions (no clusters yet)", "questions")]
 POLL_S = 2.0
+# After a project is created, the page's URL names it (without reloading), so a reload or a
+# bookmark opens it again.
+SHOW_URL_JS = ("(slug) => { if (slug) { const url = new URL(window.location); url.searchParams.set('project', slug); "
+               "window.history.replaceState(null, '', url); } }")
 
 
 class ProjectsTab:
@@ -50,10 +56,6 @@ class ProjectsTab:
         """Lay out the tab (inside a gr.Blocks) and wire it; ``name`` is the page's 'Your name' box."""
         with gr.Tab("Projects"):
             self.active = gr.Markdown(elem_id="project-active")
-            with gr.Row():
-                self.choice = gr.Dropdown(label="Project", choices=self._choices(), value=self.ctx.project,
-                                          elem_id="project-choice", scale=3)
-                switch = gr.Button("Serve this project", elem_id="project-switch")
             gr.Markdown(f"### Import a file\nCSV, TSV, JSONL or Parquet with a header, up to {megabytes(max_upload_bytes())} "
                         "(QPR_MAX_UPLOAD_MB). Nothing is imported unless the whole file is fine; every problem is listed "
                         "with its row.", elem_id="project-import-note")
@@ -69,10 +71,11 @@ class ProjectsTab:
                                for role in ("question", "cluster", "answer")]
             with gr.Row():
                 create = gr.Button("Create project", variant="primary", elem_id="project-create")
-                version = gr.Button("Upload as a new version of the served project", elem_id="project-new-version")
+                version = gr.Button("Upload as a new version of this page's project", elem_id="project-new-version")
             self.note = gr.Markdown(elem_id="project-note")
+            self.opened = gr.Textbox(visible=False)  # a project just created, for the page's URL
             self.report = gr.Dataframe(label="Distant supervision: sample of kept and dropped clusters", visible=False,
-                                       interactive=False, wrap=True, elem_id="project-report")
+                                       interactive=False, wrap=True, elem_id="project-report", elem_classes="qpr-report")
             gr.Markdown("### Train the encoder\nBM25 serves while the encoder trains in the background on the "
                         "corrected clusters; the trained model is served only when someone uses it.")
             with gr.Row():
@@ -81,21 +84,31 @@ class ProjectsTab:
                 cancel = gr.Button("Cancel training", elem_id="train-cancel")
             self.progress = gr.HTML(elem_id="train-progress")
             self.status = gr.Markdown(elem_id="train-status")
-            with gr.Row():
-                use = gr.Button("Use the trained model", elem_id="train-confirm")
-                drop = gr.Button("Discard the trained model", elem_id="train-discard")
+            with gr.Row():  # on only while a trained model waits for a decision (``poll``)
+                self.use = gr.Button("Use the trained model", elem_id="train-confirm", interactive=False)
+                self.drop = gr.Button("Discard the trained model", elem_id="train-discard", interactive=False)
             # Ticks only while a training runs: a page polling all the time slowed other tabs' events.
             self.timer = gr.Timer(POLL_S, active=False)
-        shown = [self.active, self.choice, self.progress, self.status, self.timer] + self.retrain.decision_outputs
-        switch.click(self.switch, [self.choice, name], shown)
-        create.click(self.create, [upload, kind, project_name, *columns, name], [self.note, self.report] + shown)
-        version.click(self.new_version, [upload, kind, *columns, name], [self.note, self.report] + shown)
+        shown = [self.active, self.progress, self.status, self.timer, self.use, self.drop] + self.retrain.decision_outputs
+        self.shown, self.listing = shown, shown + [self.choice]  # what ``poll``, and ``listed``, update
+        create.click(self.create, [upload, kind, project_name, *columns, name], [self.note, self.report, self.opened] + self.listing
+                     ).then(None, [self.opened], None, js=SHOW_URL_JS)
+        version.click(self.new_version, [upload, kind, *columns, name], [self.note, self.report] + self.listing)
         start.click(self.start, [epochs, name], shown)
         cancel.click(self.cancel, [name], shown)
-        use.click(self.retrain.confirm, [name], self.retrain.decision_outputs).then(self.poll, None, shown)
-        drop.click(self.retrain.discard, [name], self.retrain.decision_outputs).then(self.poll, None, shown)
+        self.use.click(self.retrain.confirm, [name], self.retrain.decision_outputs).then(self.poll, None, shown)
+        self.drop.click(self.retrain.discard, [name], self.retrain.decision_outputs).then(self.poll, None, shown)
         self.timer.tick(self.poll, None, shown, show_progress="hidden")
-        self.shown = shown
+
+    def render_choice(self) -> gr.Dropdown:
+        """The header's list of projects (the page's project chosen), laid out where it is called."""
+        self.choice = gr.Dropdown(label="Project (this page only)", choices=self._choices(), value=self.ctx.project,
+                                  elem_id="page-project", scale=2)
+        return self.choice
+
+    def choice_update(self, slug: str | None = None) -> dict:
+        """The project list re-read, with the page's project (or ``slug``) chosen."""
+        return {self.choice: gr.Dropdown(choices=self._choices(), value=slug or self.ctx.project)}
 
     def _choices(self) -> list[tuple[str, str]]:
         return [("Demo", DEMO)] + [(name, slug) for slug, name in self.ctx.projects.names().items()]
@@ -110,24 +123,25 @@ class ProjectsTab:
         return read_upload(path, kind, name=Path(path).name,
                            columns={role: column.strip() for role, column in columns.items() if column and column.strip()})
 
-    @shows_errors
+    @shows_errors(action="create the project")
     def create(self, path: str | None, kind: str, project: str, question: str, cluster: str, answer: str,
                name: str | None, request: gr.Request = None, profile: gr.OAuthProfile | None = None) -> dict:
-        """Validate the upload, create the project and serve it to everyone (BM25 until trained)."""
-        who = self.ctx.privileged("create a project and serve it", name, request, profile)
+        """Validate the upload, create the project and open it on this page (BM25 until trained)."""
+        who = identify(self.ctx.identity, name, request, profile, "create a project")  # needs no role in any project
         upload = self._read(path, kind, question, cluster, answer)
         slug = self.ctx.projects.create(project, upload, who)
-        self.ctx.switch(slug, who)
+        self.ctx.store.grant(slug, who, "owner", who)  # who creates a project owns it (roles apply with logins)
+        self.ctx.open(slug)
         record = self.ctx.projects.manifest(slug)["versions"][-1]
-        note = f"Created **{plain(self.ctx.project_name(slug))}** and serving it: " + self._imported(record)
-        return self._imported_view(note, upload) | self.listed()
+        note = f"Created **{plain(self.ctx.project_name(slug))}**, open on this page: " + self._imported(record)
+        return self._imported_view(note, upload) | self.listed() | {self.opened: slug}
 
-    @shows_errors
+    @shows_errors(action="upload a new version")
     def new_version(self, path: str | None, kind: str, question: str, cluster: str, answer: str, name: str | None,
                     request: gr.Request = None, profile: gr.OAuthProfile | None = None) -> dict:
         """Validate the upload and make it the served project's new corpus version; questions
         whose text is unchanged keep their qid, so their judgments still apply."""
-        who = self.ctx.privileged("upload a new version of the served project", name, request, profile)
+        who = self.ctx.privileged("upload a new version of this project", name, request, profile)
         record, upload = add_version(self.ctx.projects, self.ctx.project, self.ctx.training(),
                                      lambda: self._read(path, kind, question, cluster, answer), who, self.ctx.serve_new_version)
         note = (f"Version {record['number']} of **{plain(self.ctx.project_name())}**: {record['kept']} question(s) kept "
@@ -152,35 +166,22 @@ class ProjectsTab:
         sample = pd.concat([upload.kept_sample.assign(kept="kept"), upload.removed_sample.assign(kept="dropped")])
         return {self.note: note, self.report: gr.Dataframe(value=text_table(sample.round(3)), visible=True)}
 
-    # -- switching -------------------------------------------------------------------------------
-
-    @shows_errors
-    def switch(self, slug: str, name: str | None, request: gr.Request = None,
-               profile: gr.OAuthProfile | None = None) -> dict:
-        """Serve project ``slug`` to everyone (recorded as the annotator's decision)."""
-        who = self.ctx.privileged("switch the project everyone is served", name, request, profile)
-        if not slug:
-            raise QPRError("Choose a project in the list first.")
-        self.ctx.switch(slug, who)
-        gr.Info(f"Now serving {self.ctx.project_name()} to everyone.")
-        return self.listed()
-
     # -- training --------------------------------------------------------------------------------
 
-    @shows_errors
+    @shows_errors(action="start training")
     def start(self, epochs: float, name: str | None, request: gr.Request = None,
               profile: gr.OAuthProfile | None = None) -> dict:
         """Export the corrected clusters and train on them in a background worker: the served
         encoder continued, or (a project served by BM25 alone) a new one."""
-        who = self.ctx.annotator(name, request, profile)
+        who = self.ctx.privileged("train this project's model", name, request, profile)
         start_training(self.ctx.model, self.ctx.store, self.ctx.training(), exports(self.ctx),
                        replace(DEMO_TRAIN, max_epochs=int(epochs)), DEMO_TEXT, DEMO_ENCODER, who)
         return self.poll()
 
-    @shows_errors
+    @shows_errors(action="cancel the training")
     def cancel(self, name: str | None, request: gr.Request = None, profile: gr.OAuthProfile | None = None) -> dict:
         """Stop the running training; the served model is untouched."""
-        who = self.ctx.annotator(name, request, profile)
+        who = self.ctx.privileged("cancel this project's training", name, request, profile)
         self.ctx.training().cancel(who)
         return self.poll()
 
@@ -194,12 +195,13 @@ class ProjectsTab:
         if status["state"] == "done":
             with self._offering:  # pages poll at once: compare and propose a finished model once
                 shown |= self._offer(job, status)
-        return shown
+        waiting = self.ctx.model.candidate() is not None
+        return shown | {self.use: gr.Button(interactive=waiting), self.drop: gr.Button(interactive=waiting)}
 
     def listed(self) -> dict:
-        """``poll`` with the project list re-read (after a switch or an import; not on every tick,
-        which would reset a choice being made)."""
-        return self.poll() | {self.choice: gr.Dropdown(choices=self._choices(), value=self.ctx.project)}
+        """``poll`` with the project list re-read (on opening the page and after an import; not on
+        every tick, which would reset a choice being made)."""
+        return self.poll() | self.choice_update()
 
     def _offer(self, job: TrainingJob, status: dict) -> dict:
         try:
@@ -219,7 +221,7 @@ class ProjectsTab:
             how = f"the general model with BM25, not yet trained on its clusters ({plain(served.version)})"
         else:
             how = f"model {plain(served.version)}"
-        return (f"Serving **{plain(self.ctx.project_name())}** to everyone: {len(served.corpus):,} questions, "
+        return (f"This page's project: **{plain(self.ctx.project_name())}**, {len(served.corpus):,} questions, "
                 f"{served.corpus['cluster'].nunique():,} clusters, {how}.")
 
     @staticmethod

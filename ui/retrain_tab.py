@@ -14,7 +14,7 @@ import gradio as gr
 import pandas as pd
 
 from annotations.export import manifest_path, pairs_path
-from qpr.bundles.training import verdict
+from qpr.bundles.training import CHANGE_COLUMNS, METRIC_COLUMNS, verdict
 from ui.common import AppContext
 from ui.display import plain, shows_errors, text_table
 from workflows import retraining
@@ -52,7 +52,8 @@ class RetrainTab:
                 epochs = gr.Slider(1, 20, value=5, step=1, label="Maximum epochs")
                 retrain_button = gr.Button("Retrain on corrected clusters", variant="primary")
             self.note = gr.Markdown(elem_id="retrain-note")
-            self.comparison = gr.Dataframe(label="Old and new model on the same held-out clusters", interactive=False)
+            self.comparison = gr.Dataframe(label="Old and new model on the same held-out clusters", interactive=False,
+                                           value=pd.DataFrame(columns=METRIC_COLUMNS + CHANGE_COLUMNS))
             with gr.Row():
                 self.confirm_button = gr.Button("Use the retrained model", interactive=False, variant="primary")
                 self.discard_button = gr.Button("Discard it", interactive=False)
@@ -123,7 +124,7 @@ class RetrainTab:
         note = f"A retrained model, **{plain(candidate.served.bundle.version)}**, is waiting for your decision."
         return self._waiting(note, candidate.comparison)
 
-    @shows_errors
+    @shows_errors(action="use the trained model")
     def confirm(self, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
         """Save the retrained bundle and serve it from now on (one atomic swap), recording who did,
         replacing which, from which judgments; the app serves it again after a restart unless
@@ -135,7 +136,7 @@ class RetrainTab:
                 "bundle).")
         return self._decided(note) | {self.comparison: text_table(done.comparison.round(3))}
 
-    @shows_errors
+    @shows_errors(action="discard the trained model")
     def discard(self, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
         """Drop the retrained model waiting for a decision; the served one stays."""
         who = self.ctx.replacer(name, request, profile)
@@ -144,6 +145,6 @@ class RetrainTab:
 
     def _decided(self, note: str) -> dict:
         """The tab with no model waiting: no comparison, both choices off."""
-        return {self.comparison: pd.DataFrame(), self.note: note,
+        return {self.comparison: pd.DataFrame(columns=METRIC_COLUMNS + CHANGE_COLUMNS), self.note: note,
                 self.confirm_button: gr.Button(interactive=False, variant="primary"),
                 self.discard_button: gr.Button(interactive=False, variant="secondary")}

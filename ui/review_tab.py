@@ -40,7 +40,8 @@ class ReviewTab:
                 self.item = gr.Textbox(label="Item (qid:<query>:<candidate>)", scale=2, elem_id="review-item")
                 self.cluster_a = gr.Textbox(label="Cluster A")
                 self.cluster_b = gr.Textbox(label="Cluster B")
-            self.evidence = gr.Dataframe(label="Supporting judgments", datatype="str", interactive=False, wrap=True,
+            self.evidence = gr.Dataframe(pd.DataFrame(columns=EVIDENCE_COLUMNS), label="Supporting judgments", datatype="str",
+                                         interactive=False, wrap=True,
                                          elem_id="review-evidence")
             with gr.Row(equal_height=True):
                 self.decision = gr.Radio(DECISIONS, label="Decision (same/different for an item; apply/reject for clusters)",

@@ -1,11 +1,11 @@
 """The Search tab: a question in, the served retriever's top k out, and on request its two parts.
 
 The tables' labels name what answers (the served bundle's ``system``; BM25 alone for a lexical
-bundle). The app serves one project to everyone and it can change under an open page (a switch,
-an upload, a confirmed retraining), so each session keeps which served model its page shows (the
-bundle version, a gr.State), and a search, or opening the tab, sends new labels only when what is
-served differs; the tables it does not refill are then emptied, so no result of another model
-stays on the page under the new model's name.
+bundle). What the page's project serves can change under an open page (the project opened on
+load, an upload, a confirmed retraining), so each session keeps which served model its page
+shows (the bundle version, a gr.State), and a search, or opening the tab, sends new labels and
+the project's example queries only when what is served differs; the tables it does not refill
+are then emptied, so no result of another model stays on the page under the new model's name.
 """
 
 from __future__ import annotations
@@ -60,17 +60,21 @@ class SearchTab:
             gr.Markdown(SCORE_NOTE)
             with gr.Row():  # side by side when compared
                 self.results, self.dense, self.bm25 = (
-                    gr.Dataframe(label=labels[part], elem_id=f"search-{part}", datatype=["number", "str", "str", "number"],
-                                 interactive=False, wrap=True, visible=part == "results", column_widths=WIDTHS)
+                    gr.Dataframe(pd.DataFrame(columns=COLUMNS), label=labels[part], elem_id=f"search-{part}",
+                                 datatype=["number", "str", "str", "number"], interactive=False, wrap=True,
+                                 visible=part == "results", column_widths=WIDTHS)
                     for part in ("results", "dense", "bm25")
                 )
+            # The page's project's example queries (``relabel`` replaces them when the project changes).
+            self.examples = gr.Dataset(components=[query], samples=[[q] for q in self.ctx.examples],
+                                       label="Examples (click to search and compare)", elem_id="search-examples")
             inputs, outputs = [query, k, self.compare, self.shown], [self.results, self.dense, self.bm25]
-            self.relabelled = [*outputs, self.compare, self.shown]  # what a change of served model updates
+            # what a change of served model updates
+            self.relabelled = [*outputs, self.compare, self.shown, self.examples]
             gr.on([button.click, query.submit], self.search, inputs, self.relabelled, api_name="search")
             # An example fills the inputs, then searches as the button does (with this session's labels).
-            examples = gr.Examples([[q, 10, True] for q in self.ctx.examples], inputs=[query, k, self.compare],
-                                   visible_columns=[0], label="Examples (click to search and compare)")
-            examples.load_input_event.then(self.search, inputs, self.relabelled, api_visibility="undocumented")
+            self.examples.click(self.example, [self.examples], [query, k, self.compare]).then(
+                self.search, inputs, self.relabelled, api_visibility="undocumented")
             self.compare.change(self.show_parts, [self.compare], [self.dense, self.bm25]).then(self.refresh, inputs, self.relabelled)
             tab.select(self.relabel, [self.shown, self.compare], self.relabelled)
 
@@ -106,7 +110,13 @@ class SearchTab:
         updates = {component: gr.Dataframe(label=labels[part], visible=visible,
                                            value=tables.get(component, pd.DataFrame(columns=COLUMNS)))
                    for component, (part, visible) in parts.items()}
-        return updates | {self.compare: gr.Checkbox(label=labels["compare"]), self.shown: served.bundle.version}
+        return updates | {self.compare: gr.Checkbox(label=labels["compare"]), self.shown: served.bundle.version,
+                          self.examples: gr.Dataset(samples=[[q] for q in self.ctx.examples])}
+
+    @staticmethod
+    def example(sample: list[str]) -> list:
+        """A clicked example: its query, searched for ten results and compared."""
+        return [sample[0], 10, True]
 
     def show_parts(self, compare: bool) -> dict:
         """Show or hide the two parts' tables (a lexical bundle has no encoder: BM25's only).

@@ -1,8 +1,8 @@
 """Starting the app: which bundle to serve, the annotation store, identity, and launch.
 
 The settings it reads (``qpr.settings``; the README's "Settings" says what each changes):
-``QPR_BUNDLE`` and ``QPR_CACHE_DIR`` choose the bundle to serve (else the last one confirmed in
-the Retrain tab, else the demo) and the project; ``QPR_GENERAL`` the general bundle new projects
+``QPR_BUNDLE`` and ``QPR_CACHE_DIR`` choose the bundle the demo project serves (else the last one
+confirmed in the Retrain tab, else the demo's own) and where projects are kept; ``QPR_GENERAL`` the general bundle new projects
 start from; ``QPR_AUTH``, or a Hugging Face Space's ``SYSTEM``/``SPACE_ID``, how annotators
 identify; ``QPR_DB_URL`` the annotation database (``annotations.db.open_store``);
 ``QPR_MAX_UPLOAD_MB`` the upload limit Gradio enforces (``launch_options``). A bad value, like
@@ -21,19 +21,23 @@ from annotations.db import open_store
 from qpr.bundles.bundle import Bundle
 from qpr.errors import QPRError
 from qpr.bundles.general import check_general
-from qpr.serving.projects import DEMO, Projects
 from qpr.serving.served_model import ServedModel
 from qpr.data.upload import max_upload_bytes
 from qpr.settings import settings
 from ui.common import AppContext, identity_mode, remembered_bundle
+from ui.pages import example_queries
 from ui.demo import EXAMPLE_QUERIES, cache_dir, demo_bundle
 from ui.page import QPRPage
 
 
 # The Annotate tab's keyboard shortcuts, and what holds them while an item loads.
 SHORTCUTS = f"<script>\n{(Path(__file__).with_name('shortcuts.js')).read_text()}</script>\n"
-# Questions are text to read: the tables' cells in the page's font, not Gradio's monospace.
-CSS = ".gradio-container table td, .gradio-container table th { font-family: var(--font) !important; }"
+# Questions are text to read: the tables' cells in the page's font, not Gradio's monospace (its
+# cells and headers hold their text in nested elements, which get it too); headers wrap between
+# words only (Gradio breaks them anywhere, "clus-ter" in a narrow column).
+CSS = (".gradio-container table td, .gradio-container table th, .gradio-container table td *, .gradio-container table th * "
+       "{ font-family: var(--font) !important; }\n"
+       ".gradio-container table th * { word-break: normal !important; overflow-wrap: normal !important; }")
 
 
 def served_bundle() -> tuple[Bundle, tuple[str, ...]]:
@@ -48,9 +52,7 @@ def served_bundle() -> tuple[Bundle, tuple[str, ...]]:
             # far more when another process holds a core (demo training: 2.6 s on one thread, 106 s on two).
             torch.set_num_threads(1)
             return demo_bundle(), EXAMPLE_QUERIES
-    held_out = bundle.corpus[bundle.corpus["split"] == "test"]["question"]
-    examples = held_out.sample(min(5, len(held_out)), random_state=0) if len(held_out) else bundle.corpus["question"].head(5)
-    return bundle, tuple(examples)
+    return bundle, example_queries(bundle)
 
 
 def _last_confirmed() -> Bundle | None:
@@ -70,19 +72,6 @@ def general_bundle() -> Bundle | None:
     return check_general(Bundle.load(path)) if path else None
 
 
-def serving_context(demo: ServedModel, store, identity: str, examples: tuple[str, ...],
-                    general: Bundle | None = None) -> AppContext:
-    """The app's context serving the project last switched to (a project that no longer loads
-    is reported and the demo served instead); ``general`` is ``AppContext``'s."""
-    active = Projects(cache_dir() / "projects").active()
-    if active != DEMO:
-        try:
-            return AppContext(demo, store, identity, examples, cache_dir(), project=active, general=general)
-        except QPRError as err:
-            print(f"[qpr] serving the demo, not the project {active!r}: {err}", file=sys.stderr)
-    return AppContext(demo, store, identity, examples, cache_dir(), general=general)
-
-
 def launch_options(auth: list[tuple[str, str]] | None, cache: Path) -> dict:
     """What ``gr.Blocks.launch`` is given: the logins, the page's script and style, the exports
     under ``cache`` as downloadable, and the upload limit (``QPR_MAX_UPLOAD_MB``), which Gradio
@@ -99,7 +88,7 @@ def main() -> int:
         store = open_store()
         general = general_bundle()
         bundle, examples = served_bundle()
-        ctx = serving_context(ServedModel(bundle), store, identity_mode(auth), examples, general)
+        ctx = AppContext(ServedModel(bundle), store, identity_mode(auth), examples, cache_dir(), general=general)
         options = launch_options(auth, ctx.cache)
     except QPRError as err:
         print(f"error: {err}", file=sys.stderr)

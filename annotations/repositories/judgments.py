@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Collection
 from datetime import datetime
 
 import pandas as pd
@@ -172,15 +173,21 @@ class JudgmentRepository(Repository):
             "superseded_by": "Int64", "query_cluster": "string", "candidate_cluster": "string",
         })
 
-    def progress(self, annotator: str) -> dict:
-        """``today``: judgments the annotator recorded since local midnight that were not undone
-        (re-judgments count); ``total``: items they currently have a label for."""
+    def progress(self, annotator: str, versions: Collection[str] | None = None) -> dict:
+        """``today``: items the annotator has a label for that was recorded since local midnight;
+        ``total``: items they have a label for. Both count current labels only (a re-judged item
+        counts once, an undone one not at all), so ``today`` never exceeds ``total`` and every
+        page of the same annotator shows the same. ``versions``: only judgments on those bundle
+        versions (one project's); None: all."""
         key = annotator_key(annotator_name(annotator))
         midnight = datetime.now().astimezone().replace(hour=0, minute=0, second=0, microsecond=0)
-        counted = select(func.count(Judgment.id)).join(Annotator).where(Annotator.name_key == key)
+        counted = select(func.count(Judgment.id)).join(Annotator).where(Annotator.name_key == key,
+                                                                       Judgment.is_current.is_(True))
+        if versions is not None:
+            counted = counted.where(Judgment.bundle_version.in_(list(versions)))
         with Session(self.engine) as session:
-            today = session.scalar(counted.where(Judgment.created_at >= midnight, Judgment.withdrawn_at.is_(None)))
-            total = session.scalar(counted.where(Judgment.is_current.is_(True)))
+            today = session.scalar(counted.where(Judgment.created_at >= midnight))
+            total = session.scalar(counted)
         return {"today": int(today), "total": int(total)}
 
     def annotators(self) -> list[str]:

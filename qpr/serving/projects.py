@@ -2,7 +2,6 @@
 
 Layout under the app's cache (``runs/projects`` by default)::
 
-    active.json            the project the app serves, who switched to it and when
     <slug>/project.json    name, kind, versions, the served bundle's folder, the next free qid, history
     <slug>/bundles/<ver>/  bundles (``qpr.bundles.bundle``): one per uploaded version, trained ones
     <slug>/training/       the background training job (``workflows.background_training``)
@@ -41,7 +40,6 @@ from qpr.serving.served_model import serving_retriever
 from qpr.data.upload import Upload
 
 MANIFEST = "project.json"
-ACTIVE = "active.json"
 DEMO = "demo"  # the built-in project: the hand-written demo corpus (or QPR_BUNDLE), not kept here
 MAX_NAME = 60
 
@@ -75,7 +73,8 @@ def stable_qids(corpus: pd.DataFrame, previous: pd.DataFrame | None, next_qid: i
 
 
 class Projects:
-    """The projects under ``root`` and which one is active; thread-safe within one process.
+    """The projects under ``root``; thread-safe within one process (which project a page has
+    open is the page's: ``ui.common.AppContext``).
     ``general``: the general bundle that serves new versions until they are trained (module doc;
     None: BM25)."""
 
@@ -183,20 +182,3 @@ class Projects:
             manifest["served"] = version
             manifest["history"].append({"at": now(), "by": who, "what": what})
             write_json(self.folder(slug) / MANIFEST, manifest)
-
-    def active(self) -> str:
-        """The slug of the project the app serves (the demo until someone switches)."""
-        try:
-            slug = json.loads((self.root / ACTIVE).read_text(encoding="utf-8"))["project"]
-        except (OSError, ValueError, KeyError, TypeError):
-            return DEMO
-        return slug if slug == DEMO or (self.folder(slug) / MANIFEST).is_file() else DEMO
-
-    def activate(self, slug: str, who: str) -> None:
-        """Serve project ``slug`` (or ``DEMO``) from now on, recording who switched to it."""
-        with self._lock:
-            if slug != DEMO:
-                manifest = self.manifest(slug)
-                manifest["history"].append({"at": now(), "by": who, "what": "switched the app to this project"})
-                write_json(self.folder(slug) / MANIFEST, manifest)
-            write_json(self.root / ACTIVE, {"project": slug, "by": who, "at": now()})

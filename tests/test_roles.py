@@ -1,0 +1,102 @@
+"""Roles per project in login mode (issue 38): the creator owns a project, an owner grants
+roles, every right is checked against the page's project and each allowed action is recorded
+with its role; name mode stays one team's, with no roles. Against both database backends."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from sqlalchemy import insert
+from sqlalchemy.exc import IntegrityError
+
+from annotations.db import open_store
+from annotations.errors import AnnotationError
+from annotations.models import ProjectRole
+from conftest import make_corpus
+from qpr.errors import QPRError
+from qpr.serving.projects import DEMO
+from qpr.serving.served_model import ServedModel
+from ui.common import AppContext, reviewer
+from ui.page import QPRPage
+
+
+def login(name: str) -> SimpleNamespace:
+    return SimpleNamespace(username=name)
+
+
+def test_roles_are_one_per_person_and_project_and_constrained(db_url):
+    with open_store(db_url) as store:
+        store.grant("faq", "Ann", "owner", "Ann")
+        store.grant("faq", "bob", "annotator", "ann")
+        store.grant("faq", "BOB", "reviewer", "ann")  # a new grant replaces the old role
+        store.grant("other", "bob", "owner", "bob")
+        assert store.role("faq", "bob") == "reviewer" and store.role("faq", "carol") is None
+        assert store.roles("faq")[["annotator", "role", "granted_by"]].values.tolist() == [
+            ["Ann", "owner", "Ann"], ["bob", "reviewer", "Ann"]]
+        with pytest.raises(AnnotationError, match="unknown role 'boss'"):
+            store.grant("faq", "bob", "boss", "ann")
+        with pytest.raises(IntegrityError), store.engine.begin() as connection:  # the database refuses it too
+            connection.execute(insert(ProjectRole).values(project="faq", annotator_id=1, role="boss", granted_by=1))
+        store.record_action("faq", "ann", "owner", "train this project's model")
+        assert store.actions("faq")[["annotator", "role", "action"]].values.tolist() == [
+            ["Ann", "owner", "train this project's model"]]
+
+
+@pytest.fixture
+def logins(bundle, tmp_path):
+    """A page in login mode whose context has the project "faq" open; "root" is the app's admin."""
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    page = QPRPage(AppContext(ServedModel(bundle), store, "auth", cache=tmp_path, admins=frozenset({"root"})))
+    page.build()
+    path = tmp_path / "faq.csv"
+    make_corpus()[["question", "cluster"]].to_csv(path, index=False)
+    page.projects.create(str(path), "clusters", "FAQ", "", "", "", None, login("ann"))
+    yield page
+    store.close()
+
+
+def test_each_right_needs_its_role_in_the_page_s_project_and_is_recorded(logins):
+    ctx, store = logins.ctx, logins.ctx.store
+    assert ctx.project == "faq" and store.role("faq", "ann") == "owner"  # the creator owns it
+    with pytest.raises(QPRError, match="To record judgments in project 'FAQ' you need the role owner or reviewer or "
+                                       "annotator there; you have no role. Ask its owner \\(ann\\)"):
+        ctx.annotator(None, login("bob"))
+    with pytest.warns(UserWarning, match="Could not grant the role.*To grant roles in project 'FAQ'"):
+        logins.team.grant("carol", "owner", None, login("bob"))  # only an owner grants
+    logins.team.grant("bob", "annotator", None, login("ann"))
+    assert ctx.annotator(None, login("bob")) == "bob"
+    with pytest.raises(QPRError, match="To review in project 'FAQ' you need the role owner or reviewer there; you have "
+                                       "the role annotator"):
+        reviewer(ctx, None, login("bob"))
+    with pytest.warns(UserWarning, match="Could not start training.*you need the role owner"):
+        logins.projects.start(1, None, login("bob"))
+    logins.team.grant("carol", "reviewer", None, login("ann"))
+    assert logins.clusters._changer(None, login("carol"), None) == "carol"  # a reviewer applies corrections ...
+    with pytest.raises(QPRError, match="To use or discard a trained model in project 'FAQ' you need the role owner"):
+        ctx.replacer(None, login("carol"))  # ... but does not swap the model
+    assert ctx.replacer(None, login("ann")) == "ann" and ctx.replacer(None, login("root")) == "root"  # owner, admin
+    actions = store.actions("faq")
+    assert actions[["annotator", "role", "action"]].values.tolist() == [
+        ["ann", "owner", "grant roles"], ["ann", "owner", "grant roles"], ["carol", "reviewer", "change the served clusters"],
+        ["ann", "owner", "use or discard a trained model"],
+        ["root", "admin", "use or discard a trained model"]]
+    shown = logins.team.show()
+    assert shown[logins.team.roles]["annotator"].tolist() == ["ann", "carol", "bob"]  # owners first, then reviewers
+    assert "grant roles" in shown[logins.team.actions]["action"].tolist()
+    # The demo has no roles: with admins, its rights are theirs; anyone signed in judges it.
+    ctx.open(DEMO)
+    assert ctx.annotator(None, login("bob")) == "bob"
+    with pytest.raises(QPRError, match="Only the app's admins \\(QPR_ADMINS\\) may review in the demo project"):
+        reviewer(ctx, None, login("bob"))
+
+
+def test_name_mode_is_one_team_with_no_roles(bundle, tmp_path):
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
+    page.build()
+    assert page.ctx.privileged("train this project's model", "anyone") == "anyone"
+    assert store.actions(DEMO).empty  # nothing recorded about roles
+    assert "one team shares every project" in page.team.show()[page.team.note]
+    assert "one team shares every project" in page.ctx.whoami("ann", None, None)
+    store.close()
