@@ -26,7 +26,7 @@ class AnnotateSession:
     current item, the last ``message`` shown, ``judged``: (judgment id, position) of the last
     ``UNDO_STEPS`` judgments this page recorded, the only ones its undo may withdraw, and
     ``task_size``, ``task_done`` and the pace for the corpus-wide task (kept here, so showing
-    progress costs the page no query)."""
+    progress costs the page no query); ``group``: the seed of a cluster-building group."""
 
     version: str | None = None
     cluster: str | None = None
@@ -39,6 +39,7 @@ class AnnotateSession:
     task_done: int = 0  # the task's pairs judged: at the start, plus this page's judgments still in force
     pace_before: float | None = None  # seconds per judgment from the annotator's history (annotations.task.pace_seconds)
     times: tuple[float, ...] = ()  # when this page's last judgments were recorded, for the pace
+    group: int | None = None  # the seed question of a cluster-building group (workflows.annotation_queues)
 
     @property
     def left(self) -> int:
@@ -51,6 +52,8 @@ class AnnotateSession:
             return ""
         if self.task_size:
             return "Corpus-wide task, the pairs most worth checking first"
+        if self.group is not None:
+            return "Building clusters: does each question mean the same as the seed question?"
         return f"Spot-checking cluster **{plain(self.cluster)}**" if self.cluster is not None else "Checking what your query retrieves"
 
     def current(self) -> pd.Series | None:
