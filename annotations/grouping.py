@@ -49,14 +49,15 @@ def next_group(store: AnnotationStore, retriever: Retriever, corpus: pd.DataFram
                size: int = GROUP_SIZE, seed: int = 0, overlap: int | None = None) -> pd.DataFrame:
     """The next proposed group for ``annotator``: queue rows (``annotations.queue.QUEUE_COLUMNS``,
     the seed as ``query_qid``) of the seed's ``size`` nearest questions not yet judged with it,
-    nearest first. Empty when none of ``SEEDS_TRIED`` seeds has an unjudged neighbour left (or no
+    nearest first (among its ``3 * size`` nearest). Empty when none of ``SEEDS_TRIED`` seeds has an unjudged neighbour left (or no
     question is outside a cluster any more)."""
     grouped = corrected_clusters(store, corpus).corpus
     asked = set(store.judgments(annotator=annotator)["query_qid"].dropna().astype("int64"))
     free = grouped.loc[grouped["cluster"].isna() & ~grouped["qid"].isin(asked), "question"]
     order = np.random.default_rng(seed).permutation(len(free))[:SEEDS_TRIED]
     for text in free.iloc[order]:
-        queue = spot_check(store, retriever, grouped, annotator, query_text=text, k=size + 1, overlap=overlap)
+        # Retrieved deeper than the group: the nearest may be judged with this seed already (as its candidates).
+        queue = spot_check(store, retriever, grouped, annotator, query_text=text, k=3 * size + 1, overlap=overlap)
         if len(queue):
             return queue.head(size)
     return pd.DataFrame(columns=QUEUE_COLUMNS).astype(

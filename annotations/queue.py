@@ -87,7 +87,7 @@ def spot_check(
     hits = hit_rows(queries, *retriever.search_ids(texts, k), corpus)
     own = hits["candidate_qid"].isin(member_qids).to_numpy(bool)
     if own_cluster is not None and not pd.isna(own_cluster):
-        own |= hits["cluster"].eq(own_cluster).fillna(False).to_numpy(bool)
+        own = own | hits["cluster"].eq(own_cluster).fillna(False).to_numpy(bool)
     reference = 0.0
     if cluster is not None:
         reference = reference_distances(hits.assign(query_cluster=cluster)).get(cluster, np.nan)
