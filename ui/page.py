@@ -55,6 +55,10 @@ class QPRPage:
             self.guidelines.render(name)
             self.projects.render(name)
             gr.on([demo.load, name.change], self.ctx.whoami, [name], [who])
+            # The typed name survives a reload (this browser's storage), so judging goes on without retyping it.
+            remembered = gr.BrowserState("", storage_key="qpr-annotator-name")
+            demo.load(lambda saved: saved or gr.skip(), [remembered], [name])
+            name.change(lambda typed: typed, [name], [remembered])
             demo.load(self.search.relabel, [self.search.shown, self.search.compare], self.search.relabelled)
             demo.load(self.retrain.restore, None, self.retrain.decision_outputs)
             demo.load(self.projects.listed, None, self.projects.shown)
