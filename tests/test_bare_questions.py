@@ -79,3 +79,19 @@ def test_undo_after_a_reload_says_why_nothing_is_undone(bare_page):
     assert "Nothing to undo on this page" in after_reload[tab.status] and "a reload starts a new page" in after_reload[tab.status]
     assert after_reload[tab.buttons[-1]].interactive, "Z stays on, so it always answers"
     assert len(bare_page.ctx.store.judgments()) == 1
+
+
+def test_outsiders_of_a_project_served_by_bm25_show_its_score_not_a_negative_distance(bare_page):
+    """Issue 38, bug 9: outsiders showed a negative "distance" (BM25's is minus its score)."""
+    page, store = bare_page, bare_page.ctx.store
+    served = page.ctx.model.current()
+    corpus = served.bundle.corpus
+    for name in TOPICS[:2]:
+        mates = corpus[corpus["question"].map(topic) == name]["qid"].tolist()
+        for other in mates[1:]:
+            store.record("ann", int(other), "same", served.bundle.version, query_qid=int(mates[0]))
+    page.clusters.apply("", "ann")
+    cluster = page.ctx.model.current().cluster_of([corpus["qid"].iloc[0]])[0]
+    outsiders = page.clusters.show_cluster(cluster)[page.clusters.outsiders]
+    assert "distance" not in outsiders.columns and len(outsiders)
+    assert (outsiders["BM25 score"].astype(float) > 0).all()
