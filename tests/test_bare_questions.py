@@ -38,7 +38,7 @@ def topic(text: str) -> str:
 
 def test_next_cluster_and_the_task_build_clusters_until_training_is_offered(bare_page):
     page, tab = bare_page, bare_page.annotate
-    with pytest.warns(UserWarning, match="Build 10 more on the Annotate tab"):
+    with pytest.warns(UserWarning, match=f"Build {MIN_TRAIN_CLUSTERS} more on the Annotate tab"):
         assert page.projects.start(1, "ann") == gr.skip()  # refused, pointing at what works now
     shown = tab.start_task("ann", None, None)  # was: "the corpus has no training clusters ..."
     assert "Building clusters" in shown[tab.status] and f"training needs **{MIN_TRAIN_CLUSTERS}**" in shown[tab.progress]

@@ -20,7 +20,7 @@ VERSION = "bare-v1"
 
 
 TOPICS = ["password", "refund", "shipping", "invoice", "coupon", "warranty", "login", "battery", "screen", "delivery",
-          "subscription", "pairing"]
+          "subscription", "pairing", "charger", "receipt", "voucher", "firmware", "antenna", "backup"]
 
 
 def topics_corpus() -> pd.DataFrame:

@@ -31,7 +31,7 @@ def write(path, rows: list[dict]):
     return path
 
 
-def clusters_rows(n_topics=12):
+def clusters_rows(n_topics=16):  # 15 clusters are the least that train (MIN_TRAIN_CLUSTERS)
     return make_corpus(n_topics=n_topics, distractors=0)[["question", "cluster"]].to_dict(orient="records")
 
 
@@ -172,7 +172,7 @@ def test_each_kind_reads_in_each_format(tmp_path, suffix):
     assert bare.corpus["cluster"].isna().all() and set(bare.corpus["split"]) == {"none"}
     log = [{"question": r["question"], "answer": f"answer for {r['cluster']}"} for r in GOOD]
     qa = read_upload(write(tmp_path / f"l{suffix}", log), "qa-log")
-    assert qa.report["clusters_kept"] == 12 and qa.report["clusters_removed"] == 0
+    assert qa.report["clusters_kept"] == 16 and qa.report["clusters_removed"] == 0
     assert len(qa.kept_sample) == 10
 
 
