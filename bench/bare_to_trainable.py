@@ -10,6 +10,8 @@ answers right, or wrong on a seeded share ``--error-rate`` of its answers.
 
     python -m bench.bare_to_trainable            # 5 seeds; writes bare_to_trainable_judgments (the
         # median) into bench/results/workspaces.json (other keys kept), every run into bare_to_trainable.json
+    python -m bench.bare_to_trainable --error-rate 0.1   # an annotator wrong on 10% of answers:
+        # into bare_to_trainable_errors_0.1.json only
     python -m bench.bare_to_trainable --quick    # 2 seeds on 2,000 questions, printed only
 """
 
@@ -27,6 +29,7 @@ from scipy import stats
 
 from annotations.db import open_store
 from annotations.grouping import next_group, progress
+from annotations.merge import corrected_clusters
 from annotations.simulation.oracle import SimulatedAnnotator
 from bench.common import ROOT, machine, write_json
 from qpr.data.sources import cap_corpus, load_domain
@@ -54,7 +57,12 @@ def judgments_to_trainable(truth, seed: int, error_rate: float, folder: Path) ->
         oracle.judge(store, rows, version)
         judged, groups = judged + len(rows), groups + 1
         formed, needed = progress(store, bare)
-    return {"seed": seed, "error_rate": error_rate, "judgments": judged, "groups": groups, "clusters": formed}
+    built = corrected_clusters(store, bare).corpus
+    built = built.assign(intent=truth.set_index("qid")["cluster"].reindex(built["qid"]).to_numpy())
+    intents = built[built["cluster"].notna()]
+    pure = intents.groupby("cluster")["intent"].nunique().eq(1).mean()  # share of formed clusters of one intent
+    return {"seed": seed, "error_rate": error_rate, "judgments": judged, "groups": groups, "clusters": formed,
+            "pure_share": float(pure)}
 
 
 def interval(values: list[int]) -> tuple[float, float, float]:
@@ -89,6 +97,9 @@ def main() -> None:
         "retriever": "BM25", "error_rate": args.error_rate, "runs": runs, KEY: statistics.median(r["judgments"] for r in runs),
         "mean": mean, "ci95": [low, high], "machine": machine(), "date": date.today().isoformat(),
     }
+    if args.error_rate:  # a side measure: its own file; the dashboards' key is the perfect annotator's
+        write_json(detail, DETAIL.with_name(f"bare_to_trainable_errors_{args.error_rate:g}.json"))
+        return
     write_json(detail, DETAIL)
     # The dashboards' file is shared with other benchmarks: read, set this key only, write atomically.
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
