@@ -3,6 +3,7 @@
 - ``db.open_store(url)``: open (create / migrate) the database; any SQLAlchemy URL, SQLite default.
 - ``store.AnnotationStore``: corpus snapshots, ``record`` / ``undo_last`` / ``judgments`` / ``progress``.
 - ``queue``: what to judge next (``spot_check``, ``next_cluster``, ``least_coherent``).
+- ``grouping``: the cluster-building queue of a project of bare questions (``next_group``, ``progress``).
 - ``merge.corrected_clusters``: clusters joined by confirmed paraphrases and split by members
   judged not to belong, conflicts reported.
 - ``corrections``: corrected clusters served at once as label versions; history, rollback, revert.

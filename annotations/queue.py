@@ -58,6 +58,9 @@ def spot_check(
     out. Rows (``QUEUE_COLUMNS``) are sorted by suspicion, most suspicious first; then
     ``annotations.assign.assign`` applies the overlap setting (``overlap``, default ``QPR_OVERLAP``;
     unset: no limit): items labelled by ``overlap`` others are left out, this annotator's share first.
+    A typed query that is exactly a question of the corpus is that question (rows name it by
+    ``query_qid``; it and its cluster-mates are not candidates). The queue's ``attrs`` count what
+    was left out, for ``why_empty``.
     """
     if (cluster is None) == (query_text is None):
         raise AnnotationError("give exactly one of cluster or query_text")
@@ -66,25 +69,51 @@ def spot_check(
         members = corpus[corpus["cluster"] == cluster]
         if members.empty:
             raise AnnotationError(f"cluster {cluster!r} is not in the corpus")
+    else:
+        # A typed query that is exactly a corpus question is that question: its judgments then
+        # count in the merge rules, and it is never offered as its own candidate.
+        members = corpus[corpus["question"] == query_text.strip()].head(1)
+    if len(members):
         queries = pd.DataFrame({"query_qid": members["qid"].to_numpy(), "query_text": pd.NA})
         texts = members["question"].tolist()
         member_qids = set(members["qid"])
         done = {candidate for query, candidate in judged_pairs(mine) if query in member_qids}
+        own_cluster = cluster if cluster is not None else members["cluster"].iloc[0]
     else:
         queries = pd.DataFrame({"query_qid": [pd.NA], "query_text": [query_text]})
-        texts = [query_text]
+        texts, member_qids, own_cluster = [query_text], set(), None
         done = set(mine.loc[mine["query_text"] == query_text, "candidate_qid"])
     check_queries(texts, k)
     hits = hit_rows(queries, *retriever.search_ids(texts, k), corpus)
-    own = hits["cluster"].eq(cluster).fillna(False).to_numpy(bool) if cluster is not None else np.zeros(len(hits), bool)
+    own = hits["candidate_qid"].isin(member_qids).to_numpy(bool)
+    if own_cluster is not None and not pd.isna(own_cluster):
+        own = own | hits["cluster"].eq(own_cluster).fillna(False).to_numpy(bool)
     reference = 0.0
     if cluster is not None:
         reference = reference_distances(hits.assign(query_cluster=cluster)).get(cluster, np.nan)
+    outside = hits[~own].drop_duplicates("candidate_qid")
     candidates = hits[~own & ~hits["candidate_qid"].isin(done)].assign(suspicion=lambda f: reference - f["distance"])
     candidates = candidates.sort_values(["suspicion", "candidate_qid"], ascending=[False, True], kind="stable")
     queue = candidates.drop_duplicates("candidate_qid")[QUEUE_COLUMNS].reset_index(drop=True)
+    fresh = len(queue)
     queue = assign(store, queue, annotator, overlap)
-    return queue.astype({"query_qid": "Int64", "query_text": "string", "candidate_qid": "int64"})
+    queue = queue.astype({"query_qid": "Int64", "query_text": "string", "candidate_qid": "int64"})
+    # Why a queue is short or empty, for the page to say (``why_empty``).
+    queue.attrs = {"outside": len(outside), "judged_by_you": len(outside) - fresh, "labelled_by_others": fresh - len(queue)}
+    return queue
+
+
+def why_empty(queue: pd.DataFrame) -> str:
+    """What an empty ``spot_check`` queue means, in a sentence: nothing retrieved outside, all of
+    it judged by this annotator already, or the rest labelled by enough others (``QPR_OVERLAP``)."""
+    counts = queue.attrs
+    if not counts.get("outside"):
+        return ("The retriever finds no question outside this cluster (or query) among its nearest: "
+                "nothing to check here. Pick another cluster or query.")
+    parts = [f"{counts['judged_by_you']} judged by you already"] if counts.get("judged_by_you") else []
+    if counts.get("labelled_by_others"):
+        parts.append(f"{counts['labelled_by_others']} labelled by enough other annotators (QPR_OVERLAP)")
+    return f"Of the {counts['outside']} question(s) retrieved here, " + " and ".join(parts) + ": nothing left to check."
 
 
 def reference_distances(hits: pd.DataFrame) -> pd.Series:

@@ -49,7 +49,7 @@ from ui.common import AppContext
 
 RESULTS = Path(__file__).resolve().parent / "results" / "workspaces.json"
 DOC = Path(__file__).resolve().parents[1] / "docs" / "WORKSPACES.md"
-BROWSER_TESTS = ["tests/test_app_browser_workspaces.py"]
+BROWSER_TESTS = ["tests/test_app_browser_workspaces.py", "tests/test_app_browser_bare.py", "tests/test_app_browser_clusters.py"]
 QUERY = "my card has not arrived yet"
 
 

@@ -33,6 +33,7 @@ RESULTS = {
     "c one": [(6, 0.0), (7, 0.1), (1, 0.5)],
     "c two": [(7, 0.0), (6, 0.1), (2, 0.6)],
     "d one": [(9, 0.0), (8, 0.05)],
+    "loner": [(8, 0.0), (9, 0.05)],
     "typed query": [(4, 0.2), (1, 0.3)],
 }
 A_OWN_DISTANCES = [0.4, 0.8, 0.4, 0.6, 0.6, 0.8]
@@ -159,3 +160,30 @@ def test_next_cluster_with_a_retriever_prefers_the_most_suspicious_candidates(st
     assert next_cluster(store, CORPUS, "ann", rng_seed=0, retriever=TableRetriever()) == "A"
     store.record("ann", 4, "same", VERSION, query_qid=1)
     assert next_cluster(store, CORPUS, "ann", rng_seed=0, retriever=TableRetriever()) == "B"
+
+
+def test_a_typed_query_that_is_a_corpus_question_is_that_question_never_its_own_candidate(store):
+    """Issue 38, bug 1: "Check query" with a corpus question offered that question as candidate 1."""
+    queue = spot_check(store, TableRetriever(), CORPUS, "ann", query_text=" a one ")
+    assert 1 not in set(queue["candidate_qid"]), "never its own candidate"
+    assert not ({2, 3} & set(queue["candidate_qid"])), "nor a question of its own cluster"
+    assert queue["query_qid"].tolist() == [1] * len(queue) and queue["query_text"].isna().all()
+    assert queue["candidate_qid"].tolist() == [4, 8, 6]  # -distance order, as for any typed query
+    free = spot_check(store, TableRetriever(), CORPUS, "ann", query_text="typed query")
+    assert free["query_qid"].isna().all() and free["query_text"].eq("typed query").all()
+
+
+def test_an_empty_queue_says_why_and_never_blames_judgments_nobody_made(store):
+    """Issue 38, bug 2: a new annotator was told everything was judged already (by them)."""
+    from annotations.queue import why_empty
+
+    clustered = CORPUS.assign(cluster=CORPUS["cluster"].fillna("D"))  # D's members retrieve only each other
+    nothing_outside = spot_check(store, TableRetriever(), clustered, "new", cluster="D")
+    assert nothing_outside.empty and "finds no question outside" in why_empty(nothing_outside)
+    full = spot_check(store, TableRetriever(), CORPUS, "ann", cluster="C")
+    for row in full.itertuples():
+        store.record("ann", int(row.candidate_qid), "different", VERSION, query_qid=int(row.query_qid))
+    judged = spot_check(store, TableRetriever(), CORPUS, "ann", cluster="C")
+    assert judged.empty and why_empty(judged) == f"Of the {len(full)} question(s) retrieved here, {len(full)} judged by you already: nothing left to check."
+    taken = spot_check(store, TableRetriever(), CORPUS, "bob", cluster="C", overlap=1)
+    assert taken.empty and f"{len(full)} labelled by enough other annotators" in why_empty(taken)

@@ -61,3 +61,64 @@ def test_a_false_positive_marked_in_the_cluster_view_leaves_its_cluster_in_searc
     assert judged[["annotator", "query_qid", "candidate_qid", "label"]].values.tolist() == [
         ["alice", rep, member["qid"], "different"]]
     assert versions["number"].tolist() == [1] and versions["annotator"].tolist() == ["alice"]
+
+
+def test_b_moves_one_outsider_and_merging_whole_clusters_is_its_own_action(page, server):
+    """Issue 38's surprising merge: X on a member and B on one outsider folded the whole viewed
+    cluster into the outsider's and the view went stale. Now only the outsider moves, the view
+    reloads after Apply, a whole-cluster merge shows both clusters first, and a cluster that is
+    gone says where its questions went."""
+    from playwright.sync_api import expect
+
+    url, _ = server
+    corpus = read_cluster_file(DEMO_CORPUS)
+    twin_b = SPLIT_PARAPHRASES[0][1]
+    size_a, size_b = (int((corpus["cluster"] == c).sum()) for c in (TWIN_A, twin_b))
+    page.goto(url)
+    page.get_by_label("Your name (needed to annotate)").fill("alice")
+    page.get_by_role("tab", name="Clusters").click()
+    page.locator("#clusters-id textarea, #clusters-id input").first.fill(TWIN_A)
+    page.locator("#clusters-show").click()
+    summary = page.locator("#clusters-summary")
+    expect(summary).to_contain_text(f"{size_a} questions")
+    rep = int(re.search(r"judged against\): (\d+)", summary.inner_text()).group(1))
+    member = corpus[(corpus["cluster"] == TWIN_A) & (corpus["qid"] != rep)].iloc[0]
+    outsider = corpus[corpus["cluster"] == twin_b].iloc[0]
+    selected = page.locator("#clusters-selected textarea, #clusters-selected input").first
+    for qid, key, said in ((member["qid"], "x", "does not belong to"), (outsider["qid"], "b", "only this question moves")):
+        selected.fill(str(qid))
+        page.locator("h1").click()
+        page.keyboard.press(key)
+        expect(page.locator("#clusters-mark-status")).to_contain_text(said)
+    page.locator("#clusters-apply").click()
+    expect(summary).to_contain_text("labels version 1")  # reloaded: no stale "labels version 0"
+    expect(summary).to_contain_text(f"{size_a} questions")  # one out, one in
+    expect(page.locator("#clusters-members")).to_contain_text(outsider["question"])
+    expect(page.locator("#clusters-members")).not_to_contain_text(member["question"])
+    shot(page, "clusters-3-one-moved")
+
+    # A whole-cluster merge, of another pair (merging A and B now would meet the cannot-link the
+    # move recorded: the outsider was judged not to belong to B; the rules report that as a conflict).
+    luggage, suitcase = SPLIT_PARAPHRASES[1]
+    sizes = {c: int((corpus["cluster"] == c).sum()) for c in (luggage, suitcase)}
+    page.locator("#clusters-id textarea, #clusters-id input").first.fill(luggage)
+    page.locator("#clusters-show").click()
+    expect(summary).to_contain_text(luggage)
+    page.get_by_text("Merge this whole cluster with another").click()
+    page.locator("#clusters-merge-other textarea, #clusters-merge-other input").first.fill(suitcase)
+    expect(page.locator("#clusters-merge")).to_be_disabled()  # both clusters are shown first
+    page.locator("#clusters-merge-preview").click()
+    expect(page.locator("#clusters-merge-both")).to_contain_text(suitcase)
+    page.locator("#clusters-merge").click()
+    expect(page.locator("#clusters-mark-status")).to_contain_text("whole clusters")
+    page.locator("#clusters-apply").click()
+    expect(page.locator("#clusters-labels-status")).to_contain_text("labels version 2")
+    larger, smaller = sorted(sizes, key=lambda c: (-sizes[c], c))
+    if larger == luggage:
+        expect(summary).to_contain_text(f"{sizes[luggage] + sizes[suitcase]} questions")
+    else:  # the viewed cluster was folded into the other: the view says so instead of going stale
+        expect(summary).to_contain_text(f"its {sizes[luggage]} question(s) are now in {suitcase}")
+    page.locator("#clusters-id textarea, #clusters-id input").first.fill(smaller)
+    page.locator("#clusters-show").click()
+    expect(page.get_by_text(f"its {sizes[smaller]} question(s) are now in {larger} ({sizes[smaller]})").first).to_be_visible()
+    shot(page, "clusters-4-merged")

@@ -514,7 +514,8 @@ def test_undo_reaches_only_this_pages_judgments_and_names_what_it_withdrew(qpr_a
     tab.judge("different", elsewhere, "ann", None, None)  # another tab of the same annotator
     here = tab.start_cluster(TWIN_B, "ann", None, None)
     assert shown(tab.undo(session(here), "ann", None, None), tab.status)[0].endswith(
-        "Nothing to undo on this page: undo reaches the last 10 judgments made here and still in force.")
+        "Nothing to undo on this page: undo reaches the last 10 judgments made on this page and still in force (a reload "
+        "starts a new page). Re-judge older ones on the My work tab.")
     assert len(qpr_app.ctx.store.judgments(annotator="ann")) == 1, "the other tab's judgment stays"
     view = here
     for _ in range(12):
@@ -538,10 +539,10 @@ def test_the_checked_cluster_stays_named_after_judging(qpr_app):
 def test_judging_buttons_follow_the_queue(qpr_app):
     tab = qpr_app.annotate
     off = tab.buttons_for(None)
-    assert all(not off[button].interactive for button in tab.buttons)
+    assert [off[b].interactive for b in tab.buttons] == [False] * (len(tab.buttons) - 1) + [True], "undo always answers"
     view = tab.start_cluster(TWIN_A, "ann", None, None)
     on = tab.buttons_for(session(view))
-    assert [on[b].interactive for b in tab.buttons] == [True] * (len(tab.buttons) - 1) + [False], "nothing to undo yet"
+    assert all(on[b].interactive for b in tab.buttons)
     view = tab.judge("unsure", session(view), "ann", None, None)
     assert tab.buttons_for(session(view))[tab.buttons[-1]].interactive
 

@@ -10,7 +10,7 @@ import pytest
 
 from annotations.db import open_store
 from qpr.serving.served_model import ServedModel
-from ui.cluster_view import representative
+from workflows.cluster_marks import representative
 from ui.common import AppContext
 from ui.demo import EXAMPLE_QUERIES, SPLIT_PARAPHRASES
 from ui.page import QPRPage
@@ -91,24 +91,47 @@ def test_a_member_marked_as_not_belonging_leaves_its_cluster_in_search_at_once(q
     assert rolled[tab.history]["kind"].tolist() == ["rollback", "apply"]
 
 
-def test_an_outsider_marked_as_belonging_merges_its_cluster_in_and_the_merge_can_be_reverted(qpr_app):
+def test_b_on_an_outsider_moves_that_one_question_and_x_on_a_member_splits_it(qpr_app):
+    """Issue 38's surprising merge: X on one member, B on one outsider, Apply. Only the outsider
+    moves in; both clusters keep their names; the view reloads at once."""
     tab = qpr_app.clusters
     view = tab.show_cluster(TWIN_A)
     twin = view[tab.outsiders][view[tab.outsiders]["cluster"] == TWIN_B]
     assert not twin.empty, "the paraphrase cluster is among the closest outsiders"
     qid = int(twin.iloc[0]["qid"])
-    tab.mark("same", TWIN_A, str(qid), "ann")
+    before_a, before_b = set(members_of(qpr_app, TWIN_A)["qid"]), set(members_of(qpr_app, TWIN_B)["qid"])
+    rep = representative(qpr_app.ctx.model.current(), members_of(qpr_app, TWIN_A))
+    member = sorted(before_a - {rep})[0]
+    tab.mark("different", TWIN_A, str(member), "ann")
+    said = tab.mark("same", TWIN_A, str(qid), "ann")[tab.mark_status].replace("\\", "")  # Markdown escapes off
+    assert f"no longer to {TWIN_B}" in said and "only this question moves" in said
     applied = tab.apply(TWIN_A, "rev")
-    merged = set(members_of(qpr_app, TWIN_A)["qid"]) | set(members_of(qpr_app, TWIN_B)["qid"])
-    assert members_of(qpr_app, TWIN_A).empty or members_of(qpr_app, TWIN_B).empty, "one cluster now"
-    assert qid in merged and "merged" in applied[tab.history].iloc[0]["what"]
-    into = qpr_app.ctx.model.current().cluster_of([qid])[0]
-    assert search_cluster(qpr_app, twin.iloc[0]["question"]) == into
-    reverted = tab.revert(TWIN_B, TWIN_A, TWIN_A, "boss")
-    assert reverted[tab.history].iloc[0]["kind"] == "revert" and qpr_app.ctx.model.current().labels_version == 2
-    assert qpr_app.ctx.model.current().cluster_of([qid]) == [TWIN_B]
-    assert tab.apply(TWIN_A, "rev")[tab.merges].empty, "a reverted merge is not proposed again"
+    assert set(members_of(qpr_app, TWIN_A)["qid"]) == before_a - {member} | {qid}
+    assert set(members_of(qpr_app, TWIN_B)["qid"]) == before_b - {qid}
+    assert set(applied[tab.members]["qid"]) == before_a - {member} | {qid}, "the view reloads after Apply"
+    assert "labels version 1" in applied[tab.summary]
+    assert search_cluster(qpr_app, twin.iloc[0]["question"]) == TWIN_A
 
+
+def test_merging_two_whole_clusters_is_its_own_action_shown_first_and_can_be_reverted(qpr_app):
+    tab = qpr_app.clusters
+    both = tab.preview_merge(TWIN_A, TWIN_B)
+    assert set(both[tab.both]["cluster"]) == {TWIN_A, TWIN_B} and both[tab.merge_button].interactive
+    merged_qids = set(members_of(qpr_app, TWIN_A)["qid"]) | set(members_of(qpr_app, TWIN_B)["qid"])
+    assert set(both[tab.both]["qid"]) == merged_qids
+    done = tab.merge(TWIN_A, TWIN_B, "ann")
+    assert "whole clusters" in done[tab.mark_status].replace("\\", "") and not done[tab.merge_button].interactive
+    size_b = len(members_of(qpr_app, TWIN_B))
+    applied = tab.apply(TWIN_B, "rev")  # the view was on the cluster that is folded in
+    assert set(members_of(qpr_app, TWIN_A)["qid"]) == merged_qids and members_of(qpr_app, TWIN_B).empty
+    assert "merged" in applied[tab.history].iloc[0]["what"]
+    went = f"Cluster '{TWIN_B}' is no longer served (labels version 1): its {size_b} question(s) are now in {TWIN_A} ({size_b})"
+    assert went in applied[tab.summary].replace("\\", "") and applied[tab.members].empty, "no stale view of a cluster that is gone"
+    with pytest.warns(UserWarning, match="no longer served"):
+        tab.show_cluster(TWIN_B)
+    reverted = tab.revert(TWIN_B, TWIN_A, TWIN_B, "boss")
+    assert reverted[tab.history].iloc[0]["kind"] == "revert" and not members_of(qpr_app, TWIN_B).empty
+    assert tab.apply(TWIN_A, "rev")[tab.merges].empty, "a reverted merge is not proposed again"
 
 @pytest.mark.parametrize("call, message", [
     (lambda tab: tab.mark("different", TWIN_A, "1", ""), "type your name"),

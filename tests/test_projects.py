@@ -81,7 +81,7 @@ def test_a_lexical_bundle_saves_loads_and_serves_bm25_everywhere(tmp_path):
 
 def test_a_new_version_keeps_the_judgments_of_questions_that_still_exist(tmp_path):
     projects, store = Projects(tmp_path / "projects"), open_store(f"sqlite:///{tmp_path / 'a.db'}")
-    first = make_corpus(n_topics=12, distractors=0)
+    first = make_corpus(n_topics=16, distractors=0)
     slug = projects.create("My FAQ", upload_of(tmp_path, first), "ann")
     v1 = projects.served_bundle(slug)
     store.register_corpus(v1.version, v1.corpus)
@@ -102,7 +102,7 @@ def test_a_new_version_keeps_the_judgments_of_questions_that_still_exist(tmp_pat
 
 def test_project_names_are_checked(tmp_path):
     projects = Projects(tmp_path)
-    upload = upload_of(tmp_path, make_corpus(n_topics=12))
+    upload = upload_of(tmp_path, make_corpus(n_topics=16))
     projects.create("FAQ", upload, "ann")
     for name, message in (("faq", "exists already"), ("  ", "name the project"), ("Demo", "built-in demo")):
         with pytest.raises(QPRError, match=message):

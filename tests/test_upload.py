@@ -31,7 +31,7 @@ def write(path, rows: list[dict]):
     return path
 
 
-def clusters_rows(n_topics=12):
+def clusters_rows(n_topics=16):  # 15 clusters are the least that train (MIN_TRAIN_CLUSTERS)
     return make_corpus(n_topics=n_topics, distractors=0)[["question", "cluster"]].to_dict(orient="records")
 
 
@@ -172,7 +172,7 @@ def test_each_kind_reads_in_each_format(tmp_path, suffix):
     assert bare.corpus["cluster"].isna().all() and set(bare.corpus["split"]) == {"none"}
     log = [{"question": r["question"], "answer": f"answer for {r['cluster']}"} for r in GOOD]
     qa = read_upload(write(tmp_path / f"l{suffix}", log), "qa-log")
-    assert qa.report["clusters_kept"] == 12 and qa.report["clusters_removed"] == 0
+    assert qa.report["clusters_kept"] == 16 and qa.report["clusters_removed"] == 0
     assert len(qa.kept_sample) == 10
 
 
@@ -206,3 +206,29 @@ def test_a_bare_questions_file_is_read_whole_or_refused(tmp_path, texts, suffix)
     assert upload.corpus["qid"].tolist() == list(range(1, len(texts) + 1))
     if suffix in (".jsonl", ".parquet"):
         assert upload.corpus["question"].tolist() == texts
+
+
+@pytest.mark.parametrize("suffix, said", [
+    (".csv", "rows are numbered as a spreadsheet shows them: the header is row 1, the first question row 2"),
+    (".jsonl", "rows are numbered by record: the first record is row 1"),
+])
+def test_a_refusal_says_how_its_rows_are_numbered(tmp_path, suffix, said):
+    """Issue 38, bug 8: "row 4" meant the 3rd data row and the page did not say so."""
+    path = tmp_path / f"bad{suffix}"
+    frame = pd.DataFrame({"question": ["one question", "two question", ""]})
+    frame.to_csv(path, index=False) if suffix == ".csv" else frame.to_json(path, orient="records", lines=True)
+    with pytest.raises(QPRError) as err:
+        read_upload(path, "questions")
+    assert said in str(err.value)
+
+
+def test_a_clusters_import_counts_its_questions_in_no_cluster(tmp_path):
+    """Issue 38, bug 8: a clusters import did not mention its questions with no cluster."""
+    corpus = make_corpus()[["question", "cluster"]]
+    alone = int(corpus["cluster"].isna().sum())
+    assert alone, "make_corpus has questions in no cluster"
+    corpus.to_csv(tmp_path / "faq.csv", index=False)
+    upload = read_upload(tmp_path / "faq.csv", "clusters")
+    assert upload.no_cluster.startswith(f"{alone} question(s) have no cluster")
+    corpus.dropna().to_csv(tmp_path / "clean.csv", index=False)
+    assert read_upload(tmp_path / "clean.csv", "clusters").no_cluster == ""

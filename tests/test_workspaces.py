@@ -67,7 +67,7 @@ def two_projects(bundle, tmp_path):
     store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
     ctx = AppContext(ServedModel(bundle), store, "name", cache=tmp_path)
     slugs = []
-    for name, topics in (("Alpha", 12), ("Beta", 20)):
+    for name, topics in (("Alpha", 16), ("Beta", 20)):
         path = tmp_path / f"{name}.csv"
         make_corpus(n_topics=topics)[["question", "cluster"]].to_csv(path, index=False)
         slugs.append(ctx.projects.create(name, read_upload(path, "clusters"), "ann"))
@@ -85,8 +85,8 @@ def test_each_page_works_on_its_own_project(two_projects):
     ctx.open(beta)
     assert ctx.project == beta and len(ctx.model.current().bundle.corpus) == len(make_corpus(n_topics=20))
     as_page("page-1")
-    assert ctx.project == alpha and len(ctx.model.current().bundle.corpus) == len(make_corpus(n_topics=12))
-    assert set(ctx.examples) <= set(make_corpus(n_topics=12)["question"])
+    assert ctx.project == alpha and len(ctx.model.current().bundle.corpus) == len(make_corpus(n_topics=16))
+    assert set(ctx.examples) <= set(make_corpus(n_topics=16)["question"])
     assert set(ctx.versions()) == {ctx.model.current().bundle.version}
     as_page(None)
     assert ctx.project == DEMO, "opening on pages never changes the default"

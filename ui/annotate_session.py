@@ -15,6 +15,7 @@ from annotations.task import BREAK_S
 from ui.display import plain
 
 MEMBER_COLUMNS = ["qid", "question"]
+QUEUE_COLUMNS = ["query", "question", "cluster", "same meaning", "suspicion"]  # the queue table ahead
 UNDO_STEPS = 10  # how far back one page's undo reaches
 PACE_WINDOW = 20  # this page's judgments the pace is taken over
 
@@ -26,7 +27,7 @@ class AnnotateSession:
     current item, the last ``message`` shown, ``judged``: (judgment id, position) of the last
     ``UNDO_STEPS`` judgments this page recorded, the only ones its undo may withdraw, and
     ``task_size``, ``task_done`` and the pace for the corpus-wide task (kept here, so showing
-    progress costs the page no query)."""
+    progress costs the page no query); ``group``: the seed of a cluster-building group."""
 
     version: str | None = None
     cluster: str | None = None
@@ -39,6 +40,7 @@ class AnnotateSession:
     task_done: int = 0  # the task's pairs judged: at the start, plus this page's judgments still in force
     pace_before: float | None = None  # seconds per judgment from the annotator's history (annotations.task.pace_seconds)
     times: tuple[float, ...] = ()  # when this page's last judgments were recorded, for the pace
+    group: int | None = None  # the seed question of a cluster-building group (workflows.annotation_queues)
 
     @property
     def left(self) -> int:
@@ -51,6 +53,8 @@ class AnnotateSession:
             return ""
         if self.task_size:
             return "Corpus-wide task, the pairs most worth checking first"
+        if self.group is not None:
+            return "Building clusters: does each question mean the same as the seed question?"
         return f"Spot-checking cluster **{plain(self.cluster)}**" if self.cluster is not None else "Checking what your query retrieves"
 
     def current(self) -> pd.Series | None:

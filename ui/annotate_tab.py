@@ -10,16 +10,16 @@ from dataclasses import replace
 import gradio as gr
 import pandas as pd
 
-from annotations.queue import next_cluster, spot_check
-from annotations.task import build_task, pace_seconds, remaining, worth_checking
+from annotations.grouping import needs_clusters
+from annotations.task import build_task, pace_seconds, remaining
 from qpr.errors import QPRError
-from ui.annotate_session import MEMBER_COLUMNS, UNDO_STEPS, AnnotateSession
+from ui.annotate_session import MEMBER_COLUMNS, QUEUE_COLUMNS, UNDO_STEPS, AnnotateSession
 from ui.common import AppContext
 from ui.display import plain, shows_errors, text_table
 from ui.guidelines import guidelines_panel
+from workflows.annotation_queues import Queue, building_note, cluster_queue, group_queue, query_queue
 
 LABEL_BUTTONS = (("same", "Same meaning", "1 / S"), ("different", "Different", "2 / D"), ("unsure", "Unsure", "3 / U"))
-QUEUE_COLUMNS = ["question", "cluster", "same meaning", "suspicion"]
 SHOWN_AHEAD = 30  # queue rows sent to the page: a 2,000-pair task's table cost 0.8 s per judgment
 
 
@@ -43,7 +43,8 @@ class AnnotateTab:
             self.session = gr.State()
             gr.Markdown("Work through the corpus-wide task, or let the app pick a cluster (or give one, or a query). For "
                         "each question retrieved from **another** cluster, say whether it means the same as the query. "
-                        "Keys: **1/S** same, **2/D** different, **3/U** unsure, **K** skip, **Z** undo.")
+                        "Keys: **1/S** same, **2/D** different, **3/U** unsure, **K** skip, **Z** undo. On bare questions (no "
+                        "clusters yet) both buttons propose groups of near questions: 'same meaning' links form clusters.")
             with gr.Row(equal_height=True):
                 task_button = gr.Button("Corpus-wide task", variant="primary", elem_id="annotate-task")
                 next_button = gr.Button("Next cluster (the app picks)", elem_id="annotate-next")
@@ -66,7 +67,7 @@ class AnnotateTab:
                                                           variant="primary" if label == "same" else "secondary")
                                          for label, text, keys in LABEL_BUTTONS}
                         skip = gr.Button("Skip (K)", elem_id="judge-skip", interactive=False)
-                        undo = gr.Button("Undo last (Z)", elem_id="judge-undo", interactive=False)
+                        undo = gr.Button("Undo last (Z)", elem_id="judge-undo")  # on: Z always answers
                     with gr.Row():
                         block = gr.Number(value=5, minimum=1, maximum=50, precision=0, label="Next n items", scale=1)
                         block_button = gr.Button("All of these are the same", elem_id="judge-block", interactive=False, scale=2)
@@ -75,8 +76,7 @@ class AnnotateTab:
                 guidelines_panel(self.ctx.store)
             self.queue = gr.Dataframe(label=f"The next {SHOWN_AHEAD} in the queue, most suspicious first (same meaning: the encoder's estimated probability, 0 "
                                             "to 1; suspicion: how much closer than the query's own cluster-mates)",
-                                      value=pd.DataFrame(columns=QUEUE_COLUMNS), datatype=["str", "str", "number", "number"],
-                                      interactive=False, wrap=True)
+                                      value=pd.DataFrame(columns=QUEUE_COLUMNS), datatype=["str"] * 3 + ["number"] * 2, interactive=False, wrap=True)
             self.ticket = gr.HTML(elem_id="annotate-ticket", container=False)  # renewed by every answer (ui/shortcuts.js)
         self.buttons = [*label_buttons.values(), skip, block_button, done, undo]
         view = [self.session, self.status, self.members, self.query, self.candidate, self.details, self.queue, self.progress,
@@ -98,48 +98,42 @@ class AnnotateTab:
         wire([undo.click], self.undo, [self.session, name])
 
     def buttons_for(self, session: AnnotateSession | None) -> dict:
-        """The judging buttons on when there is an item to judge, undo when this page judged
-        something, and a new ticket: the page's keys work again (ui/shortcuts.js)."""
+        """The judging buttons on when there is an item to judge (undo always: with nothing of this
+        page's to undo it says so), and a new ticket: the page's keys work again (ui/shortcuts.js)."""
         judging = session is not None and session.current() is not None
-        undoing = session is not None and bool(session.judged)
-        return {button: gr.Button(interactive=undoing if button is self.buttons[-1] else judging) for button in self.buttons} | {
+        return {button: gr.Button(interactive=True if button is self.buttons[-1] else judging) for button in self.buttons} | {
             self.ticket: f'<span hidden data-answered="{time.monotonic_ns()}"></span>'}
 
-    def _worth_checking(self, queue: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    def _show(self, queue: Queue, who: str) -> dict:
         served = self.ctx.model.current()
-        kept = worth_checking(queue, served.probability(served.dense, queue["distance"]))
-        if queue.empty:
-            return kept, "Everything retrieved here is judged already (by you): nothing left to check."
-        cut = len(queue) - len(kept)
-        return kept, f"{len(kept)} retrieved question(s) to check" + (
-            f"; {cut} with under a 1% chance of meaning the same left out." if cut else ".")
+        corpus = served.corpus  # the served labels: a cluster as corrected, outsiders as corrected
+        shown = corpus[corpus["cluster"] == queue.cluster] if queue.cluster else corpus[corpus["qid"] == queue.group]
+        return self.view(AnnotateSession(served.bundle.version, queue.cluster, text_table(shown, MEMBER_COLUMNS), queue.rows,
+                                         message=queue.message, group=queue.group), who)
 
     @shows_errors(keep=_keys_back)
     def start_cluster(self, cluster: str, name: str, request: gr.Request, profile: gr.OAuthProfile | None,
                       shown: AnnotateSession | None = None) -> dict:
-        """A spot-check queue for ``cluster`` (or for a cluster the app picks when it is empty)."""
+        """A spot-check queue for ``cluster`` (or for a cluster the app picks when it is empty; on a
+        project of bare questions, the next group of near questions to build a cluster from)."""
         who = self.ctx.annotator(name, request, profile)
-        served = self.ctx.model.current()
-        corpus = served.corpus  # the served labels: a cluster as corrected, outsiders as corrected
-        cluster = (cluster or "").strip() or next_cluster(self.ctx.store, corpus, who, retriever=served.dense)
-        queue, message = self._worth_checking(spot_check(self.ctx.store, served.dense, corpus, who, cluster=cluster))
-        members = text_table(corpus[corpus["cluster"] == cluster], MEMBER_COLUMNS)
-        return self.view(AnnotateSession(served.bundle.version, cluster, members, queue, message=message), who)
+        return self._show(cluster_queue(self.ctx.store, self.ctx.model.current(), who, cluster), who)
 
     @shows_errors(keep=_keys_back)
     def start_query(self, query: str, name: str, request: gr.Request, profile: gr.OAuthProfile | None,
                     shown: AnnotateSession | None = None) -> dict:
         """A spot-check queue of what the encoder retrieves for a typed query."""
         who = self.ctx.annotator(name, request, profile)
-        served = self.ctx.model.current()
-        queue, message = self._worth_checking(spot_check(self.ctx.store, served.dense, served.corpus, who, query_text=query))
-        return self.view(AnnotateSession(served.bundle.version, queue=queue, message=message), who)
+        return self._show(query_queue(self.ctx.store, self.ctx.model.current(), who, query), who)
 
     @shows_errors(keep=_keys_back)
     def start_task(self, name: str, request: gr.Request, profile: gr.OAuthProfile | None,
                    shown: AnnotateSession | None = None) -> dict:
-        """The corpus-wide task's pairs this annotator has not judged yet, most worth checking first."""
+        """The corpus-wide task's pairs this annotator has not judged yet, most worth checking first
+        (on a project of bare questions, which has no task yet: the next group to build a cluster from)."""
         who = self.ctx.annotator(name, request, profile)
+        if needs_clusters(self.ctx.model.current().bundle.corpus):
+            return self._show(group_queue(self.ctx.store, self.ctx.model.current(), who), who)
         task, mine = self._task(), self.ctx.store.judgments(annotator=who)
         left = remaining(task, mine)
         message = f"{len(left)} pair(s) of the task left for you." if len(left) else "You have judged every pair of the task."
@@ -204,7 +198,8 @@ class AnnotateTab:
         session = session or AnnotateSession()
         withdrawn = self.ctx.store.undo_last(who, among=[judgment for judgment, _ in session.judged])
         if withdrawn is None:
-            message = f"Nothing to undo on this page: undo reaches the last {UNDO_STEPS} judgments made here and still in force."
+            message = (f"Nothing to undo on this page: undo reaches the last {UNDO_STEPS} judgments made on this page and "
+                       "still in force (a reload starts a new page). Re-judge older ones on the My work tab.")
             return self.view(replace(session, judged=(), message=message), who)
         return self.view(session.after_undo(withdrawn), who)
 
@@ -216,13 +211,16 @@ class AnnotateTab:
         shown = {self.session: session, self.status: status, self.members: session.members,
                  self.progress: self._progress(session, who)} | self.buttons_for(session)
         if row is None:
-            finished = "Queue finished: pick the next cluster or check a query." if len(session.queue) else ""
+            finished = ("Group finished: press 'Next cluster' for the next group." if session.group is not None else
+                        "Queue finished: pick the next cluster or check a query.") if len(session.queue) else ""
             return shown | {self.query: "", self.candidate: "", self.details: finished, self.queue: pd.DataFrame(columns=QUEUE_COLUMNS)}
         queue = session.queue
         served = self.ctx.model.current()
         alike = served.probability(served.dense, queue["distance"])
+        text = served.bundle.corpus.set_index("qid")["question"]
         queue = queue.assign(**{"same meaning": alike.round(2) if alike is not None else queue["distance"].round(3),
-                                "suspicion": queue["suspicion"].round(3)})
+                                "suspicion": queue["suspicion"].round(3),
+                                "query": queue["query_qid"].map(text).where(queue["query_qid"].notna(), queue["query_text"])})
         score = (f"same meaning (encoder) {queue['same meaning'].iloc[session.position]:.2f}" if alike is not None
                  else f"distance {row['distance']:.3f}")
         cluster = plain(row["cluster"]) if pd.notna(row["cluster"]) else "none"
@@ -237,6 +235,8 @@ class AnnotateTab:
     def _progress(self, session: AnnotateSession, who: str) -> str:
         progress = self.ctx.store.progress(who, self.ctx.versions())  # this project only
         counts = f"Judged today: **{progress['today']}** · left in this queue: **{session.left}** · labelled in total: **{progress['total']}**"
+        if session.group is not None:
+            return f"{building_note(self.ctx.store, self.ctx.model.current())} · {counts}"
         if not session.task_size:
             return counts
         done, pace = session.task_done, session.pace

@@ -8,19 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
-from sklearn.feature_extraction.text import TfidfVectorizer
 
 from annotations.store import AnnotationStore
 from qpr.data.coherence import cluster_coherence
 from qpr.serving.served_model import Served
-from qpr.errors import QPRError
 from ui.display import plain, text_table, when
+from workflows.cluster_marks import cluster_members, representative
 
 JUDGMENT_COLUMNS = ["id", "annotator", "label", "query", "query_cluster", "candidate", "candidate_cluster", "created_at"]
 MEMBER_COLUMNS = ["qid", "question", "split", "judged"]  # judged: current labels against a member
-OUTSIDER_COLUMNS = ["qid", "question", "cluster", "distance", "judged"]
+OUTSIDER_COLUMNS = ["qid", "question", "cluster", "distance", "judged"]  # a BM25-only project shows "BM25 score" for distance
 OUTSIDERS = 10  # retrieved questions from other clusters shown with a cluster
 
 
@@ -38,7 +36,7 @@ class ClusterView:
 
 def cluster_view(served: Served, store: AnnotationStore, cluster: str) -> ClusterView:
     """``cluster`` of the served labels as the tab shows it; QPRError when there is no such cluster."""
-    cluster, members = cluster_members(served, cluster)
+    cluster, members = cluster_members(store, served, cluster)
     rep = representative(served, members)
     text = served.corpus.set_index("qid")["question"]
     coherence = cluster_coherence(members["question"])
@@ -58,21 +56,9 @@ def cluster_view(served: Served, store: AnnotationStore, cluster: str) -> Cluste
     return ClusterView(
         summary=summary,
         members=text_table(members.assign(judged=[labels.get(q, "") for q in members["qid"]]), MEMBER_COLUMNS),
-        outsiders=text_table(near.assign(judged=[labels.get(q, "") for q in near["qid"]]), OUTSIDER_COLUMNS),
+        outsiders=text_table(near.assign(judged=[labels.get(q, "") for q in near["qid"]]), [*near.columns, "judged"]),
         touching=text_table(judged, JUDGMENT_COLUMNS),
     )
-
-
-def cluster_members(served: Served, cluster: str) -> tuple[str, pd.DataFrame]:
-    """``cluster`` (trimmed) and its members in the served labels; QPRError saying what to type."""
-    cluster = (cluster or "").strip()
-    if not cluster:
-        raise QPRError("Type a cluster id, or click one in the list of least coherent clusters.")
-    corpus = served.corpus
-    members = corpus[corpus["cluster"] == cluster]
-    if members.empty:
-        raise QPRError(f"There is no cluster {cluster!r} in the served corpus.")
-    return cluster, members
 
 
 def labels_against(judged: pd.DataFrame, members: set[int]) -> dict[int, str]:
@@ -85,22 +71,11 @@ def labels_against(judged: pd.DataFrame, members: set[int]) -> dict[int, str]:
     return {candidate: ", ".join(labels) for candidate, labels in shown.items()}
 
 
-def representative(served: Served, members: pd.DataFrame) -> int:
-    """The member the others are judged against: the one whose encoder vector lies closest to the
-    cluster's mean (the first such member in corpus order on a tie). A project served by BM25 alone
-    has no encoder: there the members' TF-IDF vectors stand in (the member sharing most words)."""
-    questions = members["question"].tolist()
-    if served.bundle.lexical:
-        vectors = TfidfVectorizer(token_pattern=r"(?u)\b\w+\b").fit_transform(questions).toarray()
-    else:
-        vectors = served.dense.encode(questions)
-    spread = ((vectors - vectors.mean(axis=0)) ** 2).sum(axis=1)
-    return int(members["qid"].iloc[int(np.argmin(spread))])
-
-
 def outsiders(served: Served, members: pd.DataFrame, n: int = OUTSIDERS) -> pd.DataFrame:
     """The ``n`` questions outside the cluster that the served retriever finds closest to any of
-    its members (at most 20 members ask), nearest first, with their served cluster."""
+    its members (at most 20 members ask), nearest first, with their served cluster and how near:
+    the encoder's distance, or for a project served by BM25 alone its score (BM25 has no distance;
+    its "distance" is minus the score, which a reader takes for an error)."""
     inside = set(members["qid"])
     asking = members.head(20)["question"].tolist()
     best: dict[int, tuple[float, str]] = {}
@@ -110,4 +85,7 @@ def outsiders(served: Served, members: pd.DataFrame, n: int = OUTSIDERS) -> pd.D
                 best[hit.qid] = (hit.distance, hit.question)
     frame = pd.DataFrame([(q, text, d) for q, (d, text) in best.items()], columns=["qid", "question", "distance"])
     frame = frame.sort_values(["distance", "qid"]).head(n).reset_index(drop=True)
-    return frame.assign(cluster=served.cluster_of(frame["qid"]), distance=frame["distance"].round(3))
+    frame = frame.assign(cluster=served.cluster_of(frame["qid"]), distance=frame["distance"].round(3))
+    if served.bundle.lexical:
+        frame = frame.assign(distance=-frame["distance"]).rename(columns={"distance": "BM25 score"})
+    return frame[["qid", "question", "cluster", "BM25 score" if served.bundle.lexical else "distance"]]

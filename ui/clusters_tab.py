@@ -19,12 +19,11 @@ from annotations.merge import corrected_clusters
 from annotations.queue import least_coherent
 from qpr.errors import QPRError
 from qpr.serving.served_model import Served
-from ui.cluster_view import JUDGMENT_COLUMNS, MEMBER_COLUMNS, OUTSIDER_COLUMNS, cluster_members, cluster_view, representative
+from ui.cluster_view import JUDGMENT_COLUMNS, MEMBER_COLUMNS, OUTSIDER_COLUMNS, cluster_view
 from ui.common import AppContext
 from ui.display import plain, shows_errors, text_table, when
+from workflows.cluster_marks import mark, merge_clusters, merge_preview, where_went
 from workflows.labels import serve_corrections, serve_revert, serve_rollback
-
-MARKS = {"same": "belongs to", "different": "does not belong to"}
 
 
 class ClustersTab:
@@ -58,6 +57,13 @@ class ClustersTab:
                 belongs = gr.Button("Belongs to this cluster (B)", elem_id="clusters-belongs")
                 not_belong = gr.Button("Does not belong (X)", variant="stop", elem_id="clusters-not-belong")
             self.mark_status = gr.Markdown(elem_id="clusters-mark-status")
+            with gr.Accordion("Merge this whole cluster with another (B moves one question only)", open=False):
+                with gr.Row(equal_height=True):
+                    self.other = gr.Textbox(label="The other cluster", elem_id="clusters-merge-other")
+                    preview = gr.Button("Show both", elem_id="clusters-merge-preview")
+                    self.merge_button = gr.Button("Merge the two whole clusters", interactive=False, elem_id="clusters-merge")
+                self.both = gr.Dataframe(label="Both clusters", datatype="str", interactive=False, wrap=True,
+                                         elem_id="clusters-merge-both")
             self.touching = gr.Dataframe(pd.DataFrame(columns=JUDGMENT_COLUMNS), label="Judgments touching this cluster",
                                          datatype="str", interactive=False, wrap=True)
             self.merges = gr.Dataframe(label="Merges proposed by the current judgments", datatype="str", interactive=False,
@@ -88,6 +94,9 @@ class ClustersTab:
         marked = [self.mark_status, *shown, *overview]
         gr.on([belongs.click], self.mark_belongs, [self.cluster, self.selected, name], marked)
         gr.on([not_belong.click], self.mark_not_belong, [self.cluster, self.selected, name], marked)
+        gr.on([preview.click, self.other.submit], self.preview_merge, [self.cluster, self.other], [self.both, self.merge_button])
+        gr.on([self.cluster.change, self.other.change], lambda: gr.Button(interactive=False), None, [self.merge_button])
+        gr.on([self.merge_button.click], self.merge, [self.cluster, self.other, name], [*marked, self.merge_button])
         gr.on([apply.click], self.apply, [self.cluster, name], [*overview, *shown])
         gr.on([roll.click], self.rollback, [self.version, self.cluster, name], [*overview, *shown])
         gr.on([revert.click], self.revert, [self.revert_a, self.revert_b, self.cluster, name], [*overview, *shown])
@@ -128,24 +137,26 @@ class ClustersTab:
     def mark(self, label: str, cluster: str, selected: str, name: str, request: gr.Request | None = None,
              profile: gr.OAuthProfile | None = None) -> dict:
         """Record ``label`` ("same": belongs, "different": does not belong) for the selected question
-        against the cluster's representative, as an ordinary judgment (query = representative,
-        candidate = the question), then show the cluster and what the judgments now propose."""
+        (``workflows.cluster_marks.mark``: B on an outsider moves that one question), then show the
+        cluster and what the judgments now propose."""
         who = self.ctx.annotator(name, request, profile)
-        served = self.ctx.model.current()
-        cluster, members = cluster_members(served, cluster)
-        try:
-            qid = int(str(selected).strip())
-        except ValueError:
-            raise QPRError("Click a member or an outsider first (or type its qid), then mark it.") from None
-        if qid not in set(served.corpus["qid"]):
-            raise QPRError(f"There is no question {qid} in the served corpus; click one in the tables.")
-        rep = representative(served, members)
-        if qid == rep:
-            raise QPRError(f"Question {qid} is the representative the others are judged against; mark another one.")
-        self.ctx.store.record(who, qid, label, served.bundle.version, query_qid=rep)
-        status = (f"Recorded: question {qid} {MARKS[label]} {plain(cluster)} (against representative {rep}), by "
-                  f"{plain(self.ctx.store.display_name(who))}. Apply corrections to serve the result.")
-        return {self.mark_status: status} | self._cluster_view(cluster) | self.overview()
+        status = mark(self.ctx.store, self.ctx.model.current(), who, cluster, selected, label)
+        return {self.mark_status: plain(status)} | self._cluster_view(cluster) | self.overview()
+
+    @shows_errors
+    def preview_merge(self, cluster: str, other: str) -> dict:
+        """Both whole clusters, shown before they may be merged."""
+        both = merge_preview(self.ctx.store, self.ctx.model.current(), cluster, other)
+        return {self.both: text_table(both), self.merge_button: gr.Button(interactive=True)}
+
+    @shows_errors
+    def merge(self, cluster: str, other: str, name: str, request: gr.Request | None = None,
+              profile: gr.OAuthProfile | None = None) -> dict:
+        """Record that the two whole clusters shown mean the same (to serve on Apply)."""
+        who = self.ctx.annotator(name, request, profile)
+        status = merge_clusters(self.ctx.store, self.ctx.model.current(), who, cluster, other)
+        return ({self.mark_status: plain(status), self.merge_button: gr.Button(interactive=False)}
+                | self._cluster_view(cluster) | self.overview())
 
     # -- what the judgments imply, and the served labels ---------------------------------------
 
@@ -206,12 +217,17 @@ class ClustersTab:
         return self.ctx.privileged("change the served clusters", name, request, profile, roles=("owner", "reviewer"))
 
     def _after_change(self, cluster: str) -> dict:
-        """The overview, and the cluster view again when that cluster is still served."""
+        """The overview, and the cluster view again: reloaded when that cluster is still served,
+        else emptied, saying where its questions went."""
         out = self.overview()
         served = self.ctx.model.current()
         if (cluster or "").strip() in set(served.corpus["cluster"].dropna()):
-            out |= self._cluster_view(cluster)
-        return out
+            return out | self._cluster_view(cluster)
+        if not (cluster or "").strip():
+            return out
+        gone = where_went(self.ctx.store, served, cluster.strip()) or f"There is no cluster {cluster.strip()!r} any more."
+        return out | {self.summary: plain(gone), self.members: pd.DataFrame(columns=MEMBER_COLUMNS),
+                      self.outsiders: pd.DataFrame(columns=OUTSIDER_COLUMNS), self.touching: pd.DataFrame(columns=JUDGMENT_COLUMNS)}
 
 
 def _labels_note(served: Served, shown: pd.DataFrame) -> str:

@@ -93,7 +93,7 @@ def line_figure(curves: pd.DataFrame, measure: str) -> Figure:
     axes.set_ylabel(measure)
     axes.xaxis.get_major_locator().set_params(integer=True)
     if len(curves):
-        axes.legend(fontsize="small")
+        below_axes(figure, curves["model"].nunique())
     return figure
 
 
@@ -112,5 +112,11 @@ def bar_figure(bars: pd.DataFrame) -> Figure:
     axes.set_ylim(0, 1.05)
     axes.set_ylabel("value")
     if models:
-        axes.legend(fontsize="small")
+        below_axes(figure, len(models))
     return figure
+
+
+def below_axes(figure: Figure, entries: int) -> None:
+    """The legend under the plot, outside the axes: inside, the page's plot title (drawn over the
+    image's top corner) covered it, and lines or bars did too."""
+    figure.legend(loc="outside lower center", ncols=max(entries, 1), fontsize="small")

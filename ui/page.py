@@ -73,6 +73,10 @@ class QPRPage:
             # In name mode the header follows the name box only: a load event computed with the box
             # still empty could answer after the name was typed and say "type your name" again.
             name.change(self.ctx.whoami, [name], [who])
+            # The typed name survives a reload (this browser's storage), so judging goes on without retyping it.
+            remembered = gr.BrowserState("", storage_key="qpr-annotator-name")
+            demo.load(lambda saved: saved or gr.skip(), [remembered], [name])
+            name.change(lambda typed: typed, [name], [remembered])
             opened = demo.load(self.open_page, None, [project])
             if self.ctx.identity != "name":
                 opened.then(self.ctx.whoami, [name], [who])

@@ -161,6 +161,7 @@ class ProjectsTab:
         return text
 
     def _imported_view(self, note: str, upload) -> dict:
+        note = f"{note} {upload.no_cluster}".strip()
         if upload.report is None:
             return {self.note: note, self.report: gr.Dataframe(value=pd.DataFrame(), visible=False)}
         sample = pd.concat([upload.kept_sample.assign(kept="kept"), upload.removed_sample.assign(kept="dropped")])

@@ -1,6 +1,7 @@
 // The Annotate tab's keyboard: 1/S same, 2/D different, 3/U unsure, K skip, Z undo; the Clusters tab's:
 // B belongs, X does not belong. A key clicks the
-// matching button while it is on screen and enabled, unless the user is typing in a field.
+// matching button while it is on screen and enabled, unless the user is typing in a field. A key
+// pressed while the next item loads is not recorded, and a notice says so.
 (() => {
   const JUDGING = ["judge-same", "judge-different", "judge-unsure", "judge-skip", "judge-block", "judge-done", "judge-undo"];
   const LOADING = ["annotate-task", "annotate-next", "annotate-pick-button", "annotate-typed-button", ...JUDGING];
@@ -35,7 +36,21 @@
     const button = document.getElementById(ids[event.key.toLowerCase()]);
     if (button && button.offsetParent !== null && !button.disabled) {
       event.preventDefault();
-      if (!holding()) button.click();
+      if (!holding()) { tell(""); button.click(); return; }
+      // Never judge an item not yet on screen, and never drop a key without a word.
+      tell(`Key "${event.key}" was not recorded: the next item was still loading. Look at it, then press again.`);
     }
   });
+  // The notice of an ignored key: stays until the next key that counts.
+  const tell = (text) => {
+    let notice = document.getElementById("key-notice");
+    if (!notice) {
+      notice = Object.assign(document.createElement("div"), {id: "key-notice", role: "status"});
+      notice.style.cssText = "position:fixed;bottom:1em;left:1em;z-index:1000;padding:.5em 1em;background:#fff3cd;" +
+        "border:1px solid #c9a227;border-radius:4px;max-width:40em";
+      document.body.appendChild(notice);
+    }
+    notice.textContent = text;
+    notice.hidden = !text;
+  };
 })();

@@ -109,8 +109,9 @@ def check_clusters(corpus: pd.DataFrame) -> None:
     trainable = int((corpus["cluster"].value_counts() >= 2).sum())
     if trainable < MIN_TRAIN_CLUSTERS:
         raise QPRError(f"Only {trainable} cluster(s) of 2 or more questions so far; training needs at least "
-                       f"{MIN_TRAIN_CLUSTERS} (split into train, val and test). Judge more pairs 'same meaning' on "
-                       "the Annotate tab to form clusters, then train.")
+                       f"{MIN_TRAIN_CLUSTERS} (split into train, val and test). Build {MIN_TRAIN_CLUSTERS - trainable} more "
+                       "on the Annotate tab: 'Next cluster' proposes groups of near questions, and each 'same meaning' "
+                       "there joins two questions into a cluster. Then train.")
 
 
 def retrain(model: ServedModel, store: AnnotationStore, folder: Path, max_epochs: int | None,

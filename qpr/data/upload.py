@@ -40,7 +40,9 @@ from qpr.settings import settings
 
 KINDS = ("clusters", "qa-log", "questions")
 COLUMNS_OF = {"clusters": ["question", "cluster"], "qa-log": ["question", "answer"], "questions": ["question"]}
-MIN_TRAIN_CLUSTERS = 10  # 80:10:10 needs 10 clusters of 2+ questions for one val and one test cluster
+# 80:10:10 must leave 2 val clusters (early stopping's ROC AUC needs 2, qpr.training.sampling) and 1 test
+# cluster: round(0.1 * 15) = 2. With 10, training on a project that passed this check failed (issue 38).
+MIN_TRAIN_CLUSTERS = 15
 LISTED = 50  # problems listed in one message; the rest are counted
 
 
@@ -56,6 +58,14 @@ class Upload:
     report: dict | None = None
     kept_sample: pd.DataFrame = field(default_factory=pd.DataFrame)
     removed_sample: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @property
+    def no_cluster(self) -> str:
+        """For a clusters file, a sentence on its questions in no cluster (a blank cluster cell, or
+        a cluster of one question), which train nothing; "" when there are none or no clusters were given."""
+        alone = int(self.corpus["cluster"].isna().sum()) if self.kind == "clusters" else 0
+        return (f"{alone} question(s) have no cluster (a blank cluster cell, or a cluster of one question): they are "
+                "searchable but train nothing until annotators put them in a cluster.") if alone else ""
 
 
 def megabytes(size: int) -> str:
@@ -74,6 +84,13 @@ class Rows:
 
     def __init__(self, path: Path, fmt: str, count: int) -> None:
         self.path, self.fmt, self.count = path, fmt, count
+
+    @property
+    def numbering(self) -> str:
+        """How the rows of this format are numbered, said once in a refusal."""
+        if self.fmt in ("csv", "tsv"):
+            return "rows are numbered as a spreadsheet shows them: the header is row 1, the first question row 2"
+        return "rows are numbered by record: the first record is row 1"
 
     def name(self, position: int) -> str:
         """Data row ``position`` (0-based) as a user finds it: "row N", and its first line in the
@@ -162,11 +179,13 @@ def too_few_clusters(corpus: pd.DataFrame, what: str) -> list[str]:
             "to start with BM25 search and build clusters by annotating"]
 
 
-def refuse(source: str, problems: list[str]) -> QPRError:
-    """One error listing ``problems`` (the first ``LISTED``; the rest counted)."""
+def refuse(source: str, problems: list[str], numbering: str = "") -> QPRError:
+    """One error listing ``problems`` (the first ``LISTED``; the rest counted); ``numbering``
+    (``Rows.numbering``) says how the rows named are counted."""
     shown = "\n".join(f"- {p}" for p in problems[:LISTED])
     more = f"\n- ... and {len(problems) - LISTED} more" if len(problems) > LISTED else ""
-    return QPRError(f"{source}: {len(problems)} problem(s), nothing was imported; fix them and upload again:\n{shown}{more}")
+    how = f" ({numbering})" if numbering else ""
+    return QPRError(f"{source}: {len(problems)} problem(s), nothing was imported; fix them and upload again{how}:\n{shown}{more}")
 
 
 def read_upload(path: str | Path, kind: str, name: str | None = None, columns: dict[str, str] | None = None,
@@ -211,7 +230,7 @@ def read_upload(path: str | Path, kind: str, name: str | None = None, columns: d
     if kind == "clusters":
         problems += cluster_problems(frame["cluster"], rows)
     if problems:
-        raise refuse(source, problems)
+        raise refuse(source, problems, rows.numbering)
     if kind == "qa-log":
         return _supervised(path, source, named, len(frame), seed, min_coherence)
     frame = frame.assign(qid=np.arange(1, len(frame) + 1), question=frame["question"].astype(str))
