@@ -92,6 +92,30 @@ def test_retrain_proposes_a_model_trained_on_the_export_and_changes_nothing_serv
     assert retrained["stages"] == ["exporting", "comparing"] and [row["epoch"] for row in retrained["epochs"]] == [1]
 
 
+def test_retrain_trains_on_the_judged_pairs_and_lists_the_queries_it_changed(tiny_bundle, scratch_dir, tmp_path,
+                                                                             monkeypatch):
+    import qpr.systems.question_encoder as question_encoder
+
+    seen = []
+    real_train = question_encoder.train
+
+    def recording_train(*args, **kwargs):
+        seen.append(kwargs["judged"])
+        return real_train(*args, **kwargs)
+
+    monkeypatch.setattr(question_encoder, "train", recording_train)
+    with open_store(f"sqlite:///{scratch_dir / 'j.db'}") as store:
+        store.register_corpus(tiny_bundle.version, tiny_bundle.corpus)
+        corpus = tiny_bundle.corpus
+        first, second = (int(corpus.loc[corpus["cluster"] == cluster, "qid"].iloc[0]) for cluster in TWINS)
+        store.record("ann", second, "different", tiny_bundle.version, query_qid=first)
+        proposal = retraining.retrain(ServedModel(tiny_bundle), store, tmp_path / "exports", 1)
+    # The judged pair reaches the training as the export wrote it ("different": is_duplicate 0).
+    assert len(seen) == 1 and seen[0] is proposal.export.pairs
+    assert seen[0][["qid1", "qid2", "is_duplicate"]].values.tolist() == [[first, second, 0]]
+    assert list(proposal.changed.columns) == ["query", "before", "right before", "after", "right after", "judged question"]
+
+
 def test_retrain_refuses_a_model_served_by_bm25_alone(tiny_bundle, scratch_dir, tmp_path):
     with open_store(f"sqlite:///{scratch_dir / 'l.db'}") as store:
         with pytest.raises(QPRError, match="no encoder yet"):
