@@ -95,3 +95,25 @@ def test_training_on_a_judged_different_pair_puts_it_further_apart(tiny_corpus):
 def test_a_negative_judged_weight_is_a_clear_error():
     with pytest.raises(QPRError, match="judged_weight must be 0 or more"):
         TrainConfig(judged_weight=-1.0)
+
+
+def test_a_same_pair_outside_every_cluster_trains_with_neighbour_batches(tiny_corpus, monkeypatch):
+    # A question in no cluster judged the same as a cluster member: its pair has no neighbour
+    # group of its own cluster, so it gets a group of its own; training must take it.
+    loose = tiny_corpus.loc[tiny_corpus["cluster"].isna(), "qid"].iloc[0]
+    member = tiny_corpus.loc[tiny_corpus["split"] == "train", "qid"].iloc[0]
+    judged = judged_table([(loose, member, 1)])
+    import qpr.training.train as train_module
+
+    real = train_module.cluster_disjoint_batches
+    sizes = []
+
+    def recording(owner, batch_size, rng, group=None):
+        sizes.append((len(owner), None if group is None else len(group)))
+        return real(owner, batch_size, rng, group)
+
+    monkeypatch.setattr(train_module, "cluster_disjoint_batches", recording)
+    config = TrainConfig(batch_size=16, max_epochs=1, val_pairs=100, batching="neighbours")
+    train(tiny_corpus, config, encoder_config=SMALL, progress=False, judged=judged)
+    pairs_from_clusters = sum(len(c) for c in cluster_members(tiny_corpus, "train"))
+    assert sizes == [(pairs_from_clusters + 1, pairs_from_clusters + 1)]
