@@ -18,6 +18,7 @@ from qpr.data.corpus import read_cluster_file
 from qpr.errors import QPRError
 from qpr.serving.projects import Projects
 from qpr.serving.served_model import ServedModel
+from qpr.training.train import TrainConfig
 from workflows.background_training import BUNDLE, STATUS, TrainingJob
 from workflows.cli import main
 from workflows.labels import serve_corrections, serve_latest, serve_rollback
@@ -368,3 +369,22 @@ def test_corrections_are_recorded_then_served_and_a_restart_serves_them_again(ti
         serve_rollback(model, store, 0, "ann")
         assert model.current().labels_version == 2
         assert model.current().labels.set_index("qid")["cluster"].loc[twins].nunique() == 2
+
+
+def test_a_background_training_gets_the_judged_pairs_of_its_export(tiny_bundle, tmp_path, monkeypatch):
+    import workflows.background_training as background
+
+    class NoWorker:
+        pid = 999_999_999
+
+        def poll(self):
+            return 0  # finished at once
+
+    monkeypatch.setattr(background.subprocess, "Popen", lambda *args, **kwargs: NoWorker())
+    judged = pd.DataFrame({"qid1": [1], "qid2": [2], "is_duplicate": [0]})
+    job = TrainingJob(tmp_path / "job")
+    job.start(tiny_bundle.corpus, TrainConfig(), tiny_bundle.vocab.config, tiny_bundle.encoder.config, tmp_path / "base",
+              {}, "ann", judged=judged)
+    # The worker (not started here) continues the encoder on these pairs as the in-process retrain does.
+    assert pd.read_parquet(tmp_path / "job" / background.PAIRS).equals(judged)
+    background._CHILDREN.pop(NoWorker.pid, None)

@@ -158,7 +158,7 @@ def start_training(model: ServedModel, store: AnnotationStore, job: TrainingJob,
     done = export_corrected(store, served.bundle.corpus, served.bundle.version, "parquet", folder=folder)
     check_clusters(done.corpus)
     base = None if served.bundle.lexical else served.bundle.save(job.folder / "base")
-    return job.start(done.corpus, train, text, encoder, base, done.labels, who)
+    return job.start(done.corpus, train, text, encoder, base, done.labels, who, judged=done.pairs)
 
 
 def offer_trained(model: ServedModel, job: TrainingJob, version: str) -> Candidate:
