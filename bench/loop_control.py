@@ -65,6 +65,10 @@ JUDGMENTS = 1000
 STRATEGY = "suspicion"
 WEIGHTS = (1.0,)
 REGIMES = ("banking77-auto", "quora-fp-0.4")
+# The judged term's design in ``qpr.model.losses.judged_negative_loss``: "" was the first (the judged
+# negative as one more column of the whole unsmoothed softmax; its rows are kept under that name),
+# "-pair" the current one (own positive against the judged negative only).
+DESIGN = "-pair"
 
 
 def banking77_auto(data: Path, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -103,7 +107,7 @@ def regime_data(name: str, data: Path) -> tuple[pd.DataFrame, pd.DataFrame, str]
 def judged_export(work: Work, model, noisy: pd.DataFrame, kind: str, budget: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Judge ``budget`` suspects of ``model`` (``STRATEGY`` order) into a fresh store and export;
     returns (corrected corpus, judged pairs as the export hands them over)."""
-    folder = work.folder / "export"
+    folder = work.folder / ("export" if budget == JUDGMENTS else f"export-j{budget}")
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     annotator = SimulatedAnnotator(work.clean, "oracle", seed=1)
@@ -133,8 +137,10 @@ def run_regime(name: str, args: argparse.Namespace, log: Callable[[str], None]) 
     h1["uncorrected"] = [work.model(f"uncorrected-s{s}", noisy, config, warm=noisy_models[s]).test["H1"] for s in seeds]
     # The product's retrain (clusters and judged pairs, default weight) first: a run cut short by
     # the clock still answers the main question.
-    variants = [(f"clusters+judged w{w:g}", judged, w) for w in args.weights[:1]] + [("clusters", None, 0.0)]
-    variants += [(f"clusters+judged w{w:g}", judged, w) for w in args.weights[1:]]
+    # DESIGN names the judged term's design in the variant (and so in its models' names).
+    variants = [(f"clusters+judged{DESIGN} w{w:g}", judged, w) for w in args.weights[:1]]
+    variants += [] if args.skip_clusters_only else [("clusters", None, 0.0)]
+    variants += [(f"clusters+judged{DESIGN} w{w:g}", judged, w) for w in args.weights[1:]]
     rows = []
     for variant, pairs, weight in variants:
         h1[variant] = []
@@ -143,7 +149,9 @@ def run_regime(name: str, args: argparse.Namespace, log: Callable[[str], None]) 
             # judged term's weight is the only one that differs.
             start = noisy_models[s]
             start.bundle.manifest["training"].setdefault("retrain", {})["judged_weight"] = weight
-            h1[variant].append(work.model(f"{variant.replace(' ', '_')}-s{s}", corrected, config, warm=start,
+            # Models of another budget than the default are named by it (the default's keep their first names).
+            budget = "" if args.judgments == JUDGMENTS else f"j{args.judgments}-"
+            h1[variant].append(work.model(f"{budget}{variant.replace(' ', '_')}-s{s}", corrected, config, warm=start,
                                           judged=pairs).test["H1"])
         row = {"part": "control", "regime": name, "variant": variant, "judged_weight": weight, "seeds": len(seeds),
                "judgments": len(judged), "start": "warm", "epochs": config.max_epochs,
@@ -157,7 +165,9 @@ def run_regime(name: str, args: argparse.Namespace, log: Callable[[str], None]) 
         row["judgments_per_point"] = len(judged) / (100 * gain) if gain > 0 else None
         log(json.dumps(row))
         rows.append(row)
-        with atomic_path(work.folder / "rows.json") as tmp:
+        # One file per invocation's settings, so invocations of one regime may run side by side.
+        weights = "-".join(f"{w:g}" for w in args.weights)
+        with atomic_path(work.folder / f"rows-j{args.judgments}-w{weights}{'-x' if args.skip_clusters_only else ''}.json") as tmp:
             tmp.write_text(json.dumps(rows))
     return rows
 
@@ -200,6 +210,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--judgments", type=int, default=JUDGMENTS)
     parser.add_argument("--weights", nargs="+", type=float, default=list(WEIGHTS), help="judged-term weights to retrain with")
+    parser.add_argument("--skip-clusters-only", action="store_true", help="no retrain on the corrected clusters alone")
     parser.add_argument("--work", type=Path, default=ROOT / "runs" / "loop-control")
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--doc", type=Path, default=DOC)
@@ -215,8 +226,11 @@ def main() -> None:
         if not args.collect:
             for name in args.regimes:
                 run_regime(name, args, log)
-        done = [args.work / name / "rows.json" for name in REGIMES]
-        rows = [row for path in done if path.is_file() for row in json.loads(path.read_text())]
+        done = sorted(path for name in REGIMES for path in (args.work / name).glob("rows*.json"))
+        # A variant measured again (same regime and budget) counts once, as last written.
+        by_key = {(r["regime"], r["variant"], r["judgments"]): r
+                  for path in sorted(done, key=lambda p: p.stat().st_mtime) for r in json.loads(path.read_text())}
+        rows = list(by_key.values())
         results = merged(rows, args.results)
         results["control"] = {"machine": machine(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                               "seconds": round(time.perf_counter() - start), "strategy": STRATEGY}

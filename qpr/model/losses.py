@@ -122,17 +122,17 @@ class TripletLoss(nn.Module):
 
 def judged_negative_loss(anchors: torch.Tensor, positives: torch.Tensor, rows: torch.Tensor, negatives: torch.Tensor,
                          distance: Distance = "squared") -> torch.Tensor:
-    """Cross-entropy that each anchor of ``rows`` picks its own positive out of the batch's
-    positives plus the question an annotator judged *different* from it (``negatives``, row k the
-    judged negative of anchor ``rows[k]``): the SDML softmax with that negative appended as one more
-    column, unsmoothed because a judgment is not the noisy label that smoothing absorbs.
-
-    Summed over ``rows`` and divided by the batch's size, as the in-batch loss averages its rows:
-    at weight 1 a judged row counts as much as any other row of the batch (a mean over the few
-    judged rows would give each of them the weight of the whole batch).
+    """Cross-entropy that each anchor of ``rows`` picks its own positive over the question an
+    annotator judged *different* from it (``negatives``, row k the judged negative of anchor
+    ``rows[k]``): a two-way softmax over the negative distances (own positive, judged negative).
 
     It is the term that makes the very pairs the model confused a training signal (issue 39);
     ``qpr.training.train`` adds it to the in-batch loss with the weight ``TrainConfig.judged_weight``.
+    Only the pair is contrasted: the batch's other positives are the in-batch loss's business (an
+    earlier design appended the judged negative as a column of the whole unsmoothed softmax, which
+    counted those rows' in-batch negatives twice without SDML's smoothing and lost H@1:
+    docs/LOOP_PAYOFF.md). Summed over ``rows`` and divided by the batch size, as the in-batch loss
+    averages its rows: at weight 1 a judged row counts as much as any other row of the batch.
     Zero when no anchor of the batch has a judged negative.
 
     >>> a, p = torch.randn(4, 8), torch.randn(4, 8)
@@ -141,10 +141,10 @@ def judged_negative_loss(anchors: torch.Tensor, positives: torch.Tensor, rows: t
     """
     if len(rows) == 0:
         return anchors.sum() * 0.0  # keeps the graph whole, so the caller can always add it
-    in_batch = pairwise_distances(anchors[rows], positives, distance)
-    judged = pairwise_distances(anchors[rows], negatives, distance).diagonal().unsqueeze(1)
-    logits = -torch.cat([in_batch, judged], dim=1)
-    return F.cross_entropy(logits, rows, reduction="sum") / len(anchors)
+    own = pairwise_distances(anchors[rows], positives[rows], distance).diagonal()
+    judged = pairwise_distances(anchors[rows], negatives, distance).diagonal()
+    logits = -torch.stack([own, judged], dim=1)
+    return F.cross_entropy(logits, torch.zeros(len(rows), dtype=torch.long, device=anchors.device), reduction="sum") / len(anchors)
 
 
 def make_loss(name: str, *, smoothing: float, margin: float, distance: Distance, negatives: str) -> nn.Module:
