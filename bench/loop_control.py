@@ -64,17 +64,19 @@ MARKER = "loop-control"
 JUDGMENTS = 1000
 STRATEGY = "suspicion"
 WEIGHTS = (1.0,)
-REGIMES = ("banking77-auto", "quora-fp-0.4")
+REGIMES = ("banking77-auto", "banking77-auto-fine", "quora-fp-0.4")
 # The judged term's design in ``qpr.model.losses.judged_negative_loss``: "" was the first (the judged
 # negative as one more column of the whole unsmoothed softmax; its rows are kept under that name),
 # "-pair" the current one (own positive against the judged negative only).
 DESIGN = "-pair"
 
 
-def banking77_auto(data: Path, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(clean, noisy) BANKING77 corpora (from ``data``/intents/banking77): train.csv queries as training questions, test.csv ones as
-    val / test queries (half each, at random); clean clusters are the intents, the noisy corpus's
-    training clusters are k-means clusters of TF-IDF + LSA vectors (k = sqrt(n), no label used)."""
+def banking77_auto(data: Path, seed: int = 0, per_cluster: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(clean, noisy) BANKING77 corpora (from ``data``/intents/banking77): train.csv queries as
+    training questions, test.csv ones as val / test queries (half each, at random); clean clusters
+    are the intents, the noisy corpus's training clusters are k-means clusters of TF-IDF + LSA
+    vectors, no label used: k = sqrt(n), or n / ``per_cluster`` (small clusters, purer and more
+    split)."""
     folder = data / "intents" / "banking77"
     parts = [pd.read_csv(folder / f"{name}.csv").assign(source=name) for name in ("train", "test")]
     frame = pd.concat(parts, ignore_index=True)
@@ -88,7 +90,7 @@ def banking77_auto(data: Path, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFram
     train = (clean["split"] == "train").to_numpy()
     vectors = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True).fit_transform(clean.loc[train, "question"])
     vectors = normalize(TruncatedSVD(100, random_state=seed).fit_transform(vectors))
-    k = round(math.sqrt(train.sum()))
+    k = round(math.sqrt(train.sum())) if per_cluster is None else round(train.sum() / per_cluster)
     labels = KMeans(k, n_init=3, random_state=seed).fit_predict(vectors)
     noisy = clean.copy()
     noisy.loc[train, "cluster"] = pd.array([f"auto-{label}" for label in labels], dtype="string")
@@ -97,8 +99,8 @@ def banking77_auto(data: Path, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFram
 
 def regime_data(name: str, data: Path) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     """(clean, noisy, suspect kind for ``bench.loop_payoff.suspects``) of regime ``name``."""
-    if name == "banking77-auto":
-        clean, noisy = banking77_auto(data)
+    if name.startswith("banking77-auto"):
+        clean, noisy = banking77_auto(data, per_cluster=10 if name.endswith("-fine") else None)
         return clean, noisy, "both"
     clean = quick_slice(load_corpus(data / "quora-lite"), 0)
     return clean, noisy_copy(clean, "fp", 0.4), "fp"

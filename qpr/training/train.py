@@ -182,6 +182,7 @@ def train(
     # Unclustered rows never anchor a pair, so their (missing) group never matters.
     groups = None if batch_groups is None else batch_groups.astype(object).fillna("").to_numpy()
     pairs_judged = JudgedPairs.of(corpus, judged)
+    workers = distributed.world()[1]
     use_negatives = len(pairs_judged.different) > 0 and config.judged_weight > 0
 
     # Under torchrun: every worker draws the same global batches, encodes its share through DDP,
@@ -239,14 +240,19 @@ def train(
         a = distributed.global_rows(encode_ids(model, [anchor_ids[i] for i in mine]))
         p = distributed.global_rows(encode_ids(model, [positive_ids[i] for i in mine]))
         objective = loss_fn(a, p)
-        if use_negatives:
-            # Every row is encoded (a placeholder where it has no judged negative) so that the
-            # workers' shares gather into rows that line up with the anchors'.
+        if use_negatives and workers == 1:
+            rows = np.flatnonzero(has_negative[mine])
+            if len(rows):  # only the rows that have a judged negative are encoded again
+                n = encode_ids(model, [negative_ids[i] for i in mine[rows]])
+                objective = objective + config.judged_weight * judged_negative_loss(
+                    a, p, torch.from_numpy(rows).to(a.device), n, config.distance)
+        elif use_negatives:
+            # Under torchrun every row is encoded (a placeholder where it has no judged negative),
+            # so that each worker encodes alike and the shares gather into rows that line up.
             n = distributed.global_rows(encode_ids(model, [negative_ids[i] for i in mine]))
             rows = torch.from_numpy(np.flatnonzero(distributed.global_rows(
-                torch.from_numpy(has_negative[mine]).to(a.device)).cpu().numpy()))
-            objective = objective + config.judged_weight * judged_negative_loss(a, p, rows.to(a.device), n[rows.to(a.device)],
-                                                                               config.distance)
+                torch.from_numpy(has_negative[mine]).to(a.device)).cpu().numpy())).to(a.device)
+            objective = objective + config.judged_weight * judged_negative_loss(a, p, rows, n[rows], config.distance)
         loss = descend(objective, optimizer)
         if schedule is not None:
             schedule.step()
