@@ -143,6 +143,9 @@ def run_regime(name: str, args: argparse.Namespace, log: Callable[[str], None]) 
     variants = [(f"clusters+judged{DESIGN} w{w:g}", judged, w) for w in args.weights[:1]]
     variants += [] if args.skip_clusters_only else [("clusters", None, 0.0)]
     variants += [(f"clusters+judged{DESIGN} w{w:g}", judged, w) for w in args.weights[1:]]
+    if args.judged_on_uncorrected:
+        # A design apart from the product's: the judged pairs alone teach, the clusters stay as they were.
+        variants = [(f"uncorrected+judged{DESIGN} w{w:g}", judged, w) for w in args.weights]
     rows = []
     for variant, pairs, weight in variants:
         h1[variant] = []
@@ -153,7 +156,8 @@ def run_regime(name: str, args: argparse.Namespace, log: Callable[[str], None]) 
             start.bundle.manifest["training"].setdefault("retrain", {})["judged_weight"] = weight
             # Models of another budget than the default are named by it (the default's keep their first names).
             budget = "" if args.judgments == JUDGMENTS else f"j{args.judgments}-"
-            h1[variant].append(work.model(f"{budget}{variant.replace(' ', '_')}-s{s}", corrected, config, warm=start,
+            labels = noisy if variant.startswith("uncorrected") else corrected
+            h1[variant].append(work.model(f"{budget}{variant.replace(' ', '_')}-s{s}", labels, config, warm=start,
                                           judged=pairs).test["H1"])
         row = {"part": "control", "regime": name, "variant": variant, "judged_weight": weight, "seeds": len(seeds),
                "judgments": len(judged), "start": "warm", "epochs": config.max_epochs,
@@ -169,7 +173,8 @@ def run_regime(name: str, args: argparse.Namespace, log: Callable[[str], None]) 
         rows.append(row)
         # One file per invocation's settings, so invocations of one regime may run side by side.
         weights = "-".join(f"{w:g}" for w in args.weights)
-        with atomic_path(work.folder / f"rows-j{args.judgments}-w{weights}{'-x' if args.skip_clusters_only else ''}.json") as tmp:
+        tag = ("-x" if args.skip_clusters_only else "") + ("-u" if args.judged_on_uncorrected else "")
+        with atomic_path(work.folder / f"rows-j{args.judgments}-w{weights}{tag}.json") as tmp:
             tmp.write_text(json.dumps(rows))
     return rows
 
@@ -198,11 +203,21 @@ def markdown(results: dict) -> str:
         ("f1", "pair F1 of the labels"), ("H1_noisy_mean", "H@1 noisy start"), ("H1_uncorrected_mean", "H@1 uncorrected"),
         ("H1_after_mean", "H@1 corrected"), ("diff", "corrected - uncorrected [95% CI]"),
         ("per_point", "judgments per point of H@1")])
-    wins = [f"{r['regime']}, {r['variant']}" for r in rows if r["corrected_minus_uncorrected_ci95"][0] > 0]
+    wins = [f"{r['regime']}, {r['variant']} ({r['judgments']:,} judgments)" for r in rows
+            if r["corrected_minus_uncorrected_ci95"][0] > 0]
+    # What the judged pairs add over the corrected clusters alone: the same seeds, paired.
+    own = []
+    for r in rows:
+        alone = next((c for c in rows if c["variant"] == "clusters" and (c["regime"], c["judgments"]) == (r["regime"], r["judgments"])), None)
+        if alone and r["variant"].startswith("clusters+judged"):
+            mean, low, high = mean_ci(np.subtract(r["H1_per_seed"][r["variant"]], alone["H1_per_seed"]["clusters"]))
+            own.append(f"{r['regime']}, {r['variant']}: {mean:+.4f} [{low:+.4f}, {high:+.4f}]")
     return (f"Machine: {about.get('machine', '?')}; written {about.get('date', '?')}; {about.get('seconds', 0):,} s for the "
             f"last invocation (resumed work not counted). Encoder: the `--quick` 64-d CNN, batch 128, 3 epochs from "
             f"scratch for the noisy start, then 3 more (warm) for every retrain; {STRATEGY} order, simulated annotator "
-            f"always right.\n\n{table}\n\n- Interval above zero: {'; '.join(wins) if wins else 'in no regime'}.")
+            f"always right.\n\n{table}\n\n- Interval above zero: {'; '.join(wins) if wins else 'in no regime'}.\n"
+            f"- What the judged pairs add to the corrected clusters alone (paired by seed): "
+            f"{'; '.join(own) if own else 'not measured'}.")
 
 
 def main() -> None:
@@ -213,6 +228,8 @@ def main() -> None:
     parser.add_argument("--judgments", type=int, default=JUDGMENTS)
     parser.add_argument("--weights", nargs="+", type=float, default=list(WEIGHTS), help="judged-term weights to retrain with")
     parser.add_argument("--skip-clusters-only", action="store_true", help="no retrain on the corrected clusters alone")
+    parser.add_argument("--judged-on-uncorrected", action="store_true",
+                        help="only retrains on the uncorrected clusters plus the judged pairs (no merge applied)")
     parser.add_argument("--work", type=Path, default=ROOT / "runs" / "loop-control")
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--doc", type=Path, default=DOC)
