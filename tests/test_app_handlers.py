@@ -313,8 +313,12 @@ def test_retrain_compares_then_swaps_only_on_confirm(qpr_app):
     with pytest.warns(UserWarning, match="No retrained model"):
         tab.confirm("ann", None, None)
     steps = []
-    table, note, confirm, discard = shown(tab.retrain(1, lambda fraction, desc: steps.append((fraction, desc))),
-                                          tab.comparison, tab.note, tab.confirm_button, tab.discard_button)
+    table, changed, note, confirm, discard = shown(tab.retrain(1, lambda fraction, desc: steps.append((fraction, desc))),
+                                                   tab.comparison, tab.changed, tab.note, tab.confirm_button,
+                                                   tab.discard_button)
+    # Which held-out queries' first result the retrain changed, and how many of those it fixed, in words too.
+    assert list(changed.columns) == ["query", "before", "right before", "after", "right after", "judged question"]
+    assert (f"changed {len(changed)} held-out" if len(changed) else "changed no held-out query") in note
     assert steps[0][0] == 0 and steps[-1][0] == 1.0
     assert any(desc.startswith("Epoch 1 of at most 1 · 50% · about ") and "validation ROC AUC" in desc for _, desc in steps)
     assert all("it/s" not in desc for _, desc in steps), "the whole run, no library's inner steps"
