@@ -43,11 +43,13 @@ FORMATS = ("csv", "jsonl", "parquet")
 class Export:
     """One complete export: ``path`` (the cluster file; its pairs and manifest lie beside it),
     ``corpus`` (the corrected clusters as written, in the dtypes ``read_cluster_file`` gives) and
-    ``manifest`` (as written in the manifest file)."""
+    ``manifest`` (as written in the manifest file) and ``pairs`` (the judged pairs as written in
+    the pairs file, which a retrain trains on directly: ``qpr.training.train.train``'s ``judged``)."""
 
     path: Path
     corpus: pd.DataFrame
     manifest: dict
+    pairs: pd.DataFrame | None = None
 
     @property
     def labels(self) -> dict:
@@ -135,9 +137,10 @@ def write_export(
     counts = cluster_counts(corpus, corrected)
     created = utcnow().replace(microsecond=0)  # the manifest and the database row carry the same time
     path = str(out.resolve())
+    pairs = training_pairs(result, corpus)
     with atomic_files([out, pairs_path(out), manifest_path(out)], committed=store.export_recorded) as group:
         write_cluster_file(corrected, group.path(out))
-        write_table(training_pairs(result, corpus), group.path(pairs_path(out)))
+        write_table(pairs, group.path(pairs_path(out)))
         files = {target.name: _describe(group.path(target)) for target in (out, pairs_path(out))}
 
         manifest = {}
@@ -165,7 +168,7 @@ def write_export(
                             created=created, before_commit=place)
         group.commit()
     # The manifest as a reader of the file gets it (numpy numbers as plain ints, as written).
-    return Export(out, corrected, json.loads(json.dumps(manifest, default=int)))
+    return Export(out, corrected, json.loads(json.dumps(manifest, default=int)), pairs)
 
 
 def recover_export(store: AnnotationStore, out: str | Path) -> list[Path]:

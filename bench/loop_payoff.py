@@ -126,13 +126,16 @@ class Work:
         self.rows_file = folder / "rows.jsonl"
         self.rows = [json.loads(line) for line in self.rows_file.read_text().splitlines()] if self.rows_file.is_file() else []
 
-    def model(self, name: str, corpus: pd.DataFrame, config: TrainConfig, warm: Model | None = None) -> Model:
+    def model(self, name: str, corpus: pd.DataFrame, config: TrainConfig, warm: Model | None = None,
+              judged: pd.DataFrame | None = None) -> Model:
+        """The model ``name`` (trained on ``corpus``, continuing ``warm``, with ``judged`` pairs
+        trained on directly), loaded if it was trained before."""
         path = self.folder / "models" / name
         if (path / "manifest.json").is_file():
             bundle = Bundle.load(path)
             return Model(bundle, bundle.manifest["metrics"]["test"], bundle.manifest["training"])
         self.log(f"training {name}")
-        model = fit(corpus, self.clean, config, PAPER_TEXT, QUICK_ENCODER, warm_start=warm)
+        model = fit(corpus, self.clean, config, PAPER_TEXT, QUICK_ENCODER, warm_start=warm, judged=judged)
         model.bundle.manifest["metrics"]["test"] = model.test
         shutil.rmtree(path, ignore_errors=True)
         model.bundle.save(path)
@@ -442,6 +445,11 @@ def main() -> None:
         results = json.loads(args.results.read_text())
     else:
         results = run(args, log=lambda line: print(line, file=sys.stderr, flush=True))
+        if args.results.is_file():
+            # bench.loop_control's rows (part "control") and its notes live in the same file: kept.
+            before = json.loads(args.results.read_text())
+            results["runs"] += [r for r in before["runs"] if r.get("part") == "control"]
+            results |= {k: before[k] for k in ("control",) if k in before}
         write_json(results, args.results)
     replace_marked_section(args.doc, MARKER, markdown(results))
     print(f"results {args.results}, doc {args.doc}", file=sys.stderr)

@@ -313,8 +313,12 @@ def test_retrain_compares_then_swaps_only_on_confirm(qpr_app):
     with pytest.warns(UserWarning, match="No retrained model"):
         tab.confirm("ann", None, None)
     steps = []
-    table, note, confirm, discard = shown(tab.retrain(1, lambda fraction, desc: steps.append((fraction, desc))),
-                                          tab.comparison, tab.note, tab.confirm_button, tab.discard_button)
+    table, changed, note, confirm, discard = shown(tab.retrain(1, lambda fraction, desc: steps.append((fraction, desc))),
+                                                   tab.comparison, tab.changed, tab.note, tab.confirm_button,
+                                                   tab.discard_button)
+    # Which held-out queries' first result the retrain changed, and how many of those it fixed, in words too.
+    assert list(changed.columns) == ["query", "before", "right before", "after", "right after", "judged question"]
+    assert (f"changed {len(changed)} held-out" if len(changed) else "changed no held-out query") in note
     assert steps[0][0] == 0 and steps[-1][0] == 1.0
     assert any(desc.startswith("Epoch 1 of at most 1 · 50% · about ") and "validation ROC AUC" in desc for _, desc in steps)
     assert all("it/s" not in desc for _, desc in steps), "the whole run, no library's inner steps"
@@ -498,13 +502,13 @@ def test_a_model_waiting_for_a_decision_can_be_decided_after_a_reload(qpr_app):
     reloaded = QPRPage(qpr_app.ctx)  # a new page over the same app, as after a reload
     reloaded.build()
     tab = reloaded.retrain
-    comparison, note, confirm, discard = shown(tab.restore(), *tab.decision_outputs)
+    comparison, _, note, confirm, discard = shown(tab.restore(), *tab.decision_outputs)
     assert confirm.interactive and discard.interactive and "waiting for your decision" in note
     assert list(comparison["model"]) == ["current", "current", "retrained", "retrained"]
     assert "Now serving" in shown(tab.confirm("ann", None, None), tab.note)[0]
     fresh = QPRPage(qpr_app.ctx)
     fresh.build()
-    _, note, confirm, _ = shown(fresh.retrain.restore(), *fresh.retrain.decision_outputs)
+    _, _, note, confirm, _ = shown(fresh.retrain.restore(), *fresh.retrain.decision_outputs)
     assert not confirm.interactive and note == ""
 
 
@@ -556,8 +560,8 @@ def test_the_header_names_the_annotator_once_typed(qpr_app):
 def test_discard_clears_the_comparison(qpr_app):
     tab = qpr_app.retrain
     tab.retrain(1, NO_PROGRESS)
-    comparison, note, confirm, discard = shown(tab.discard("ann", None, None), *tab.decision_outputs)
-    assert comparison.empty and not confirm.interactive and not discard.interactive
+    comparison, changed, note, confirm, discard = shown(tab.discard("ann", None, None), *tab.decision_outputs)
+    assert comparison.empty and changed.empty and not confirm.interactive and not discard.interactive
 
 
 def test_a_confirmed_model_is_served_again_after_a_restart(qpr_app, monkeypatch):

@@ -18,6 +18,7 @@ from qpr.data.corpus import read_cluster_file
 from qpr.errors import QPRError
 from qpr.serving.projects import Projects
 from qpr.serving.served_model import ServedModel
+from qpr.training.train import TrainConfig
 from workflows.background_training import BUNDLE, STATUS, TrainingJob
 from workflows.cli import main
 from workflows.labels import serve_corrections, serve_latest, serve_rollback
@@ -90,6 +91,30 @@ def test_retrain_proposes_a_model_trained_on_the_export_and_changes_nothing_serv
     assert proposal.export.path.parent == retrained["folder"] and proposal.export.path.suffix == ".parquet"
     assert list(proposal.candidate.comparison["model"]) == ["current", "current", "retrained", "retrained"]
     assert retrained["stages"] == ["exporting", "comparing"] and [row["epoch"] for row in retrained["epochs"]] == [1]
+
+
+def test_retrain_trains_on_the_judged_pairs_and_lists_the_queries_it_changed(tiny_bundle, scratch_dir, tmp_path,
+                                                                             monkeypatch):
+    import qpr.systems.question_encoder as question_encoder
+
+    seen = []
+    real_train = question_encoder.train
+
+    def recording_train(*args, **kwargs):
+        seen.append(kwargs["judged"])
+        return real_train(*args, **kwargs)
+
+    monkeypatch.setattr(question_encoder, "train", recording_train)
+    with open_store(f"sqlite:///{scratch_dir / 'j.db'}") as store:
+        store.register_corpus(tiny_bundle.version, tiny_bundle.corpus)
+        corpus = tiny_bundle.corpus
+        first, second = (int(corpus.loc[corpus["cluster"] == cluster, "qid"].iloc[0]) for cluster in TWINS)
+        store.record("ann", second, "different", tiny_bundle.version, query_qid=first)
+        proposal = retraining.retrain(ServedModel(tiny_bundle), store, tmp_path / "exports", 1)
+    # The judged pair reaches the training as the export wrote it ("different": is_duplicate 0).
+    assert len(seen) == 1 and seen[0] is proposal.export.pairs
+    assert seen[0][["qid1", "qid2", "is_duplicate"]].values.tolist() == [[first, second, 0]]
+    assert list(proposal.changed.columns) == ["query", "before", "right before", "after", "right after", "judged question"]
 
 
 def test_retrain_refuses_a_model_served_by_bm25_alone(tiny_bundle, scratch_dir, tmp_path):
@@ -344,3 +369,22 @@ def test_corrections_are_recorded_then_served_and_a_restart_serves_them_again(ti
         serve_rollback(model, store, 0, "ann")
         assert model.current().labels_version == 2
         assert model.current().labels.set_index("qid")["cluster"].loc[twins].nunique() == 2
+
+
+def test_a_background_training_gets_the_judged_pairs_of_its_export(tiny_bundle, tmp_path, monkeypatch):
+    import workflows.background_training as background
+
+    class NoWorker:
+        pid = 999_999_999
+
+        def poll(self):
+            return 0  # finished at once
+
+    monkeypatch.setattr(background.subprocess, "Popen", lambda *args, **kwargs: NoWorker())
+    judged = pd.DataFrame({"qid1": [1], "qid2": [2], "is_duplicate": [0]})
+    job = TrainingJob(tmp_path / "job")
+    job.start(tiny_bundle.corpus, TrainConfig(), tiny_bundle.vocab.config, tiny_bundle.encoder.config, tmp_path / "base",
+              {}, "ann", judged=judged)
+    # The worker (not started here) continues the encoder on these pairs as the in-process retrain does.
+    assert pd.read_parquet(tmp_path / "job" / background.PAIRS).equals(judged)
+    background._CHILDREN.pop(NoWorker.pid, None)

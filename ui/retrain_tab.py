@@ -17,7 +17,7 @@ from annotations.export import manifest_path, pairs_path
 from qpr.bundles.training import CHANGE_COLUMNS, METRIC_COLUMNS, verdict
 from ui.common import AppContext
 from ui.display import plain, shows_errors, text_table
-from workflows import retraining
+from workflows import judgment_effect, retraining
 from workflows.retraining import Deployment
 
 
@@ -54,6 +54,9 @@ class RetrainTab:
             self.note = gr.Markdown(elem_id="retrain-note")
             self.comparison = gr.Dataframe(label="Old and new model on the same held-out clusters", interactive=False,
                                            value=pd.DataFrame(columns=METRIC_COLUMNS + CHANGE_COLUMNS))
+            self.changed = gr.Dataframe(label="Held-out queries whose first result the retrain changed (fixed first)",
+                                        interactive=False, value=pd.DataFrame(columns=judgment_effect.COLUMNS),
+                                        elem_id="retrain-changed")
             with gr.Row():
                 self.confirm_button = gr.Button("Use the retrained model", interactive=False, variant="primary")
                 self.discard_button = gr.Button("Discard it", interactive=False)
@@ -101,7 +104,8 @@ class RetrainTab:
         note = (f"Retrained on {len(done['merges'])} merge(s) from {len(done['judgment_ids'])} judgment(s) (export "
                 f"#{done['export_id']}): model **{plain(new.version)}** is ready. Nothing changes until you press "
                 "'Use the retrained model'.")
-        return self._waiting(note, proposal.candidate.comparison)
+        note += f"\n\n{judgment_effect.summary(proposal.changed)}"
+        return self._waiting(note, proposal.candidate.comparison) | {self.changed: text_table(proposal.changed)}
 
     def _waiting(self, note: str, comparison) -> dict:
         """The tab while a retrained model waits: the comparison, what it says, the two choices
@@ -113,7 +117,7 @@ class RetrainTab:
 
     @property
     def decision_outputs(self) -> list:
-        return [self.comparison, self.note, self.confirm_button, self.discard_button]
+        return [self.comparison, self.changed, self.note, self.confirm_button, self.discard_button]
 
     def restore(self) -> dict:
         """On page load: a retrained model still waiting for a decision (made before a reload,
@@ -145,6 +149,7 @@ class RetrainTab:
 
     def _decided(self, note: str) -> dict:
         """The tab with no model waiting: no comparison, both choices off."""
-        return {self.comparison: pd.DataFrame(columns=METRIC_COLUMNS + CHANGE_COLUMNS), self.note: note,
+        return {self.comparison: pd.DataFrame(columns=METRIC_COLUMNS + CHANGE_COLUMNS),
+                self.changed: pd.DataFrame(columns=judgment_effect.COLUMNS), self.note: note,
                 self.confirm_button: gr.Button(interactive=False, variant="primary"),
                 self.discard_button: gr.Button(interactive=False, variant="secondary")}

@@ -4,6 +4,7 @@ A ``TrainingJob`` is one folder (a project's ``training/``) holding::
 
     job.json        what to train: settings, the bundle to continue (if any), labels, who asked
     corpus.parquet  the corpus to train on (e.g. the corrected clusters of an export)
+    pairs.parquet   the export's judged pairs, which a continued encoder trains on too (if any)
     status.json     state, epoch, step, ETA, message: written by the worker, read by the page
     bundle/         the trained bundle, once the worker is done (saved atomically)
     worker.log      the worker's output
@@ -46,6 +47,7 @@ from qpr.training.train import TrainConfig
 from workflows.training_steps import continue_training, train_new
 
 JOB, STATUS, CORPUS, BUNDLE, LOG = "job.json", "status.json", "corpus.parquet", "bundle", "worker.log"
+PAIRS = "pairs.parquet"
 ACTIVE = ("starting", "running")
 WRITE_EVERY_S = 0.5  # progress writes per batch are throttled to this interval
 CANCEL_WAIT_S = 10.0
@@ -117,10 +119,10 @@ class TrainingJob:
             return {"state": "failed", "message": f"{self.folder / STATUS} cannot be read; start the training again"}
 
     def start(self, corpus: pd.DataFrame, train: TrainConfig, text: TextConfig, encoder: EncoderConfig,
-              continue_from: Path | None, labels: dict, by: str) -> dict:
+              continue_from: Path | None, labels: dict, by: str, judged: pd.DataFrame | None = None) -> dict:
         """Launch a worker that trains on ``corpus`` (continuing the bundle at ``continue_from``
-        with its own settings, else anew with ``train`` / ``text`` / ``encoder``); refused while one
-        runs. Returns the status."""
+        with its own settings and on the ``judged`` pairs too, else anew with ``train`` / ``text`` /
+        ``encoder``); refused while one runs. Returns the status."""
         current = self.status()
         if current["state"] in ACTIVE:
             raise QPRError(f"a training of this project is already running (started by {current.get('by', '?')}, "
@@ -130,6 +132,10 @@ class TrainingJob:
         self.folder.mkdir(parents=True, exist_ok=True)
         with atomic_path(self.folder / CORPUS) as tmp:
             corpus.to_parquet(tmp, index=False)
+        (self.folder / PAIRS).unlink(missing_ok=True)  # an earlier job's pairs are not this one's
+        if judged is not None:
+            with atomic_path(self.folder / PAIRS) as tmp:
+                judged.to_parquet(tmp, index=False)
         _write(self.folder / JOB, {"train": asdict(train), "text": asdict(text), "encoder": encoder.to_dict(),
                                    "continue_from": str(continue_from) if continue_from else None, "labels": labels,
                                    "by": by})
@@ -220,9 +226,10 @@ def run(folder: Path) -> None:
     try:
         corpus = with_held_out(pd.read_parquet(folder / CORPUS))
         if job["continue_from"]:
+            judged = pd.read_parquet(folder / PAIRS) if (folder / PAIRS).is_file() else None
             bundle = continue_training(Bundle.load(job["continue_from"]), corpus, job["labels"],
                                        max_epochs=job["train"]["max_epochs"], progress=False, on_epoch=on_epoch,
-                                       on_batch=on_batch)
+                                       on_batch=on_batch, judged=judged)
         else:
             bundle = train_new(corpus, TrainConfig(**job["train"]), TextConfig(**job["text"]),
                                EncoderConfig(**job["encoder"]), job["labels"], progress=False, on_epoch=on_epoch,

@@ -6,7 +6,7 @@ record -> remember.
    pairs, manifest; atomically, ``annotations.export``) and handed over in memory
    (``annotations.export.Export``): nothing is read back from disk.
 2. **Retrain** on them, in this process (``retrain``, through the step ``continue_training``: the
-   served encoder continued) or in a background worker (``start_training``,
+   served encoder continued, training on the judged pairs themselves too) or in a background worker (``start_training``,
    ``workflows.background_training``). The new bundle's ``labels`` name the export it learned
    from, in one schema (``Export.labels``).
 3. **Compare** old and new on the same held-out clusters and hold the new model as the candidate
@@ -44,10 +44,11 @@ from qpr.errors import QPRError, one_line
 from qpr.model.encoder import EncoderConfig
 from qpr.model.text import TextConfig
 from qpr.retrieval.lexical import BM25Retriever
-from qpr.serving.served_model import Candidate, ServedModel
+from qpr.serving.served_model import Candidate, ServedModel, serving_retriever
 from qpr.training.train import TrainConfig
 from workflows.training_steps import continue_training
 from workflows.background_training import ACTIVE, TrainingJob, describe
+from workflows.judgment_effect import changed_top_results
 
 ATTEMPTS = 3  # tries of a record or a remember before the swap is taken back
 RETRY_PAUSE_S = 0.5  # between those tries; the store already retries a busy database itself
@@ -71,11 +72,13 @@ class Deployment:
 
 @dataclass(frozen=True)
 class Proposal:
-    """A retrained model waiting for a decision (``candidate``, with its comparison) and the
-    ``export`` it was trained on."""
+    """A retrained model waiting for a decision (``candidate``, with its comparison), the
+    ``export`` it was trained on and the held-out queries whose first result it ``changed``
+    (``workflows.judgment_effect.changed_top_results``)."""
 
     candidate: Candidate
     export: Export
+    changed: pd.DataFrame
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,8 @@ def retrain(model: ServedModel, store: AnnotationStore, folder: Path, max_epochs
             fmt: str = "parquet") -> Proposal:
     """Export (into ``folder``, as ``fmt``), continue the served encoder on the corrected clusters
     for at most ``max_epochs`` (None: as many as it was trained with), compare old and new on the
-    same held-out clusters, and hold the new model as the candidate. Refused for a model without
+    same held-out clusters, list the held-out queries whose first result changed (with the
+    judged questions among them), and hold the new model as the candidate. Refused for a model without
     an encoder, or corrected clusters too few to train on (``check_clusters``). ``on_epoch``
     gets each epoch's history row; ``on_stage`` is told "exporting", then "comparing". BM25 over
     the corrected corpus is built once and shared by the fusion fit, the comparison and the
@@ -133,10 +137,12 @@ def retrain(model: ServedModel, store: AnnotationStore, folder: Path, max_epochs
     check_clusters(done.corpus)
     bm25 = BM25Retriever(done.corpus)
     new = continue_training(served.bundle, done.corpus, done.labels, max_epochs=max_epochs, bm25=bm25,
-                            progress=False, on_epoch=on_epoch)
+                            progress=False, on_epoch=on_epoch, judged=done.pairs)
     on_stage("comparing")
     comparison = compare_bundles(served.bundle, new, done.corpus, bm25)
-    return Proposal(model.propose(new, comparison, bm25), done)
+    changed = changed_top_results(serving_retriever(served.bundle, bm25), serving_retriever(new, bm25), done.corpus,
+                                  done.pairs)
+    return Proposal(model.propose(new, comparison, bm25), done, changed)
 
 
 def start_training(model: ServedModel, store: AnnotationStore, job: TrainingJob, folder: Path, train: TrainConfig,
@@ -153,7 +159,7 @@ def start_training(model: ServedModel, store: AnnotationStore, job: TrainingJob,
     done = export_corrected(store, served.bundle.corpus, served.bundle.version, "parquet", folder=folder)
     check_clusters(done.corpus)
     base = None if served.bundle.lexical else served.bundle.save(job.folder / "base")
-    return job.start(done.corpus, train, text, encoder, base, done.labels, who)
+    return job.start(done.corpus, train, text, encoder, base, done.labels, who, judged=done.pairs)
 
 
 def offer_trained(model: ServedModel, job: TrainingJob, version: str) -> Candidate:

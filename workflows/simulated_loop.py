@@ -105,19 +105,21 @@ def fit(
     warm_start: Model | None = None,
     labels: dict | None = None,
     progress: bool = False,
+    judged: pd.DataFrame | None = None,
 ) -> Model:
     """Train on ``corpus``' clusters (continuing ``warm_start`` if given, through the app's retrain
     step ``workflows.training_steps.continue_training``), behind an exact index, and score
     H@1 / H@10 / MRR on the test clusters of ``clean``: whatever labels the model learned from, it
     is judged against the same clean queries and relevance. ``corpus`` holds the questions of
     ``clean`` (only clusters differ), so the index searches all of them. ``labels``: the export the
-    corpus came from, for the bundle's manifest."""
+    corpus came from, for the bundle's manifest; ``judged``: its judged pairs (``Export.pairs``),
+    which a warm start trains on directly, as the app's retrain does."""
     common = {"labels": labels, "fuse": False, "progress": progress, "return_on_interrupt": False}
     if warm_start is None:
         bundle = train_new(corpus, config, text_config, encoder_config, index_config=IndexConfig("Flat"),
                            data="simulated loop", **common)
     else:
-        bundle = continue_training(warm_start.bundle, corpus, **common)
+        bundle = continue_training(warm_start.bundle, corpus, judged=judged, **common)
     return Model(bundle, evaluate(bundle.dense_retriever(), clean, "test"), bundle.manifest["training"])
 
 

@@ -21,7 +21,8 @@ from qpr.training.train import TrainConfig
 def continue_training(bundle: Bundle, corpus: pd.DataFrame, labels: dict | None = None, **options) -> Bundle:
     """A new bundle whose encoder continues ``bundle``'s on ``corpus``, with ``labels`` in its
     manifest. ``options`` are ``qpr.bundles.training.retrain_bundle``'s (``max_epochs``, ``bm25``,
-    ``fuse``, ``progress``, ``on_epoch``, ``on_batch``, ``return_on_interrupt``)."""
+    ``fuse``, ``progress``, ``on_epoch``, ``on_batch``, ``return_on_interrupt``, ``judged``: the
+    export's judged pairs, trained on directly)."""
     return retrain_bundle(bundle, corpus, labels=labels, **options)
 
 

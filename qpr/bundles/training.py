@@ -165,6 +165,7 @@ def retrain_bundle(
     on_epoch: Callable[[dict], None] | None = None,
     return_on_interrupt: bool = True,
     on_batch: Callable[[int, int, int], None] | None = None,
+    judged: pd.DataFrame | None = None,
 ) -> Bundle:
     """A new bundle whose encoder continues ``bundle``'s on ``corpus`` (e.g. corrected clusters),
     trained as its system retrains (``System.retrain`` in ``qpr.systems.registry``).
@@ -178,11 +179,13 @@ def retrain_bundle(
     with its recorded settings (none of them continues from a state), its ``max_epochs`` bounding
     the residual nets' epochs; ``on_epoch`` and ``progress`` do not apply. A transformer bundle
     continues from its own model with its recorded settings, ``max_epochs`` bounding its epochs;
-    ``on_epoch`` does not apply.
+    ``on_epoch`` does not apply. ``judged``: the judged pairs behind ``corpus`` (the export's pairs
+    table), which a CNN / LSTM trains on directly (``qpr.training.train.train``); the other systems
+    learn from the corrected clusters only.
     """
     system = system_named(bundle.system)
     settings, warm_start = system.retrain(bundle.manifest, bundle.encoder, bundle.vocab, max_epochs)
-    run = Run("corrected clusters", warm_start, progress, on_epoch, on_batch, return_on_interrupt)
+    run = Run("corrected clusters", warm_start, progress, on_epoch, on_batch, return_on_interrupt, judged=judged)
     return train_system_bundle(corpus, system.name, settings, bundle.index.config, run, labels, bm25, fuse)
 
 

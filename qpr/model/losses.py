@@ -120,6 +120,33 @@ class TripletLoss(nn.Module):
         return F.relu(dist[rows, rows] - dist[rows, negative] + self.margin).mean()
 
 
+def judged_negative_loss(anchors: torch.Tensor, positives: torch.Tensor, rows: torch.Tensor, negatives: torch.Tensor,
+                         distance: Distance = "squared") -> torch.Tensor:
+    """Cross-entropy that each anchor of ``rows`` picks its own positive over the question an
+    annotator judged *different* from it (``negatives``, row k the judged negative of anchor
+    ``rows[k]``): a two-way softmax over the negative distances (own positive, judged negative).
+
+    It is the term that makes the very pairs the model confused a training signal (issue 39);
+    ``qpr.training.train`` adds it to the in-batch loss with the weight ``TrainConfig.judged_weight``.
+    Only the pair is contrasted: the batch's other positives are the in-batch loss's business (an
+    earlier design appended the judged negative as a column of the whole unsmoothed softmax, which
+    counted those rows' in-batch negatives twice without SDML's smoothing and lost H@1:
+    docs/LOOP_PAYOFF.md). Summed over ``rows`` and divided by the batch size, as the in-batch loss
+    averages its rows: at weight 1 a judged row counts as much as any other row of the batch.
+    Zero when no anchor of the batch has a judged negative.
+
+    >>> a, p = torch.randn(4, 8), torch.randn(4, 8)
+    >>> judged_negative_loss(a, p, torch.tensor([1]), torch.randn(1, 8)).ndim
+    0
+    """
+    if len(rows) == 0:
+        return anchors.sum() * 0.0  # keeps the graph whole, so the caller can always add it
+    own = pairwise_distances(anchors[rows], positives[rows], distance).diagonal()
+    judged = pairwise_distances(anchors[rows], negatives, distance).diagonal()
+    logits = -torch.stack([own, judged], dim=1)
+    return F.cross_entropy(logits, torch.zeros(len(rows), dtype=torch.long, device=anchors.device), reduction="sum") / len(anchors)
+
+
 def make_loss(name: str, *, smoothing: float, margin: float, distance: Distance, negatives: str) -> nn.Module:
     """The loss a training config names: ``"sdml"`` or ``"triplet"``."""
     if name == "sdml":

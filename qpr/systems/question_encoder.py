@@ -62,7 +62,7 @@ def fit(corpus, settings: EncoderSettings, run) -> tuple[QuestionEncoder, Vocabu
     ``corpus``; returns it, its vocabulary and the manifest's ``training`` entry."""
     result = train(corpus, settings.train, settings.text, settings.encoder, warm_start=run.warm_start,
                    on_epoch=run.on_epoch, progress=run.progress, return_on_interrupt=run.return_on_interrupt,
-                   on_batch=run.on_batch)
+                   on_batch=run.on_batch, judged=run.judged)
     info = {"config": asdict(settings.train), "data": run.data, "warm_start": run.warm_start is not None}
     return result.encoder, result.vocab, info | result.summary()
 

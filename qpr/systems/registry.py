@@ -42,7 +42,8 @@ class Run:
     manifest; ``warm_start`` is what a retrain continues from (``System.retrain``); ``progress``
     shows bars; ``on_epoch(row)`` and ``on_batch(epoch, done, total)`` follow the training (a
     background trainer's progress); ``return_on_interrupt`` keeps the best epoch on Ctrl-C
-    (``qpr.training.train.train``); ``log(row)`` sees FILM's iterations."""
+    (``qpr.training.train.train``); ``log(row)`` sees FILM's iterations; ``judged`` pairs are
+    trained on directly by the CNN / LSTM (``qpr.training.sampling.JudgedPairs``)."""
 
     data: str = ""
     warm_start: Any = None
@@ -51,6 +52,7 @@ class Run:
     on_batch: Callable[[int, int, int], None] | None = None
     return_on_interrupt: bool = True
     log: Callable[[dict], None] | None = None
+    judged: Any = None  # annotators' judged pairs (the export's pairs table), for the systems that train on them
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,17 @@ batches in which no two pairs share a cluster (``cluster_disjoint_batches``; oth
 paraphrase would serve as an in-batch negative). ``neighbour_groups`` lets a batch gather
 neighbouring clusters, so its negatives are hard ones. ``validation_pairs`` are the held-out
 pairs that early stopping scores.
+
+Annotators' judgments enter here too (``JudgedPairs``, issue 39): a pair judged *same* is one more
+positive pair each epoch, a pair judged *different* is never a positive pair (even where the
+clusters still hold both) and gives each of its two questions the other as a hard negative
+(``JudgedPairs.negatives``), which ``qpr.model.losses.judged_negative_loss`` trains on.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import faiss
 import numpy as np
@@ -91,6 +97,71 @@ def unlabeled_rows(corpus: pd.DataFrame, clusters: list[np.ndarray]) -> np.ndarr
     rows = np.flatnonzero(~paired & ~corpus["split"].isin(["val", "test"]).to_numpy())
     _, first = np.unique(corpus["question"].to_numpy()[rows].astype(str), return_index=True)
     return np.sort(rows[first])
+
+
+@dataclass(frozen=True)
+class JudgedPairs:
+    """Judged question pairs as corpus rows: ``same`` and ``different``, each ``(K, 2)``; each
+    pair once, in either direction."""
+
+    same: np.ndarray
+    different: np.ndarray
+
+    @classmethod
+    def of(cls, corpus: pd.DataFrame, judged: pd.DataFrame | None) -> "JudgedPairs":
+        """The pairs of ``judged`` (columns ``qid1``, ``qid2``, ``is_duplicate`` 1/0: the export's
+        pairs table, ``annotations.export.training_pairs``) whose two questions are in ``corpus``
+        and are not val/test questions (those are the queries a model is scored on)."""
+        empty = np.zeros((0, 2), dtype=np.int64)
+        if judged is None or judged.empty:
+            return cls(empty, empty)
+        trainable = ~corpus["split"].isin(["val", "test"]).to_numpy()
+        row_of = pd.Series(np.arange(len(corpus)), index=corpus["qid"].to_numpy())
+        row_of = row_of[~row_of.index.duplicated()]
+        a = judged["qid1"].map(row_of).to_numpy(dtype=float)
+        b = judged["qid2"].map(row_of).to_numpy(dtype=float)
+        known = ~np.isnan(a) & ~np.isnan(b) & (a != b)
+        a, b = a[known].astype(np.int64), b[known].astype(np.int64)
+        usable = trainable[a] & trainable[b]
+        same = judged["is_duplicate"].to_numpy()[known][usable] == 1
+        pairs = np.stack([a[usable], b[usable]], axis=1)
+        return cls(pairs[same], pairs[~same])
+
+    def __len__(self) -> int:
+        return len(self.same) + len(self.different)
+
+    def positive_pairs(self, anchors: np.ndarray, positives: np.ndarray, owner: np.ndarray,
+                       clusters: list[np.ndarray], rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """An epoch's pairs (``epoch_pairs``' three arrays) without any judged-different pair and
+        with each judged-same pair added in a random direction. An added pair belongs to its
+        anchor's cluster (so no cluster-mate shares its batch), or to a new owner of its own when the
+        anchor is in no training cluster."""
+        if len(self.different):
+            cannot = set(map(tuple, self.different.tolist())) | set(map(tuple, self.different[:, ::-1].tolist()))
+            keep = np.array([(a, p) not in cannot for a, p in zip(anchors.tolist(), positives.tolist())], dtype=bool)
+            anchors, positives, owner = anchors[keep], positives[keep], owner[keep]
+        if not len(self.same):
+            return anchors, positives, owner
+        flip = rng.random(len(self.same)) < 0.5
+        extra = np.where(flip[:, None], self.same[:, ::-1], self.same)
+        cluster_of = {row: c for c, members in enumerate(clusters) for row in members.tolist()}
+        next_owner = len(clusters) + np.arange(len(extra))
+        extra_owner = np.array([cluster_of.get(a, n) for a, n in zip(extra[:, 0].tolist(), next_owner.tolist())])
+        return (np.concatenate([anchors, extra[:, 0]]), np.concatenate([positives, extra[:, 1]]),
+                np.concatenate([owner, extra_owner]))
+
+    def negatives(self, anchors: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """For each anchor row, a random question judged different from it, or -1 for none."""
+        out = np.full(len(anchors), -1, dtype=np.int64)
+        if not len(self.different):
+            return out
+        both = np.concatenate([self.different, self.different[:, ::-1]])
+        both = both[rng.permutation(len(both))]  # which of an anchor's negatives comes first is random
+        first = pd.Series(both[:, 1]).groupby(both[:, 0]).first()
+        hit = pd.Series(anchors).map(first)
+        known = hit.notna().to_numpy()
+        out[known] = hit[known].astype(np.int64).to_numpy()
+        return out
 
 
 def view_pairs(id_lists: list[list], dropout: float, rng: np.random.Generator) -> tuple[list[list], list[list]]:

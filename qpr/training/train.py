@@ -22,14 +22,17 @@ from qpr.training import distributed
 from qpr.model.encoder import EncoderConfig, QuestionEncoder, encode_ids
 from qpr.errors import QPRError
 from qpr.evaluation.metrics import pair_auc
-from qpr.model.losses import make_loss
+from qpr.model.losses import judged_negative_loss, make_loss
 from qpr.training.loop import FitResult, descend, fit, mean_loss
 from qpr.training.sampling import (
-    all_pairs, cluster_disjoint_batches, cluster_members, epoch_pairs, neighbour_groups, unlabeled_rows, validation_pairs,
+    JudgedPairs, all_pairs, cluster_disjoint_batches, cluster_members, epoch_pairs, neighbour_groups, unlabeled_rows, validation_pairs,
     view_pairs,
 )
 from qpr.model.text import TextConfig, Vocabulary
 from qpr.model.word_vectors import word_vector_rows
+
+# The weight of the judged-negative term against the in-batch loss (docs/LOOP_PAYOFF.md measured it).
+JUDGED_WEIGHT = 1.0
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,9 @@ class TrainConfig:
     ``word_vectors`` starts the embeddings from skip-gram vectors trained on the questions that
     are not val/test queries, unlabeled ones included (``qpr.model.word_vectors``; needs gensim); a warm
     start keeps its own embeddings, so retraining a bundle trained with it needs no gensim.
+    ``judged_weight`` weighs the term that trains on annotators' judged-different pairs
+    (``qpr.model.losses.judged_negative_loss``) against the in-batch loss, when ``train`` is given
+    judged pairs (0: the judgments only relabel clusters; default measured in docs/LOOP_PAYOFF.md).
     """
 
     loss: str = "sdml"
@@ -71,6 +77,7 @@ class TrainConfig:
     val_pairs: int = 5000
     unlabeled_dropout: float = 0.0
     word_vectors: bool = False
+    judged_weight: float = JUDGED_WEIGHT
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -84,6 +91,8 @@ class TrainConfig:
             raise QPRError(f"unknown batching {self.batching!r}: use 'random' or 'neighbours'")
         if self.pairs not in ("partner", "all"):
             raise QPRError(f"unknown pairs {self.pairs!r}: use 'partner' or 'all'")
+        if self.judged_weight < 0:
+            raise QPRError(f"judged_weight must be 0 or more (0: judged pairs only relabel clusters), got {self.judged_weight}")
         if not 0.0 <= self.unlabeled_dropout < 1.0:
             raise QPRError(f"unlabeled_dropout must be in [0, 1) (0: off), got {self.unlabeled_dropout}")
 
@@ -121,6 +130,7 @@ def train(
     progress: bool = True,
     return_on_interrupt: bool = True,
     on_batch: Callable[[int, int, int], None] | None = None,
+    judged: pd.DataFrame | None = None,
 ) -> TrainResult:
     """Train an encoder on the ``train`` clusters of ``corpus``; early-stop on ``val`` ROC AUC.
 
@@ -133,7 +143,10 @@ def train(
     background trainer's progress). Returns the best epoch's
     encoder. Ctrl-C stops after the current batch and returns the best epoch so far (or re-raises
     if no epoch finished); ``return_on_interrupt=False`` always re-raises, for callers that run
-    many trainings and must not record a cut-short one as a result.
+    many trainings and must not record a cut-short one as a result. ``judged``: annotators' judged
+    pairs (the export's pairs table: ``qid1``, ``qid2``, ``is_duplicate``), trained on directly
+    (``qpr.training.sampling.JudgedPairs``): "same" pairs as positives, "different" ones never as
+    positives and, weighted by ``config.judged_weight``, as each question's hard negative.
     """
     clusters = cluster_members(corpus, "train")
     if not clusters:
@@ -168,6 +181,9 @@ def train(
     unlabeled_ids = [token_ids[i] for i in unlabeled]
     # Unclustered rows never anchor a pair, so their (missing) group never matters.
     groups = None if batch_groups is None else batch_groups.astype(object).fillna("").to_numpy()
+    pairs_judged = JudgedPairs.of(corpus, judged)
+    workers = distributed.world()[1]
+    use_negatives = len(pairs_judged.different) > 0 and config.judged_weight > 0
 
     # Under torchrun: every worker draws the same global batches, encodes its share through DDP,
     # and the loss sees the gathered global batch (qpr.training.distributed).
@@ -175,25 +191,38 @@ def train(
     schedule = None
     anchor_ids: list[list[int]] = []  # the current epoch's pairs, as token ids
     positive_ids: list[list[int]] = []
+    negative_ids: list[list[int]] | None = None  # each pair's judged negative (its anchor's own text where none)
+    has_negative = np.zeros(0, dtype=bool)
 
     def epoch_batches(epoch: int) -> list[np.ndarray]:
-        nonlocal anchor_ids, positive_ids
+        nonlocal anchor_ids, positive_ids, negative_ids, has_negative
         if config.pairs == "all":
             anchors, positives, owner = all_pairs(clusters, config.batch_size, rng)
         else:
             anchors, positives, owner = epoch_pairs(clusters, rng)
+        anchors, positives, owner = pairs_judged.positive_pairs(anchors, positives, owner, clusters, rng)
         if config.batching == "neighbours":
-            group = neighbour_groups(encoder, token_ids, clusters, config.batch_size, config.seed + epoch)[owner]
+            # Judged-same pairs outside every training cluster have no neighbour group: one each.
+            of_cluster = neighbour_groups(encoder, token_ids, clusters, config.batch_size, config.seed + epoch)
+            known = owner < len(clusters)
+            group = np.where(known, of_cluster[np.minimum(owner, len(clusters) - 1)], of_cluster.max() + 1 + owner)
         else:
             group = None if groups is None else pd.factorize(groups[anchors], sort=True)[0]
         anchor_ids = [token_ids[i] for i in anchors]
         positive_ids = [token_ids[i] for i in positives]
+        if use_negatives:
+            negatives = pairs_judged.negatives(anchors, rng)
+            has_negative = negatives >= 0
+            negative_ids = [token_ids[n if n >= 0 else a] for a, n in zip(anchors.tolist(), negatives.tolist())]
         if len(unlabeled):
             # Each unlabeled question is a cluster (and a group) of its own.
             first, second = view_pairs(unlabeled_ids, config.unlabeled_dropout, rng)
             anchor_ids += first
             positive_ids += second
-            owner = np.concatenate([owner, len(clusters) + np.arange(len(unlabeled))])
+            if use_negatives:
+                negative_ids += first
+                has_negative = np.concatenate([has_negative, np.zeros(len(first), dtype=bool)])
+            owner = np.concatenate([owner, owner.max() + 1 + np.arange(len(unlabeled))])
             if group is not None:
                 group = np.concatenate([group, group.max() + 1 + np.arange(len(unlabeled))])
         return cluster_disjoint_batches(owner, config.batch_size, rng, group)
@@ -210,7 +239,21 @@ def train(
     def step(mine: np.ndarray) -> float:
         a = distributed.global_rows(encode_ids(model, [anchor_ids[i] for i in mine]))
         p = distributed.global_rows(encode_ids(model, [positive_ids[i] for i in mine]))
-        loss = descend(loss_fn(a, p), optimizer)
+        objective = loss_fn(a, p)
+        if use_negatives and workers == 1:
+            rows = np.flatnonzero(has_negative[mine])
+            if len(rows):  # only the rows that have a judged negative are encoded again
+                n = encode_ids(model, [negative_ids[i] for i in mine[rows]])
+                objective = objective + config.judged_weight * judged_negative_loss(
+                    a, p, torch.from_numpy(rows).to(a.device), n, config.distance)
+        elif use_negatives:
+            # Under torchrun every row is encoded (a placeholder where it has no judged negative),
+            # so that each worker encodes alike and the shares gather into rows that line up.
+            n = distributed.global_rows(encode_ids(model, [negative_ids[i] for i in mine]))
+            rows = torch.from_numpy(np.flatnonzero(distributed.global_rows(
+                torch.from_numpy(has_negative[mine]).to(a.device)).cpu().numpy())).to(a.device)
+            objective = objective + config.judged_weight * judged_negative_loss(a, p, rows, n[rows], config.distance)
+        loss = descend(objective, optimizer)
         if schedule is not None:
             schedule.step()
         return loss
