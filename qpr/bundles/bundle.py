@@ -4,9 +4,10 @@ Layout::
 
     manifest.json   format version, bundle version, system, configs, data fingerprint, metrics, history
     vocab.json      the vocabulary (``qpr.model.text``)
-    encoder.pt      encoder weights (state dict)
+    model.safetensors  encoder weights (state dict; older bundles: encoder.pt, still read)
     index.faiss     FAISS index whose ids are the corpus' qids
     corpus.parquet  qid, question, cluster, split
+    README.md       the model card, config.json the config, for the Hugging Face Hub (``qpr.bundles.card``)
 
 ``version`` (creation time + a digest of the weights) is what annotation judgments refer to.
 
@@ -39,6 +40,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from qpr.bundles.card import write_card
 from qpr.bundles.manifest import (FORMAT_VERSION, LEXICAL, LEXICAL_FILES, REBUILD, check_target, is_bundle,
                                   manifest_system, read_manifest)
 from qpr.data.corpus import COLUMNS, check_corpus, fingerprint
@@ -185,6 +187,11 @@ class Bundle:
         """The same bundle carrying a fitted hybrid scorer (``qpr.retrieval.hybrid.Fusion.to_dict()``)."""
         return Bundle(self.encoder, self.vocab, self.index, self.corpus, self.manifest | {"fusion": fusion})
 
+    def with_card(self, **card) -> "Bundle":
+        """The same bundle whose model card (``qpr.bundles.card``) says ``card``: ``license`` (a Hub
+        license id), ``datasets`` (Hub data set ids), ``name``, ``credit`` (markdown)."""
+        return Bundle(self.encoder, self.vocab, self.index, self.corpus, self.manifest | {"card": self.manifest.get("card", {}) | card})
+
     def save(self, path: str | Path) -> Path:
         """Write the bundle to ``path`` atomically: after a crash or kill at any instant, ``path``
         holds the old bundle or the new one (``qpr.fsutil.atomic.atomic_path``; a missing bundle after a
@@ -197,6 +204,7 @@ class Bundle:
                 system_named(self.system).save(self.encoder, self.vocab, tmp)
                 self.index.save(tmp / "index.faiss")
             self.corpus.to_parquet(tmp / "corpus.parquet", index=False)
+            write_card(tmp, self.manifest)
             # The manifest goes last: a directory with a manifest was completely written.
             (tmp / "manifest.json").write_text(json.dumps(self.manifest, indent=2, ensure_ascii=False))
         return path
@@ -214,7 +222,8 @@ class Bundle:
             raise QPRError(f"{path}: no bundle directory there (train one with `python -m qpr train`)")
         name = manifest_system(path)
         system = None if name == LEXICAL else system_named(name, f"{path}/manifest.json: ")
-        missing = [file for file in (LEXICAL_FILES if system is None else system.files) if not (path / file).is_file()]
+        files, legacy = (LEXICAL_FILES, {}) if system is None else (system.files, system.legacy)
+        missing = [file for file in files if not any((path / name).is_file() for name in (file, *legacy.get(file, ())))]
         if missing:
             raise QPRError(f"{path}: incomplete bundle, missing {', '.join(missing)}")
         manifest = read_manifest(path)

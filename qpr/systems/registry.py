@@ -15,7 +15,7 @@ the other papers' systems (``film``, ``idf-embed``, ``fcrr``, ``convrr``:
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -74,13 +74,15 @@ class System:
     load: Callable[[Path, Mapping], tuple]  # (bundle folder, manifest) -> (encoder, vocab, vector size)
     report: Callable[[Mapping], str]  # the line ``train`` prints about the manifest's ``training``
     distributed: bool = False  # whether it trains under torchrun (qpr.training.distributed)
+    # A file of ``files`` -> the names older bundles hold in its place, which ``load`` still reads.
+    legacy: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def _neural(name: str, architecture: str, pooling: str, about: str) -> System:
     q = question_encoder
     return System(name, about, q.OPTIONS, q.FILES, {"vocab_rows": int},
                   lambda options: q.settings_from(options, architecture, pooling),
-                  q.fit, q.retrain, q.describe, q.save, q.load, q.report, distributed=True)
+                  q.fit, q.retrain, q.describe, q.save, q.load, q.report, distributed=True, legacy=q.LEGACY)
 
 
 # The seed systems and the transformer have no vocabulary: their encoders describe, save and load themselves
