@@ -132,3 +132,12 @@ def test_qpr_push_uploads_a_converted_bundle_that_loads_back_by_repo_id(tiny_bun
     assert deleted == ["*"] and tiny_bundle.version in message
     assert results(Retriever.load("someone/qpr-pushed")) == results(Retriever(tiny_bundle))
     assert qpr_main(["push", str(old), "--repo", "not a repo id"]) == 2
+
+
+def test_the_app_serves_a_bundle_named_by_repo_id(tiny_bundle, tmp_path, offline_hub, monkeypatch):
+    from ui.startup import served_bundle
+
+    cache_repo(offline_hub, "someone/qpr-served", tiny_bundle.save(tmp_path / "b"))
+    monkeypatch.setenv("QPR_BUNDLE", "someone/qpr-served")
+    served, _ = served_bundle()
+    assert served.version == tiny_bundle.version

@@ -91,3 +91,20 @@ def test_the_demo_answers_by_bm25_then_serves_the_encoder_trained_in_the_backgro
     restarted = banking_demo(tmp_path / "cache", SHORT, log=lambda _: None)
     assert restarted.version == served.bundle.version and not restarted.lexical  # the next start serves it at once
     assert restarted.manifest["card"]["license"] == "cc-by-4.0"
+
+
+def test_a_retrained_model_waiting_for_a_decision_is_not_pushed_aside(tiny_bundle, tmp_path):
+    """When the first training ends while someone's retrained model waits to be confirmed, the
+    trained model is saved for the next start but not swapped in: that decision stays theirs."""
+    from qpr.bundles.bundle import Bundle
+    from workflows.first_training import serve_when_trained
+    from workflows.retraining import Deployment
+
+    model = ServedModel(Bundle.lexical_of(tiny_bundle.corpus))
+    waiting = model.propose(tiny_bundle, pd.DataFrame())
+    store, messages = open_store(f"sqlite:///{tmp_path / 'annotations.db'}"), []
+    target = Deployment(model, store, lambda bundle: bundle.save(tmp_path / "trained"))
+    assert serve_when_trained(target, lambda: tiny_bundle, messages.append) is None
+    assert model.current().bundle.lexical and model.candidate() is waiting
+    assert Bundle.load(tmp_path / "trained").version == tiny_bundle.version and "waits for a decision" in messages[0]
+    assert store.swaps().empty

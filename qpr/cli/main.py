@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("search", help="retrieve paraphrases of one or more questions",
                        description="Print the top-k corpus questions nearest to each QUERY, with distance and cluster.")
-    p.add_argument("bundle", type=Path)
+    p.add_argument("bundle", type=Path, help="a bundle folder, or a Hugging Face Hub repository id (owner/name)")
     p.add_argument("query", nargs="+")
     p.add_argument("-k", type=int, default=10)
     _retriever_args(p)
