@@ -5,6 +5,7 @@ safetensors still load and are converted on the next save."""
 from __future__ import annotations
 
 import ast
+import inspect
 import json
 import shutil
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from huggingface_hub import HfApi
 
 from hub_layout import cache_repo, offline_hub  # noqa: F401 (a fixture)
 from qpr import Retriever
@@ -103,20 +105,25 @@ def test_no_pickle_is_unpickled_on_the_load_path():
 
 
 class FakeHub:
-    """``huggingface_hub.HfApi`` at its boundary: what is created and uploaded lands in a local
-    folder laid out as the Hub cache (so the test can load it back by repository id). The network,
-    tokens and the Hub's own handling of the commit are not exercised."""
+    """``huggingface_hub.HfApi`` at its boundary: each call is checked against the real method's
+    signature, and what is uploaded lands in a local folder laid out as the Hub cache (so the test
+    loads it back by repository id). The network, tokens and the Hub's own handling of the commit
+    are not exercised."""
 
     def __init__(self, cache: Path) -> None:
         self.cache, self.created, self.commits = cache, [], []
 
-    def create_repo(self, repo_id, repo_type, private, exist_ok):
-        self.created.append((repo_id, repo_type, private))
+    def create_repo(self, *args, **kwargs):
+        call = inspect.signature(HfApi.create_repo).bind(self, *args, **kwargs).arguments
+        self.created.append((call["repo_id"], call["repo_type"], call["private"]))
 
-    def upload_folder(self, folder_path, repo_id, repo_type, delete_patterns, commit_message):
-        self.commits.append((repo_id, sorted(p.name for p in Path(folder_path).iterdir()), delete_patterns, commit_message))
-        cache_repo(self.cache, repo_id, Path(folder_path))
-        return f"https://huggingface.co/{repo_id}/commit/0"
+    def upload_folder(self, *args, **kwargs):
+        call = inspect.signature(HfApi.upload_folder).bind(self, *args, **kwargs).arguments
+        folder = Path(call["folder_path"])
+        self.commits.append((call["repo_id"], sorted(p.name for p in folder.iterdir()), call["delete_patterns"],
+                             call["commit_message"]))
+        cache_repo(self.cache, call["repo_id"], folder)
+        return f"https://huggingface.co/{call['repo_id']}/commit/0"
 
 
 def test_qpr_push_uploads_a_converted_bundle_that_loads_back_by_repo_id(tiny_bundle, tmp_path, offline_hub,

@@ -8,6 +8,7 @@ Layout::
     index.faiss     FAISS index whose ids are the corpus' qids
     corpus.parquet  qid, question, cluster, split
     README.md       the model card, config.json the config, for the Hugging Face Hub (``qpr.bundles.card``)
+                    (a bundle with an encoder)
 
 ``version`` (creation time + a digest of the weights) is what annotation judgments refer to.
 
@@ -200,11 +201,11 @@ class Bundle:
         path = Path(path)
         check_target(path)
         with atomic_path(path, directory=True, replaceable=is_bundle, what="bundle") as tmp:
-            if not self.lexical:
+            if not self.lexical:  # a lexical bundle is a corpus: no model to describe on the Hub
                 system_named(self.system).save(self.encoder, self.vocab, tmp)
                 self.index.save(tmp / "index.faiss")
+                write_card(tmp, self.manifest)
             self.corpus.to_parquet(tmp / "corpus.parquet", index=False)
-            write_card(tmp, self.manifest)
             # The manifest goes last: a directory with a manifest was completely written.
             (tmp / "manifest.json").write_text(json.dumps(self.manifest, indent=2, ensure_ascii=False))
         return path

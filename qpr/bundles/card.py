@@ -71,7 +71,7 @@ def _text(manifest: Mapping, name: str, card: Mapping) -> str:
              "| split | queries | H@1 | H@10 | MRR |\n|---|---|---|---|---|\n" + rows) if rows else "No held-out metrics were measured."
     training = manifest.get("training", {})
     settings = training.get("config") or training.get("settings") or {}
-    shown = "\n".join(f"- `{key}`: {value}" for key, value in settings.items()) or "- (none recorded: a corpus served by BM25 alone)"
+    shown = "\n".join(f"- `{key}`: {value}" for key, value in settings.items()) or "- (not recorded in the manifest)"
     credit = f"\n\n## Data\n\n{card['credit']}" if card.get("credit") else ""
     return f"""# {name}
 
