@@ -108,3 +108,16 @@ def test_a_retrained_model_waiting_for_a_decision_is_not_pushed_aside(tiny_bundl
     assert model.current().bundle.lexical and model.candidate() is waiting
     assert Bundle.load(tmp_path / "trained").version == tiny_bundle.version and "waits for a decision" in messages[0]
     assert store.swaps().empty
+
+
+def test_python_app_py_serves_bm25_then_the_trained_encoder(hub_banking77, offline_hub, tmp_path, monkeypatch):
+    """``python app.py`` as a fresh clone runs it (no cache; the data set from the Hub cache,
+    offline, through the real environment variables): its first search answers, then it logs the
+    trained encoder served; what the bench times (bench/startup.py), here on the small stand-in."""
+    from bench.startup import TRAINED, cold_start
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(offline_hub))
+    started = cold_start(tmp_path, tmp_path / "cache", limit_s=600)
+    assert any(TRAINED in line for line in started["log"]), started["log"]
+    assert (tmp_path / "cache" / "demo-bundle").is_dir()
