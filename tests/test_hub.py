@@ -149,3 +149,25 @@ def test_the_app_serves_a_bundle_named_by_repo_id(tiny_bundle, tmp_path, offline
     monkeypatch.setenv("QPR_BUNDLE", "someone/qpr-served")
     served, _ = served_bundle()
     assert served.version == tiny_bundle.version
+
+
+def test_a_residual_retriever_from_before_safetensors_loads_and_is_converted(tmp_path):
+    """FCRR / ConvRR keep their weights in model.safetensors too; an older bundle's encoder.pt
+    (the old ``ResidualEncoder.save``: ``torch.save`` of the state dict) still loads."""
+    pytest.importorskip("gensim")
+    from conftest import make_corpus
+    from qpr.bundles.training import train_system_bundle
+    from qpr.retrieval.index import IndexConfig
+    from qpr.systems.registry import Run
+    from qpr.systems.seed_encoders import SeedSettings
+
+    settings = SeedSettings(word_dim=16, epochs=1, patience=1)
+    trained = train_system_bundle(make_corpus(), "fcrr", settings, IndexConfig("Flat"), Run(progress=False), fuse=False)
+    folder = trained.save(tmp_path / "new")
+    assert (folder / "model.safetensors").is_file() and not (folder / "encoder.pt").exists()
+    torch.save(trained.encoder.model.state_dict(), folder / "encoder.pt")
+    (folder / "model.safetensors").unlink()
+    old = Retriever.load(folder)
+    assert old.search(QUERIES, 5, method="dense") == Retriever(trained).search(QUERIES, 5, method="dense")
+    old.save(folder)
+    assert (folder / "model.safetensors").is_file() and not (folder / "encoder.pt").exists()

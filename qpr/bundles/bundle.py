@@ -16,7 +16,7 @@ Layout::
 what it writes, reads and records: ``cnn-sdml`` or ``lstm`` (a ``QuestionEncoder`` with its
 vocabulary, the layout above; bundles from before the field are these), or a seed system
 (``qpr.systems.seed_encoders``: film, idf-embed, fcrr, convrr), which has no vocabulary and keeps its
-encoder in ``encoder.npz`` (and FCRR / ConvRR their weights in ``encoder.pt``), or the optional
+encoder in ``encoder.npz`` (and FCRR / ConvRR their weights in ``model.safetensors``), or the optional
 transformer backend (``qpr.systems.transformer``: system ``transformer``, its sentence-transformers model
 in the folder ``transformer/``). Either way ``Bundle.encode`` maps texts to the vectors the index holds.
 The manifest and the folder are checked by ``qpr.bundles.manifest``.

@@ -25,7 +25,7 @@ import pandas as pd
 from qpr.errors import QPRError
 from qpr.model.encoder import QuestionEncoder
 from qpr.systems import question_encoder
-from qpr.systems.seed_encoders import (ARRAYS, WEIGHTS, FilmEncoder, IdfEncoder, ResidualEncoder, SeedSettings,
+from qpr.systems.seed_encoders import (ARRAYS, LEGACY_WEIGHTS, WEIGHTS, FilmEncoder, IdfEncoder, ResidualEncoder, SeedSettings,
                                        fit_film_encoder, fit_idf_encoder, fit_residual_encoder)
 from qpr.systems.settings_dicts import dataclass_from
 from qpr.systems.transformer import (DEFAULT_BASE, EXTRA, FILES as TRANSFORMER_FILES, SYSTEM as TRANSFORMER,
@@ -132,7 +132,8 @@ def _seed(name: str, encoder_class, fit: Callable[[pd.DataFrame, SeedSettings, R
     return System(name, about, options, ENCODED + files, {"system": str},
                   lambda given: dataclass_from(SeedSettings, given, "the train options"), _timed(name, fit),
                   _recorded(SeedSettings, continues=False), _describe_text_encoder, _save_text_encoder,
-                  _loader(encoder_class), lambda training: f"trained {name} in {training['seconds']:.0f}s")
+                  _loader(encoder_class), lambda training: f"trained {name} in {training['seconds']:.0f}s",
+                  legacy={WEIGHTS: (LEGACY_WEIGHTS,)} if WEIGHTS in files else {})
 
 
 def _transformer_report(training: Mapping) -> str:
