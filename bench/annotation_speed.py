@@ -58,7 +58,8 @@ def run(judgments: int, queue: str = "task") -> dict:
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as playwright:
-        env = {"QPR_DB_URL": f"sqlite:///{Path(tmp) / 'annotations.db'}", "QPR_CACHE_DIR": str(cache_dir())}
+        env = {"QPR_DB_URL": f"sqlite:///{Path(tmp) / 'annotations.db'}", "QPR_CACHE_DIR": str(cache_dir()),
+               "QPR_DEMO": "tutorial"}  # the hand-written corpus its queues and planted paraphrases are about
         process, url, _ = start_app(env, Path(tmp) / "app.log")
         try:
             browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)

@@ -1,6 +1,9 @@
 """Question paraphrase retrieval after Bonadiman, Kumar & Mittal (2019): the engine, with no
 Gradio and no SQL.
 
+``from qpr import Retriever`` is the Python API (``qpr.api``): load a bundle from a folder or
+the Hugging Face Hub, search, encode, add questions, save (README, "From Python").
+
 Its parts, one sub-package each, in the order data flows through them:
 
 - ``qpr.data``: questions and clusters (corpora, uploads, question->answer logs, distant supervision)
@@ -11,6 +14,7 @@ Its parts, one sub-package each, in the order data flows through them:
 - ``qpr.bundles``: a trained model on disk; training, retraining and the general bundle
 - ``qpr.serving``: what the app serves, projects on disk, background training
 - ``qpr.evaluation``: H@1, MRR, ROC AUC
+- ``qpr.api``: ``Retriever``, the public API over a bundle
 - ``qpr.fsutil``: crash-safe writes; ``qpr.cli``: the ``qpr`` command
 - ``qpr.settings``: every environment variable, read once; ``qpr.errors``: the error a user can fix
 
@@ -18,6 +22,8 @@ Its parts, one sub-package each, in the order data flows through them:
 whole project; ``qpr --help`` lists the command-line entry points.
 """
 
+from qpr.api.retriever import Retriever
 from qpr.errors import QPRError
+from qpr.retrieval.base import Hit
 
-__all__ = ["QPRError"]
+__all__ = ["Hit", "QPRError", "Retriever"]

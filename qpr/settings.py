@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -70,7 +70,11 @@ class Settings(BaseSettings):
     db_url: str | None = Field(None, validation_alias="QPR_DB_URL")
     """The annotation database; None: ``annotations.db.DEFAULT_URL`` (sqlite:///data/annotations.db)."""
     bundle: Path | None = Field(None, validation_alias="QPR_BUNDLE")
-    """A saved bundle for the app to serve instead of the last confirmed one or the demo."""
+    """A saved bundle (a folder, or a Hub repository id owner/name) for the app to serve instead of the last
+    confirmed one or the demo."""
+    demo: Literal["banking77", "tutorial"] = Field("banking77", validation_alias="QPR_DEMO")
+    """The app's demo when nothing else is served: BANKING77's real questions (served by BM25 at once while its
+    encoder trains in the background), or the hand-written annotation tutorial (``ui.demo``)."""
     general: Path | None = Field(None, validation_alias="QPR_GENERAL")
     """A general bundle that serves a project's upload until the project trains (docs/OUT_OF_DOMAIN.md)."""
     auth: Annotated[list[tuple[str, str]] | None, NoDecode] = Field(None, validation_alias="QPR_AUTH")
@@ -98,6 +102,13 @@ class Settings(BaseSettings):
         """The Hugging Face Space the app runs on, else None: ``SPACE_ID`` when ``SYSTEM`` is
         "spaces" (the rule of Gradio's ``get_space``, which Gradio itself applies)."""
         return self.space_id if self.system == "spaces" else None
+
+    @field_validator("demo", mode="before")
+    @classmethod
+    def _demo(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip() not in ("", "banking77", "tutorial"):
+            raise QPRError(f"QPR_DEMO must be banking77 (real questions) or tutorial (the hand-written corpus); got {value!r}")
+        return value.strip() or "banking77" if isinstance(value, str) else value
 
     @field_validator("db_url", "bundle", "general", mode="before")
     @classmethod

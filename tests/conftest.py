@@ -17,6 +17,10 @@ import pytest
 
 from qpr.settings import settings
 
+# The app's tests start it on the hand-written tutorial corpus (trained in seconds, no data set
+# needed); the tests of the BANKING77 demo (tests/test_real_demo.py) set QPR_DEMO themselves.
+os.environ.setdefault("QPR_DEMO", "tutorial")
+
 
 @pytest.fixture(autouse=True)
 def fresh_settings(monkeypatch):

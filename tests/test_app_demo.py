@@ -88,11 +88,11 @@ def test_a_bundle_whose_val_cannot_fit_a_fusion_serves_the_encoder(monkeypatch):
 def test_a_damaged_cached_bundle_is_rebuilt(bundle, demo_cache, tmp_path):
     cache = tmp_path / "cache"
     shutil.copytree(demo_cache, cache)
-    (next((cache / "demo-bundle").iterdir()) / "encoder.pt").unlink()
+    (next((cache / "demo-bundle").iterdir()) / "model.safetensors").unlink()
     messages = []
     rebuilt = demo_bundle(cache=cache, progress=False, log=messages.append)
     assert rebuilt.version != bundle.version
-    assert any("rebuilding" in m and "encoder.pt" in m for m in messages)
+    assert any("rebuilding" in m and "model.safetensors" in m for m in messages)
     Bundle.load(next((cache / "demo-bundle").iterdir()))  # the rebuilt cache is complete
 
 

@@ -90,7 +90,7 @@ def test_weights_that_do_not_fit_the_config_are_detected(saved):
     manifest = json.loads((saved / "manifest.json").read_text())
     manifest["encoder_config"]["channels"] = 64
     (saved / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(QPRError, match="encoder.pt does not match"):
+    with pytest.raises(QPRError, match="model.safetensors does not match"):
         Bundle.load(saved)
 
 

@@ -13,7 +13,7 @@ from qpr.cli.main import main as qpr_main
 from qpr.settings import SHARED_DATA, Settings, SettingsError, settings
 
 ROOT = Path(__file__).resolve().parents[1]
-VARIABLES = ["QPR_DATA_DIR", "QPR_CACHE_DIR", "QPR_DB_URL", "QPR_BUNDLE", "QPR_GENERAL", "QPR_AUTH", "QPR_ADMINS",
+VARIABLES = ["QPR_DATA_DIR", "QPR_CACHE_DIR", "QPR_DB_URL", "QPR_BUNDLE", "QPR_DEMO", "QPR_GENERAL", "QPR_AUTH", "QPR_ADMINS",
              "QPR_TASK_SIZE", "QPR_MAX_UPLOAD_MB", "QPR_MAX_SERVED_MB", "QPR_OVERLAP", "SYSTEM", "SPACE_ID"]
 
 
@@ -32,7 +32,7 @@ def test_defaults(bare):
     read = settings()
     assert (read.data_dir, read.cache_dir, read.db_url, read.bundle, read.general) == (SHARED_DATA, Path("runs"), None, None, None)
     assert (read.auth, read.admins, read.task_size, read.max_upload_mb, read.overlap) == (None, (), None, 50.0, None)
-    assert read.space is None and read.max_served_mb == 2000.0
+    assert read.space is None and read.max_served_mb == 2000.0 and read.demo == "banking77"
     assert SHARED_DATA == ROOT.parent / "shared" / "data"
 
 

@@ -1,4 +1,5 @@
-"""The demo corpus and the bundle the app serves when no other is given.
+"""The annotation tutorial: a hand-written corpus and its bundle (``QPR_DEMO=tutorial``; the default
+demo is BANKING77's real questions, ``ui.banking_demo``).
 
 ``demo_corpus.tsv`` (beside this file) is a hand-written cluster file: 566 questions on travel,
 cooking, programming, health, finance, pets, sports, study, phones, home repair, gardening, cars,
@@ -78,15 +79,16 @@ def cache_dir() -> Path:
     return settings().cache_dir
 
 
-def bundle_key(corpus_fingerprint: str) -> str:
+def bundle_key(corpus_fingerprint: str, train: TrainConfig = DEMO_TRAIN) -> str:
     """A short name that changes whenever the corpus, any demo training setting or the hybrid's
     features change."""
-    settings = {"data": corpus_fingerprint, "train": asdict(DEMO_TRAIN), "text": asdict(DEMO_TEXT), "encoder": DEMO_ENCODER.to_dict(),
+    settings = {"data": corpus_fingerprint, "train": asdict(train), "text": asdict(DEMO_TEXT), "encoder": DEMO_ENCODER.to_dict(),
                 "fusion": list(FEATURES)}
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _log(message: str) -> None:
+def log_demo(message: str) -> None:
+    """What the demo tells the terminal it was started from."""
     print(f"[qpr demo] {message}", file=sys.stderr, flush=True)
 
 
@@ -94,7 +96,7 @@ def demo_bundle(
     corpus_path: str | Path = DEMO_CORPUS,
     cache: str | Path | None = None,
     progress: bool = True,
-    log: Callable[[str], None] = _log,
+    log: Callable[[str], None] = log_demo,
 ) -> Bundle:
     """The bundle trained on ``corpus_path``: loaded from the cache if built before, else trained
     (with progress bars when ``progress``), saved atomically and returned."""

@@ -54,6 +54,9 @@ class QPRPage:
         with gr.Blocks(title="Question paraphrase retrieval", fill_width=True) as demo:
             gr.Markdown("# Question paraphrase retrieval\nFind questions that mean the same, mark the ones filed "
                         "under the wrong cluster, retrain on the corrected clusters.")
+            credit = self.ctx.model.current().bundle.manifest.get("card", {}).get("credit")
+            if credit:  # the served corpus' source and license (the BANKING77 demo's: CC BY 4.0 asks for it)
+                gr.Markdown(credit)
             with gr.Row():
                 name = gr.Textbox(label="Your name (needed to annotate)", visible=self.ctx.identity == "name", scale=2)
                 if self.ctx.identity == "oauth":

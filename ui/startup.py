@@ -1,8 +1,10 @@
 """Starting the app: which bundle to serve, the annotation store, identity, and launch.
 
 The settings it reads (``qpr.settings``; the README's "Settings" says what each changes):
-``QPR_BUNDLE`` and ``QPR_CACHE_DIR`` choose the bundle the demo project serves (else the last one
-confirmed in the Retrain tab, else the demo's own) and where projects are kept; ``QPR_GENERAL`` the general bundle new projects
+``QPR_BUNDLE`` (a folder or a Hub repository id) and ``QPR_CACHE_DIR`` choose the bundle the demo
+project serves (else the last one confirmed in the Retrain tab, else the demo ``QPR_DEMO`` names:
+BANKING77, whose encoder ``main`` starts training in the background, or the tutorial) and where
+projects are kept; ``QPR_GENERAL`` the general bundle new projects
 start from; ``QPR_AUTH``, or a Hugging Face Space's ``SYSTEM``/``SPACE_ID``, how annotators
 identify; ``QPR_DB_URL`` the annotation database (``annotations.db.open_store``);
 ``QPR_MAX_UPLOAD_MB`` the upload limit Gradio enforces (``launch_options``). A bad value, like
@@ -19,16 +21,17 @@ import torch
 
 from annotations.db import open_store
 from qpr.bundles.bundle import Bundle
-from qpr.errors import QPRError
 from qpr.bundles.general import check_general
-from qpr.serving.served_model import ServedModel
+from qpr.bundles.hub import load_bundle
 from qpr.data.upload import max_upload_bytes
+from qpr.errors import QPRError
+from qpr.serving.served_model import ServedModel
 from qpr.settings import settings
+from ui.banking_demo import EXAMPLES as BANKING_EXAMPLES, banking_demo, start_training
 from ui.common import AppContext, identity_mode, remembered_bundle
-from ui.pages import example_queries
 from ui.demo import EXAMPLE_QUERIES, cache_dir, demo_bundle
 from ui.page import QPRPage
-
+from ui.pages import example_queries
 
 # The Annotate tab's keyboard shortcuts, and what holds them while an item loads.
 SHORTCUTS = f"<script>\n{(Path(__file__).with_name('shortcuts.js')).read_text()}</script>\n"
@@ -42,16 +45,18 @@ CSS = (".gradio-container table td, .gradio-container table th, .gradio-containe
 
 def served_bundle() -> tuple[Bundle, tuple[str, ...]]:
     """The bundle to serve and example queries for it: ``QPR_BUNDLE``, else the last bundle
-    confirmed in the app (if it still loads), else the demo."""
+    confirmed in the app (if it still loads), else the demo (``QPR_DEMO``)."""
     if settings().bundle:
-        bundle = Bundle.load(settings().bundle)
+        bundle = load_bundle(settings().bundle)
     else:
         bundle = _last_confirmed()
         if bundle is None:
             # The demo model is tiny: a second thread costs more in synchronisation than it saves, and
             # far more when another process holds a core (demo training: 2.6 s on one thread, 106 s on two).
             torch.set_num_threads(1)
-            return demo_bundle(), EXAMPLE_QUERIES
+            if settings().demo == "tutorial":
+                return demo_bundle(), EXAMPLE_QUERIES
+            return banking_demo(), BANKING_EXAMPLES
     return bundle, example_queries(bundle)
 
 
@@ -88,7 +93,8 @@ def main() -> int:
         store = open_store()
         general = general_bundle()
         bundle, examples = served_bundle()
-        ctx = AppContext(ServedModel(bundle), store, identity_mode(auth), examples, cache_dir(), general=general)
+        model = ServedModel(bundle)
+        ctx = AppContext(model, store, identity_mode(auth), examples, cache_dir(), general=general)
         options = launch_options(auth, ctx.cache)
     except QPRError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -100,5 +106,6 @@ def main() -> int:
     demo = QPRPage(ctx).build()
     # Searches and judgments are short: several run at once; retraining runs one at a time.
     demo.queue(default_concurrency_limit=8)
+    start_training(model, store)  # the BANKING77 demo's encoder, while BM25 answers
     demo.launch(**options)
     return 0

@@ -4,9 +4,11 @@ Layout::
 
     manifest.json   format version, bundle version, system, configs, data fingerprint, metrics, history
     vocab.json      the vocabulary (``qpr.model.text``)
-    encoder.pt      encoder weights (state dict)
+    model.safetensors  encoder weights (state dict; older bundles: encoder.pt, still read)
     index.faiss     FAISS index whose ids are the corpus' qids
     corpus.parquet  qid, question, cluster, split
+    README.md       the model card, config.json the config, for the Hugging Face Hub (``qpr.bundles.card``)
+                    (a bundle with an encoder)
 
 ``version`` (creation time + a digest of the weights) is what annotation judgments refer to.
 
@@ -14,7 +16,7 @@ Layout::
 what it writes, reads and records: ``cnn-sdml`` or ``lstm`` (a ``QuestionEncoder`` with its
 vocabulary, the layout above; bundles from before the field are these), or a seed system
 (``qpr.systems.seed_encoders``: film, idf-embed, fcrr, convrr), which has no vocabulary and keeps its
-encoder in ``encoder.npz`` (and FCRR / ConvRR their weights in ``encoder.pt``), or the optional
+encoder in ``encoder.npz`` (and FCRR / ConvRR their weights in ``model.safetensors``), or the optional
 transformer backend (``qpr.systems.transformer``: system ``transformer``, its sentence-transformers model
 in the folder ``transformer/``). Either way ``Bundle.encode`` maps texts to the vectors the index holds.
 The manifest and the folder are checked by ``qpr.bundles.manifest``.
@@ -39,6 +41,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from qpr.bundles.card import write_card
 from qpr.bundles.manifest import (FORMAT_VERSION, LEXICAL, LEXICAL_FILES, REBUILD, check_target, is_bundle,
                                   manifest_system, read_manifest)
 from qpr.data.corpus import COLUMNS, check_corpus, fingerprint
@@ -185,6 +188,11 @@ class Bundle:
         """The same bundle carrying a fitted hybrid scorer (``qpr.retrieval.hybrid.Fusion.to_dict()``)."""
         return Bundle(self.encoder, self.vocab, self.index, self.corpus, self.manifest | {"fusion": fusion})
 
+    def with_card(self, **card) -> "Bundle":
+        """The same bundle whose model card (``qpr.bundles.card``) says ``card``: ``license`` (a Hub
+        license id), ``datasets`` (Hub data set ids), ``name``, ``credit`` (markdown)."""
+        return Bundle(self.encoder, self.vocab, self.index, self.corpus, self.manifest | {"card": self.manifest.get("card", {}) | card})
+
     def save(self, path: str | Path) -> Path:
         """Write the bundle to ``path`` atomically: after a crash or kill at any instant, ``path``
         holds the old bundle or the new one (``qpr.fsutil.atomic.atomic_path``; a missing bundle after a
@@ -193,9 +201,10 @@ class Bundle:
         path = Path(path)
         check_target(path)
         with atomic_path(path, directory=True, replaceable=is_bundle, what="bundle") as tmp:
-            if not self.lexical:
+            if not self.lexical:  # a lexical bundle is a corpus: no model to describe on the Hub
                 system_named(self.system).save(self.encoder, self.vocab, tmp)
                 self.index.save(tmp / "index.faiss")
+                write_card(tmp, self.manifest)
             self.corpus.to_parquet(tmp / "corpus.parquet", index=False)
             # The manifest goes last: a directory with a manifest was completely written.
             (tmp / "manifest.json").write_text(json.dumps(self.manifest, indent=2, ensure_ascii=False))
@@ -214,7 +223,8 @@ class Bundle:
             raise QPRError(f"{path}: no bundle directory there (train one with `python -m qpr train`)")
         name = manifest_system(path)
         system = None if name == LEXICAL else system_named(name, f"{path}/manifest.json: ")
-        missing = [file for file in (LEXICAL_FILES if system is None else system.files) if not (path / file).is_file()]
+        files, legacy = (LEXICAL_FILES, {}) if system is None else (system.files, system.legacy)
+        missing = [file for file in files if not any((path / name).is_file() for name in (file, *legacy.get(file, ())))]
         if missing:
             raise QPRError(f"{path}: incomplete bundle, missing {', '.join(missing)}")
         manifest = read_manifest(path)

@@ -23,8 +23,11 @@ LEXICAL_FILES = ("manifest.json", "corpus.parquet")
 MANIFEST_FIELDS = {"format_version": int, "version": str, "encoder_config": dict, "index": dict, "data_fingerprint": str}
 LEXICAL_FIELDS = {"format_version": int, "version": str, "data_fingerprint": str}
 INDEX_FIELDS = {"factory": str}  # search parameters (or, in older bundles, nprobe and ef_search) are checked by VectorIndex.load
-# Every name a bundle folder may hold: the files of every system (a model folder by its top name).
-ENTRIES = frozenset(LEXICAL_FILES) | {name.split("/")[0] for system in REGISTRY.values() for name in system.files}
+CARD_FILES = ("README.md", "config.json")  # the model card and config a bundle carries for the Hub (bundles/card.py)
+# Every name a bundle folder may hold: the files of every system (a model folder by its top name),
+# those older bundles hold in their place, and the card.
+ENTRIES = (frozenset(LEXICAL_FILES) | set(CARD_FILES) | {name.split("/")[0] for system in REGISTRY.values() for name in system.files}
+           | {old for system in REGISTRY.values() for names in system.legacy.values() for old in names})
 
 
 def manifest_system(path: Path) -> str:

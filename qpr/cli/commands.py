@@ -16,6 +16,7 @@ from typing import Any
 
 from qpr.training import distributed
 from qpr.bundles.bundle import Bundle, check_target
+from qpr.bundles.hub import load_bundle, push
 from qpr.data.corpus import CLUSTER_FORMATS, load_corpus, write_cluster_file
 from qpr.errors import QPRError
 from qpr.evaluation.metrics import evaluate
@@ -119,7 +120,7 @@ def _retriever(bundle: Bundle, args: argparse.Namespace):
 def cmd_search(args: argparse.Namespace) -> int:
     for query in args.query:
         check_text(query)  # the shell passes undecodable bytes as lone surrogates
-    retriever = _retriever(Bundle.load(args.bundle), args)
+    retriever = _retriever(load_bundle(args.bundle), args)
     for query, hits in zip(args.query, retriever.search(args.query, args.k)):
         if args.json:
             print(json.dumps({"query": query, "hits": [asdict(h) for h in hits]}, ensure_ascii=False))
@@ -127,6 +128,13 @@ def cmd_search(args: argparse.Namespace) -> int:
         print(f"> {query}")
         for hit in hits:
             print(f"{hit.rank:>3}  {hit.distance:8.3f}  [{hit.cluster or '-'}]  {hit.question}")
+    return 0
+
+
+def cmd_push(args: argparse.Namespace) -> int:
+    url = push(args.bundle, args.repo, private=args.private)
+    print(f"{args.bundle}: pushed to https://huggingface.co/{args.repo} ({url}); load it with "
+          f"Retriever.load({args.repo!r}) or `qpr search {args.repo} QUESTION`")
     return 0
 
 

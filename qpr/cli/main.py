@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from qpr.bundles.general import BUILD
-from qpr.cli.commands import (cmd_add, cmd_eval, cmd_experiment, cmd_fuse, cmd_general, cmd_index, cmd_rebase,
-                              cmd_search, cmd_supervise, cmd_train)
+from qpr.cli.commands import (cmd_add, cmd_eval, cmd_experiment, cmd_fuse, cmd_general, cmd_index, cmd_push,
+                              cmd_rebase, cmd_search, cmd_supervise, cmd_train)
 from qpr.data.corpus import data_dir
 from qpr.data.qalogs import PRESETS
 from qpr.data.sources import DOMAINS
@@ -110,12 +110,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("search", help="retrieve paraphrases of one or more questions",
                        description="Print the top-k corpus questions nearest to each QUERY, with distance and cluster.")
-    p.add_argument("bundle", type=Path)
+    p.add_argument("bundle", type=Path, help="a bundle folder, or a Hugging Face Hub repository id (owner/name)")
     p.add_argument("query", nargs="+")
     p.add_argument("-k", type=int, default=10)
     _retriever_args(p)
     p.add_argument("--json", action="store_true", help="one JSON object per query")
     p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("push", help="upload a bundle to a Hugging Face Hub model repository",
+                       description="Upload BUNDLE (written afresh: safetensors weights, config.json, a model card) to "
+                       "the Hub model repository --repo, replacing what it held. Needs a token with write access "
+                       "(huggingface-cli login, or HF_TOKEN).")
+    p.add_argument("bundle", type=Path)
+    p.add_argument("--repo", required=True, help="the Hub repository id, owner/name (created if new)")
+    p.add_argument("--private", action="store_true", help="create the repository private")
+    p.set_defaults(func=cmd_push)
 
     p = sub.add_parser("eval", help="H@1, H@10, MRR (top 20) on a split",
                        description="Evaluate with the paper's protocol: every question of a SPLIT cluster is a "

@@ -35,7 +35,7 @@ from qpr.data.squad import load_squad
 from qpr.data.supervise import supervise
 
 
-def _numbered(questions: pd.Series, clusters: pd.Series) -> pd.DataFrame:
+def numbered_corpus(questions: pd.Series, clusters: pd.Series) -> pd.DataFrame:
     """A corpus (split "none") of one row per distinct question text; a text found in several
     clusters keeps its first. Clusters of one question become <NA>."""
     frame = pd.DataFrame({"question": questions.astype(str).str.strip(), "cluster": clusters.astype("string")})
@@ -50,7 +50,7 @@ def _numbered(questions: pd.Series, clusters: pd.Series) -> pd.DataFrame:
 def _banking77() -> pd.DataFrame:
     folder = data_dir() / "intents" / "banking77"
     frame = pd.concat([pd.read_csv(folder / name) for name in ("train.csv", "test.csv")], ignore_index=True)
-    return _numbered(frame["text"], frame["category"])
+    return numbered_corpus(frame["text"], frame["category"])
 
 
 def _supervised(preset: str, min_coherence: float, multi_answer: str) -> Callable[[], pd.DataFrame]:
@@ -62,7 +62,7 @@ def _supervised(preset: str, min_coherence: float, multi_answer: str) -> Callabl
 
 def _squad() -> pd.DataFrame:
     _, questions = load_squad("dev")
-    return _numbered(questions["question"], questions["pid"].astype(str))
+    return numbered_corpus(questions["question"], questions["pid"].astype(str))
 
 
 def _semeval() -> pd.DataFrame:
@@ -70,7 +70,7 @@ def _semeval() -> pd.DataFrame:
     originals = frame.drop_duplicates("org_id")
     texts = pd.concat([originals["org_text"], frame["rel_text"]], ignore_index=True)
     clusters = pd.concat([originals["org_id"], frame["org_id"].where(frame["relevant"])], ignore_index=True)
-    return _numbered(texts, clusters)
+    return numbered_corpus(texts, clusters)
 
 
 def _wikianswers() -> pd.DataFrame:
@@ -81,7 +81,7 @@ def _wikianswers() -> pd.DataFrame:
     n = len(texts)
     graph = coo_matrix((np.ones(len(pairs)), (codes[: len(pairs)], codes[len(pairs):])), shape=(n, n))
     _, component = connected_components(graph, directed=False)
-    return _numbered(pd.Series(texts), pd.Series(component).astype(str))
+    return numbered_corpus(pd.Series(texts), pd.Series(component).astype(str))
 
 
 def _quora() -> pd.DataFrame:

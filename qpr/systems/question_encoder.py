@@ -1,8 +1,12 @@
 """The CNN and the LSTM (``qpr.model.encoder.QuestionEncoder`` over a ``Vocabulary``) as systems a
 bundle holds: ``cnn-sdml`` and ``lstm`` in ``qpr.systems.registry``.
 
-Their bundle files are ``vocab.json`` (the vocabulary) and ``encoder.pt`` (the weights, a state
-dict); the manifest records the text and encoder configs and the vocabulary's rows, so ``load``
+Their bundle files are ``vocab.json`` (the vocabulary) and ``model.safetensors`` (the weights, a
+state dict in safetensors: read without unpickling anything, and the format the Hugging Face Hub
+expects of a model). Bundles written before it hold ``encoder.pt`` instead (``torch.save`` of the
+state dict); ``load`` still reads one, with ``torch.load(weights_only=True)``, which unpickles only
+tensors and plain containers, never arbitrary objects, and the next ``save`` writes safetensors
+(converting the bundle: the old file goes with the old folder). The manifest records the text and encoder configs and the vocabulary's rows, so ``load``
 rebuilds the layers before reading the weights, and refuses a config or a weights file this
 version cannot read with a QPRError saying what is wrong. Training is ``qpr.training.train.train``
 on ``EncoderSettings``; a retrain continues the bundle's encoder with its vocabulary and layers.
@@ -10,7 +14,6 @@ on ``EncoderSettings``; a retrain continues the bundle's encoder with its vocabu
 
 from __future__ import annotations
 
-import io
 import pickle
 import zipfile
 from dataclasses import asdict, dataclass, field, replace
@@ -19,6 +22,8 @@ from typing import Mapping
 
 import numpy as np
 import torch
+import safetensors.torch
+from safetensors import SafetensorError
 
 from qpr.errors import QPRError, one_line
 from qpr.model.encoder import EncoderConfig, QuestionEncoder
@@ -28,7 +33,10 @@ from qpr.training.train import TrainConfig, train
 
 # Also what bundles/manifest.py tells a user whose bundle is damaged: the plain `train` builds a CNN.
 REBUILD = "the bundle is damaged: rebuild it with `python -m qpr train` (or restore a copy)"
-FILES = ("manifest.json", "vocab.json", "encoder.pt", "index.faiss", "corpus.parquet")
+WEIGHTS = "model.safetensors"
+LEGACY_WEIGHTS = "encoder.pt"  # what bundles from before safetensors hold in its place (module doc)
+FILES = ("manifest.json", "vocab.json", WEIGHTS, "index.faiss", "corpus.parquet")
+LEGACY = {WEIGHTS: (LEGACY_WEIGHTS,)}
 # The train command's options these systems read (argparse names), besides --seed.
 OPTIONS = ("loss", "smoothing", "margin", "distance", "negatives", "batch_size", "lr", "lr_schedule", "batching",
            "pairs", "unlabeled_dropout", "word_vectors", "vocab_size", "hash_bins", "max_len", "min_count",
@@ -82,16 +90,19 @@ def retrain(manifest: Mapping, encoder: QuestionEncoder, vocab: Vocabulary,
 
 def describe(encoder: QuestionEncoder, vocab: Vocabulary, vectors: np.ndarray) -> tuple[dict, bytes]:
     """What the manifest records of the encoder, and the bytes its version digests (the weights)."""
-    weights = io.BytesIO()
-    torch.save(encoder.state_dict(), weights)
     described = {"text_config": asdict(vocab.config), "encoder_config": encoder.config.to_dict(),
                  "vocab_rows": encoder.vocab_rows}
-    return described, weights.getvalue()
+    return described, safetensors.torch.save(_contiguous(encoder))
 
 
 def save(encoder: QuestionEncoder, vocab: Vocabulary, folder: Path) -> None:
     vocab.save(folder / "vocab.json")
-    torch.save(encoder.state_dict(), folder / "encoder.pt")
+    safetensors.torch.save_file(_contiguous(encoder), folder / WEIGHTS)
+
+
+def _contiguous(encoder: QuestionEncoder) -> dict[str, torch.Tensor]:
+    # safetensors stores each tensor as one block of memory.
+    return {name: tensor.contiguous() for name, tensor in encoder.state_dict().items()}
 
 
 def load(folder: Path, manifest: Mapping) -> tuple[QuestionEncoder, Vocabulary, int]:
@@ -105,21 +116,38 @@ def load(folder: Path, manifest: Mapping) -> tuple[QuestionEncoder, Vocabulary, 
     if vocab.size != manifest["vocab_rows"]:
         raise QPRError(f"{folder}: vocab.json gives {vocab.size} embedding rows, the manifest {manifest['vocab_rows']}")
     encoder = QuestionEncoder(vocab.size, encoder_config)
-    if not zipfile.is_zipfile(folder / "encoder.pt"):
-        raise QPRError(f"{folder}/encoder.pt is not a PyTorch weights file (not a zip archive); {REBUILD}")
-    try:
-        weights = torch.load(folder / "encoder.pt", weights_only=True)
-    except (RuntimeError, OSError, EOFError, ValueError, KeyError, IndexError, TypeError, AttributeError,
-            pickle.UnpicklingError) as err:
-        raise QPRError(f"{folder}/encoder.pt is not a readable PyTorch weights file ({one_line(err)}); {REBUILD}") from err
-    if not isinstance(weights, dict):
-        raise QPRError(f"{folder}/encoder.pt holds a {type(weights).__name__}, not encoder weights; {REBUILD}")
+    weights = _weights(folder)
     try:
         encoder.load_state_dict(weights)
     except (RuntimeError, TypeError, AttributeError) as err:
-        raise QPRError(f"{folder}/encoder.pt does not match the manifest's encoder config: {one_line(err)}") from err
+        raise QPRError(f"{folder}/{_weights_file(folder)} does not match the manifest's encoder config: {one_line(err)}") from err
     encoder.eval()
     return encoder, vocab, encoder_config.output_dim
+
+
+def _weights_file(folder: Path) -> str:
+    return WEIGHTS if (folder / WEIGHTS).is_file() else LEGACY_WEIGHTS
+
+
+def _weights(folder: Path) -> dict:
+    """The state dict in ``folder``: ``model.safetensors``, else an older bundle's ``encoder.pt``
+    (module doc); QPRError saying what is wrong with a file that is not one."""
+    if _weights_file(folder) == WEIGHTS:
+        try:
+            return safetensors.torch.load_file(folder / WEIGHTS)
+        except (SafetensorError, OSError, ValueError) as err:
+            raise QPRError(f"{folder}/{WEIGHTS} is not a readable safetensors file ({one_line(err)}); {REBUILD}") from err
+    path = folder / LEGACY_WEIGHTS
+    if not zipfile.is_zipfile(path):
+        raise QPRError(f"{path} is not a PyTorch weights file (not a zip archive); {REBUILD}")
+    try:
+        weights = torch.load(path, weights_only=True)  # tensors and plain containers only (module doc)
+    except (RuntimeError, OSError, EOFError, ValueError, KeyError, IndexError, TypeError, AttributeError,
+            pickle.UnpicklingError) as err:
+        raise QPRError(f"{path} is not a readable PyTorch weights file ({one_line(err)}); {REBUILD}") from err
+    if not isinstance(weights, dict):
+        raise QPRError(f"{path} holds a {type(weights).__name__}, not encoder weights; {REBUILD}")
+    return weights
 
 
 def report(training: Mapping) -> str:

@@ -15,7 +15,7 @@ the other papers' systems (``film``, ``idf-embed``, ``fcrr``, ``convrr``:
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -25,7 +25,7 @@ import pandas as pd
 from qpr.errors import QPRError
 from qpr.model.encoder import QuestionEncoder
 from qpr.systems import question_encoder
-from qpr.systems.seed_encoders import (ARRAYS, WEIGHTS, FilmEncoder, IdfEncoder, ResidualEncoder, SeedSettings,
+from qpr.systems.seed_encoders import (ARRAYS, LEGACY_WEIGHTS, WEIGHTS, FilmEncoder, IdfEncoder, ResidualEncoder, SeedSettings,
                                        fit_film_encoder, fit_idf_encoder, fit_residual_encoder)
 from qpr.systems.settings_dicts import dataclass_from
 from qpr.systems.transformer import (DEFAULT_BASE, EXTRA, FILES as TRANSFORMER_FILES, SYSTEM as TRANSFORMER,
@@ -76,13 +76,15 @@ class System:
     load: Callable[[Path, Mapping], tuple]  # (bundle folder, manifest) -> (encoder, vocab, vector size)
     report: Callable[[Mapping], str]  # the line ``train`` prints about the manifest's ``training``
     distributed: bool = False  # whether it trains under torchrun (qpr.training.distributed)
+    # A file of ``files`` -> the names older bundles hold in its place, which ``load`` still reads.
+    legacy: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def _neural(name: str, architecture: str, pooling: str, about: str) -> System:
     q = question_encoder
     return System(name, about, q.OPTIONS, q.FILES, {"vocab_rows": int},
                   lambda options: q.settings_from(options, architecture, pooling),
-                  q.fit, q.retrain, q.describe, q.save, q.load, q.report, distributed=True)
+                  q.fit, q.retrain, q.describe, q.save, q.load, q.report, distributed=True, legacy=q.LEGACY)
 
 
 # The seed systems and the transformer have no vocabulary: their encoders describe, save and load themselves
@@ -132,7 +134,8 @@ def _seed(name: str, encoder_class, fit: Callable[[pd.DataFrame, SeedSettings, R
     return System(name, about, options, ENCODED + files, {"system": str},
                   lambda given: dataclass_from(SeedSettings, given, "the train options"), _timed(name, fit),
                   _recorded(SeedSettings, continues=False), _describe_text_encoder, _save_text_encoder,
-                  _loader(encoder_class), lambda training: f"trained {name} in {training['seconds']:.0f}s")
+                  _loader(encoder_class), lambda training: f"trained {name} in {training['seconds']:.0f}s",
+                  legacy={WEIGHTS: (LEGACY_WEIGHTS,)} if WEIGHTS in files else {})
 
 
 def _transformer_report(training: Mapping) -> str:

@@ -12,7 +12,8 @@ Every encoder has ``system``, ``output_dim``, ``encode(texts)``, ``settings()`` 
 manifest records as ``encoder_config``), ``save(folder)`` and ``load(folder, settings)``, which
 rebuilds one from a bundle folder; ``qpr.systems.registry`` registers them. Their files:
 ``encoder.npz`` (numbers and words as arrays, never a pickle) and, for the residual retrievers,
-``encoder.pt`` (torch weights). ``fit_film_encoder``, ``fit_idf_encoder`` and
+``model.safetensors`` (torch weights; bundles saved before it hold ``encoder.pt``, still read with
+``torch.load(weights_only=True)``: tensors only, and converted on the next save). ``fit_film_encoder``, ``fit_idf_encoder`` and
 ``fit_residual_encoder`` train one on a corpus's training clusters. The word-vector systems need
 gensim (the ``bench`` extra), as ``--word-vectors`` does; FILM does not.
 """
@@ -26,7 +27,9 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
+import safetensors.torch
 import torch
+from safetensors import SafetensorError
 
 from qpr.errors import QPRError, one_line
 from qpr.systems.film import FilmConfig, FilmModel, fit_film
@@ -37,7 +40,7 @@ from qpr.systems.settings_dicts import recorded_settings
 from qpr.training.sampling import cluster_members, validation_questions
 
 SYSTEMS = ("film", "idf-embed", "fcrr", "convrr")  # the other papers' systems (docs/SEEDS.md)
-ARRAYS, WEIGHTS = "encoder.npz", "encoder.pt"
+ARRAYS, WEIGHTS, LEGACY_WEIGHTS = "encoder.npz", "model.safetensors", "encoder.pt"
 VAL_QUESTIONS = 4000  # val questions the residual retrievers' early stopping scores (nearest-neighbour accuracy)
 
 
@@ -135,18 +138,22 @@ class ResidualEncoder:
 
     def save(self, folder: Path) -> None:
         np.savez(folder / ARRAYS, **self.embedder.arrays())
-        torch.save(self.model.state_dict(), folder / WEIGHTS)
+        safetensors.torch.save_file({k: v.contiguous() for k, v in self.model.state_dict().items()}, folder / WEIGHTS)
 
     @classmethod
     def load(cls, folder: Path, settings: dict) -> "ResidualEncoder":
         embedder = _embedder(folder)
         model = ResidualRetriever(embedder.dim, _config(ResidualConfig, settings, folder))
-        path = folder / WEIGHTS
+        path = folder / WEIGHTS if (folder / WEIGHTS).is_file() else folder / LEGACY_WEIGHTS
         try:
-            if not zipfile.is_zipfile(path):
+            if path.name == WEIGHTS:
+                weights = safetensors.torch.load_file(path)
+            elif not zipfile.is_zipfile(path):
                 raise ValueError("not a zip archive")
-            model.load_state_dict(torch.load(path, weights_only=True))
-        except (RuntimeError, OSError, EOFError, ValueError, KeyError, TypeError, AttributeError) as err:
+            else:
+                weights = torch.load(path, weights_only=True)  # tensors and plain containers only (module doc)
+            model.load_state_dict(weights)
+        except (SafetensorError, RuntimeError, OSError, EOFError, ValueError, KeyError, TypeError, AttributeError) as err:
             raise QPRError(f"{path} is not the weights of this {model.config.kind} ({one_line(err)}); {_REBUILD}") from err
         return cls(embedder, model)
 

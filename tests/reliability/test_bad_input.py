@@ -46,8 +46,11 @@ def _without(key):
 # Damaged copies of a good bundle: name -> what is done to it.
 DAMAGES = {
     "bad-parquet": lambda f: (f / "corpus.parquet").write_bytes(b"PAR1 but not really" * 20),
-    "bad-encoder": lambda f: (f / "encoder.pt").write_bytes(b"not a zip archive" * 20),
-    "pickled-tensor": lambda f: __import__("torch").save(__import__("torch").zeros(3), f / "encoder.pt"),
+    "bad-encoder": lambda f: (f / "model.safetensors").write_bytes(b"not safetensors" * 20),
+    # A bundle from before safetensors (encoder.pt) whose file is damaged:
+    "bad-old-encoder": lambda f: ((f / "model.safetensors").unlink(), (f / "encoder.pt").write_bytes(b"not a zip archive" * 20)),
+    "pickled-tensor": lambda f: ((f / "model.safetensors").unlink(),
+                                 __import__("torch").save(__import__("torch").zeros(3), f / "encoder.pt")),
     "manifest-list": lambda f: (f / "manifest.json").write_text("[1, 2, 3]"),
     "manifest-no-encoder": _edit_manifest(_without("encoder_config")),
     "manifest-bad-encoder": _edit_manifest(lambda m: m | {"encoder_config": {"no_such_setting": 1}}),
@@ -59,7 +62,8 @@ DAMAGES = {
 }
 DAMAGE_MESSAGES = {
     "bad-parquet": "corpus.parquet is not a readable Parquet file",
-    "bad-encoder": "encoder.pt is not a PyTorch weights file",
+    "bad-encoder": "model.safetensors is not a readable safetensors file",
+    "bad-old-encoder": "encoder.pt is not a PyTorch weights file",
     "pickled-tensor": "encoder.pt holds a Tensor, not encoder weights",
     "manifest-list": "manifest.json holds a JSON list, not an object",
     "manifest-no-encoder": "manifest.json lacks encoder_config",

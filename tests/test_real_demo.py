@@ -1,0 +1,123 @@
+"""The default demo serves real questions: BANKING77, read from QPR_DATA_DIR or else from the Hub
+data set (here offline, from a Hub-cache folder holding a small stand-in in the Hub's layout and
+format), by BM25 at once, then by the encoder a background training swaps in; the trained model is
+cached for the next start. The training here is one short epoch on the stand-in: what is tested
+is the path, not the model (bench/startup.py times the real one)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from annotations.db import open_store
+from conftest import make_corpus
+from hub_layout import cache_repo, offline_hub  # noqa: F401 (a fixture)
+from qpr.data.banking77 import HUB_DATASET, banking77_corpus
+from qpr.errors import QPRError
+from qpr.serving.served_model import ServedModel
+from qpr.training.train import TrainConfig
+from ui.banking_demo import EXAMPLES, banking_demo, start_training
+from ui.common import AppContext
+from ui.page import QPRPage
+from ui.startup import served_bundle
+from workflows.first_training import FIRST_TRAINING
+
+SHORT = TrainConfig(batch_size=16, max_epochs=1, patience=1, val_pairs=100)
+
+
+@pytest.fixture
+def stand_in() -> pd.DataFrame:
+    """Labelled questions as BANKING77 holds them: text and an intent."""
+    corpus = make_corpus().dropna(subset=["cluster"])
+    return pd.DataFrame({"text": corpus["question"], "category": corpus["cluster"]}).reset_index(drop=True)
+
+
+@pytest.fixture
+def hub_banking77(stand_in, offline_hub, tmp_path, monkeypatch):
+    """No BANKING77 under QPR_DATA_DIR; the Hub data set in the (offline) cache: Parquet files with
+    integer labels, the intent names in the card's ``dataset_info``, as ``PolyAI/banking77`` has them."""
+    monkeypatch.setenv("QPR_DATA_DIR", str(tmp_path / "no-data"))
+    monkeypatch.setenv("QPR_DEMO", "banking77")
+    names = sorted(stand_in["category"].unique())
+    labels = stand_in["category"].map({name: i for i, name in enumerate(names)})
+    folder = tmp_path / "repo"
+    (folder / "data").mkdir(parents=True)
+    half = len(stand_in) // 2
+    for part, rows in (("train", slice(0, half)), ("test", slice(half, None))):
+        table = pa.table({"text": stand_in["text"][rows].tolist(), "label": labels[rows].tolist()})
+        pq.write_table(table, folder / "data" / f"{part}-00000-of-00001.parquet")
+    listed = "\n".join(f"            '{i}': {name}" for i, name in enumerate(names))
+    (folder / "README.md").write_text(f"---\nlicense: cc-by-4.0\ndataset_info:\n  features:\n  - name: text\n"
+                                      f"    dtype: string\n  - name: label\n    dtype:\n      class_label:\n"
+                                      f"        names:\n{listed}\n---\n# banking77\n")
+    cache_repo(offline_hub, HUB_DATASET, folder, kind="datasets")
+    return stand_in
+
+
+def test_banking77_is_read_from_the_hub_when_the_data_folder_lacks_it(hub_banking77):
+    corpus = banking77_corpus()
+    assert sorted(corpus["question"]) == sorted(hub_banking77["text"].str.strip())
+    by_text = dict(zip(hub_banking77["text"].str.strip(), hub_banking77["category"]))
+    assert all(by_text[q] == c for q, c in zip(corpus["question"], corpus["cluster"]))  # intent names from the card
+    assert set(corpus["split"]) == {"train", "val", "test"}
+
+
+def test_without_the_data_folder_or_the_hub_the_error_says_what_to_set(offline_hub, tmp_path, monkeypatch):
+    monkeypatch.setenv("QPR_DATA_DIR", str(tmp_path / "no-data"))
+    with pytest.raises(QPRError, match="QPR_DATA_DIR.*QPR_DEMO=tutorial"):
+        banking77_corpus()
+
+
+def test_the_demo_answers_by_bm25_then_serves_the_encoder_trained_in_the_background(hub_banking77, tmp_path, monkeypatch):
+    monkeypatch.setenv("QPR_CACHE_DIR", str(tmp_path / "cache"))
+    bundle, examples = served_bundle()
+    assert bundle.lexical and examples == EXAMPLES and len(bundle.corpus) == len(hub_banking77)
+    model, store = ServedModel(bundle), open_store(f"sqlite:///{tmp_path / 'annotations.db'}")
+    page = QPRPage(AppContext(model, store, "name", examples, cache=tmp_path / "cache")).build()
+    assert any("BANKING77" in str(getattr(block, "value", "")) and "CC BY 4.0" in str(block.value)
+               for block in page.blocks.values()), "the page credits the data set"
+    assert model.current().default.search(examples[0], 3)  # BM25 answers before any training
+
+    start_training(model, store, tmp_path / "cache", SHORT, log=lambda _: None).join()
+    served = model.current()
+    assert not served.bundle.lexical and served.bundle.corpus.equals(bundle.corpus)
+    assert served.default.search(examples[0], 3)
+    swap = store.swaps().iloc[-1]
+    assert (swap["annotator"], swap["bundle_version"], swap["replaced_version"]) == (
+        FIRST_TRAINING, served.bundle.version, bundle.version)
+    assert start_training(model, store, tmp_path / "cache", SHORT) is None  # nothing left to train
+    restarted = banking_demo(tmp_path / "cache", SHORT, log=lambda _: None)
+    assert restarted.version == served.bundle.version and not restarted.lexical  # the next start serves it at once
+    assert restarted.manifest["card"]["license"] == "cc-by-4.0"
+
+
+def test_a_retrained_model_waiting_for_a_decision_is_not_pushed_aside(tiny_bundle, tmp_path):
+    """When the first training ends while someone's retrained model waits to be confirmed, the
+    trained model is saved for the next start but not swapped in: that decision stays theirs."""
+    from qpr.bundles.bundle import Bundle
+    from workflows.first_training import serve_when_trained
+    from workflows.retraining import Deployment
+
+    model = ServedModel(Bundle.lexical_of(tiny_bundle.corpus))
+    waiting = model.propose(tiny_bundle, pd.DataFrame())
+    store, messages = open_store(f"sqlite:///{tmp_path / 'annotations.db'}"), []
+    target = Deployment(model, store, lambda bundle: bundle.save(tmp_path / "trained"))
+    assert serve_when_trained(target, lambda: tiny_bundle, messages.append) is None
+    assert model.current().bundle.lexical and model.candidate() is waiting
+    assert Bundle.load(tmp_path / "trained").version == tiny_bundle.version and "waits for a decision" in messages[0]
+    assert store.swaps().empty
+
+
+def test_python_app_py_serves_bm25_then_the_trained_encoder(hub_banking77, offline_hub, tmp_path, monkeypatch):
+    """``python app.py`` as a fresh clone runs it (no cache; the data set from the Hub cache,
+    offline, through the real environment variables): its first search answers, then it logs the
+    trained encoder served; what the bench times (bench/startup.py), here on the small stand-in."""
+    from bench.startup import TRAINED, cold_start
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(offline_hub))
+    started = cold_start(tmp_path, tmp_path / "cache", limit_s=600)
+    assert any(TRAINED in line for line in started["log"]), started["log"]
+    assert (tmp_path / "cache" / "demo-bundle").is_dir()
