@@ -106,14 +106,18 @@ def migrate(engine: Engine) -> str:
     return script.get_current_head()
 
 
+def database_url(url: str | None = None) -> str:
+    """``url``, else ``QPR_DB_URL``, else ``sqlite:///data/annotations.db``."""
+    return url or settings().db_url or DEFAULT_URL
+
+
 def open_store(url: str | None = None) -> AnnotationStore:
     """Open (creating or upgrading as needed) the annotation database at ``url``.
 
     ``url`` None means ``QPR_DB_URL``, else ``sqlite:///data/annotations.db``. Raises
     AnnotationError with a one-line message for a bad URL, an unreachable server or a newer schema.
     """
-    url = url or settings().db_url or DEFAULT_URL
-    engine = make_engine(url)
+    engine = make_engine(database_url(url))
     try:
         migrate(engine)
     except AnnotationError:

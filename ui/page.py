@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gradio as gr
 
+from annotations.backup import backup_line
 from ui.annotate_tab import AnnotateTab
 from ui.clusters_tab import ClustersTab
 from ui.common import AppContext
@@ -45,6 +46,7 @@ class QPRPage:
                 if self.ctx.identity == "oauth":
                     gr.LoginButton()
                 who = gr.Markdown()
+                backup = gr.Markdown(elem_id="backup-status")
             self.search.render()
             self.annotate.render(name)
             self.clusters.render(name)
@@ -58,4 +60,9 @@ class QPRPage:
             demo.load(self.search.relabel, [self.search.shown, self.search.compare], self.search.relabelled)
             demo.load(self.retrain.restore, None, self.retrain.decision_outputs)
             demo.load(self.projects.listed, None, self.projects.shown)
+            demo.load(self.backup_status, None, [backup])
         return demo
+
+    def backup_status(self) -> str:
+        """The header's line about the annotation database's last backup (``annotations.backup``)."""
+        return backup_line(self.ctx.store.engine.url)
