@@ -72,7 +72,7 @@ def csv_huge_field(folder: Path, scale: float = 1.0) -> tuple[Path, str]:
 
 
 def jsonl_gzip_bomb(folder: Path, scale: float = 1.0) -> tuple[Path, str]:
-    """A .jsonl that is a gzip archive of ~1 GB of records (about 1 MB compressed)."""
+    """A .jsonl that is a gzip archive of ~1 GB of records (about 3 MB compressed)."""
     path = folder / "bomb.jsonl"
     block = ('{"question": "how do i cook rice", "cluster": "a"}\n' * 20_000).encode()
     with gzip.open(path, "wb", compresslevel=6) as handle:
@@ -102,7 +102,7 @@ HOSTILE = {f.__name__: f for f in (parquet_bomb, parquet_many_columns, csv_milli
                                    jsonl_gzip_bomb, jsonl_deep, jsonl_million_keys)}
 
 CHILD = """
-import json, resource, sys, time
+import json, sys, time
 from qpr.data.upload import read_upload
 from qpr.errors import QPRError
 start = time.perf_counter()
@@ -112,8 +112,10 @@ if sys.argv[1] != "-":
         read_upload(sys.argv[1], sys.argv[2])
     except QPRError as err:
         outcome, message = "refused", str(err)
+# VmHWM: this process's own peak (ru_maxrss would count the parent's memory at fork)
+peak = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")) / 1024
 print(json.dumps({"outcome": outcome, "message": message[:400], "seconds": time.perf_counter() - start,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_rss_mb": peak}))
 """
 
 
