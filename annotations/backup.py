@@ -84,7 +84,8 @@ def _copy(source: Path, target: Path, standalone: bool = True) -> None:
     ``standalone``: ``target`` is a new file, left as one self-contained file (rollback journal,
     not WAL); otherwise it is a live database that keeps its journal mode."""
     with closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as src, closing(sqlite3.connect(target)) as dst:
-        src.backup(dst, pages=PAGES_PER_STEP)
+        # Into a live database in one step: one write transaction, so its readers never see half of it.
+        src.backup(dst, pages=PAGES_PER_STEP if standalone else -1)
         if standalone:
             dst.execute("PRAGMA journal_mode = DELETE")
 
