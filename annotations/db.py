@@ -20,7 +20,7 @@ from sqlalchemy import Engine, create_engine, event, make_url, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from annotations.errors import AnnotationError
+from annotations.errors import AnnotationError, DatabaseUnavailable
 from annotations.store import AnnotationStore
 from qpr.settings import settings
 
@@ -65,13 +65,41 @@ def _sqlite_settings(engine: Engine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
+def _outage_errors(engine: Engine) -> None:
+    @event.listens_for(engine, "handle_error")
+    def _on_error(context) -> None:
+        # A pre-ping's failure is the pool's business: it re-connects and the caller never sees it.
+        if context.is_pre_ping:
+            return
+        problem = outage(context.original_exception, context.is_disconnect or context.connection is None)
+        if problem:
+            raise DatabaseUnavailable(f"the annotation database {problem}") from context.sqlalchemy_exception
+
+
+def outage(error: BaseException, connection_lost: bool) -> str | None:
+    """What is wrong, when ``error`` (a DB-API exception) says the database is away rather than the
+    statement wrong: a connection that failed or was lost (``connection_lost``), a server shutting
+    down or starting (SQLSTATE classes 08 and 57P), or a full disk (SQLite's SQLITE_FULL,
+    PostgreSQL's 53100)."""
+    sqlstate = getattr(error, "sqlstate", None) or ""
+    if getattr(error, "sqlite_errorname", None) == "SQLITE_FULL" or sqlstate == "53100":
+        return "cannot be written: its disk is full; free space on it (the app resumes by itself)"
+    if connection_lost or sqlstate.startswith(("08", "57P")):
+        return (f"cannot be reached ({_first_line(error)}); the app reconnects by itself once it is back, "
+                "try again in a moment")
+    return None
+
+
 def make_engine(url: str | URL) -> Engine:
-    """An engine for ``url`` with the per-backend settings above (SQLite folders are created)."""
+    """An engine for ``url`` with the per-backend settings above (SQLite folders are created).
+    Connections are checked before use (a restarted server's dead ones are replaced), and errors
+    that mean the database is away raise ``DatabaseUnavailable`` (``outage``)."""
     url = _parse_url(url) if isinstance(url, str) else url
     try:
         engine = create_engine(url, pool_pre_ping=True)
     except (ArgumentError, SQLAlchemyError, ImportError) as err:
         raise AnnotationError(f"cannot use database URL {_safe(url)}: {_first_line(err)}") from err
+    _outage_errors(engine)
     if engine.dialect.name == "sqlite" and url.database and url.database != ":memory:":
         try:
             Path(url.database).parent.mkdir(parents=True, exist_ok=True)
@@ -106,16 +134,24 @@ def migrate(engine: Engine) -> str:
     return script.get_current_head()
 
 
+def database_url(url: str | None = None) -> str:
+    """``url``, else ``QPR_DB_URL``, else ``sqlite:///data/annotations.db``."""
+    return url or settings().db_url or DEFAULT_URL
+
+
 def open_store(url: str | None = None) -> AnnotationStore:
     """Open (creating or upgrading as needed) the annotation database at ``url``.
 
     ``url`` None means ``QPR_DB_URL``, else ``sqlite:///data/annotations.db``. Raises
     AnnotationError with a one-line message for a bad URL, an unreachable server or a newer schema.
     """
-    url = url or settings().db_url or DEFAULT_URL
-    engine = make_engine(url)
+    engine = make_engine(database_url(url))
     try:
         migrate(engine)
+    except DatabaseUnavailable as err:
+        engine.dispose()
+        raise AnnotationError(f"cannot open the annotation database {_safe(engine.url)}: "
+                              f"{_first_line(err.__cause__ or err)}") from err
     except AnnotationError:
         engine.dispose()
         raise

@@ -5,3 +5,8 @@ from qpr.errors import QPRError
 
 class AnnotationError(QPRError):
     """Bad annotation input or an unusable database; the one-line message says what to fix."""
+
+
+class DatabaseUnavailable(AnnotationError):
+    """The database cannot be reached or written right now (a server restarting, a full disk):
+    nothing was changed, and the same call succeeds once it is back (connections are re-made)."""

@@ -14,6 +14,13 @@ losing the lock to newcomers (p99 0.7-0.9 s, maximum 3.6-10 s, all of it waiting
 IMMEDIATE; no retries happened). On PostgreSQL, measured the same way, one transaction per call
 gave p99 0.69-0.75 s (max 1.6-2.0 s) and group commit 97-100 ms, so both backends use it.
 
+The database going away (a server restarting, a full disk: ``annotations.db`` raises
+``DatabaseUnavailable``) is retried too, for ``OUTAGE_PATIENCE_S``: a restart of a few seconds
+costs the caller a wait, not an error. After that the caller gets a message that nothing was
+recorded; the next call tries again (the pool re-connects), so the app recovers by itself. A call
+returns only after its commit, so no acknowledged write is lost; a commit whose answer the lost
+connection swallowed may be retried and stored twice (a second, identical judgment).
+
 The retries are this module's own short loop: no retry library is among the project's dependencies.
 """
 
@@ -31,11 +38,12 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
-from annotations.errors import AnnotationError
+from annotations.errors import AnnotationError, DatabaseUnavailable
 
 T = TypeVar("T")
 WRITE_PATIENCE_S = 60.0  # how long a write keeps retrying a busy database before giving up
 GROUP_MAX = 64  # most writes one group commit takes from the queue
+OUTAGE_PATIENCE_S = 10.0  # how long a write waits for a database that went away before telling the caller
 RACE_RETRIES = 5  # a unique-key race resolves on the next attempt; more failures mean a real conflict
 _NOTHING = object()  # no item held over from the last group (None already means close())
 
@@ -118,52 +126,92 @@ class GroupCommitWriter:
                     try:
                         with session.begin_nested():
                             outcomes.append((True, work(session)))
-                    except (OperationalError, IntegrityError) as err:
-                        if _transient(err):
-                            outcomes.append((None, err))  # e.g. another process's race: retried alone below
-                        else:
-                            outcomes.append((False, err))
-                    except Exception as err:  # noqa: BLE001 -- handed to its own caller
-                        outcomes.append((False, err))
+                    except Exception as err:  # noqa: BLE001 -- sorted below
+                        away = _outage_in(err)
+                        if away is not None:
+                            # The connection or the whole transaction is gone (rolling back to the
+                            # savepoint may itself have failed): the group is retried as a whole.
+                            raise DatabaseUnavailable(str(away)) from away
+                        outcomes.append(_item_outcome(err))
 
             self._write_now(run_all)
+        except DatabaseUnavailable as err:  # the group waited out the outage already: nothing was committed
+            for _work, _solo, done in group:
+                _answer(done, False, err)
+            return
         except BaseException as err:  # noqa: BLE001 -- the group transaction failed: one by one
             if len(group) == 1:
                 _answer(group[0][2], False, err)
                 return
-            for work, _solo, done in group:
-                self._run_alone(work, done)
+            self._run_each_alone([(work, done) for work, _solo, done in group])
             return
-        for (work, _solo, done), (ok, value) in zip(group, outcomes):
-            if ok is None:
-                self._run_alone(work, done)
-            else:
+        self._run_each_alone([(work, done) for (work, _solo, done), (ok, _v) in zip(group, outcomes) if ok is None])
+        for (_work, _solo, done), (ok, value) in zip(group, outcomes):
+            if ok is not None:
                 _answer(done, ok, value)
 
-    def _run_alone(self, work: Callable[[Session], T], done: Future) -> None:
-        try:
-            _answer(done, True, self._write_now(work))
-        except BaseException as err:  # noqa: BLE001 -- handed to its caller
-            _answer(done, False, err)
+    def _run_each_alone(self, items: list[tuple[Callable[[Session], T], Future]]) -> None:
+        """Run each item in a transaction of its own; once one finds the database away (after
+        waiting ``OUTAGE_PATIENCE_S``), the rest get the same answer without waiting again."""
+        away = None
+        for work, done in items:
+            if away is not None:
+                _answer(done, False, away)
+                continue
+            try:
+                _answer(done, True, self._write_now(work))
+            except DatabaseUnavailable as err:
+                away = err
+                _answer(done, False, err)
+            except BaseException as err:  # noqa: BLE001 -- handed to its caller
+                _answer(done, False, err)
 
     def _write_now(self, work: Callable[[Session], T]) -> T:
-        """Run ``work`` in one write transaction, retrying it while the failure is transient."""
-        deadline = time.monotonic() + WRITE_PATIENCE_S
+        """Run ``work`` in one write transaction, retrying it while the failure is transient or the
+        database is away (for ``OUTAGE_PATIENCE_S``)."""
+        start = time.monotonic()
+        deadline = start + WRITE_PATIENCE_S
         attempt = races = 0
         while True:
             try:
                 with Session(self._engine, expire_on_commit=False) as session, session.begin():
                     return work(session)
-            except (OperationalError, IntegrityError) as err:
-                races += isinstance(err, IntegrityError)
-                if not _transient(err) or races > RACE_RETRIES:
+            except Exception as err:
+                away = _outage_in(err)  # also when ending the transaction failed because of the outage
+                if away is not None:
+                    if time.monotonic() > start + OUTAGE_PATIENCE_S:
+                        raise DatabaseUnavailable(f"{str(away).removesuffix('; nothing was recorded')}; nothing was "
+                                                  "recorded") from err
+                elif not isinstance(err, (OperationalError, IntegrityError)):
                     raise
-                if time.monotonic() > deadline:
-                    raise AnnotationError(
-                        f"the annotation database stayed busy for {WRITE_PATIENCE_S:.0f} s; nothing was written, try again"
-                    ) from err
+                else:
+                    races += isinstance(err, IntegrityError)
+                    if not _transient(err) or races > RACE_RETRIES:
+                        raise
+                    if time.monotonic() > deadline:
+                        raise AnnotationError(f"the annotation database stayed busy for {WRITE_PATIENCE_S:.0f} s; nothing "
+                                              "was written, try again") from err
             _pause(attempt)
             attempt += 1
+
+
+def _outage_in(err: BaseException) -> DatabaseUnavailable | None:
+    """The DatabaseUnavailable that ``err`` is, or was raised while handling (None if none)."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, DatabaseUnavailable):
+            return err
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return None
+
+
+def _item_outcome(err: Exception) -> tuple[bool | None, Exception]:
+    """How one item's error in a group is settled: (None, err) to run it again alone (a transient
+    failure, e.g. another process's race), (False, err) to hand it to its caller."""
+    if isinstance(err, (OperationalError, IntegrityError)) and _transient(err):
+        return None, err
+    return False, err
 
 
 def _transient(err: OperationalError | IntegrityError) -> bool:

@@ -12,8 +12,8 @@
 - access: anonymous names, undo of another's judgment, ``../`` through the app's file routes,
   and ``qpr train --out`` at a folder that is not a bundle.
 
-Writes ``bench/results/reliability.json`` (atomically) and the figures section of
-``docs/RELIABILITY.md``.
+Writes ``bench/results/reliability.json`` (atomically; its ``ops`` part, from
+``bench.reliability_ops``, is kept) and the figures section of ``docs/RELIABILITY.md``.
 """
 
 from __future__ import annotations
@@ -193,6 +193,8 @@ def main() -> None:
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    if RESULTS.is_file():  # the operations figures come from bench.reliability_ops: kept as they are
+        results |= {k: v for k, v in json.loads(RESULTS.read_text()).items() if k == "ops"}
     write_json(results, RESULTS)
     b, k, ld, a = results["bad_inputs"], results["kills"], results["load"], results["access"]
     replace_marked_section(DOC, "reliability-figures", f"""

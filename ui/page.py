@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gradio as gr
 
+from annotations.backup import backup_line
 from qpr.errors import QPRError
 from ui.annotate_tab import AnnotateTab
 from ui.clusters_tab import ClustersTab
@@ -63,6 +64,7 @@ class QPRPage:
                     gr.LoginButton()
                 project = self.projects.render_choice()
                 who = gr.Markdown(NAME_PROMPT if self.ctx.identity == "name" else "", elem_id="page-who")
+                backup = gr.Markdown(elem_id="backup-status")
             self.search.render()
             self.annotate.render(name)
             self.clusters.render(name)
@@ -88,8 +90,13 @@ class QPRPage:
             opened.then(self.retrain.restore, None, self.retrain.decision_outputs)
             opened.then(self.projects.listed, None, self.projects.listing)
             project.input(None, [project], None, js=OPEN_JS)
+            demo.load(self.backup_status, None, [backup])
             demo.unload(self.ctx.close_page)
         return demo
+
+    def backup_status(self) -> str:
+        """The header's line about the annotation database's last backup (``annotations.backup``)."""
+        return backup_line(self.ctx.store.engine.url)
 
     @shows_errors(action="open the project")
     def open_page(self, request: gr.Request) -> dict:

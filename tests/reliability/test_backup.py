@@ -1,0 +1,156 @@
+"""Backups taken while a writer keeps writing, checked by restoring them; restore's refusals.
+
+A consistent copy means one state of the database: every judgment acknowledged before the
+backup started is in it, and it holds exactly the judgments with ids up to its last one (no
+judgment missing in the middle, none half-written).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import threading
+
+import pytest
+
+from annotations.backup import backup, judgment_ids, last_backup, restore
+from annotations.db import open_store
+from annotations.errors import AnnotationError
+from conftest import make_corpus
+from qpr.serving.served_model import ServedModel
+from ui.common import AppContext
+from ui.page import QPRPage
+from workflows.cli import main as annotations_main
+
+
+def _writing(store, stop: threading.Event, acknowledged: list[int]) -> threading.Thread:
+    """A thread recording judgments one after another until ``stop``, appending each id returned."""
+    def run() -> None:
+        i = 0
+        while not stop.is_set():
+            acknowledged.append(store.record(f"writer {i % 3}", 2 + i % 100, ("same", "different")[i % 2], "v1",
+                                             query_qid=1, rank=1 + i % 10))
+            i += 1
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_backup_while_writing_is_consistent_and_restores_equal(scratch_dir):
+    url = f"sqlite:///{scratch_dir / 'live.db'}"
+    out = scratch_dir / "backups" / "b1.db"
+    with open_store(url) as store:
+        store.register_corpus("v1", make_corpus())
+        stop, acknowledged = threading.Event(), []
+        thread = _writing(store, stop, acknowledged)
+        try:
+            while len(acknowledged) < 50:
+                stop.wait(0.01)
+            before = list(acknowledged)
+            done = backup(url, out)
+            while len(acknowledged) < len(before) + 50:  # the writer went on after the backup
+                stop.wait(0.01)
+        finally:
+            stop.set()
+            thread.join()
+    copied = judgment_ids(out)
+    final = judgment_ids(scratch_dir / "live.db")
+    assert set(before) <= set(copied)
+    assert copied == [i for i in final if i <= copied[-1]]  # one state: a prefix of the history, no holes
+    assert len(final) > len(copied)
+    assert (done.judgments, done.last_judgment_id) == (len(copied), copied[-1])
+    assert last_backup(url) == done
+    assert not list(out.parent.glob(".*"))  # no temporary left beside it
+
+    restored_url = f"sqlite:///{scratch_dir / 'restored.db'}"
+    assert restore(out, restored_url).judgments == len(copied)
+    with open_store(restored_url) as store:
+        frame = store.judgments(current_only=False)
+    assert frame["id"].tolist() == copied
+
+
+def test_restore_refuses_an_existing_database_unless_asked(scratch_dir):
+    live, other = scratch_dir / "live.db", scratch_dir / "other.db"
+    with open_store(f"sqlite:///{live}") as store:
+        store.register_corpus("v1", make_corpus())
+        store.record("alice", 2, "same", "v1", query_qid=1)
+    backup(f"sqlite:///{live}", scratch_dir / "b.db")
+    with open_store(f"sqlite:///{other}") as store:  # a database in use, with other judgments
+        store.register_corpus("v1", make_corpus())
+        for qid in (3, 4, 5):
+            store.record("bob", qid, "different", "v1", query_qid=1)
+        before = hashlib.sha256(other.read_bytes()).hexdigest()
+        with pytest.raises(AnnotationError, match="--replace"):
+            restore(scratch_dir / "b.db", f"sqlite:///{other}")
+        assert hashlib.sha256(other.read_bytes()).hexdigest() == before
+        restore(scratch_dir / "b.db", f"sqlite:///{other}", replace=True)
+        # the open store sees the restored database whole on its next read
+        assert store.judgments(current_only=False)["annotator"].tolist() == ["alice"]
+        store.record("carol", 6, "same", "v1", query_qid=1)  # and keeps writing to it
+    assert len(judgment_ids(other)) == 2
+
+
+def test_bad_backups_and_targets_are_refused_with_one_line(scratch_dir):
+    live = scratch_dir / "live.db"
+    with open_store(f"sqlite:///{live}") as store:
+        store.register_corpus("v1", make_corpus())
+    (scratch_dir / "notes.txt").write_text("not a database")
+    (scratch_dir / "taken.db").write_text("someone's file")
+    cases = [
+        (lambda: backup(f"sqlite:///{live}", scratch_dir / "taken.db"), "never replaces"),
+        (lambda: backup(f"sqlite:///{scratch_dir / 'none.db'}", scratch_dir / "b.db"), "no database"),
+        (lambda: backup("sqlite://", scratch_dir / "b.db"), "in-memory"),
+        (lambda: backup("not a url", scratch_dir / "b.db"), "not a database URL"),
+        (lambda: restore(scratch_dir / "notes.txt", f"sqlite:///{scratch_dir / 'new.db'}"), "not an annotation database"),
+        (lambda: restore(scratch_dir / "missing.db", f"sqlite:///{scratch_dir / 'new.db'}"), "no such backup"),
+    ]
+    for call, message in cases:
+        with pytest.raises(AnnotationError, match=message) as err:
+            call()
+        assert "\n" not in str(err.value)
+    assert (scratch_dir / "taken.db").read_text() == "someone's file"
+    assert not (scratch_dir / "new.db").exists()
+
+
+def test_cli_backup_and_restore(scratch_dir, capsys):
+    url = f"sqlite:///{scratch_dir / 'live.db'}"
+    with open_store(url) as store:
+        store.register_corpus("v1", make_corpus())
+        store.record("alice", 2, "same", "v1", query_qid=1)
+    out = scratch_dir / "b.db"
+    assert annotations_main(["--db", url, "backup", "--out", str(out)]) == 0
+    assert "1 judgments" in capsys.readouterr().out
+    assert annotations_main(["--db", url, "backup", "--out", str(out)]) == 2
+    assert annotations_main(["--db", url, "restore", str(out)]) == 2
+    assert "--replace" in capsys.readouterr().err
+    assert annotations_main(["--db", url, "restore", str(out), "--replace"]) == 0
+    assert annotations_main(["--db", f"sqlite:///{scratch_dir / 'fresh.db'}", "restore", str(out)]) == 0
+    assert judgment_ids(scratch_dir / "fresh.db") == judgment_ids(out)
+
+
+def test_postgres_backup_is_a_pg_dump_archive(postgres_url, tmp_path, monkeypatch):
+    monkeypatch.setenv("QPR_CACHE_DIR", str(tmp_path / "cache"))  # where the last backup is noted
+    if shutil.which("pg_restore") is None:
+        pytest.fail("PostgreSQL's client tools (pg_dump, pg_restore) are not installed")
+    with open_store(postgres_url) as store:
+        store.register_corpus("v1", make_corpus())
+        store.record("alice", 2, "same", "v1", query_qid=1)
+    done = backup(postgres_url, tmp_path / "pg.dump")
+    listing = subprocess.run(["pg_restore", "--list", done.path], capture_output=True, text=True, check=True).stdout
+    assert "TABLE DATA" in listing and "judgments" in listing
+    assert last_backup(postgres_url) == done
+    assert (tmp_path / "cache").is_dir()
+
+
+def test_the_app_header_shows_the_last_backup(bundle, scratch_dir):
+    url = f"sqlite:///{scratch_dir / 'app.db'}"
+    with open_store(url) as store:
+        page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=scratch_dir))
+        page.build()
+        assert "No backup" in page.backup_status()
+        store.register_corpus("v1", make_corpus())
+        store.record("alice", 2, "same", "v1", query_qid=1)
+        done = backup(url, scratch_dir / "b.db")
+        line = page.backup_status()
+    assert done.at[:10] in line and "1 judgments" in line

@@ -1,0 +1,40 @@
+"""Uploads built to exhaust the server are refused before they are parsed, each with a clear message.
+
+The files come from the bench's generators at a small scale (each still over the bound it
+tests); ``python -m bench.hostile_uploads`` runs them at full size and measures memory and time.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.hostile_uploads import HOSTILE
+from qpr.data.upload import read_upload
+from qpr.errors import QPRError
+
+EXPECTED = {
+    "parquet_bomb": "decodes to more than 50 MB",
+    "parquet_many_columns": "columns, more than 1,000",
+    "csv_million_columns": "line 1 has 10,002 columns, more than 1,000",
+    "csv_huge_field": "the row starting on line 2 has a field longer than 131,072 characters",
+    "jsonl_gzip_bomb": "gzip-compressed, not JSONL text",
+    "jsonl_deep": "nested too deeply",
+    "jsonl_million_keys": "line 1 has 10,002 fields, more than 1,000",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_upload_is_refused_with_what_to_fix(name, tmp_path):
+    path, kind = HOSTILE[name](tmp_path, scale=0.01)
+    with pytest.raises(QPRError) as err:
+        read_upload(path, kind)
+    message = str(err.value)
+    assert message.startswith(f"{path.name}: 1 problem(s), nothing was imported")
+    assert EXPECTED[name] in message
+
+
+def test_the_field_bound_holds_when_the_size_limit_is_raised(tmp_path, monkeypatch):
+    monkeypatch.setenv("QPR_MAX_UPLOAD_MB", "200")
+    path, kind = HOSTILE["csv_huge_field"](tmp_path, scale=0.05)
+    with pytest.raises(QPRError, match="field longer than"):
+        read_upload(path, kind)
