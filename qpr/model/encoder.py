@@ -175,15 +175,28 @@ def encode_ids(encoder: QuestionEncoder, id_lists: Sequence[Sequence[int]], chun
 
 @torch.inference_mode()
 def encode_texts(
-    encoder: QuestionEncoder, vocab: Vocabulary, texts: Sequence[str], chunk_size: int = 256
+    encoder: QuestionEncoder, vocab: Vocabulary, texts: Sequence[str], chunk_size: int = 256, block: int = 65_536
 ) -> np.ndarray:
-    """Encode ``texts`` into a ``(len(texts), output_dim)`` float32 array (eval mode, no grad).
+    """Encode ``texts`` into a ``(len(texts), output_dim)`` float32 array (eval mode, no grad), on
+    the encoder's device.
 
-    Raises QPRError naming the first empty text, before any work is done.
+    Texts are tokenized ``block`` at a time by ``Vocabulary.encode_batch`` and encoded in
+    length-sorted chunks, each padded only to its own longest member (as ``encode_ids``).
+    Raises QPRError naming an empty text, before any work on its block is done.
     """
-    id_lists = [vocab.encode(text) for text in texts]
+    texts = list(texts)
+    device = next(encoder.parameters()).device
     was_training = encoder.training
     encoder.eval()
-    out = encode_ids(encoder, id_lists, chunk_size).numpy()
-    encoder.train(was_training)
+    out = np.empty((len(texts), encoder.config.output_dim), dtype=np.float32)
+    try:
+        for start in range(0, len(texts), block):
+            batch = vocab.encode_batch(texts[start : start + block])
+            order = np.argsort(batch.lengths, kind="stable")
+            for first in range(0, len(order), chunk_size):
+                rows = order[first : first + chunk_size]
+                ids = torch.from_numpy(batch.padded(rows)).to(device)
+                out[start + rows] = encoder(ids).float().cpu().numpy()
+    finally:
+        encoder.train(was_training)
     return out
