@@ -27,6 +27,8 @@ from qpr.retrieval.hybrid import fused_retriever
 from qpr.retrieval.base import Retriever
 from qpr.retrieval.dense import DenseRetriever
 from qpr.retrieval.lexical import BM25Retriever
+from qpr.serving.batching import CoalescedRetriever
+from qpr.settings import settings
 
 
 def serving_retriever(bundle: Bundle, bm25: BM25Retriever | None = None) -> Retriever:
@@ -81,6 +83,9 @@ class Served:
         built, is reused."""
         bm25 = bm25 or BM25Retriever(bundle.corpus)
         dense, default = bm25 if bundle.lexical else bundle.dense_retriever(), serving_retriever(bundle, bm25)
+        if settings().coalesce_searches:  # concurrent searches answered together (qpr.serving.batching)
+            coalesced = CoalescedRetriever(default)
+            dense, default = (coalesced if dense is default else dense), coalesced
         retrievers = {r.name: r for r in (default, dense, bm25)}
         return cls(bundle, dense, bm25, default, {name: calibrate(r, bundle.corpus) for name, r in retrievers.items()})
 
