@@ -8,6 +8,7 @@ over any number of questions in batches and returns a float32 matrix ready for F
 
 from __future__ import annotations
 
+import copy
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
@@ -17,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from qpr.errors import QPRError
+from qpr.model.device import BULK, current_device
 from qpr.model.text import PAD_ID, Vocabulary
 
 
@@ -165,11 +167,12 @@ def encode_ids(encoder: QuestionEncoder, id_lists: Sequence[Sequence[int]], chun
     padded to its longest question would spend most of the convolution on padding.
     """
     order = np.argsort([len(ids) for ids in id_lists], kind="stable")
+    device = next(encoder.parameters()).device
     parts = [
-        encoder(pad_batch([id_lists[i] for i in order[start : start + chunk_size]]))
+        encoder(pad_batch([id_lists[i] for i in order[start : start + chunk_size]]).to(device))
         for start in range(0, len(order), chunk_size)
     ]
-    restore = torch.as_tensor(np.argsort(order, kind="stable"))
+    restore = torch.as_tensor(np.argsort(order, kind="stable"), device=device)
     return torch.cat(parts)[restore]
 
 
@@ -177,8 +180,9 @@ def encode_ids(encoder: QuestionEncoder, id_lists: Sequence[Sequence[int]], chun
 def encode_texts(
     encoder: QuestionEncoder, vocab: Vocabulary, texts: Sequence[str], chunk_size: int = 256, block: int = 65_536
 ) -> np.ndarray:
-    """Encode ``texts`` into a ``(len(texts), output_dim)`` float32 array (eval mode, no grad), on
-    the encoder's device.
+    """Encode ``texts`` into a ``(len(texts), output_dim)`` float32 array (eval mode, no grad): a
+    bulk of texts (``qpr.model.device.BULK`` or more) on the chosen device (a copy of the encoder
+    goes there, so a served encoder is never moved), fewer on the encoder's own device.
 
     Texts are tokenized ``block`` at a time by ``Vocabulary.encode_batch`` and encoded in
     length-sorted chunks, each padded only to its own longest member (as ``encode_ids``).
@@ -186,6 +190,8 @@ def encode_texts(
     """
     texts = list(texts)
     device = next(encoder.parameters()).device
+    if len(texts) >= BULK and current_device() != device:
+        encoder, device = copy.deepcopy(encoder).to(current_device()), current_device()
     was_training = encoder.training
     encoder.eval()
     out = np.empty((len(texts), encoder.config.output_dim), dtype=np.float32)

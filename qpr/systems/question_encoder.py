@@ -108,7 +108,7 @@ def load(folder: Path, manifest: Mapping) -> tuple[QuestionEncoder, Vocabulary, 
     if not zipfile.is_zipfile(folder / "encoder.pt"):
         raise QPRError(f"{folder}/encoder.pt is not a PyTorch weights file (not a zip archive); {REBUILD}")
     try:
-        weights = torch.load(folder / "encoder.pt", weights_only=True)
+        weights = torch.load(folder / "encoder.pt", weights_only=True, map_location="cpu")  # bundles load on the CPU
     except (RuntimeError, OSError, EOFError, ValueError, KeyError, IndexError, TypeError, AttributeError,
             pickle.UnpicklingError) as err:
         raise QPRError(f"{folder}/encoder.pt is not a readable PyTorch weights file ({one_line(err)}); {REBUILD}") from err

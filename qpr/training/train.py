@@ -19,6 +19,7 @@ import pandas as pd
 import torch
 
 from qpr.training import distributed
+from qpr.model.device import autocast, current_device
 from qpr.model.encoder import EncoderConfig, QuestionEncoder, encode_ids
 from qpr.errors import QPRError
 from qpr.evaluation.metrics import pair_auc
@@ -160,6 +161,9 @@ def train(
     loss_fn = make_loss(
         config.loss, smoothing=config.smoothing, margin=config.margin, distance=config.distance, negatives=config.negatives
     )
+    device = current_device()  # qpr.model.device: auto, cpu or cuda; the encoder comes back to the CPU
+    encoder.to(device)
+    loss_fn.to(device)
     # The loss may own parameters too (the cosine SDML's learned scale).
     optimizer = torch.optim.Adam([*encoder.parameters(), *loss_fn.parameters()], lr=config.lr)
     val_a, val_b, val_labels = validation_pairs(corpus, config.val_pairs, config.seed)
@@ -208,9 +212,11 @@ def train(
                 optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * min(step / horizon, 1.0))))
 
     def step(mine: np.ndarray) -> float:
-        a = distributed.global_rows(encode_ids(model, [anchor_ids[i] for i in mine]))
-        p = distributed.global_rows(encode_ids(model, [positive_ids[i] for i in mine]))
-        loss = descend(loss_fn(a, p), optimizer)
+        with autocast(device):  # mixed precision on CUDA only
+            a = distributed.global_rows(encode_ids(model, [anchor_ids[i] for i in mine]))
+            p = distributed.global_rows(encode_ids(model, [positive_ids[i] for i in mine]))
+            loss = loss_fn(a.float(), p.float())
+        loss = descend(loss, optimizer)
         if schedule is not None:
             schedule.step()
         return loss
@@ -221,4 +227,4 @@ def train(
     fitted = fit(encoder, config.max_epochs, epoch_batches, step, report, score="val_auc", patience=config.patience,
                  shared=True, progress=progress, score_label="val ROC AUC", on_epoch=on_epoch, on_batch=on_batch,
                  on_epoch_start=start_schedule, return_on_interrupt=return_on_interrupt)
-    return TrainResult.of(encoder, vocab, fitted)
+    return TrainResult.of(encoder.cpu(), vocab, fitted)
