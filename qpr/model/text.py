@@ -250,9 +250,10 @@ class Vocabulary:
         """The ``TokenBatch.table`` rows of the tokens of ``piece`` (lowercase, without whitespace)."""
         # str.isalnum is the regular expression's \w without "_": such a piece is one token.
         tokens = (piece,) if piece.isalnum() else _TOKEN.findall(piece)
-        if self.config.subword_ngrams:
-            return [self._row(list(self._with_subwords(token))) for token in tokens]
-        return [(self.token_id(token),) for token in tokens]
+        if not self.config.subword_ngrams:
+            return [(self.token_id(token),) for token in tokens]
+        padding = (PAD_ID,) * self._pieces.width
+        return [(ids + padding)[: self._pieces.width] for ids in map(self._with_subwords, tokens)]
 
     def _hash_with_subwords(self, token: str) -> tuple[int, ...]:
         return (self.token_id(token), *self.subword_ids(token))
