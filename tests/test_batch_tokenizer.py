@@ -14,6 +14,7 @@ from qpr.data.corpus import load_corpus
 from qpr.errors import QPRError
 from qpr.model.encoder import QuestionEncoder, EncoderConfig, encode_ids, encode_texts, pad_batch
 from qpr.model.text import PAD_ID, PAPER_TEXT, TextConfig, Vocabulary, text_problem, tokenize
+from qpr.model import text
 
 CONFIGS = [TextConfig(), PAPER_TEXT, TextConfig(max_len=4, max_ngrams=3)]
 
@@ -73,8 +74,6 @@ def test_a_text_holding_the_separator_still_gets_its_ids():
 
 
 def test_the_pieces_table_forgets_at_its_limit_and_still_answers(monkeypatch):
-    from qpr.model import text
-
     monkeypatch.setattr(text._Pieces, "LIMIT", 8)
     vocab = Vocabulary.build(VOCAB_TEXTS)
     for start in range(0, 40, 5):

@@ -12,6 +12,7 @@ import pytest
 from qpr.retrieval.base import Retriever
 from qpr.serving.batching import CoalescedRetriever
 from qpr.serving.served_model import Served
+from qpr.settings import settings
 
 
 class Gated(Retriever):
@@ -113,6 +114,5 @@ def test_the_served_model_searches_coalesced_with_the_results_of_its_retriever(b
         np.testing.assert_allclose(distances, d, rtol=1e-5, atol=1e-5)  # batched float sums differ in the last bits
     assert served.default.search(queries[0], 3) == inner.search(queries[0], 3)
     monkeypatch.setenv("QPR_COALESCE_SEARCHES", "0")
-    from qpr.settings import settings
     settings.cache_clear()
     assert not isinstance(Served.of(bundle).default, CoalescedRetriever)

@@ -14,8 +14,9 @@ from qpr.bundles.bundle import Bundle
 from qpr.cli.main import main
 from qpr.errors import QPRError
 from qpr.model import device as devices
-from qpr.model.encoder import EncoderConfig, QuestionEncoder, encode_texts
-from qpr.model.text import Vocabulary
+from qpr.model.encoder import encode_texts
+from qpr.training.train import TrainConfig, train
+from qpr.settings import settings
 
 
 @pytest.fixture
@@ -35,8 +36,6 @@ def test_auto_is_cuda_exactly_when_torch_sees_a_gpu(monkeypatch, unchosen):
 
 
 def test_qpr_device_chooses_unless_the_cli_did(monkeypatch, unchosen):
-    from qpr.settings import settings
-
     monkeypatch.setenv("QPR_DEVICE", "cpu")
     settings.cache_clear()
     assert devices.current_device() == torch.device("cpu")
@@ -61,8 +60,6 @@ def test_mixed_precision_only_on_cuda():
 def test_trains_and_encodes_on_cuda_and_the_bundle_serves_from_the_cpu(tiny_corpus, tmp_path, unchosen):
     if not torch.cuda.is_available():
         pytest.skip(CUDA_SKIP)
-    from qpr.training.train import TrainConfig, train
-
     devices.use_device("cuda")
     result = train(tiny_corpus, TrainConfig(max_epochs=1, batch_size=16, val_pairs=200), progress=False)
     assert next(result.encoder.parameters()).device.type == "cpu", "trained encoders come back to the CPU"
