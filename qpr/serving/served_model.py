@@ -83,7 +83,9 @@ class Served:
         built, is reused."""
         bm25 = bm25 or BM25Retriever(bundle.corpus)
         dense, default = bm25 if bundle.lexical else bundle.dense_retriever(), serving_retriever(bundle, bm25)
-        if settings().coalesce_searches:  # concurrent searches answered together (qpr.serving.batching)
+        # Concurrent searches answered together (qpr.serving.batching); a lexical bundle's BM25,
+        # which is also its ``bm25`` and ``dense``, stays itself.
+        if settings().coalesce_searches and default is not bm25:
             coalesced = CoalescedRetriever(default)
             dense, default = (coalesced if dense is default else dense), coalesced
         retrievers = {r.name: r for r in (default, dense, bm25)}
