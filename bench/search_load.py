@@ -108,18 +108,19 @@ def run_search_load(url: str, clients: int = 20, per_client: int = 10, lone: int
             latencies.extend(mine)
 
     threads = [threading.Thread(target=worker, args=(n,)) for n in range(clients)]
-    cpu_before = server_cpu_s(pid)
+    cpu_before, started = server_cpu_s(pid), time.perf_counter()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    cpu = server_cpu_s(pid) - cpu_before
+    cpu, burst_s = server_cpu_s(pid) - cpu_before, time.perf_counter() - started
     lat = np.asarray(latencies)
     return {"search_clients": clients, "per_client": per_client, "think_ms": think_ms,
             "search_single_ms": float(np.median(single)),
             "search_p50_ms": float(np.percentile(lat, 50)), "search_p99_ms": float(np.percentile(lat, 99)),
             "search_max_ms": float(lat.max()), "server_cpu_ms_per_search": cpu * 1000 / lat.size if pid else None,
-            "errors": len(errors), "error_examples": errors[:3]}
+            "errors": len(errors), "error_examples": errors[:3], "burst_s": burst_s,
+            "searches_per_s": lat.size / burst_s}
 
 
 def with_app(cache: Path, action):

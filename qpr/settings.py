@@ -92,6 +92,10 @@ class Settings(BaseSettings):
     (reloaded when a page opens it again)."""
     overlap: int | None = Field(None, validation_alias="QPR_OVERLAP")
     """At most this many annotators label each item; None: no limit (everyone sees every item)."""
+    coalesce_searches: bool = Field(True, validation_alias="QPR_COALESCE_SEARCHES")
+    """Answer concurrent searches together (``qpr.serving.batching``); 0: each alone, as before."""
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", validation_alias="QPR_DEVICE")
+    """Where the app's background training and encoding run: auto (CUDA when available), cpu or cuda."""
     system: str = Field("", validation_alias="SYSTEM")
     """Set by Hugging Face Spaces ("spaces" there); with ``space_id`` it decides the identity mode."""
     space_id: str | None = Field(None, validation_alias="SPACE_ID")

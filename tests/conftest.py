@@ -349,9 +349,23 @@ def pytest_runtest_makereport(item, call):
     """A test skipped by a mark, a fixture or its body fails in strict mode; an expected failure
     (xfail) is reported as a skip too, but it ran, so it stays as it is."""
     report = yield
-    if item.config.stash[STRICT] and report.skipped and not hasattr(report, "wasxfail"):
+    if item.config.stash[STRICT] and report.skipped and not hasattr(report, "wasxfail") and not cuda_skip(item, report):
         fail_skip(report)
     return report
+
+
+# The one documented exception to strict mode (issue 40): a test marked ``needs_cuda`` runs where a
+# CUDA GPU is present and may skip, with exactly this reason, where none is (CI runs on CPUs).
+CUDA_SKIP = "needs a CUDA GPU (none here); runs where one is present"
+
+
+def cuda_skip(item, report) -> bool:
+    """Whether ``report`` is the allowed skip of a ``needs_cuda`` test on a machine without CUDA."""
+    import torch
+
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    return (item.get_closest_marker("needs_cuda") is not None and not torch.cuda.is_available()
+            and reason == f"Skipped: {CUDA_SKIP}")
 
 
 @pytest.hookimpl(wrapper=True)

@@ -14,7 +14,8 @@ from qpr.settings import SHARED_DATA, Settings, SettingsError, settings
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIABLES = ["QPR_DATA_DIR", "QPR_CACHE_DIR", "QPR_DB_URL", "QPR_BUNDLE", "QPR_DEMO", "QPR_GENERAL", "QPR_AUTH", "QPR_ADMINS",
-             "QPR_TASK_SIZE", "QPR_MAX_UPLOAD_MB", "QPR_MAX_SERVED_MB", "QPR_OVERLAP", "SYSTEM", "SPACE_ID"]
+             "QPR_TASK_SIZE", "QPR_MAX_UPLOAD_MB", "QPR_MAX_SERVED_MB", "QPR_OVERLAP", "QPR_COALESCE_SEARCHES", "QPR_DEVICE",
+             "SYSTEM", "SPACE_ID"]
 
 
 @pytest.fixture
@@ -33,6 +34,7 @@ def test_defaults(bare):
     assert (read.data_dir, read.cache_dir, read.db_url, read.bundle, read.general) == (SHARED_DATA, Path("runs"), None, None, None)
     assert (read.auth, read.admins, read.task_size, read.max_upload_mb, read.overlap) == (None, (), None, 50.0, None)
     assert read.space is None and read.max_served_mb == 2000.0 and read.demo == "banking77"
+    assert (read.coalesce_searches, read.device) == (True, "auto")
     assert SHARED_DATA == ROOT.parent / "shared" / "data"
 
 

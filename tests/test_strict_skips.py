@@ -98,3 +98,30 @@ def test_a_value_other_than_0_or_1_is_a_usage_error(project, monkeypatch):
     result = project.runpytest_subprocess("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "QPR_TEST_STRICT='yes': set it to 1" in result.stderr.str()
+
+
+CUDA_TESTS = """
+import pytest
+from conftest import CUDA_SKIP
+
+@pytest.mark.needs_cuda
+def test_on_a_gpu():
+    pytest.skip(CUDA_SKIP)
+
+@pytest.mark.needs_cuda
+def test_marked_but_skips_for_another_reason():
+    pytest.skip("no database (set DATABASE_URL)")
+
+def test_unmarked_with_the_cuda_reason():
+    pytest.skip(CUDA_SKIP)
+"""
+
+
+def test_strict_lets_only_a_needs_cuda_test_skip_for_want_of_a_gpu(with_conftest, monkeypatch):
+    import torch
+
+    with_conftest.makepyfile(test_cuda=CUDA_TESTS)
+    monkeypatch.setenv("QPR_TEST_STRICT", "1")
+    result = with_conftest.runpytest_subprocess("-p", "no:cacheprovider")
+    # With a GPU present, a needs_cuda test that skips fails like any other.
+    result.assert_outcomes(skipped=0, failed=3) if torch.cuda.is_available() else result.assert_outcomes(skipped=1, failed=2)

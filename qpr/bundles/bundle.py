@@ -36,7 +36,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol, Sequence
 
-import faiss
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -174,7 +173,7 @@ class Bundle:
         known = new["qid"][new["qid"].isin(self.corpus["qid"])]
         if len(known):
             raise QPRError(f"{source}: qids already in the bundle's corpus: {known.tolist()[:5]}")
-        index = VectorIndex(faiss.clone_index(self.index.index), self.index.factory, self.index.search_params)
+        index = self.index.copy()
         index.add(self.encode(new["question"].tolist()), new["qid"].to_numpy())
         corpus = pd.concat([self.corpus, new], ignore_index=True)
         manifest = self.manifest | {

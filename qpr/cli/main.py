@@ -20,6 +20,7 @@ from qpr.data.qalogs import PRESETS
 from qpr.data.sources import DOMAINS
 from qpr.data.supervise import DEFAULT_MIN_COHERENCE, MULTI_ANSWER
 from qpr.errors import QPRError
+from qpr.model.device import DEVICES, use_device
 from qpr.model.encoder import EncoderConfig
 from qpr.model.text import TextConfig
 from qpr.retrieval.hybrid import DEPTH
@@ -92,12 +93,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="idf-embed, fcrr, convrr: size of the skip-gram word vectors")
     _index_args(p)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    _device_arg(p)
     p.set_defaults(func=cmd_train, option_default=p.get_default)
 
     p = sub.add_parser("index", help="rebuild a bundle's index with other settings",
                        description="Re-encode the bundle's corpus and rebuild its FAISS index in place (atomically).")
     p.add_argument("bundle", type=Path)
     _index_args(p)
+    _device_arg(p)
     p.set_defaults(func=cmd_index)
 
     p = sub.add_parser("add", help="add questions to a bundle's corpus and index without a rebuild",
@@ -106,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "is not re-encoded and the index not retrained.")
     p.add_argument("bundle", type=Path)
     p.add_argument("questions", type=Path, help="cluster file in CSV/TSV/JSONL/Parquet")
+    _device_arg(p)
     p.set_defaults(func=cmd_add)
 
     p = sub.add_parser("search", help="retrieve paraphrases of one or more questions",
@@ -177,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=int, default=BUILD.epochs)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true")
+    _device_arg(p)
     p.set_defaults(func=cmd_general)
 
     p = sub.add_parser("rebase", help="put a general bundle over your own questions: the cold start of a new corpus",
@@ -190,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--adapt", choices=["none", "teacher", "views"], default="none")
     p.add_argument("--teacher-cache", type=Path, default=Path("runs/teacher"), help="where MiniLM's vectors are cached")
     p.add_argument("--quiet", action="store_true")
+    _device_arg(p)
     p.set_defaults(func=cmd_rebase)
 
     p = sub.add_parser("experiment", help="run the paper-reproduction experiments (resumable)",
@@ -216,6 +222,11 @@ def _retriever_args(p: argparse.ArgumentParser) -> None:
     which.add_argument("--bm25", action="store_true", help="the BM25 baseline over the bundle's corpus")
 
 
+def _device_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", choices=DEVICES, help="where training and encoding run: auto (CUDA when available), "
+                   "cpu or cuda; default: QPR_DEVICE (auto). Bundles always load on the CPU (docs/SERVING.md)")
+
+
 def _index_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--index", default="auto", help="'auto' (exact up to 50k questions, HNSW48 beyond; docs/INDEX.md), "
                    "'Flat' (exact), e.g. 'IVF2000,Flat' or 'HNSW32'")
@@ -232,6 +243,8 @@ def run(build_parser: Callable[[], argparse.ArgumentParser], argv: list[str] | N
     """
     try:
         args = build_parser().parse_args(argv)
+        if getattr(args, "device", None):
+            use_device(args.device)
         return args.func(args)
     except QPRError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -8,6 +8,7 @@ over any number of questions in batches and returns a float32 matrix ready for F
 
 from __future__ import annotations
 
+import copy
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
@@ -17,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from qpr.errors import QPRError
+from qpr.model.device import BULK, current_device
 from qpr.model.text import PAD_ID, Vocabulary
 
 
@@ -165,25 +167,42 @@ def encode_ids(encoder: QuestionEncoder, id_lists: Sequence[Sequence[int]], chun
     padded to its longest question would spend most of the convolution on padding.
     """
     order = np.argsort([len(ids) for ids in id_lists], kind="stable")
+    device = next(encoder.parameters()).device
     parts = [
-        encoder(pad_batch([id_lists[i] for i in order[start : start + chunk_size]]))
+        encoder(pad_batch([id_lists[i] for i in order[start : start + chunk_size]]).to(device))
         for start in range(0, len(order), chunk_size)
     ]
-    restore = torch.as_tensor(np.argsort(order, kind="stable"))
+    restore = torch.as_tensor(np.argsort(order, kind="stable"), device=device)
     return torch.cat(parts)[restore]
 
 
 @torch.inference_mode()
 def encode_texts(
-    encoder: QuestionEncoder, vocab: Vocabulary, texts: Sequence[str], chunk_size: int = 256
+    encoder: QuestionEncoder, vocab: Vocabulary, texts: Sequence[str], chunk_size: int = 256, block: int = 65_536
 ) -> np.ndarray:
-    """Encode ``texts`` into a ``(len(texts), output_dim)`` float32 array (eval mode, no grad).
+    """Encode ``texts`` into a ``(len(texts), output_dim)`` float32 array (eval mode, no grad): a
+    bulk of texts (``qpr.model.device.BULK`` or more) on the chosen device (a copy of the encoder
+    goes there, so a served encoder is never moved), fewer on the encoder's own device.
 
-    Raises QPRError naming the first empty text, before any work is done.
+    Texts are tokenized ``block`` at a time by ``Vocabulary.encode_batch`` and encoded in
+    length-sorted chunks, each padded only to its own longest member (as ``encode_ids``).
+    Raises QPRError naming an empty text, before any work on its block is done.
     """
-    id_lists = [vocab.encode(text) for text in texts]
+    texts = list(texts)
+    device = next(encoder.parameters()).device
+    if len(texts) >= BULK and current_device() != device:
+        encoder, device = copy.deepcopy(encoder).to(current_device()), current_device()
     was_training = encoder.training
     encoder.eval()
-    out = encode_ids(encoder, id_lists, chunk_size).numpy()
-    encoder.train(was_training)
+    out = np.empty((len(texts), encoder.config.output_dim), dtype=np.float32)
+    try:
+        for start in range(0, len(texts), block):
+            batch = vocab.encode_batch(texts[start : start + block])
+            order = np.argsort(batch.lengths, kind="stable")
+            for first in range(0, len(order), chunk_size):
+                rows = order[first : first + chunk_size]
+                ids = torch.from_numpy(batch.padded(rows)).to(device)
+                out[start + rows] = encoder(ids).float().cpu().numpy()
+    finally:
+        encoder.train(was_training)
     return out

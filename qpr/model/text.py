@@ -14,13 +14,18 @@ shares some of its ids with the words it resembles instead of landing on one unr
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import re
+import threading
 import zlib
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
 
 from qpr.errors import QPRError, one_line
 
@@ -35,6 +40,13 @@ MAX_QUERY_CHARS = 2000
 MAX_K = 1000
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+# ``encode_batch`` joins a batch's texts with this character and tokenizes them in one pass: a
+# private-use character is neither a word character nor whitespace, so it is a token of its own
+# that marks where a text ends; it is not cased nor case-ignorable, so lowercasing the joined text
+# lowers each text as alone (Greek final sigma included). A batch that contains it is tokenized
+# text by text instead.
+_SEPARATOR = "\ue000"
 
 
 def text_problem(text: str) -> str | None:
@@ -156,6 +168,7 @@ class Vocabulary:
         self._ids = {token: i + 1 for i, token in enumerate(self.tokens)}
         # Hashing a word's n-grams took a fifth of encoding time, and words repeat: remember them.
         self._with_subwords = functools.lru_cache(maxsize=1 << 17)(self._hash_with_subwords)
+        self._pieces = _Pieces(self._piece_rows, 1 + config.max_ngrams if config.subword_ngrams else 1)
 
     @classmethod
     def build(cls, texts: Iterable[str], config: TextConfig = TextConfig()) -> "Vocabulary":
@@ -198,6 +211,50 @@ class Vocabulary:
             return [list(self._with_subwords(token)) for token in tokens]
         return [self.token_id(token) for token in tokens]
 
+    def encode_batch(self, texts: Sequence[str]) -> "TokenBatch":
+        """The ids of many texts at once (``TokenBatch.padded()`` gives them as one padded array):
+        the same ids as ``encode`` text by text, and a QPRError naming a bad text as ``encode``
+        would, several times faster (docs/SERVING.md). The batch is lowercased and split at
+        whitespace in one pass; each distinct piece between spaces ("python," "how") is tokenized
+        and hashed once and its ids kept (``_Pieces``), since pieces repeat across questions."""
+        texts = list(texts)
+        if not texts:
+            raise QPRError("no questions to encode")
+        joined = _SEPARATOR.join(texts) if all(isinstance(t, str) for t in texts) else None
+        if joined is None or "\x00" in joined or _SURROGATE.search(joined) or joined.count(_SEPARATOR) != len(texts) - 1:
+            # A bad text (``encode`` names it), or one that holds the separator itself: text by text.
+            lists = [self.encode(text) for text in texts]
+            rows = [self._row(ids) for text_ids in lists for ids in text_ids]
+            return TokenBatch(np.array(rows, dtype=np.int64).reshape(-1, self._pieces.width), np.arange(len(rows)),
+                              np.array([len(ids) for ids in lists]), bool(self.config.subword_ngrams))
+        table, first, count, codes = self._pieces.lookup(joined.replace(_SEPARATOR, f" {_SEPARATOR} ").lower().split())
+        separator = codes == _Pieces.SEPARATOR_CODE
+        text_of_piece, codes = np.cumsum(separator)[~separator], codes[~separator]
+        per_piece = count[codes]
+        text_of = np.repeat(text_of_piece, per_piece)
+        counts = np.bincount(text_of, minlength=len(texts))
+        if not counts.all():
+            empty = texts[int(np.argmin(counts))]
+            raise QPRError(f"the question {empty[:40]!r} is empty: it contains no words or symbols")
+        token_rows = np.repeat(first[codes] - (np.cumsum(per_piece) - per_piece), per_piece) + np.arange(len(text_of))
+        position = np.arange(len(text_of)) - (np.cumsum(counts) - counts)[text_of]
+        keep = position < self.config.max_len
+        return TokenBatch(table, token_rows[keep], np.minimum(counts, self.config.max_len), bool(self.config.subword_ngrams))
+
+    def _row(self, ids: int | list[int]) -> tuple[int, ...]:
+        """A token's ids (an item of ``encode``'s list) as one ``TokenBatch.table`` row."""
+        ids = tuple(ids) if isinstance(ids, list) else (ids,)
+        return ids + (PAD_ID,) * (self._pieces.width - len(ids))
+
+    def _piece_rows(self, piece: str) -> list[tuple[int, ...]]:
+        """The ``TokenBatch.table`` rows of the tokens of ``piece`` (lowercase, without whitespace)."""
+        # str.isalnum is the regular expression's \w without "_": such a piece is one token.
+        tokens = (piece,) if piece.isalnum() else _TOKEN.findall(piece)
+        if not self.config.subword_ngrams:
+            return [(self.token_id(token),) for token in tokens]
+        padding = (PAD_ID,) * self._pieces.width
+        return [(ids + padding)[: self._pieces.width] for ids in map(self._with_subwords, tokens)]
+
     def _hash_with_subwords(self, token: str) -> tuple[int, ...]:
         return (self.token_id(token), *self.subword_ids(token))
 
@@ -212,3 +269,88 @@ class Vocabulary:
             return cls(payload["tokens"], TextConfig(**{"subword_ngrams": 0} | payload["config"]))
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise QPRError(f"cannot read vocabulary {path}: {one_line(err)}") from err
+
+
+class _Pieces:
+    """The ``TokenBatch.table`` rows of every distinct whitespace-free piece of text seen, kept
+    across batches (thread-safe): a piece is tokenized and hashed once. It forgets all at
+    ``LIMIT`` pieces, so its memory stays bounded (about 150 MB with subwords) whatever the corpus."""
+
+    LIMIT = 1 << 20
+    SEPARATOR_CODE = 0  # ``_SEPARATOR``, the piece that parts texts: no tokens of its own
+
+    def __init__(self, rows_of, width: int) -> None:
+        self._rows_of = rows_of
+        self.width = width
+        self._lock = threading.Lock()
+        self._clear()
+
+    def _clear(self) -> None:
+        self._code = {_SEPARATOR: self.SEPARATOR_CODE}
+        self._table = np.zeros((1024, self.width), dtype=np.int64)
+        self._used = 0  # rows of ``_table`` in use
+        self._first = self._count = np.zeros(1, dtype=np.int64)  # by piece code; the separator has no rows
+
+    def lookup(self, pieces: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(table, first, count, codes)``: ``codes[i]`` numbers ``pieces[i]``, and the rows of
+        the tokens of the piece numbered c are ``table[first[c] : first[c] + count[c]]``."""
+        with self._lock:
+            try:  # map and fromiter loop in C: most pieces are known
+                codes = np.fromiter(map(self._code.__getitem__, pieces), dtype=np.int64, count=len(pieces))
+            except KeyError:
+                new = [piece for piece in dict.fromkeys(pieces) if piece not in self._code]
+                if len(self._code) + len(new) > self.LIMIT:
+                    self._clear()
+                    new = list(dict.fromkeys(pieces))
+                self._add(new)
+                codes = np.fromiter(map(self._code.__getitem__, pieces), dtype=np.int64, count=len(pieces))
+            return self._table, self._first, self._count, codes
+
+    def _add(self, pieces: list[str]) -> None:
+        rows = [self._rows_of(piece) for piece in pieces if piece != _SEPARATOR]
+        count = np.array([len(r) for r in rows], dtype=np.int64)
+        needed = self._used + int(count.sum())
+        if needed > len(self._table):  # a new, larger table: batches holding the old one keep it
+            grown = np.zeros((max(needed, 2 * len(self._table)), self.width), dtype=np.int64)
+            grown[: self._used] = self._table[: self._used]
+            self._table = grown
+        if needed > self._used:
+            flat = itertools.chain.from_iterable(itertools.chain.from_iterable(rows))
+            self._table[self._used : needed] = np.fromiter(flat, dtype=np.int64, count=(needed - self._used) * self.width).reshape(-1, self.width)
+        self._code.update(zip((p for p in pieces if p != _SEPARATOR), range(len(self._first), len(self._first) + len(rows))))
+        self._first = np.concatenate((self._first, self._used + np.cumsum(count) - count))
+        self._count = np.concatenate((self._count, count))
+        self._used = needed
+
+
+@dataclass(frozen=True)
+class TokenBatch:
+    """The token ids of many texts (``Vocabulary.encode_batch``), unpadded.
+
+    ``table``: one row of ids per distinct token of the batch (its own id, then its n-grams' bins
+    with subwords on), padded with ``PAD_ID``; ``tokens``: the ``table`` row of every token, the
+    texts' tokens one text after another; ``lengths``: each text's token count."""
+
+    table: np.ndarray
+    tokens: np.ndarray
+    lengths: np.ndarray
+    subwords: bool
+
+    def padded(self, rows: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
+        """The ids of the texts ``rows`` (default all, in order) as one int64 array right-padded
+        with ``PAD_ID``: ``(len(rows), longest)``, or with subwords ``(len(rows), longest, most ids
+        of a token)``: what ``qpr.model.encoder.pad_batch`` makes of their ``encode`` lists."""
+        rows = np.arange(len(self.lengths)) if rows is None else np.asarray(rows, dtype=np.int64)
+        lengths = self.lengths[rows]
+        which = np.repeat(np.arange(len(rows)), lengths)
+        position = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        starts = (np.cumsum(self.lengths) - self.lengths)[rows]
+        ids = self.table[self.tokens[np.repeat(starts, lengths) + position]]
+        if not self.subwords:
+            out = np.full((len(rows), int(lengths.max())), PAD_ID, dtype=np.int64)
+            out[which, position] = ids[:, 0]
+            return out
+        widest = int((ids != PAD_ID).sum(axis=1).max())
+        out = np.full((len(rows), int(lengths.max()), widest), PAD_ID, dtype=np.int64)
+        out[which, position] = ids[:, :widest]
+        return out

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -170,8 +171,10 @@ def _factory_index(dim: int, factory: str) -> faiss.Index:
 class VectorIndex:
     """FAISS index + the settings it was built with. Search returns (distances, question ids)."""
 
-    def __init__(self, index: faiss.Index, factory: str, search: str = "") -> None:
+    def __init__(self, index: faiss.Index, factory: str, search: str = "", mapped: tuple[Path, int] | None = None) -> None:
         kind = index_kind(index)
+        # (file, inode) when the index's inverted lists are memory-mapped from that file (``load``).
+        self.mapped = mapped
         if kind is None:
             raise QPRError(f"the FAISS index ({type(index).__name__}) is not one this version serves; rebuild it with `python -m qpr index`")
         self.index = index
@@ -220,6 +223,8 @@ class VectorIndex:
         trained centroids, a graph links them in, an exact index appends them. ``ids`` must be new
         (QPRError names those already indexed, and nothing is added). Reads ``vectors`` in chunks,
         so a memory map of any size will do."""
+        if self.mapped:
+            raise QPRError("this index is memory-mapped from its bundle and read-only; add to a copy (``copy()``)")
         ids = np.ascontiguousarray(ids, dtype=np.int64)
         if vectors.ndim != 2 or vectors.shape[1] != self.dim or len(vectors) != len(ids):
             raise QPRError(f"need one {self.dim}-d vector per id: got {vectors.shape} vectors, {len(ids)} ids")
@@ -308,9 +313,25 @@ class VectorIndex:
         parameters it was built with (``auto`` and the memory budget already resolved)."""
         return {"factory": self.factory, "search": self.search_params}
 
+    def copy(self) -> "VectorIndex":
+        """An independent copy in memory, which ``add`` may change (this one stays as it is)."""
+        if self.mapped:
+            return VectorIndex(faiss.read_index(str(self._mapped_file())), self.factory, self.search_params)
+        return VectorIndex(faiss.clone_index(self.index), self.factory, self.search_params)
+
+    def _mapped_file(self) -> Path:
+        """The file this index is mapped from, if it is still the one mapped (not replaced since)."""
+        path, inode = self.mapped
+        if not path.is_file() or path.stat().st_ino != inode:
+            raise QPRError(f"{path} was replaced since this index was opened from it; load the bundle again")
+        return path
+
     def save(self, path: Path) -> None:
         with atomic_path(path) as tmp:
-            faiss.write_index(self.index, str(tmp))
+            if self.mapped:  # FAISS would write a reference to the mapped file, not the lists: copy the file
+                shutil.copyfile(self._mapped_file(), tmp)
+            else:
+                faiss.write_index(self.index, str(tmp))
 
     @classmethod
     def load(cls, path: Path, settings: dict) -> "VectorIndex":
@@ -323,8 +344,11 @@ class VectorIndex:
         if not isinstance(factory, str) or not (search is None or isinstance(search, str)):
             raise QPRError(f"{where} settings must name a factory and search parameters as text, got {settings!r}; "
                            "rebuild the index with `python -m qpr index`")
+        # An inverted file is memory-mapped (FAISS maps its lists, ``IO_FLAG_MMAP``): a large
+        # index is not read whole at startup, and its pages are shared with the page cache.
+        mapped = isinstance(factory, str) and factory.startswith("IVF")
         try:
-            index = faiss.read_index(str(path))
+            index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY if mapped else 0)
         except RuntimeError as err:
             raise QPRError(f"cannot read FAISS index {path}: {err.args[0].splitlines()[0]}") from err
         try:
@@ -337,4 +361,4 @@ class VectorIndex:
         if search is None:
             legacy = {"ivf": f"nprobe={settings.get('nprobe', 10)}", "hnsw": f"efSearch={settings.get('ef_search', 512)}"}
             search = legacy.get(expected, "")
-        return cls(index, factory, search)
+        return cls(index, factory, search, (Path(path), Path(path).stat().st_ino) if mapped else None)

@@ -27,6 +27,8 @@ from qpr.retrieval.hybrid import fused_retriever
 from qpr.retrieval.base import Retriever
 from qpr.retrieval.dense import DenseRetriever
 from qpr.retrieval.lexical import BM25Retriever
+from qpr.serving.batching import CoalescedRetriever
+from qpr.settings import settings
 
 
 def serving_retriever(bundle: Bundle, bm25: BM25Retriever | None = None) -> Retriever:
@@ -81,6 +83,11 @@ class Served:
         built, is reused."""
         bm25 = bm25 or BM25Retriever(bundle.corpus)
         dense, default = bm25 if bundle.lexical else bundle.dense_retriever(), serving_retriever(bundle, bm25)
+        # Concurrent searches answered together (qpr.serving.batching); a lexical bundle's BM25,
+        # which is also its ``bm25`` and ``dense``, stays itself.
+        if settings().coalesce_searches and default is not bm25:
+            coalesced = CoalescedRetriever(default)
+            dense, default = (coalesced if dense is default else dense), coalesced
         retrievers = {r.name: r for r in (default, dense, bm25)}
         return cls(bundle, dense, bm25, default, {name: calibrate(r, bundle.corpus) for name, r in retrievers.items()})
 

@@ -141,7 +141,7 @@ def _weights(folder: Path) -> dict:
     if not zipfile.is_zipfile(path):
         raise QPRError(f"{path} is not a PyTorch weights file (not a zip archive); {REBUILD}")
     try:
-        weights = torch.load(path, weights_only=True)  # tensors and plain containers only (module doc)
+        weights = torch.load(path, weights_only=True, map_location="cpu")  # tensors and plain containers only (module doc); bundles load on the CPU
     except (RuntimeError, OSError, EOFError, ValueError, KeyError, IndexError, TypeError, AttributeError,
             pickle.UnpicklingError) as err:
         raise QPRError(f"{path} is not a readable PyTorch weights file ({one_line(err)}); {REBUILD}") from err

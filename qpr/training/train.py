@@ -19,6 +19,7 @@ import pandas as pd
 import torch
 
 from qpr.training import distributed
+from qpr.model.device import autocast, current_device
 from qpr.model.encoder import EncoderConfig, QuestionEncoder, encode_ids
 from qpr.errors import QPRError
 from qpr.evaluation.metrics import pair_auc
@@ -173,6 +174,9 @@ def train(
     loss_fn = make_loss(
         config.loss, smoothing=config.smoothing, margin=config.margin, distance=config.distance, negatives=config.negatives
     )
+    device = current_device()  # qpr.model.device: auto, cpu or cuda; the encoder comes back to the CPU
+    encoder.to(device)
+    loss_fn.to(device)
     # The loss may own parameters too (the cosine SDML's learned scale).
     optimizer = torch.optim.Adam([*encoder.parameters(), *loss_fn.parameters()], lr=config.lr)
     val_a, val_b, val_labels = validation_pairs(corpus, config.val_pairs, config.seed)
@@ -237,22 +241,23 @@ def train(
                 optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * min(step / horizon, 1.0))))
 
     def step(mine: np.ndarray) -> float:
-        a = distributed.global_rows(encode_ids(model, [anchor_ids[i] for i in mine]))
-        p = distributed.global_rows(encode_ids(model, [positive_ids[i] for i in mine]))
-        objective = loss_fn(a, p)
-        if use_negatives and workers == 1:
-            rows = np.flatnonzero(has_negative[mine])
-            if len(rows):  # only the rows that have a judged negative are encoded again
-                n = encode_ids(model, [negative_ids[i] for i in mine[rows]])
-                objective = objective + config.judged_weight * judged_negative_loss(
-                    a, p, torch.from_numpy(rows).to(a.device), n, config.distance)
-        elif use_negatives:
-            # Under torchrun every row is encoded (a placeholder where it has no judged negative),
-            # so that each worker encodes alike and the shares gather into rows that line up.
-            n = distributed.global_rows(encode_ids(model, [negative_ids[i] for i in mine]))
-            rows = torch.from_numpy(np.flatnonzero(distributed.global_rows(
-                torch.from_numpy(has_negative[mine]).to(a.device)).cpu().numpy())).to(a.device)
-            objective = objective + config.judged_weight * judged_negative_loss(a, p, rows, n[rows], config.distance)
+        with autocast(device):  # mixed precision on CUDA only; the losses take float32
+            a = distributed.global_rows(encode_ids(model, [anchor_ids[i] for i in mine])).float()
+            p = distributed.global_rows(encode_ids(model, [positive_ids[i] for i in mine])).float()
+            objective = loss_fn(a, p)
+            if use_negatives and workers == 1:
+                rows = np.flatnonzero(has_negative[mine])
+                if len(rows):  # only the rows that have a judged negative are encoded again
+                    n = encode_ids(model, [negative_ids[i] for i in mine[rows]]).float()
+                    objective = objective + config.judged_weight * judged_negative_loss(
+                        a, p, torch.from_numpy(rows).to(a.device), n, config.distance)
+            elif use_negatives:
+                # Under torchrun every row is encoded (a placeholder where it has no judged negative),
+                # so that each worker encodes alike and the shares gather into rows that line up.
+                n = distributed.global_rows(encode_ids(model, [negative_ids[i] for i in mine])).float()
+                rows = torch.from_numpy(np.flatnonzero(distributed.global_rows(
+                    torch.from_numpy(has_negative[mine]).to(a.device)).cpu().numpy())).to(a.device)
+                objective = objective + config.judged_weight * judged_negative_loss(a, p, rows, n[rows], config.distance)
         loss = descend(objective, optimizer)
         if schedule is not None:
             schedule.step()
@@ -264,4 +269,4 @@ def train(
     fitted = fit(encoder, config.max_epochs, epoch_batches, step, report, score="val_auc", patience=config.patience,
                  shared=True, progress=progress, score_label="val ROC AUC", on_epoch=on_epoch, on_batch=on_batch,
                  on_epoch_start=start_schedule, return_on_interrupt=return_on_interrupt)
-    return TrainResult.of(encoder, vocab, fitted)
+    return TrainResult.of(encoder.cpu(), vocab, fitted)

@@ -1,0 +1,218 @@
+"""Benchmark: scale where the user feels it (issue 40): the tokenizer, bursts of searches, and the
+app serving 1M / 10M questions. Each step merges its keys into bench/results/serving.json.
+
+    python -m bench.serving tokenize                         # tokenize_qps_per_core(_before)
+    python -m bench.serving burst [--bundle B]               # 20 back-to-back clients, old path vs coalesced
+    python -m bench.serving build --bundle B --n 1000000     # the bundle of B's encoder over n questions
+    python -m bench.serving big --bundle B1M --key oneM      # startup, RSS, search p50/p99 through the app
+
+``tokenize``: every Quora-lite question from texts to padded id arrays, per CPU second of this
+process (``time.process_time``, so the other jobs on a shared machine do not count), today's path
+(``Vocabulary.encode`` text by text, then ``pad_batch`` over length-sorted chunks of 256, what
+``encode_texts`` did) against ``Vocabulary.encode_batch`` + ``TokenBatch.padded`` on the same
+chunks, each from a fresh vocabulary (cold: nothing hashed yet), then a second pass with the same
+vocabulary (what the first pass hashed is kept, as over a large corpus), alternated over
+``--repeats`` rounds; the median of the rounds.
+
+``burst``: the app (``QPR_BUNDLE``, or the demo corpus) started twice, with
+``QPR_COALESCE_SEARCHES=0`` (today's path) and ``=1``; each time ``bench.search_load`` runs 20
+clients searching back to back through the app's HTTP API.
+
+``build``: the corpus of ``bench.scale`` (Quora-lite + distractors up to ``--n``) encoded by
+``--bundle``'s encoder into a new bundle with the ``auto`` index, under ``--work``.
+
+``big``: the app started on that bundle: seconds from launch to the first search answered through
+the API, the server's resident memory after the searches, and p50/p99 of ``--searches`` searches
+one at a time (Quora-lite test questions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import torch
+
+from bench.common import ROOT, machine, write_json
+from bench.scale import scale_corpus
+from bench.search_load import _client, run_search_load
+from bench.startup import start_app, stop_app
+from qpr.bundles.bundle import Bundle
+from qpr.data.corpus import load_corpus
+from qpr.fsutil.atomic import atomic_path
+from qpr.model.encoder import EncoderConfig, QuestionEncoder, pad_batch
+from qpr.model.text import TextConfig, Vocabulary
+
+RESULTS = ROOT / "bench" / "results" / "serving.json"
+EMPTY = {"questions": 0, "startup_s": 0.0, "rss_gb": 0.0, "search_p50_ms": 0.0, "search_p99_ms": 0.0}
+NO_GPU = "not measured: this task was not drawn for a device machine (no GPU lent)"
+
+
+def merge(update: dict) -> dict:
+    """``update`` merged into the results file (created with the issue's keys), with machine and date."""
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {
+        "tokenize_qps_per_core": 0.0, "tokenize_qps_per_core_before": 0.0, "tenM": dict(EMPTY), "oneM": dict(EMPTY),
+        "burst": {"clients": 20, "questions": 0, "searches_per_s": 0.0, "searches_per_s_before": 0.0, "p99_ms": 0.0},
+        "gpu": None, "gpu_reason": NO_GPU, "machine": "", "date": ""}
+    for key, value in update.items():
+        results[key] = results[key] | value if isinstance(results.get(key), dict) and isinstance(value, dict) else value
+    results |= {"machine": f"2-core CPU machine: {machine()}", "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    write_json(results, RESULTS)
+    return results
+
+
+def quora_questions() -> list[str]:
+    return load_corpus(Path(os.environ.get("QPR_DATA_DIR", ROOT.parent / "shared" / "data")) / "quora-lite")["question"].tolist()
+
+
+def tokenize_rates(texts: list[str], repeats: int, chunk: int = 256, block: int = 65_536) -> dict:
+    """Questions per CPU second, today's path and the batch tokenizer (module doc)."""
+    tokens = Vocabulary.build(texts).tokens
+
+    def today(vocab: Vocabulary) -> None:
+        lists = [vocab.encode(text) for text in texts]
+        order = np.argsort([len(ids) for ids in lists], kind="stable")
+        for start in range(0, len(order), chunk):
+            pad_batch([lists[i] for i in order[start : start + chunk]])
+
+    def batched(vocab: Vocabulary) -> None:
+        for first in range(0, len(texts), block):
+            batch = vocab.encode_batch(texts[first : first + block])
+            order = np.argsort(batch.lengths, kind="stable")
+            for start in range(0, len(order), chunk):
+                batch.padded(order[start : start + chunk])
+
+    rates = {"before": [], "after": [], "before_second_pass": [], "after_second_pass": []}
+    for _ in range(repeats):
+        for name, run in (("before", today), ("after", batched)):
+            vocab = Vocabulary(tokens, TextConfig())
+            for key in (name, f"{name}_second_pass"):  # cold, then with what the first pass hashed
+                start = time.process_time()
+                run(vocab)
+                rates[key].append(len(texts) / (time.process_time() - start))
+    return {"tokenize_qps_per_core": statistics.median(rates["after"]),
+            "tokenize_qps_per_core_before": statistics.median(rates["before"]),
+            "tokenize_second_pass_qps_per_core": statistics.median(rates["after_second_pass"]),
+            "tokenize_second_pass_qps_per_core_before": statistics.median(rates["before_second_pass"]),
+            "tokenize_rounds": {name: [round(r) for r in values] for name, values in rates.items()},
+            "tokenize_questions": len(texts)}
+
+
+def app_env(tmp: Path, bundle: Path | None, coalesce: bool = True) -> dict:
+    env = {"QPR_CACHE_DIR": os.environ.get("QPR_CACHE_DIR", str(ROOT / "runs")), "QPR_DB_URL": f"sqlite:///{tmp / 'app.db'}",
+           "QPR_COALESCE_SEARCHES": "1" if coalesce else "0", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    return env | ({"QPR_BUNDLE": str(bundle)} if bundle else {})
+
+
+def burst(bundle: Path | None, clients: int, per_client: int) -> dict:
+    """Searches per second and p99 of ``clients`` back-to-back clients, today's path then coalesced."""
+    runs = {}
+    for coalesce in (False, True):
+        with tempfile.TemporaryDirectory() as tmp:
+            process, url, _ = start_app(app_env(Path(tmp), bundle, coalesce), Path(tmp) / "app.log", limit_s=900)
+            try:
+                load = run_search_load(url, clients, per_client, lone=5, pid=process.pid)
+            finally:
+                stop_app(process)
+        runs[coalesce] = load
+    return {"clients": clients, "searches_per_s": runs[True]["searches_per_s"], "searches_per_s_before": runs[False]["searches_per_s"], "p99_ms": runs[True]["search_p99_ms"],
+            "p99_ms_before": runs[False]["search_p99_ms"], "p50_ms": runs[True]["search_p50_ms"],
+            "p50_ms_before": runs[False]["search_p50_ms"], "errors": runs[True]["errors"] + runs[False]["errors"],
+            "server_cpu_ms_per_search": runs[True]["server_cpu_ms_per_search"],
+            "server_cpu_ms_per_search_before": runs[False]["server_cpu_ms_per_search"]}
+
+
+
+def build(n: int, out: Path, work: Path) -> Path:
+    """A bundle over Quora-lite + distractors up to ``n`` questions (``bench.scale``'s corpus) with
+    the product's default encoder shape, weights untrained (seed 0): what a search costs depends on
+    the shapes (300-d vectors, the index ``auto`` picks for ``n``), not the weights' values; no
+    quality is measured from it (docs/SCALE.md has quality at these sizes)."""
+    base = load_corpus(Path(os.environ.get("QPR_DATA_DIR", ROOT.parent / "shared" / "data")) / "quora-lite")
+    corpus_path = work / f"corpus-{n}.parquet"
+    if not corpus_path.exists():
+        with atomic_path(corpus_path) as tmp:
+            (base if n <= len(base) else scale_corpus(base, n)).to_parquet(tmp, index=False)
+    corpus = pd.read_parquet(corpus_path)
+    vocab = Vocabulary.build(base.loc[base["split"] == "train", "question"], TextConfig())
+    torch.manual_seed(0)
+    encoder = QuestionEncoder(vocab.size, EncoderConfig())
+    start = time.perf_counter()
+    bundle = Bundle.create(encoder, vocab, corpus, train_info={"weights": "untrained, seed 0 (bench.serving build)"})
+    print(f"built {len(corpus):,} questions in {time.perf_counter() - start:.0f} s: {bundle.index.describe()}", flush=True)
+    return bundle.save(out)
+
+
+def rss_gb(pid: int) -> tuple[float, float]:
+    """Resident and peak resident memory of process ``pid``, in GB (10^9 bytes)."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return tuple(int(fields[name].split()[0]) * 1024 / 1e9 for name in ("VmRSS", "VmHWM"))
+
+
+def big(bundle: Path, searches: int) -> dict:
+    """The app on ``bundle``: launch to the first search answered, resident memory, p50/p99 of
+    searches one at a time through the API (Quora-lite test questions)."""
+    corpus = pd.read_parquet(bundle / "corpus.parquet", columns=["question", "split"])
+    queries = corpus.loc[corpus["split"] == "test", "question"].head(searches + 1).tolist()
+    with tempfile.TemporaryDirectory() as tmp:
+        launched = time.perf_counter()
+        process, url, _ = start_app(app_env(Path(tmp), bundle), Path(tmp) / "app.log", limit_s=1800)
+        try:
+            client = _client(url)
+            client.predict(queries[0], 10, False, api_name="/search")
+            startup = time.perf_counter() - launched
+            times = []
+            for query in queries[1:]:
+                start = time.perf_counter()
+                client.predict(query, 10, False, api_name="/search")
+                times.append((time.perf_counter() - start) * 1000)
+            resident, peak = rss_gb(process.pid)
+        finally:
+            stop_app(process)
+    return {"questions": len(corpus), "startup_s": startup, "rss_gb": resident, "peak_rss_gb": peak,
+            "search_p50_ms": float(np.percentile(times, 50)), "search_p99_ms": float(np.percentile(times, 99)),
+            "searches": len(times), "load_average": os.getloadavg()[0]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="step", required=True)
+    p = sub.add_parser("tokenize")
+    p.add_argument("--repeats", type=int, default=3)
+    p = sub.add_parser("burst")
+    p.add_argument("--bundle", type=Path, help="default: the demo corpus")
+    p.add_argument("--clients", type=int, default=20)
+    p.add_argument("--per-client", type=int, default=10)
+    p = sub.add_parser("build")
+    p.add_argument("--n", type=int, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--work", type=Path, default=ROOT.parent / "scale-work")
+    p = sub.add_parser("big")
+    p.add_argument("--bundle", type=Path, required=True)
+    p.add_argument("--key", choices=["oneM", "tenM"], required=True)
+    p.add_argument("--searches", type=int, default=300)
+    args = parser.parse_args()
+    if args.step == "tokenize":
+        print(merge(tokenize_rates(quora_questions(), args.repeats)))
+    elif args.step == "burst":
+        measured = burst(args.bundle, args.clients, args.per_client)
+        key = "burst" if args.bundle else "burst_demo"
+        size = len(pd.read_parquet(args.bundle / "corpus.parquet", columns=["qid"])) if args.bundle else None
+        print(merge({key: measured | ({"questions": size} if size else {"corpus": "demo"})}))
+    elif args.step == "build":
+        build(args.n, args.out, args.work)
+    else:
+        print(merge({args.key: big(args.bundle, args.searches)}))
+
+
+if __name__ == "__main__":
+    main()
