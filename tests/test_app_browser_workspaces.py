@@ -183,7 +183,9 @@ def test_two_annotators_on_two_projects_never_see_each_other(two_projects, brows
     shot(alpha, "workspaces-ann")
 
     # Bug 7: with no name, a refusal names the action and the fix, and stays until closed.
-    stranger = browser_context.new_page()
+    # Another browser: this one remembers the name ann typed (its storage) and would fill it in.
+    stranger_context = browser_context.browser.new_context(viewport={"width": 1400, "height": 1000})
+    stranger = stranger_context.new_page()
     open_as(stranger, url, "alpha", None)
     expect(stranger.locator("#page-who")).to_contain_text("type your name to annotate")
     stranger.get_by_role("tab", name="Projects").click()
@@ -206,3 +208,4 @@ def test_two_annotators_on_two_projects_never_see_each_other(two_projects, brows
     alpha.get_by_role("tab", name="Projects").click()
     expect(alpha.locator("#project-active")).to_contain_text("This page's project: Alpha")
     bob_context.close()
+    stranger_context.close()
