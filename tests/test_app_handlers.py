@@ -313,7 +313,7 @@ def test_retrain_compares_then_swaps_only_on_confirm(qpr_app):
     with pytest.warns(UserWarning, match="No retrained model"):
         tab.confirm("ann", None, None)
     steps = []
-    table, changed, note, confirm, discard = shown(tab.retrain(1, lambda fraction, desc: steps.append((fraction, desc))),
+    table, changed, note, confirm, discard = shown(tab.retrain(1, "ann", progress=lambda fraction, desc: steps.append((fraction, desc))),
                                                    tab.comparison, tab.changed, tab.note, tab.confirm_button,
                                                    tab.discard_button)
     # Which held-out queries' first result the retrain changed, and how many of those it fixed, in words too.
@@ -341,10 +341,18 @@ def test_retrain_compares_then_swaps_only_on_confirm(qpr_app):
     assert results.loc[0, "cluster"] == twins["cluster"].iloc[0]
 
 
+def test_an_unnamed_page_cannot_retrain(qpr_app, monkeypatch):
+    ran = []
+    monkeypatch.setattr(retraining_module, "retrain", lambda *args, **kwargs: ran.append(args))
+    with pytest.warns(UserWarning, match="retrain the model"):
+        qpr_app.retrain.retrain(1, "  ", progress=NO_PROGRESS)
+    assert ran == [], "refused before anything is exported or trained"
+
+
 def test_a_retrained_bundle_names_the_judgments_and_export_it_learned_from(qpr_app):
     view = judge_until(qpr_app, qpr_app.annotate.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
     qpr_app.annotate.judge("same", session(view), "ann", None, None)
-    qpr_app.retrain.retrain(1, NO_PROGRESS)
+    qpr_app.retrain.retrain(1, "ann", progress=NO_PROGRESS)
     labels = qpr_app.ctx.model.candidate().served.bundle.manifest["labels"]
     judged = sorted(qpr_app.ctx.store.judgments()["id"].tolist())
     assert labels["judgment_ids"] == judged and len(judged) >= 2
@@ -364,7 +372,7 @@ def test_a_retrain_builds_bm25_once(qpr_app, monkeypatch):
         real_init(self, corpus)
 
     monkeypatch.setattr(BM25Retriever, "__init__", counted)
-    qpr_app.retrain.retrain(1, NO_PROGRESS)
+    qpr_app.retrain.retrain(1, "ann", progress=NO_PROGRESS)
     qpr_app.retrain.confirm("ann", None, None)
     assert builds == [len(qpr_app.ctx.model.current().bundle.corpus)], "one BM25 over the corrected corpus, reused throughout"
 
@@ -372,7 +380,7 @@ def test_a_retrain_builds_bm25_once(qpr_app, monkeypatch):
 def test_discard_keeps_the_served_model(qpr_app):
     tab = qpr_app.retrain
     old_version = qpr_app.ctx.model.current().bundle.version
-    tab.retrain(1, NO_PROGRESS)
+    tab.retrain(1, "ann", progress=NO_PROGRESS)
     note, confirm = shown(tab.discard("ann", None, None), tab.note, tab.confirm_button)
     assert "Discarded" in note and not confirm.interactive
     assert qpr_app.ctx.model.candidate() is None and qpr_app.ctx.model.current().bundle.version == old_version
@@ -388,7 +396,7 @@ def test_searches_answer_while_retraining_runs(qpr_app, monkeypatch):
         return real_retrain(*args, **kwargs)
 
     monkeypatch.setattr(training_steps_module, "retrain_bundle", slow_retrain)
-    worker = threading.Thread(target=qpr_app.retrain.retrain, args=(1, NO_PROGRESS))
+    worker = threading.Thread(target=qpr_app.retrain.retrain, args=(1, "ann"), kwargs={"progress": NO_PROGRESS})
     worker.start()
     assert started.wait(timeout=120)
     results, *_ = search(qpr_app, "cheap flights", 3, False)
@@ -488,7 +496,7 @@ def test_an_input_error_leaves_the_page_as_it_was_and_logs_one_line(qpr_app, cap
 
 def test_a_discarded_retraining_leaves_no_before_and_after(qpr_app):
     judge_until(qpr_app, qpr_app.annotate.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
-    qpr_app.retrain.retrain(1, lambda fraction, desc: None)
+    qpr_app.retrain.retrain(1, "ann", progress=lambda fraction, desc: None)
     assert "waiting for your decision" in metrics(qpr_app)[3]
     qpr_app.retrain.discard("ann", None, None)
     assert "Before and after" not in metrics(qpr_app)[3]
@@ -498,7 +506,7 @@ def test_a_discarded_retraining_leaves_no_before_and_after(qpr_app):
 
 
 def test_a_model_waiting_for_a_decision_can_be_decided_after_a_reload(qpr_app):
-    qpr_app.retrain.retrain(1, NO_PROGRESS)
+    qpr_app.retrain.retrain(1, "ann", progress=NO_PROGRESS)
     reloaded = QPRPage(qpr_app.ctx)  # a new page over the same app, as after a reload
     reloaded.build()
     tab = reloaded.retrain
@@ -559,13 +567,13 @@ def test_the_header_names_the_annotator_once_typed(qpr_app):
 
 def test_discard_clears_the_comparison(qpr_app):
     tab = qpr_app.retrain
-    tab.retrain(1, NO_PROGRESS)
+    tab.retrain(1, "ann", progress=NO_PROGRESS)
     comparison, changed, note, confirm, discard = shown(tab.discard("ann", None, None), *tab.decision_outputs)
     assert comparison.empty and changed.empty and not confirm.interactive and not discard.interactive
 
 
 def test_a_confirmed_model_is_served_again_after_a_restart(qpr_app, monkeypatch):
-    qpr_app.retrain.retrain(1, NO_PROGRESS)
+    qpr_app.retrain.retrain(1, "ann", progress=NO_PROGRESS)
     qpr_app.retrain.confirm("ann", None, None)
     monkeypatch.delenv("QPR_BUNDLE", raising=False)
     monkeypatch.setenv("QPR_CACHE_DIR", str(qpr_app.ctx.cache))
@@ -595,7 +603,7 @@ def test_discard_is_the_primary_choice_when_the_new_model_is_worse(qpr_app, monk
                           {"model": "retrained", "version": "b", "split": "test", "H1": 0.5, "H10": 1, "MRR": 0.5,
                            "queries": 50, "H1_change": -0.4, "H1_change_low": -0.5, "H1_change_high": -0.3}])
     monkeypatch.setattr(retraining_module, "compare_bundles", lambda *args: worse)
-    out = qpr_app.retrain.retrain(1, NO_PROGRESS)
+    out = qpr_app.retrain.retrain(1, "ann", progress=NO_PROGRESS)
     assert out[qpr_app.retrain.discard_button].variant == "primary" and out[qpr_app.retrain.confirm_button].variant == "secondary"
     assert "worse" in out[qpr_app.retrain.note]
 
@@ -664,7 +672,7 @@ def test_replacing_the_served_model_needs_a_name_and_is_recorded(qpr_app):
     view = judge_until(qpr_app, qpr_app.annotate.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
     qpr_app.annotate.judge("same", session(view), "ann", None, None)
     old = qpr_app.ctx.model.current().bundle.version
-    qpr_app.retrain.retrain(1, NO_PROGRESS)
+    qpr_app.retrain.retrain(1, "ann", progress=NO_PROGRESS)
     with pytest.warns(UserWarning, match="type your name"):
         qpr_app.retrain.confirm("  ", None, None)
     with pytest.warns(UserWarning, match="type your name"):
@@ -683,7 +691,7 @@ def test_with_logins_only_admins_may_replace_the_served_model(bundle, tmp_path, 
     monkeypatch.setenv("QPR_ADMINS", " Alice ,bob")
     store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
     page = page_for(bundle, store, "auth", tmp_path)
-    page.retrain.retrain(1, NO_PROGRESS)
+    page.retrain.retrain(1, "ann", progress=NO_PROGRESS)
     with pytest.warns(UserWarning, match="Only the app's admins"):
         page.retrain.confirm("", gr.Request(username="mallory"), None)
     assert page.ctx.model.candidate() is not None and store.swaps().empty

@@ -296,7 +296,7 @@ def test_every_tab_works_on_a_project_served_by_bm25_alone(app_page, tmp_path):
     assert page.metrics.metrics()
     files = page.retrain.export_clusters("csv")[page.retrain.files]
     assert pd.read_csv(files[0])["question"].nunique() == len(make_corpus())
-    assert page.retrain.retrain(1, lambda *a, **k: None) == gr.skip()  # told to train on Projects
+    assert page.retrain.retrain(1, "ann", progress=lambda *a, **k: None) == gr.skip()  # told to train on Projects
 
 
 def test_a_refused_upload_lists_one_problem_per_line_in_the_page(app_page, tmp_path):

@@ -213,7 +213,7 @@ def test_the_app_retrains_a_served_seed_bundle_from_judgments_and_swaps_on_confi
         annotate_session = next(value for value in view.values() if type(value).__name__ == "AnnotateSession")
         assert len(annotate_session.queue) > 0
         page.annotate.judge("same", annotate_session, "ann", None, None)
-        page.retrain.retrain(1, lambda *args, **kwargs: None)
+        page.retrain.retrain(1, "ann", progress=lambda *args, **kwargs: None)
         candidate = page.ctx.model.candidate().served.bundle
         assert candidate.system == system and candidate.manifest["labels"]["judgment_ids"]
         page.retrain.confirm("ann", None, None)

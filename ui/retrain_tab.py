@@ -61,7 +61,7 @@ class RetrainTab:
                 self.confirm_button = gr.Button("Use the retrained model", interactive=False, variant="primary")
                 self.discard_button = gr.Button("Discard it", interactive=False)
         export_button.click(self.export_clusters, [fmt], [self.files, self.export_note])
-        retrain_button.click(self.retrain, [epochs], self.decision_outputs, concurrency_limit=1, concurrency_id="retrain")
+        retrain_button.click(self.retrain, [epochs, name], self.decision_outputs, concurrency_limit=1, concurrency_id="retrain")
         self.confirm_button.click(self.confirm, [name], self.decision_outputs)
         self.discard_button.click(self.discard, [name], self.decision_outputs)
 
@@ -79,9 +79,12 @@ class RetrainTab:
         return {self.files: [str(out), str(pairs_path(out)), str(manifest_path(out))], self.export_note: note}
 
     @shows_errors
-    def retrain(self, epochs: float, progress=gr.Progress()) -> dict:
+    def retrain(self, epochs: float, name: str, request: gr.Request | None = None, profile: gr.OAuthProfile | None = None,
+                progress=gr.Progress()) -> dict:
         """Retrain on the corrected clusters in the background of searches; compare old and new
-        on the same held-out clusters; hold the new model until the user confirms."""
+        on the same held-out clusters; hold the new model until the user confirms. Training is an
+        owner's action, like using its result: an unnamed page is refused before anything runs."""
+        self.ctx.privileged("retrain the model", name, request, profile)
         epochs = int(epochs)
         started = time.monotonic()
 
