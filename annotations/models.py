@@ -107,6 +107,7 @@ class Judgment(Base):
         CheckConstraint(f"label IN ({', '.join(repr(label) for label in LABELS)})", name="ck_judgments_label"),
         CheckConstraint("(query_qid IS NULL) <> (query_text IS NULL)", name="ck_judgments_one_query"),
         CheckConstraint("is_current IS NULL OR (superseded_by IS NULL AND withdrawn_at IS NULL)", name="ck_judgments_current"),
+        CheckConstraint(f"role IS NULL OR role IN ({', '.join(repr(role) for role in (*ROLES, 'admin'))})", name="ck_judgments_role"),
         UniqueConstraint("annotator_id", "item_key", "is_current", name="uq_judgments_one_current"),
     )
 
@@ -124,6 +125,7 @@ class Judgment(Base):
     is_current: Mapped[bool | None] = mapped_column(Boolean, default=True)
     superseded_by: Mapped[int | None] = mapped_column(ForeignKey("judgments.id"))
     withdrawn_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    role: Mapped[str | None] = mapped_column(String(10))  # the role it was made under (login mode); NULL with typed names
 
 
 class Export(Base):

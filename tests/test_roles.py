@@ -7,18 +7,19 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from sqlalchemy import insert
+from sqlalchemy import insert, update
 from sqlalchemy.exc import IntegrityError
 
 from annotations.db import open_store
 from annotations.errors import AnnotationError
-from annotations.models import ProjectRole
+from annotations.models import Judgment, ProjectRole
 from conftest import make_corpus
 from qpr.errors import QPRError
 from qpr.serving.projects import DEMO
 from qpr.serving.served_model import ServedModel
 from ui.common import AppContext, reviewer
 from ui.page import QPRPage
+from workflows.cluster_marks import representative
 
 
 def login(name: str) -> SimpleNamespace:
@@ -91,6 +92,31 @@ def test_each_right_needs_its_role_in_the_page_s_project_and_is_recorded(logins)
         reviewer(ctx, None, login("bob"))
 
 
+def a_member_to_mark(ctx) -> tuple[str, str]:
+    """A cluster of the page's project and one of its members that is not its representative."""
+    served = ctx.model.current()
+    cluster = served.corpus["cluster"].dropna().iloc[0]
+    members = served.corpus[served.corpus["cluster"] == cluster]
+    rep = representative(served, members)
+    return cluster, str(members.loc[members["qid"] != rep, "qid"].iloc[0])
+
+
+def test_each_judgment_records_the_role_it_was_made_under(logins):
+    ctx, store = logins.ctx, logins.ctx.store
+    logins.team.grant("bob", "annotator", None, login("ann"))
+    cluster, qid = a_member_to_mark(ctx)
+    for who in ("bob", "ann", "root"):
+        logins.clusters.mark("different", cluster, qid, None, login(who))
+    with pytest.warns(UserWarning, match="To record judgments in project 'FAQ'"):
+        logins.clusters.mark("same", cluster, qid, None, login("dave"))  # no role: refused, nothing recorded
+    assert store.judgments()[["annotator", "role"]].values.tolist() == [["bob", "annotator"], ["ann", "owner"],
+                                                                        ["root", "admin"]]
+    with pytest.raises(AnnotationError, match="role must be one of"):
+        store.record("bob", int(qid), "same", ctx.model.current().bundle.version, query_qid=int(qid) + 1, role="boss")
+    with pytest.raises(IntegrityError), store.engine.begin() as connection:  # the database refuses it too
+        connection.execute(update(Judgment).values(role="boss"))
+
+
 def test_name_mode_is_one_team_with_no_roles(bundle, tmp_path):
     store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
     page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
@@ -99,4 +125,7 @@ def test_name_mode_is_one_team_with_no_roles(bundle, tmp_path):
     assert store.actions(DEMO).empty  # nothing recorded about roles
     assert "one team shares every project" in page.team.show()[page.team.note]
     assert "one team shares every project" in page.ctx.whoami("ann", None, None)
+    cluster, qid = a_member_to_mark(page.ctx)
+    page.clusters.mark("different", cluster, qid, "anyone")
+    assert store.judgments()["role"].isna().all()  # typed names carry no role
     store.close()

@@ -174,7 +174,7 @@ class AnnotateTab:
             who, int(row["candidate_qid"]), label, session.version,
             query_qid=None if pd.isna(row["query_qid"]) else int(row["query_qid"]),
             query_text=None if pd.isna(row["query_text"]) else str(row["query_text"]),
-            rank=int(row["rank"]), distance=float(row["distance"]),
+            rank=int(row["rank"]), distance=float(row["distance"]), role=self.ctx.role_of(who),
         )
         return session.after_judging(judgment, label)
 

@@ -140,7 +140,7 @@ class ClustersTab:
         (``workflows.cluster_marks.mark``: B on an outsider moves that one question), then show the
         cluster and what the judgments now propose."""
         who = self.ctx.annotator(name, request, profile)
-        status = mark(self.ctx.store, self.ctx.model.current(), who, cluster, selected, label)
+        status = mark(self.ctx.store, self.ctx.model.current(), who, cluster, selected, label, self.ctx.role_of(who))
         return {self.mark_status: plain(status)} | self._cluster_view(cluster) | self.overview()
 
     @shows_errors
@@ -154,7 +154,7 @@ class ClustersTab:
               profile: gr.OAuthProfile | None = None) -> dict:
         """Record that the two whole clusters shown mean the same (to serve on Apply)."""
         who = self.ctx.annotator(name, request, profile)
-        status = merge_clusters(self.ctx.store, self.ctx.model.current(), who, cluster, other)
+        status = merge_clusters(self.ctx.store, self.ctx.model.current(), who, cluster, other, self.ctx.role_of(who))
         return ({self.mark_status: plain(status), self.merge_button: gr.Button(interactive=False)}
                 | self._cluster_view(cluster) | self.overview())
 

@@ -1,11 +1,11 @@
 """What every tab shares: the app's context (``AppContext``: the page's project and its served
-model, the projects, the store, who may do what) and the bundle to serve again after a restart.
+model, the projects, the store, who may do what); the bundle served again after a restart is
+``ui.served_pointer``'s.
 Which page has which project is ``ui.pages``'; roles ``ui.access``'; safe display ``ui.display``'s.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -17,7 +17,6 @@ from annotations.store import AnnotationStore
 from annotations.task import TASK_SIZE
 from qpr.bundles.bundle import Bundle
 from qpr.errors import QPRError
-from qpr.fsutil.atomic import atomic_path
 from qpr.serving.projects import DEMO, Projects
 from qpr.serving.served_model import ServedModel
 from qpr.serving.workspaces import Workspaces
@@ -26,10 +25,10 @@ from ui.access import identify, role_for
 from ui.demo import cache_dir
 from ui.display import plain
 from ui.pages import PageProjects, example_queries
+from ui.served_pointer import remember_served
 from workflows.background_training import TrainingJob
 from workflows.labels import serve_latest
 
-SERVED_POINTER = "served-bundle.json"  # under the cache: the last bundle a user confirmed
 # Name mode is one team's setting: typed names are trusted, so projects have no roles.
 NAME_MODE = "names are not verified: one team shares every project, with no roles; set QPR_AUTH for roles per project"
 NAME_PROMPT = f"Anyone can search; type your name to annotate ({NAME_MODE})."
@@ -188,6 +187,14 @@ class AppContext:
                 self.store.record_action(project, who, role, action)
         return who
 
+    def role_of(self, who: str) -> str | None:
+        """The role ``who`` judges under in the page's project, which each judgment records (login
+        mode; ``ui.access``); None with typed names, which carry no role."""
+        if self.identity == "name":
+            return None
+        project = self.project
+        return role_for(self.store, self.admins, project, self.project_name(project), who, ROLES, "record judgments")
+
     def replacer(self, name: str | None, request: gr.Request | None = None, profile: gr.OAuthProfile | None = None) -> str:
         """Who may replace or discard the model the page's project serves (``privileged``)."""
         return self.privileged("use or discard a trained model", name, request, profile)
@@ -213,23 +220,6 @@ def identity_mode(auth: list[tuple[str, str]] | None) -> str:
     if auth:
         return "auth"
     return "oauth" if settings().space else "name"
-
-
-def remember_served(cache: Path, bundle_path: Path) -> None:
-    """Note ``bundle_path`` as the confirmed bundle to serve after a restart (``SERVED_POINTER``
-    under ``cache``, replaced atomically)."""
-    with atomic_path(Path(cache) / SERVED_POINTER) as tmp:
-        tmp.write_text(json.dumps({"bundle": str(Path(bundle_path).resolve())}) + "\n")
-
-
-def remembered_bundle(cache: Path) -> Path | None:
-    """The last confirmed bundle noted under ``cache``, if any and still there."""
-    pointer = Path(cache) / SERVED_POINTER
-    try:
-        path = Path(json.loads(pointer.read_text())["bundle"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return path if path.is_dir() else None
 
 
 def reviewer(ctx: AppContext, name: str | None, request: gr.Request | None = None,

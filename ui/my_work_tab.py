@@ -94,7 +94,8 @@ class MyWorkTab:
         new_id = self.ctx.store.record(who, int(old["candidate_qid"]), label, old["bundle_version"], query_qid=query_qid,
                                        query_text=None if query_qid is not None else old["query_text"],
                                        rank=None if pd.isna(old["rank"]) else int(old["rank"]),
-                                       distance=None if pd.isna(old["distance"]) else float(old["distance"]))
+                                       distance=None if pd.isna(old["distance"]) else float(old["distance"]),
+                                       role=self.ctx.role_of(who))
         return {self.status: f"Judgment {old['id']} ({plain(old['label'])}) re-judged **{label}** as judgment {new_id}.",
                 self.table: self._mine(who, search, history)}
 

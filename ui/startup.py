@@ -28,10 +28,11 @@ from qpr.errors import QPRError
 from qpr.serving.served_model import ServedModel
 from qpr.settings import settings
 from ui.banking_demo import EXAMPLES as BANKING_EXAMPLES, banking_demo, start_training
-from ui.common import AppContext, identity_mode, remembered_bundle
+from ui.common import AppContext, identity_mode
 from ui.demo import EXAMPLE_QUERIES, cache_dir, demo_bundle
 from ui.page import QPRPage
 from ui.pages import example_queries
+from ui.served_pointer import remembered_bundle
 
 # The Annotate tab's keyboard shortcuts, and what holds them while an item loads.
 SHORTCUTS = f"<script>\n{(Path(__file__).with_name('shortcuts.js')).read_text()}</script>\n"

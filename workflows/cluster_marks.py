@@ -55,9 +55,11 @@ def representative(served: Served, members: pd.DataFrame) -> int:
     return int(members["qid"].iloc[int(np.argmin(spread))])
 
 
-def mark(store: AnnotationStore, served: Served, who: str, cluster: str, selected: str, label: str) -> str:
+def mark(store: AnnotationStore, served: Served, who: str, cluster: str, selected: str, label: str,
+         role: str | None = None) -> str:
     """Record ``label`` ("same": belongs, "different": does not belong) for question ``selected``
-    against ``cluster`` as the module doc says; returns the sentence saying what was recorded."""
+    against ``cluster`` as the module doc says, by ``who`` under ``role`` (login mode); returns
+    the sentence saying what was recorded."""
     cluster, members = cluster_members(store, served, cluster)
     try:
         qid = int(str(selected).strip())
@@ -70,11 +72,11 @@ def mark(store: AnnotationStore, served: Served, who: str, cluster: str, selecte
         raise QPRError(f"Question {qid} is the representative the others are judged against; mark another one.")
     version, name = served.bundle.version, store.display_name(who)
     leaving = _leaving(served, members, qid) if label == "same" else None
-    store.record(who, qid, label, version, query_qid=rep)
+    store.record(who, qid, label, version, query_qid=rep, role=role)
     said = f"Recorded: question {qid} {MARKS[label]} {cluster} (against representative {rep})"
     if leaving is not None:
         home, home_rep = leaving
-        store.record(who, qid, "different", version, query_qid=home_rep)
+        store.record(who, qid, "different", version, query_qid=home_rep, role=role)
         said += f" and no longer to {home} (different from its representative {home_rep})"
     return f"{said}, by {name}. Apply corrections to serve the result: only this question moves."
 
@@ -99,12 +101,13 @@ def merge_preview(store: AnnotationStore, served: Served, cluster: str, other: s
     return pd.concat([members, more])[["cluster", "qid", "question"]].reset_index(drop=True)
 
 
-def merge_clusters(store: AnnotationStore, served: Served, who: str, cluster: str, other: str) -> str:
-    """Record that the two whole clusters mean the same (module doc); returns what was recorded."""
+def merge_clusters(store: AnnotationStore, served: Served, who: str, cluster: str, other: str, role: str | None = None) -> str:
+    """Record that the two whole clusters mean the same (module doc), by ``who`` under ``role``;
+    returns what was recorded."""
     both = merge_preview(store, served, cluster, other)
     a, b = (both[both["cluster"] == c] for c in both["cluster"].unique())
     rep_a, rep_b = representative(served, a), representative(served, b)
-    store.record(who, rep_b, "same", served.bundle.version, query_qid=rep_a)
+    store.record(who, rep_b, "same", served.bundle.version, query_qid=rep_a, role=role)
     return (f"Recorded: the whole clusters {a['cluster'].iloc[0]} ({len(a)} questions) and {b['cluster'].iloc[0]} "
             f"({len(b)}) mean the same (their representatives {rep_a} and {rep_b}), by {store.display_name(who)}. "
             "Apply corrections to serve them as one cluster.")

@@ -16,7 +16,7 @@ from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session, aliased
 
 from annotations.errors import AnnotationError
-from annotations.models import LABELS, Annotator, BundleVersion, CorpusQuestion, Judgment, utcnow
+from annotations.models import LABELS, ROLES, Annotator, BundleVersion, CorpusQuestion, Judgment, utcnow
 from annotations.names import annotator_key, annotator_name, item_key
 from annotations.repositories.base import Repository, annotator_row, bundle_version_name, integer_id
 from qpr.errors import QPRError
@@ -25,7 +25,7 @@ from qpr.model.text import check_queries
 JUDGMENT_COLUMNS = [
     "id", "annotator", "bundle_version", "query_qid", "query_text", "candidate_qid", "item_key", "label", "rank",
     "distance", "created_at", "query_cluster", "candidate_cluster", "query_question", "candidate_question",
-    "is_current", "superseded_by", "withdrawn_at",
+    "is_current", "superseded_by", "withdrawn_at", "role",
 ]
 
 
@@ -42,10 +42,12 @@ class JudgmentRepository(Repository):
         query_text: str | None = None,
         rank: int | None = None,
         distance: float | None = None,
+        role: str | None = None,
     ) -> int:
         """Record one judgment in one transaction and return its id.
 
         The query is a corpus question (``query_qid``) or free text (``query_text``): exactly one.
+        ``role`` is the role the annotator judged under in the project (login mode), None without.
         Both ids must be in the corpus registered for ``bundle_version``. If this annotator already
         labelled the same (query, candidate), that label is superseded by this one (kept as history).
         """
@@ -68,6 +70,8 @@ class JudgmentRepository(Repository):
             raise AnnotationError(f"rank must be a positive integer, got {rank!r}")
         if distance is not None and not (isinstance(distance, numbers.Real) and math.isfinite(distance)):
             raise AnnotationError(f"distance must be a finite number, got {distance!r}")
+        if role is not None and role not in (*ROLES, "admin"):
+            raise AnnotationError(f"role must be one of {', '.join((*ROLES, 'admin'))} or None; got {role!r}")
         version = bundle_version_name(bundle_version)
         key = item_key(candidate_qid, query_qid, query_text)
 
@@ -85,7 +89,7 @@ class JudgmentRepository(Repository):
             judgment = Judgment(
                 annotator_id=person.id, bundle_version=version, query_qid=query_qid, query_text=query_text,
                 candidate_qid=candidate_qid, item_key=key, label=label,
-                rank=None if rank is None else int(rank), distance=None if distance is None else float(distance),
+                rank=None if rank is None else int(rank), distance=None if distance is None else float(distance), role=role,
             )
             session.add(judgment)
             session.flush()
@@ -147,7 +151,7 @@ class JudgmentRepository(Repository):
                 Judgment.id, Annotator.name, Judgment.bundle_version, Judgment.query_qid, Judgment.query_text,
                 Judgment.candidate_qid, Judgment.item_key, Judgment.label, Judgment.rank, Judgment.distance, Judgment.created_at,
                 query_q.cluster, candidate_q.cluster, query_q.question, candidate_q.question,
-                Judgment.is_current, Judgment.superseded_by, Judgment.withdrawn_at,
+                Judgment.is_current, Judgment.superseded_by, Judgment.withdrawn_at, Judgment.role,
             )
             .join(Annotator, Annotator.id == Judgment.annotator_id)
             .outerjoin(query_q, and_(query_q.bundle_version == Judgment.bundle_version, query_q.qid == Judgment.query_qid))
