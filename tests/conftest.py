@@ -287,6 +287,14 @@ def server(app_cache, tmp_path):
     stop_app(process)
 
 
+# The visible tables' headers, how their headers may break, and their text's fonts (issue 38, bug 9).
+TABLES_JS = """() => Array.from(document.querySelectorAll('table')).filter(t => t.offsetParent).map(t => ({
+    headers: Array.from(t.querySelectorAll('th')).map(h => h.innerText.trim()),
+    breaks: Array.from(t.querySelectorAll('th *')).map(e => getComputedStyle(e).wordBreak + '/' + getComputedStyle(e).overflowWrap),
+    fonts: Array.from(t.querySelectorAll('td *, th *, td, th')).filter(e => e.childNodes.length && Array.from(e.childNodes)
+        .some(n => n.nodeType === 3 && n.textContent.trim())).map(e => getComputedStyle(e).fontFamily)}))"""
+
+
 def shot(page, name: str) -> None:
     """A full-page screenshot in test-artifacts/ (for a person to look at)."""
     ARTIFACTS.mkdir(exist_ok=True)

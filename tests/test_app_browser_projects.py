@@ -13,7 +13,7 @@ import time
 import pandas as pd
 import pytest
 
-from conftest import EXPECT_MS, download_export, make_corpus, shot
+from conftest import EXPECT_MS, TABLES_JS, download_export, make_corpus, shot
 
 pytestmark = pytest.mark.browser
 TRAIN_LIMIT_MS = 240_000  # generous: only a guard against a training that never ends
@@ -79,6 +79,9 @@ def test_own_data_from_upload_to_export(page, server, tmp_path):
     expect(page.locator("#project-note")).to_contain_text("Created Support log")
     expect(page.locator("#project-note")).to_contain_text("cluster(s) kept")
     expect(page.locator("#project-report")).to_contain_text("kept")
+    for table in page.evaluate(TABLES_JS):  # bug 9 of issue 38: the sample's headers wrap between words only
+        assert set(table["breaks"]) <= {"normal/normal"}, f"headers may break mid-word: {table['breaks']}"
+        assert not any("mono" in font.lower() for font in table["fonts"]), table["fonts"]
     create(page, tmp_path / "inbox.csv", "Inbox", "Bare questions")
     expect(page.locator("#project-note")).to_contain_text("Created Inbox")
     expect(page.locator("#project-note")).to_contain_text("in 0 cluster(s)")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import EXPECT_MS, make_corpus, shot
+from conftest import EXPECT_MS, TABLES_JS, make_corpus, shot
 from test_app_browser_projects import rows
 from qpr.data.upload import read_upload
 from qpr.serving.projects import Projects
@@ -19,13 +19,6 @@ from ui.pages import example_queries
 pytestmark = pytest.mark.browser
 TRAIN_LIMIT_MS = 240_000  # generous: only a guard against a training that never ends
 NAME = "Your name (needed to annotate)"
-# Every visible table: its header texts, how its headers may break, and the fonts of every
-# element in it that holds text.
-TABLES_JS = """() => Array.from(document.querySelectorAll('table')).filter(t => t.offsetParent).map(t => ({
-    headers: Array.from(t.querySelectorAll('th')).map(h => h.innerText.trim()),
-    breaks: Array.from(t.querySelectorAll('th *')).map(e => getComputedStyle(e).wordBreak + '/' + getComputedStyle(e).overflowWrap),
-    fonts: Array.from(t.querySelectorAll('td *, th *, td, th')).filter(e => e.childNodes.length && Array.from(e.childNodes)
-        .some(n => n.nodeType === 3 && n.textContent.trim())).map(e => getComputedStyle(e).fontFamily)}))"""
 
 
 def beta_corpus():

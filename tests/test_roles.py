@@ -92,6 +92,27 @@ def test_each_right_needs_its_role_in_the_page_s_project_and_is_recorded(logins)
         reviewer(ctx, None, login("bob"))
 
 
+def test_only_an_owner_uploads_a_new_version_and_the_upload_is_recorded(logins, tmp_path):
+    ctx, store = logins.ctx, logins.ctx.store
+    logins.team.grant("bob", "reviewer", None, login("ann"))
+    path = tmp_path / "faq-2.csv"
+    make_corpus(n_topics=18)[["question", "cluster"]].to_csv(path, index=False)
+    before = ctx.model.current().bundle.version
+    with pytest.warns(UserWarning, match="To upload a new version of this project in project 'FAQ' you need the role owner"):
+        logins.projects.new_version(str(path), "clusters", "", "", "", None, login("bob"))
+    assert ctx.model.current().bundle.version == before
+    logins.projects.new_version(str(path), "clusters", "", "", "", None, login("ann"))
+    assert ctx.model.current().bundle.version != before
+    assert store.actions("faq")[["annotator", "role", "action"]].values.tolist()[-1] == [
+        "ann", "owner", "upload a new version of this project"]
+
+
+def test_the_memory_budget_of_served_projects_is_qpr_max_served_mb(bundle, tmp_path, monkeypatch):
+    monkeypatch.setenv("QPR_MAX_SERVED_MB", "123.5")
+    with open_store(f"sqlite:///{tmp_path / 'a.db'}") as store:
+        assert AppContext(ServedModel(bundle), store, "name", cache=tmp_path).served.budget_mb == 123.5
+
+
 def a_member_to_mark(ctx) -> tuple[str, str]:
     """A cluster of the page's project and one of its members that is not its representative."""
     served = ctx.model.current()

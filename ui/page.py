@@ -79,8 +79,9 @@ class QPRPage:
             # still empty could answer after the name was typed and say "type your name" again.
             name.change(self.ctx.whoami, [name], [who])
             # The typed name survives a reload (this browser's storage), so judging goes on without retyping it.
+            # Filled in the browser, and only into an empty box: a name typed as the page opened is kept.
             remembered = gr.BrowserState("", storage_key="qpr-annotator-name")
-            demo.load(lambda saved: saved or gr.skip(), [remembered], [name])
+            demo.load(None, [remembered, name], [name], js="(saved, typed) => typed || saved")
             name.change(lambda typed: typed, [name], [remembered])
             opened = demo.load(self.open_page, None, [project])
             if self.ctx.identity != "name":
