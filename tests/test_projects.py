@@ -26,10 +26,10 @@ from qpr.serving.served_model import ServedModel
 from qpr.model.text import TextConfig
 from qpr.training.train import TrainConfig, train
 from qpr.data.upload import read_upload
-from ui.cluster_view import representative
 from ui.common import AppContext
 from ui.page import QPRPage
 from ui.search_tab import labels_of
+from workflows.cluster_marks import representative
 
 
 def upload_of(tmp_path, corpus, kind="clusters", name="faq.csv"):
@@ -219,6 +219,24 @@ def test_with_a_general_bundle_a_new_project_is_served_by_it_and_trains_on_from_
     assert "general" not in trained.manifest and trained.vocab.tokens == general.vocab.tokens  # continued from it
     assert "model " in tab.listed()[tab.active] and "general" not in tab.listed()[tab.active]
     store.close()
+
+
+def test_with_a_general_bundle_bare_questions_are_grouped_by_its_encoder(general, bundle, tmp_path):
+    with open_store(f"sqlite:///{tmp_path / 'a.db'}") as store:
+        page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path, general=general))
+        page.build()
+        path = tmp_path / "inbox.csv"
+        make_corpus()[["question"]].to_csv(path, index=False)
+        page.projects.create(str(path), "questions", "Inbox", "", "", "", "ann")
+        served = page.ctx.model.current()
+        assert not served.bundle.lexical and served.dense is not served.bm25  # the general encoder, beside BM25
+        shown = page.annotate.start_cluster("", "ann", None, None)  # "Next cluster": a group of near questions
+        group = shown[page.annotate.session].queue
+        seed = served.corpus.set_index("qid").loc[int(group["query_qid"].iloc[0]), "question"]
+        nearest = served.dense.search([seed], len(served.corpus))[0]
+        dense_distance = {hit.qid: hit.distance for hit in nearest}
+        assert all(abs(dense_distance[q] - d) < 1e-4 for q, d in zip(group["candidate_qid"], group["distance"]))
+        assert "**0** cluster(s) of 2+ questions formed so far" in shown[page.annotate.progress]
 
 
 def test_handlers_refuse_without_a_name_or_a_file(app_page, tmp_path):
