@@ -94,7 +94,7 @@ def test_two_annotators_on_two_projects_never_see_each_other(two_projects, brows
     open_as(bob, url, "beta", "bob")
 
     # Bug 9 on a fresh page: every table has its real headers (no "1 2 3") and the page's font.
-    for tab in ("Search", "Annotate", "Clusters", "My work"):
+    for tab in ("Search", "Annotate", "Clusters", "My work", "Review"):
         alpha.get_by_role("tab", name=tab).click()
         alpha.wait_for_timeout(500)  # the tab's tables drawn
         for table in alpha.evaluate(TABLES_JS):

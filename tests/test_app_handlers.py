@@ -691,7 +691,10 @@ def test_with_logins_only_admins_may_replace_the_served_model(bundle, tmp_path, 
     monkeypatch.setenv("QPR_ADMINS", " Alice ,bob")
     store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
     page = page_for(bundle, store, "auth", tmp_path)
-    page.retrain.retrain(1, "ann", progress=NO_PROGRESS)
+    with pytest.warns(UserWarning, match="Only the app's admins"):
+        page.retrain.retrain(1, "", gr.Request(username="mallory"), progress=NO_PROGRESS)  # retraining is theirs too
+    assert page.ctx.model.candidate() is None
+    page.retrain.retrain(1, "", gr.Request(username="bob"), progress=NO_PROGRESS)
     with pytest.warns(UserWarning, match="Only the app's admins"):
         page.retrain.confirm("", gr.Request(username="mallory"), None)
     assert page.ctx.model.candidate() is not None and store.swaps().empty

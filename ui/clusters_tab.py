@@ -14,8 +14,8 @@ from __future__ import annotations
 import gradio as gr
 import pandas as pd
 
-from annotations.corrections import history
-from annotations.merge import corrected_clusters
+from annotations.corrections import HISTORY_COLUMNS, history
+from annotations.merge import CONFLICT_COLUMNS, MERGE_COLUMNS, corrected_clusters
 from annotations.queue import least_coherent
 from qpr.errors import QPRError
 from qpr.serving.served_model import Served
@@ -24,6 +24,9 @@ from ui.common import AppContext
 from ui.display import plain, shows_errors, text_table, when
 from workflows.cluster_marks import mark, merge_clusters, merge_preview, where_went
 from workflows.labels import serve_corrections, serve_revert, serve_rollback
+
+
+SPLIT_SHOWN = ["cluster", "qid", "question", "into", "support", "judgment_ids", "decided_by"]  # a split, with its question
 
 
 class ClustersTab:
@@ -43,8 +46,8 @@ class ClustersTab:
                 refresh = gr.Button("Refresh merges and conflicts")
             self.summary = gr.Markdown(elem_id="clusters-summary")
             with gr.Row():
-                self.weakest = gr.Dataframe(label="Least coherent clusters (click one)", datatype=["str", "number", "number"],
-                                            interactive=False)
+                self.weakest = gr.Dataframe(pd.DataFrame(columns=["cluster", "size", "coherence"]), interactive=False,
+                                            label="Least coherent clusters (click one)", datatype=["str", "number", "number"])
                 self.members = gr.Dataframe(pd.DataFrame(columns=MEMBER_COLUMNS), label="Members (click one to mark it)",
                                             datatype="str", interactive=False,
                                             wrap=True, elem_id="clusters-members")
@@ -62,21 +65,22 @@ class ClustersTab:
                     self.other = gr.Textbox(label="The other cluster", elem_id="clusters-merge-other")
                     preview = gr.Button("Show both", elem_id="clusters-merge-preview")
                     self.merge_button = gr.Button("Merge the two whole clusters", interactive=False, elem_id="clusters-merge")
-                self.both = gr.Dataframe(label="Both clusters", datatype="str", interactive=False, wrap=True,
-                                         elem_id="clusters-merge-both")
+                self.both = gr.Dataframe(pd.DataFrame(columns=["cluster", "qid", "question"]), label="Both clusters",
+                                         datatype="str", interactive=False, wrap=True, elem_id="clusters-merge-both")
             self.touching = gr.Dataframe(pd.DataFrame(columns=JUDGMENT_COLUMNS), label="Judgments touching this cluster",
                                          datatype="str", interactive=False, wrap=True)
-            self.merges = gr.Dataframe(label="Merges proposed by the current judgments", datatype="str", interactive=False,
-                                       wrap=True, elem_id="clusters-merges")
-            self.splits = gr.Dataframe(label="Splits proposed by the current judgments (members voted out)", datatype="str",
-                                       interactive=False, wrap=True, elem_id="clusters-splits")
-            self.conflicts = gr.Dataframe(label="Conflicts to review", datatype="str", interactive=False, wrap=True)
+            self.merges = gr.Dataframe(pd.DataFrame(columns=MERGE_COLUMNS), label="Merges proposed by the current judgments",
+                                       datatype="str", interactive=False, wrap=True, elem_id="clusters-merges")
+            self.splits = gr.Dataframe(pd.DataFrame(columns=SPLIT_SHOWN), label="Splits proposed by the current judgments "
+                                       "(members voted out)", datatype="str", interactive=False, wrap=True, elem_id="clusters-splits")
+            self.conflicts = gr.Dataframe(pd.DataFrame(columns=CONFLICT_COLUMNS), label="Conflicts to review", datatype="str",
+                                          interactive=False, wrap=True)
             with gr.Accordion("Served labels: apply corrections, history, roll back", open=True):
                 self.labels_status = gr.Markdown(elem_id="clusters-labels-status")
                 apply = gr.Button("Apply corrections now (serve the merges and splits above)", variant="primary",
                                   elem_id="clusters-apply")
-                self.history = gr.Dataframe(label="History of the served labels (newest first)", datatype="str",
-                                            interactive=False, wrap=True, elem_id="clusters-history")
+                self.history = gr.Dataframe(pd.DataFrame(columns=HISTORY_COLUMNS), label="History of the served labels (newest first)",
+                                            datatype="str", interactive=False, wrap=True, elem_id="clusters-history")
                 with gr.Row(equal_height=True):
                     self.version = gr.Number(label="Version", precision=0, minimum=0, elem_id="clusters-rollback-version")
                     roll = gr.Button("Roll back to this version", elem_id="clusters-rollback")
@@ -172,7 +176,7 @@ class ClustersTab:
         conflicts = result.conflicts.assign(judgment_ids=result.conflicts["judgment_ids"].map(_ids))
         shown = history(self.ctx.store, served.bundle.version)
         return {self.weakest: self._least_coherent(served), self.merges: text_table(merges),
-                self.splits: text_table(splits, ["cluster", "qid", "question", "into", "support", "judgment_ids", "decided_by"]),
+                self.splits: text_table(splits, SPLIT_SHOWN),
                 self.conflicts: text_table(conflicts), self.labels_status: _labels_note(served, shown),
                 self.history: text_table(shown.assign(created_at=shown["created_at"].map(when)))}
 

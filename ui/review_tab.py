@@ -7,8 +7,9 @@ from __future__ import annotations
 import gradio as gr
 import pandas as pd
 
-from annotations.agreement import agreement
+from annotations.agreement import AGREEMENT_COLUMNS, agreement
 from annotations.merge import corrected_clusters
+from annotations.repositories.review import ADJUDICATION_COLUMNS
 from qpr.errors import QPRError
 from ui.common import AppContext, review_note, reviewer
 from ui.display import plain, shows_errors, text_table, when
@@ -30,12 +31,12 @@ class ReviewTab:
         with gr.Tab("Review") as tab:
             gr.Markdown(review_note(self.ctx))
             refresh = gr.Button("Refresh")
-            self.agreement = gr.Dataframe(label="Agreement per annotator pair (current labels of shared items)",
-                                          datatype="str", interactive=False, elem_id="review-agreement")
-            self.items = gr.Dataframe(label="Tied items: annotators split evenly (click one)", datatype="str",
-                                      interactive=False, wrap=True, elem_id="review-items")
-            self.pairs = gr.Dataframe(label="Proposed merges and conflicts between clusters (click one)", datatype="str",
-                                      interactive=False, wrap=True, elem_id="review-pairs")
+            self.agreement = gr.Dataframe(pd.DataFrame(columns=AGREEMENT_COLUMNS), label="Agreement per annotator pair "
+                                          "(current labels of shared items)", datatype="str", interactive=False, elem_id="review-agreement")
+            self.items = gr.Dataframe(pd.DataFrame(columns=ITEM_COLUMNS), label="Tied items: annotators split evenly (click one)",
+                                      datatype="str", interactive=False, wrap=True, elem_id="review-items")
+            self.pairs = gr.Dataframe(pd.DataFrame(columns=PAIR_COLUMNS), label="Proposed merges and conflicts between clusters "
+                                      "(click one)", datatype="str", interactive=False, wrap=True, elem_id="review-pairs")
             with gr.Row(equal_height=True):
                 self.item = gr.Textbox(label="Item (qid:<query>:<candidate>)", scale=2, elem_id="review-item")
                 self.cluster_a = gr.Textbox(label="Cluster A")
@@ -49,8 +50,8 @@ class ReviewTab:
                 self.note = gr.Textbox(label="Note (optional)", scale=2)
                 decide = gr.Button("Record decision", variant="primary", elem_id="review-decide")
             self.status = gr.Markdown(elem_id="review-status")
-            self.decided = gr.Dataframe(label="Decisions in force", datatype="str", interactive=False, wrap=True,
-                                        elem_id="review-decided")
+            self.decided = gr.Dataframe(pd.DataFrame(columns=ADJUDICATION_COLUMNS[1:]), label="Decisions in force", datatype="str",
+                                        interactive=False, wrap=True, elem_id="review-decided")
         tables = [self.agreement, self.items, self.pairs, self.decided]
         gr.on([tab.select, refresh.click], self.overview, None, tables)
         self.items.select(self.pick_item, None, [self.item, self.cluster_a, self.cluster_b, self.evidence])
