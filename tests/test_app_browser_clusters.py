@@ -19,18 +19,23 @@ pytestmark = pytest.mark.browser
 TWIN_A = SPLIT_PARAPHRASES[0][0]
 
 
+def show_cluster(page, url: str, cluster: str):
+    """Open the app as alice on the Clusters tab, show ``cluster`` and return its summary."""
+    page.goto(url)
+    page.get_by_label("Your name (needed to annotate)").fill("alice")
+    page.get_by_role("tab", name="Clusters").click()
+    page.locator("#clusters-id textarea, #clusters-id input").first.fill(cluster)
+    page.locator("#clusters-show").click()
+    return page.locator("#clusters-summary")
+
+
 def test_a_false_positive_marked_in_the_cluster_view_leaves_its_cluster_in_search_at_once(page, server):
     from playwright.sync_api import expect
 
     url, db_url = server
     corpus = read_cluster_file(DEMO_CORPUS)
     members = corpus[corpus["cluster"] == TWIN_A]
-    page.goto(url)
-    page.get_by_label("Your name (needed to annotate)").fill("alice")
-    page.get_by_role("tab", name="Clusters").click()
-    page.locator("#clusters-id textarea, #clusters-id input").first.fill(TWIN_A)
-    page.locator("#clusters-show").click()
-    summary = page.locator("#clusters-summary")
+    summary = show_cluster(page, url, TWIN_A)
     expect(summary).to_contain_text("Representative")
     rep = int(re.search(r"judged against\): (\d+)", summary.inner_text()).group(1))
     member = members[members["qid"] != rep].iloc[0]
@@ -74,12 +79,7 @@ def test_b_moves_one_outsider_and_merging_whole_clusters_is_its_own_action(page,
     corpus = read_cluster_file(DEMO_CORPUS)
     twin_b = SPLIT_PARAPHRASES[0][1]
     size_a, size_b = (int((corpus["cluster"] == c).sum()) for c in (TWIN_A, twin_b))
-    page.goto(url)
-    page.get_by_label("Your name (needed to annotate)").fill("alice")
-    page.get_by_role("tab", name="Clusters").click()
-    page.locator("#clusters-id textarea, #clusters-id input").first.fill(TWIN_A)
-    page.locator("#clusters-show").click()
-    summary = page.locator("#clusters-summary")
+    summary = show_cluster(page, url, TWIN_A)
     expect(summary).to_contain_text(f"{size_a} questions")
     rep = int(re.search(r"judged against\): (\d+)", summary.inner_text()).group(1))
     member = corpus[(corpus["cluster"] == TWIN_A) & (corpus["qid"] != rep)].iloc[0]

@@ -6,6 +6,8 @@ is the path, not the model (bench/startup.py times the real one)."""
 
 from __future__ import annotations
 
+import shutil
+
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -18,7 +20,7 @@ from qpr.data.banking77 import HUB_DATASET, banking77_corpus
 from qpr.errors import QPRError
 from qpr.serving.served_model import ServedModel
 from qpr.training.train import TrainConfig
-from ui.banking_demo import EXAMPLES, banking_demo, start_training
+from ui.banking_demo import EXAMPLES, banking_demo, cached_path, start_training
 from ui.common import AppContext
 from ui.page import QPRPage
 from ui.startup import served_bundle
@@ -91,6 +93,12 @@ def test_the_demo_answers_by_bm25_then_serves_the_encoder_trained_in_the_backgro
     restarted = banking_demo(tmp_path / "cache", SHORT, log=lambda _: None)
     assert restarted.version == served.bundle.version and not restarted.lexical  # the next start serves it at once
     assert restarted.manifest["card"]["license"] == "cc-by-4.0"
+
+    cached = cached_path(banking77_corpus(), tmp_path / "cache", SHORT)
+    shutil.copytree(cached, cached.with_name(f".{cached.name}.tmp-999999999-abcd1234"))
+    cached.rename(cached.with_name(f".{cached.name}.old-999999999-abcd1234"))  # killed between the swap's renames
+    recovered = banking_demo(tmp_path / "cache", SHORT, log=lambda _: None)
+    assert recovered.version == served.bundle.version and not recovered.lexical  # finished, not retrained
 
 
 def test_a_retrained_model_waiting_for_a_decision_is_not_pushed_aside(tiny_bundle, tmp_path):

@@ -20,10 +20,9 @@ from qpr.bundles.bundle import Bundle
 from qpr.bundles.training import train_bundle
 from qpr.data.banking77 import CREDIT, HUB_DATASET, LICENSE, banking77_corpus
 from qpr.data.corpus import fingerprint
-from qpr.errors import QPRError
 from qpr.serving.served_model import ServedModel
 from qpr.training.train import TrainConfig
-from ui.demo import DEMO_ENCODER, DEMO_TEXT, bundle_key, cache_dir, log_demo
+from ui.demo import DEMO_ENCODER, DEMO_TEXT, bundle_key, cache_dir, cached_bundle, log_demo
 from workflows import first_training
 from workflows.retraining import Deployment
 
@@ -51,14 +50,9 @@ def banking_demo(cache: str | Path | None = None, train: TrainConfig = TRAIN, lo
     """The trained demo bundle if it was cached, else BANKING77 as a lexical bundle (BM25 alone)
     whose training ``start_training`` begins once it is served."""
     corpus = banking77_corpus()
-    path = cached_path(corpus, cache, train)
-    if (path / "manifest.json").is_file():
-        try:
-            bundle = Bundle.load(path)
-            log(f"loaded the trained BANKING77 demo {bundle.version} from {path}")
-            return bundle
-        except QPRError as err:
-            log(f"training the BANKING77 demo again: {err}")
+    cached = cached_bundle(cached_path(corpus, cache, train), "the trained BANKING77 demo", log)
+    if cached is not None:
+        return cached
     log(f"serving BANKING77's {len(corpus)} questions by BM25 while the encoder trains (first start only)")
     return Bundle.lexical_of(corpus, DATA).with_card(**CARD)
 

@@ -92,6 +92,20 @@ def log_demo(message: str) -> None:
     print(f"[qpr demo] {message}", file=sys.stderr, flush=True)
 
 
+def cached_bundle(path: Path, what: str, log: Callable[[str], None] = log_demo) -> Bundle | None:
+    """The bundle a demo cached at ``path`` (a save killed mid-swap is finished first, not
+    retrained), or None when there is none or it no longer loads (``log`` says why ``what`` is
+    trained again)."""
+    if (path / "manifest.json").is_file() or recover(path, wait=0):
+        try:
+            bundle = Bundle.load(path)
+            log(f"loaded {what} {bundle.version} from {path}")
+            return bundle
+        except QPRError as err:
+            log(f"training {what} again: {err}")
+    return None
+
+
 def demo_bundle(
     corpus_path: str | Path = DEMO_CORPUS,
     cache: str | Path | None = None,
@@ -102,13 +116,9 @@ def demo_bundle(
     (with progress bars when ``progress``), saved atomically and returned."""
     corpus = read_cluster_file(corpus_path)
     path = Path(cache or cache_dir()) / "demo-bundle" / bundle_key(fingerprint(corpus))
-    if (path / "manifest.json").is_file() or recover(path, wait=0):  # a save killed mid-swap is finished, not retrained
-        try:
-            bundle = Bundle.load(path)
-            log(f"loaded the demo bundle {bundle.version} from {path}")
-            return bundle
-        except QPRError as err:
-            log(f"rebuilding the cached demo bundle: {err}")
+    cached = cached_bundle(path, "the demo bundle", log)
+    if cached is not None:
+        return cached
     log(f"training the demo model on {len(corpus)} questions from {corpus_path} (first start only)...")
     start = time.perf_counter()
     bundle = train_bundle(corpus, DEMO_TRAIN, DEMO_TEXT, DEMO_ENCODER, data=str(corpus_path), progress=progress)
