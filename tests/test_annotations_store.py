@@ -29,7 +29,9 @@ import annotations.writer
 from annotations.db import alembic_config, open_store
 from annotations.errors import AnnotationError
 from annotations.models import Base
+from annotations.repositories.base import corpus_snapshot
 from conftest import POSTGRES_URL, fresh_schema, make_corpus
+from qpr.data.corpus import fingerprint
 
 VERSION = "v1"
 WRITERS, PER_WRITER = 8, 500
@@ -109,6 +111,23 @@ def test_registered_corpus_reads_back_unchanged_and_registering_again_is_idempot
     pd.testing.assert_frame_equal(snapshot, corpus.astype({"split": str}), check_dtype=False)
     assert snapshot["cluster"].isna().sum() == corpus["cluster"].isna().sum() > 0
     assert count_rows(store, "corpus_questions") == len(corpus)
+
+
+def test_a_known_digest_confirms_a_registered_version_without_reading_the_corpus(store, corpus, tiny_bundle, monkeypatch):
+    import annotations.repositories.corpus as corpus_repository
+
+    digest = fingerprint(corpus_snapshot(corpus))
+    assert tiny_bundle.manifest["data_fingerprint"] == fingerprint(corpus_snapshot(tiny_bundle.corpus))  # what the app passes
+    with monkeypatch.context() as patched:
+        patched.setattr(corpus_repository, "corpus_snapshot", lambda _: pytest.fail("the corpus was read again"))
+        store.register_corpus(VERSION, corpus, digest)
+    changed = corpus.assign(question=corpus["question"] + " really")
+    with pytest.raises(AnnotationError, match="already registered with a different corpus"):
+        store.register_corpus(VERSION, changed, fingerprint(corpus_snapshot(changed)))
+    monkeypatch.setattr(corpus_repository, "INSERT_CHUNK", 7)  # a new version goes in by chunks
+    store.register_corpus("v2", changed, "a digest no version has")
+    assert count_rows(store, "corpus_questions") == 2 * len(corpus)
+    assert store.corpus("v2")[1]["question"].tolist() == changed["question"].tolist()
 
 
 def test_same_version_with_another_corpus_is_refused_and_newest_version_is_the_default(store, corpus):

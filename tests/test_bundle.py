@@ -1,10 +1,14 @@
 import json
+import shutil
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from qpr.bundles.bundle import Bundle
 from qpr.errors import QPRError
 from qpr.retrieval.index import IndexConfig
+from qpr.retrieval.lexical import BM25Retriever
 
 QUERIES = ["how do i learn chess ?", "tips for photography beginners"]
 
@@ -130,3 +134,70 @@ def test_questions_are_added_to_a_bundle_without_reindexing_the_rest(tiny_bundle
     assert loaded.manifest["added_questions"] == 2
     with pytest.raises(QPRError, match="already in the bundle's corpus: \\[90001\\]"):
         grown.with_questions(new.iloc[:1])
+
+
+def _bm25_results(bundle):
+    return bundle.bm25.search_ids(QUERIES, 5)
+
+
+def test_the_bm25_index_is_saved_with_the_bundle_and_read_memory_mapped(tiny_bundle, tmp_path):
+    tiny_bundle.save(tmp_path / "b")
+    loaded = Bundle.load(tmp_path / "b")
+    assert loaded.prebuilt_bm25 is not None and loaded.bm25 is loaded.prebuilt_bm25  # not built again
+    assert isinstance(loaded.bm25._bm25.scores["data"], np.memmap)
+    for got, want in zip(_bm25_results(loaded), _bm25_results(tiny_bundle)):
+        np.testing.assert_array_equal(got, want)
+    # Bundles over the same corpus carry it on; one with more questions builds its own.
+    assert loaded.with_card(name="x").bm25 is loaded.bm25
+    assert loaded.with_fusion({}).bm25 is loaded.bm25
+    grown = loaded.with_questions(pd.DataFrame({"qid": [10**9], "question": ["a question never seen before"], "cluster": [None]}))
+    assert grown.bm25 is not loaded.bm25 and len(grown.bm25.corpus) == len(loaded.corpus) + 1
+
+
+@pytest.mark.parametrize("damage", ["missing", "unreadable", "other corpus"])
+def test_a_bundle_without_a_usable_bm25_index_builds_it(tiny_bundle, tmp_path, damage):
+    """Older bundles have no bm25 folder; a damaged one, or one of another corpus, is not trusted:
+    BM25 is derived from the corpus, so it is built again rather than refused."""
+    tiny_bundle.save(tmp_path / "b")
+    folder = tmp_path / "b" / "bm25"
+    if damage == "missing":
+        shutil.rmtree(folder)
+    elif damage == "unreadable":
+        (folder / "data.csc.index.npy").write_bytes(b"not an array")
+    else:
+        shutil.rmtree(folder)
+        BM25Retriever(tiny_bundle.corpus.head(10)).save(folder)
+    loaded = Bundle.load(tmp_path / "b")
+    assert loaded.prebuilt_bm25 is None
+    for got, want in zip(_bm25_results(loaded), _bm25_results(tiny_bundle)):
+        np.testing.assert_array_equal(got, want)
+    loaded.save(tmp_path / "b")  # saving over it writes a good one
+    assert Bundle.load(tmp_path / "b").prebuilt_bm25 is not None
+
+
+def test_a_lexical_bundle_saves_its_bm25_index_too(tiny_bundle, tmp_path):
+    Bundle.lexical_of(tiny_bundle.corpus).save(tmp_path / "lex")
+    loaded = Bundle.load(tmp_path / "lex")
+    assert loaded.prebuilt_bm25 is not None
+    for got, want in zip(_bm25_results(loaded), _bm25_results(tiny_bundle)):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_bundle_can_be_created_from_vectors_encoded_before(tiny_bundle):
+    corpus = tiny_bundle.corpus
+    vectors = tiny_bundle.encode(corpus["question"].tolist())
+    given = Bundle.create(tiny_bundle.encoder, tiny_bundle.vocab, corpus, IndexConfig("Flat"), vectors=vectors)
+    assert given.dense_retriever().search(QUERIES, 5) == tiny_bundle.dense_retriever().search(QUERIES, 5)
+    with pytest.raises(QPRError, match="vectors given for"):
+        Bundle.create(tiny_bundle.encoder, tiny_bundle.vocab, corpus, IndexConfig("Flat"), vectors=vectors[:-1])
+
+
+def test_a_bm25_built_before_over_the_same_rows_is_served_and_saved(tiny_bundle, tmp_path, monkeypatch):
+    built = BM25Retriever(tiny_bundle.corpus)
+    reordered = BM25Retriever(tiny_bundle.corpus.iloc[::-1])
+    with monkeypatch.context() as patched:
+        patched.setattr(BM25Retriever, "__init__", lambda *_: pytest.fail("built again"))
+        assert tiny_bundle.with_bm25(built).bm25 is built
+        assert tiny_bundle.with_bm25(reordered).prebuilt_bm25 is not reordered  # its index numbers other rows
+        tiny_bundle.with_bm25(built).save(tmp_path / "b")  # saved as it is, not built again
+    assert Bundle.load(tmp_path / "b").prebuilt_bm25 is not None

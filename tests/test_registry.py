@@ -18,7 +18,7 @@ from qpr.model.encoder import EncoderConfig
 from qpr.model.text import TextConfig
 from qpr.retrieval.index import IndexConfig
 from qpr.systems.question_encoder import EncoderSettings
-from qpr.bundles.manifest import CARD_FILES
+from qpr.bundles.manifest import BM25_FOLDER, CARD_FILES
 from qpr.systems.registry import REGISTRY, Run, system_named, train_options
 from qpr.systems.seed_encoders import SeedSettings
 from qpr.systems.settings_dicts import dataclass_from, recorded_settings
@@ -50,8 +50,10 @@ def test_every_registered_system_round_trips_through_save_and_load_with_its_own_
     trained = train_system_bundle(corpus, name, settings, IndexConfig("Flat"), Run(progress=False), fuse=False)
     path = trained.save(tmp_path / name)
 
-    # Its own files, and the model card and config every bundle with an encoder carries for the Hub.
-    assert {entry.name for entry in path.iterdir()} == {file.split("/")[0] for file in system.files} | set(CARD_FILES)
+    # Its own files, the model card and config every bundle with an encoder carries for the Hub,
+    # and the corpus' BM25 index.
+    assert {entry.name for entry in path.iterdir()} == ({file.split("/")[0] for file in system.files} | set(CARD_FILES)
+                                                        | {BM25_FOLDER})
     assert all((path / file).is_file() for file in system.files) and is_bundle(path)
     loaded = Bundle.load(path)
     assert (loaded.system, loaded.version, loaded.manifest["training"].keys()) == (name, trained.version, trained.manifest["training"].keys())

@@ -94,12 +94,17 @@ class AppContext:
         page has it open, and return its slug; other pages keep theirs. Outside a page, it
         becomes the default project."""
         slug = (slug or DEMO).strip()
+        self.model_of(slug)
+        self.pages.set(slug)
+        return slug
+
+    def model_of(self, slug: str) -> ServedModel:
+        """The served model of project ``slug`` (loaded if no page has it open); QPRError if there
+        is no such project."""
         if slug != DEMO and slug not in self.projects.names():
             raise QPRError(f"There is no project {slug!r}: choose one in the Project list at the top of the page "
                            "(or create it on the Projects tab).")
-        self.served.get(slug)
-        self.pages.set(slug)
-        return slug
+        return self.served.get(slug)
 
     def close_page(self) -> None:
         """Forget the current page's project (its tab was closed or reloaded)."""
@@ -114,7 +119,7 @@ class AppContext:
         """Register ``model``'s corpus (so judgments can point into it), serve its newest labels
         version, and (``register``) serve it for project ``slug``."""
         served = model.current().bundle
-        self.store.register_corpus(served.version, served.corpus)
+        self.store.register_corpus(served.version, served.corpus, served.manifest["data_fingerprint"])
         self.serve_latest_labels(model)
         if register:
             self.served.put(slug, model)

@@ -172,7 +172,7 @@ def offer_trained(model: ServedModel, job: TrainingJob, version: str) -> Candida
         return candidate
     try:
         served, new = model.current().bundle, job.result()
-        bm25 = BM25Retriever(new.corpus)
+        bm25 = new.bm25
         comparison = compare_bundles(served, new, new.corpus, bm25)
     except QPRError as err:
         job.decided(f"not offered: {err}")

@@ -12,32 +12,47 @@ from annotations.repositories.base import Repository, bundle_version_name, corpu
 from qpr.data.corpus import COLUMNS, fingerprint
 
 
+INSERT_CHUNK = 50_000  # corpus rows per INSERT: bounded memory whatever the corpus' size
+
+
 class CorpusRepository(Repository):
     """Registers a bundle version's corpus once and reads it back as a qpr corpus."""
 
-    def register_corpus(self, bundle_version: str, corpus: pd.DataFrame) -> None:
+    def register_corpus(self, bundle_version: str, corpus: pd.DataFrame, digest: str | None = None) -> None:
         """Store the qid/question/cluster/split snapshot that ``bundle_version`` serves.
 
         Idempotent: registering the same version with the same corpus again does nothing; the same
         version with a different corpus is refused (judgments already point into the first one).
+        ``digest``: the corpus' fingerprint (``qpr.data.corpus.fingerprint``) when the caller has
+        it (a bundle's manifest records it, checked when the bundle is loaded): a version already
+        registered is then confirmed without checking and hashing the whole corpus again, which
+        at a million questions took longer than the rest of the app's start. A new version's rows
+        go in by chunks (one transaction), so a large corpus is never held as one list of rows.
         """
         version = bundle_version_name(bundle_version)
+        if digest is not None:
+            with Session(self.engine) as session:
+                existing = session.get(BundleVersion, version)
+                if existing is not None and existing.fingerprint == digest:
+                    return
         snapshot = corpus_snapshot(corpus)
-        digest = fingerprint(snapshot)
+        found = fingerprint(snapshot)
 
         def work(session: Session) -> None:
             existing = session.get(BundleVersion, version)
             if existing is not None:
-                if existing.fingerprint != digest:
+                if existing.fingerprint != found:
                     raise AnnotationError(
                         f"bundle version {version!r} is already registered with a different corpus; "
                         "a new corpus needs a new bundle version"
                     )
                 return
-            session.add(BundleVersion(version=version, fingerprint=digest, questions=len(snapshot)))
+            session.add(BundleVersion(version=version, fingerprint=found, questions=len(snapshot)))
             session.flush()
-            rows = snapshot.astype(object).where(snapshot.notna(), None).assign(bundle_version=version)
-            session.execute(insert(CorpusQuestion), rows.to_dict("records"))
+            for start in range(0, len(snapshot), INSERT_CHUNK):
+                rows = snapshot.iloc[start : start + INSERT_CHUNK]
+                rows = rows.astype(object).where(rows.notna(), None).assign(bundle_version=version)
+                session.execute(insert(CorpusQuestion), rows.to_dict("records"))
 
         self.writer.write(work)
 

@@ -27,7 +27,6 @@ from qpr.bundles.hub import load_bundle, push
 from qpr.errors import QPRError
 from qpr.retrieval.base import Hit
 from qpr.retrieval.base import Retriever as Searcher
-from qpr.retrieval.lexical import BM25Retriever
 from qpr.serving.served_model import serving_retriever
 
 Method = Literal["served", "dense", "bm25"]
@@ -108,7 +107,7 @@ class Retriever:
         if method not in METHODS:
             raise QPRError(f"method {method!r}: choose one of {', '.join(METHODS)}")
         if method not in self._searchers:
-            bm25 = self._searchers.get("bm25") or BM25Retriever(self.bundle.corpus)
+            bm25 = self._searchers.get("bm25") or self.bundle.bm25
             self._searchers["bm25"] = bm25
             if method == "dense":
                 if self.bundle.lexical:

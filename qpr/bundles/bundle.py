@@ -9,6 +9,8 @@ Layout::
     corpus.parquet  qid, question, cluster, split
     README.md       the model card, config.json the config, for the Hugging Face Hub (``qpr.bundles.card``)
                     (a bundle with an encoder)
+    bm25/           the corpus' BM25 index (bm25s arrays), memory-mapped on load; derived from the
+                    corpus, so a bundle without it (older ones) or with a damaged one builds it anew
 
 ``version`` (creation time + a digest of the weights) is what annotation judgments refer to.
 
@@ -23,12 +25,13 @@ The manifest and the folder are checked by ``qpr.bundles.manifest``.
 
 A *lexical* bundle (``Bundle.lexical``) is a corpus with no encoder yet, served by BM25 alone:
 a project started from bare questions, or one whose encoder is still training. It holds only
-``manifest.json`` (``"lexical": true``, version = creation time + the corpus fingerprint) and
-``corpus.parquet``; ``encoder``, ``vocab`` and ``index`` are None.
+``manifest.json`` (``"lexical": true``, version = creation time + the corpus fingerprint),
+``corpus.parquet`` and ``bm25/``; ``encoder``, ``vocab`` and ``index`` are None.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -41,7 +44,7 @@ import pandas as pd
 import pyarrow as pa
 
 from qpr.bundles.card import write_card
-from qpr.bundles.manifest import (FORMAT_VERSION, LEXICAL, LEXICAL_FILES, REBUILD, check_target, is_bundle,
+from qpr.bundles.manifest import (BM25_FOLDER, FORMAT_VERSION, LEXICAL, LEXICAL_FILES, REBUILD, check_target, is_bundle,
                                   manifest_system, read_manifest)
 from qpr.data.corpus import COLUMNS, check_corpus, fingerprint
 from qpr.model.encoder import QuestionEncoder, encode_texts
@@ -50,6 +53,7 @@ from qpr.fsutil.atomic import atomic_path
 from qpr.fsutil.leftovers import recover
 from qpr.retrieval.dense import DenseRetriever
 from qpr.retrieval.index import IndexConfig, VectorIndex
+from qpr.retrieval.lexical import BM25Retriever
 from qpr.model.text import Vocabulary
 from qpr.systems.registry import system_named, system_of
 
@@ -84,6 +88,25 @@ class Bundle:
     index: VectorIndex | None
     corpus: pd.DataFrame
     manifest: dict = field(default_factory=dict)
+    # BM25 over ``corpus`` read by ``load`` (the saved index) or built already (``with_bm25``).
+    prebuilt_bm25: BM25Retriever | None = field(default=None, repr=False, compare=False)
+
+    @functools.cached_property
+    def bm25(self) -> BM25Retriever:
+        """BM25 over the corpus: the index saved with the bundle, or one built before for its
+        corpus, else built here, once per bundle."""
+        return self.prebuilt_bm25 or BM25Retriever(self.corpus)
+
+    def _same_corpus(self) -> BM25Retriever | None:
+        """The BM25 index a bundle over this same corpus can reuse, if one was read or built."""
+        return self.__dict__.get("bm25") or self.prebuilt_bm25
+
+    def with_bm25(self, bm25: BM25Retriever) -> "Bundle":
+        """The same bundle with ``bm25``, a BM25 retriever built over this corpus (row for row: its
+        index numbers the rows), to serve and save instead of building another; one over other
+        rows is not taken."""
+        same = len(bm25.corpus) == len(self.corpus) and (bm25.corpus["qid"].to_numpy() == self.corpus["qid"].to_numpy()).all()
+        return Bundle(self.encoder, self.vocab, self.index, self.corpus, self.manifest, bm25 if same else self._same_corpus())
 
     @property
     def version(self) -> str:
@@ -134,10 +157,17 @@ class Bundle:
         index_config: IndexConfig = IndexConfig(),
         train_info: dict | None = None,
         metrics: dict | None = None,
+        vectors: np.ndarray | None = None,
     ) -> "Bundle":
-        """Encode every corpus question, build the index, and describe it all in a manifest."""
+        """Encode every corpus question, build the index, and describe it all in a manifest.
+
+        ``vectors``: the corpus' vectors by ``encoder``, row for row, when they were computed
+        already (a large corpus encoded in parts, read as a memory map); None: encoded here."""
         corpus = corpus[COLUMNS].reset_index(drop=True)
-        vectors = _encode(encoder, vocab, corpus["question"].tolist())
+        if vectors is None:
+            vectors = _encode(encoder, vocab, corpus["question"].tolist())
+        elif len(vectors) != len(corpus):
+            raise QPRError(f"{len(vectors)} vectors given for {len(corpus)} corpus questions")
         index = VectorIndex.build(vectors, corpus["qid"].to_numpy(), index_config)
         created = datetime.now(timezone.utc)
         system = system_named(system_of(encoder))
@@ -161,7 +191,7 @@ class Bundle:
         vectors = self.encode(self.corpus["question"].tolist())
         index = VectorIndex.build(vectors, self.corpus["qid"].to_numpy(), index_config)
         manifest = self.manifest | {"index": index.settings() | {"ntotal": len(index), "dim": index.dim}}
-        return Bundle(self.encoder, self.vocab, index, self.corpus, manifest)
+        return Bundle(self.encoder, self.vocab, index, self.corpus, manifest, self._same_corpus())
 
     def with_questions(self, questions: pd.DataFrame, source: str = "new questions") -> "Bundle":
         """The bundle with ``questions`` (corpus rows: qid, question, cluster[, split]) added to its
@@ -185,12 +215,13 @@ class Bundle:
 
     def with_fusion(self, fusion: dict) -> "Bundle":
         """The same bundle carrying a fitted hybrid scorer (``qpr.retrieval.hybrid.Fusion.to_dict()``)."""
-        return Bundle(self.encoder, self.vocab, self.index, self.corpus, self.manifest | {"fusion": fusion})
+        return Bundle(self.encoder, self.vocab, self.index, self.corpus, self.manifest | {"fusion": fusion}, self._same_corpus())
 
     def with_card(self, **card) -> "Bundle":
         """The same bundle whose model card (``qpr.bundles.card``) says ``card``: ``license`` (a Hub
         license id), ``datasets`` (Hub data set ids), ``name``, ``credit`` (markdown)."""
-        return Bundle(self.encoder, self.vocab, self.index, self.corpus, self.manifest | {"card": self.manifest.get("card", {}) | card})
+        return Bundle(self.encoder, self.vocab, self.index, self.corpus, self.manifest | {"card": self.manifest.get("card", {}) | card},
+                      self._same_corpus())
 
     def save(self, path: str | Path) -> Path:
         """Write the bundle to ``path`` atomically: after a crash or kill at any instant, ``path``
@@ -205,6 +236,7 @@ class Bundle:
                 self.index.save(tmp / "index.faiss")
                 write_card(tmp, self.manifest)
             self.corpus.to_parquet(tmp / "corpus.parquet", index=False)
+            self.bm25.save(tmp / BM25_FOLDER)
             # The manifest goes last: a directory with a manifest was completely written.
             (tmp / "manifest.json").write_text(json.dumps(self.manifest, indent=2, ensure_ascii=False))
         return path
@@ -232,7 +264,7 @@ class Bundle:
             if fingerprint(corpus) != manifest["data_fingerprint"]:
                 raise QPRError(f"{path}: corpus.parquet is not the corpus the manifest was built on (fingerprint "
                                f"differs); {REBUILD}")
-            return cls(None, None, None, corpus, manifest)
+            return cls(None, None, None, corpus, manifest, BM25Retriever.load(path / BM25_FOLDER, corpus))
         encoder, vocab, output_dim = system.load(path, manifest)
         return cls._checked(path, encoder, vocab, manifest, output_dim)
 
@@ -250,7 +282,7 @@ class Bundle:
             problems.append("corpus.parquet is not the corpus the manifest was built on (fingerprint differs)")
         if problems:
             raise QPRError(f"{path}: inconsistent bundle: " + "; ".join(problems) + ". Rebuild the index with `python -m qpr index`.")
-        return cls(encoder, vocab, index, corpus, manifest)
+        return cls(encoder, vocab, index, corpus, manifest, BM25Retriever.load(path / BM25_FOLDER, corpus))
 
 
 def _encode(encoder, vocab: Vocabulary | None, texts: Sequence[str]) -> np.ndarray:

@@ -24,9 +24,10 @@ MANIFEST_FIELDS = {"format_version": int, "version": str, "encoder_config": dict
 LEXICAL_FIELDS = {"format_version": int, "version": str, "data_fingerprint": str}
 INDEX_FIELDS = {"factory": str}  # search parameters (or, in older bundles, nprobe and ef_search) are checked by VectorIndex.load
 CARD_FILES = ("README.md", "config.json")  # the model card and config a bundle carries for the Hub (bundles/card.py)
+BM25_FOLDER = "bm25"  # the BM25 index of the corpus, saved so that a large corpus is not re-indexed at every start
 # Every name a bundle folder may hold: the files of every system (a model folder by its top name),
-# those older bundles hold in their place, and the card.
-ENTRIES = (frozenset(LEXICAL_FILES) | set(CARD_FILES) | {name.split("/")[0] for system in REGISTRY.values() for name in system.files}
+# those older bundles hold in their place, the card and the BM25 index.
+ENTRIES = (frozenset(LEXICAL_FILES) | set(CARD_FILES) | {BM25_FOLDER} | {name.split("/")[0] for system in REGISTRY.values() for name in system.files}
            | {old for system in REGISTRY.values() for names in system.legacy.values() for old in names})
 
 

@@ -135,7 +135,9 @@ def train_transformer_bundle(
 
 def _measured(bundle: Bundle, corpus: pd.DataFrame, labels: dict | None, bm25: BM25Retriever | None, fuse: bool) -> Bundle:
     """``bundle`` with its labels, the held-out metrics of its encoder and, unless ``fuse`` is off
-    or val cannot support it, its fitted hybrid and that one's metrics."""
+    or val cannot support it, its fitted hybrid and that one's metrics; ``bm25`` (over ``corpus``)
+    becomes its BM25, saved with it."""
+    bundle = bundle.with_bm25(bm25) if bm25 is not None else bundle
     if labels is not None:
         bundle.manifest["labels"] = labels
     splits = held_out_splits(corpus)
@@ -143,7 +145,7 @@ def _measured(bundle: Bundle, corpus: pd.DataFrame, labels: dict | None, bm25: B
     if not fuse:
         bundle.manifest["fusion_skipped"] = "not asked for"
         return bundle
-    bm25 = bm25 or BM25Retriever(bundle.corpus)
+    bm25 = bundle.bm25
     try:
         bundle = bundle.with_fusion(fit_fusion(bundle.dense_retriever(), bm25=bm25).to_dict())
     except QPRError as err:

@@ -113,7 +113,7 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 def _retriever(bundle: Bundle, args: argparse.Namespace):
     if args.bm25:
-        return BM25Retriever(bundle.corpus)
+        return bundle.bm25
     return bundle.dense_retriever() if args.dense else serving_retriever(bundle)
 
 

@@ -12,7 +12,9 @@ for), it is low for them too.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -20,6 +22,7 @@ from scipy.special import expit
 from sklearn.linear_model import LogisticRegression
 
 from qpr.evaluation.metrics import TOP
+from qpr.fsutil.atomic import atomic_path
 
 MAX_QUERIES = 500  # val queries sampled for the fit: enough for two parameters, cheap at start-up
 
@@ -58,3 +61,25 @@ def calibrate(retriever, corpus: pd.DataFrame, split: str = "val", max_queries: 
     fit = LogisticRegression().fit(x, y)
     slope = float(fit.coef_[0, 0])
     return Calibration(slope, float(fit.intercept_[0]), int(len(y))) if slope > 0 else None
+
+
+def kept_calibrations(folder: Path, key: str, retrievers: dict, corpus: pd.DataFrame) -> dict[str, Calibration | None]:
+    """``calibrate(retriever, corpus)`` for each of ``retrievers`` (by name), fitted once per
+    ``key`` and kept in ``folder/{key}.json``: the fit's searches (BM25's above all) took 20 s of
+    a start at a million questions and grow with the corpus, while what they fit changes only
+    with the corpus and the retrievers, which ``key`` must name. A file that cannot be read, or
+    lacks a retriever, is fitted again."""
+    path = Path(folder) / f"{key}.json"
+    try:
+        kept = json.loads(path.read_text())
+        return {name: None if kept[name] is None else Calibration(**kept[name]) for name in retrievers}
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    fitted = {name: calibrate(retriever, corpus) for name, retriever in retrievers.items()}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path) as tmp:
+            tmp.write_text(json.dumps({name: None if c is None else asdict(c) for name, c in fitted.items()}))
+    except OSError:
+        pass  # a read-only cache: fitted again at the next start, as before
+    return fitted

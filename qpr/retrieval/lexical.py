@@ -3,6 +3,7 @@ the TF-IDF vectorizer the seed systems share."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence
 
 import bm25s
@@ -15,15 +16,37 @@ from qpr.retrieval.base import Retriever
 
 
 class BM25Retriever(Retriever):
-    """Okapi BM25 (bm25s, k1=1.5, b=0.75) over word tokens (punctuation ignored)."""
+    """Okapi BM25 (bm25s, k1=1.5, b=0.75) over word tokens (punctuation ignored).
+
+    Built over ``corpus`` (tokenizing every question: 30 s at 1M questions, 20 minutes at 10M,
+    docs/SCALE.md), or ``load``-ed as ``save`` wrote it, memory-mapped, which costs no time."""
 
     name = "bm25"
 
-    def __init__(self, corpus: pd.DataFrame) -> None:
+    def __init__(self, corpus: pd.DataFrame, index: bm25s.BM25 | None = None) -> None:
         self.corpus = corpus.reset_index(drop=True)
         self._qids = self.corpus["qid"].to_numpy()
-        self._bm25 = bm25s.BM25()
-        self._bm25.index([words(q) for q in self.corpus["question"]], show_progress=False)
+        if index is None:
+            index = bm25s.BM25()
+            index.index([words(q) for q in self.corpus["question"]], show_progress=False)
+        self._bm25 = index
+
+    def save(self, folder: Path) -> None:
+        """Write the index to the new folder ``folder`` (bm25s' arrays and vocabulary, no pickle)."""
+        self._bm25.save(str(folder), show_progress=False)
+
+    @classmethod
+    def load(cls, folder: Path, corpus: pd.DataFrame) -> "BM25Retriever | None":
+        """The index ``save`` wrote to ``folder`` over ``corpus``, its arrays memory-mapped (read
+        as searches touch them); None if the folder is missing, unreadable, or indexes another
+        number of questions: the index is derived from the corpus, so the caller builds it anew."""
+        if not (Path(folder) / "params.index.json").is_file():
+            return None
+        try:
+            index = bm25s.BM25.load(str(folder), mmap=True, show_progress=False)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return cls(corpus, index) if index.scores.get("num_docs") == len(corpus) else None
 
     def search_ids(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         k = min(k, len(self.corpus))

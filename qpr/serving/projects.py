@@ -142,14 +142,14 @@ class Projects:
                      dropped: int = 0) -> dict:
         number = len(manifest["versions"]) + 1
         data = f"{manifest['name']} version {number}"
-        bm25 = BM25Retriever(corpus)
+        bm25 = BM25Retriever(corpus)  # built once: scored with here, and saved with the bundle
         splits = held_out_splits(corpus)
         # What the project serves until trained, scored as a trained model is.
         if self.general is None:
-            bundle = Bundle.lexical_of(corpus, data=data)
+            bundle = Bundle.lexical_of(corpus, data=data).with_bm25(bm25)
             bundle.manifest["metrics"] = {split: evaluate(bm25, corpus, split) for split in splits}
         else:
-            bundle = rebase(self.general, corpus)
+            bundle = rebase(self.general, corpus).with_bm25(bm25)
             bundle.manifest["data"] = data
             bundle.manifest["metrics"] = {split: evaluate(bundle.dense_retriever(), corpus, split) for split in splits}
             served = serving_retriever(bundle, bm25)

@@ -14,6 +14,8 @@ cluster view shows (``Served.corpus``, ``Served.cluster_of``).
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import threading
 from dataclasses import dataclass, field, replace
 
@@ -21,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from qpr.bundles.bundle import Bundle
-from qpr.retrieval.calibration import Calibration, calibrate
+from qpr.retrieval.calibration import Calibration, kept_calibrations
 from qpr.errors import QPRError
 from qpr.retrieval.hybrid import fused_retriever
 from qpr.retrieval.base import Retriever
@@ -36,8 +38,14 @@ def serving_retriever(bundle: Bundle, bm25: BM25Retriever | None = None) -> Retr
     better than either part: docs/QUALITY.md; or the rank fusion of a general bundle,
     docs/OUT_OF_DOMAIN.md), else the encoder alone; BM25 for a lexical bundle (no encoder yet)."""
     if bundle.lexical:
-        return bm25 or BM25Retriever(bundle.corpus)
+        return bm25 or bundle.bm25
     return fused_retriever(bundle.dense_retriever(), bundle.manifest, bm25) if "fusion" in bundle.manifest else bundle.dense_retriever()
+
+
+def calibration_key(bundle: Bundle) -> str:
+    """What names the calibrations of ``bundle``'s retrievers: its version, corpus and fusion."""
+    named = [bundle.version, bundle.manifest["data_fingerprint"], bundle.manifest.get("fusion")]
+    return hashlib.sha256(json.dumps(named, sort_keys=True).encode()).hexdigest()[:24]
 
 
 @dataclass(frozen=True)
@@ -81,7 +89,7 @@ class Served:
         """The retrievers of ``bundle``, each with its ``Calibration`` on the val clusters (by
         retriever name; None where it cannot be fitted); ``bm25``, one over its corpus already
         built, is reused."""
-        bm25 = bm25 or BM25Retriever(bundle.corpus)
+        bm25 = bm25 or bundle.bm25
         dense, default = bm25 if bundle.lexical else bundle.dense_retriever(), serving_retriever(bundle, bm25)
         # Concurrent searches answered together (qpr.serving.batching); a lexical bundle's BM25,
         # which is also its ``bm25`` and ``dense``, stays itself.
@@ -89,7 +97,21 @@ class Served:
             coalesced = CoalescedRetriever(default)
             dense, default = (coalesced if dense is default else dense), coalesced
         retrievers = {r.name: r for r in (default, dense, bm25)}
-        return cls(bundle, dense, bm25, default, {name: calibrate(r, bundle.corpus) for name, r in retrievers.items()})
+        return cls(bundle, dense, bm25, default, kept_calibrations(
+            settings().cache_dir / "calibrations", calibration_key(bundle), retrievers, bundle.corpus))
+
+    def results(self, query: str, k: int, retriever: Retriever | None = None) -> list[dict]:
+        """The top ``k`` of ``retriever`` (default: the served one) for ``query``, best first: rank,
+        qid, question, the served cluster (None outside clusters; corrections show at once),
+        distance, and the probability of the same meaning (None where uncalibrated). QPRError
+        says what to change in a query no retriever can answer."""
+        retriever = retriever or self.default
+        hits = retriever.search(query, k)
+        probabilities = self.probability(retriever, [h.distance for h in hits])
+        return [{"rank": h.rank, "qid": h.qid, "question": h.question, "cluster": cluster, "distance": h.distance,
+                 "same_meaning": None if probabilities is None else float(p)}
+                for h, cluster, p in zip(hits, self.cluster_of([h.qid for h in hits]),
+                                         [None] * len(hits) if probabilities is None else probabilities)]
 
     def probability(self, retriever: Retriever, distances) -> np.ndarray | None:
         """``retriever``'s distances as probabilities of the same meaning, or None if uncalibrated."""
