@@ -133,9 +133,9 @@ class SearchTab:
 def _table(served, retriever, query: str, k: int) -> pd.DataFrame:
     """``retriever``'s top ``k`` for ``query`` as the tab's table: the probability of the same
     meaning where ``served`` has a calibration for it, else the retriever's own distance."""
-    hits = retriever.search(query, k)
-    clusters = served.cluster_of([h.qid for h in hits])  # the served labels: corrections show at once
-    probability = served.probability(retriever, [h.distance for h in hits])
-    last, score = ("same meaning", probability.round(3)) if probability is not None else ("distance", [round(h.distance, 3) for h in hits])
-    rows = [[h.rank, h.question, c or "", float(s)] for h, c, s in zip(hits, clusters, score)]
+    results = served.results(query, k, retriever)
+    calibrated = served.calibrations.get(retriever.name) is not None
+    last = "same meaning" if calibrated else "distance"
+    rows = [[r["rank"], r["question"], r["cluster"] or "", round(r["same_meaning"] if calibrated else r["distance"], 3)]
+            for r in results]
     return pd.DataFrame(rows, columns=[*COLUMNS[:3], last])

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+from starlette.routing import BaseRoute
 
 from annotations.db import open_store
 from qpr.bundles.bundle import Bundle
@@ -30,6 +32,7 @@ from qpr.settings import settings
 from ui.banking_demo import EXAMPLES as BANKING_EXAMPLES, banking_demo, start_training
 from ui.common import AppContext, identity_mode
 from ui.demo import EXAMPLE_QUERIES, cache_dir, demo_bundle
+from ui.http_api import search_routes
 from ui.page import QPRPage
 from ui.pages import example_queries
 from ui.served_pointer import remembered_bundle
@@ -78,13 +81,15 @@ def general_bundle() -> Bundle | None:
     return check_general(Bundle.load(path)) if path else None
 
 
-def launch_options(auth: list[tuple[str, str]] | None, cache: Path) -> dict:
+def launch_options(auth: list[tuple[str, str]] | None, cache: Path, routes: Sequence[BaseRoute] = ()) -> dict:
     """What ``gr.Blocks.launch`` is given: the logins, the page's script and style, the exports
-    under ``cache`` as downloadable, and the upload limit (``QPR_MAX_UPLOAD_MB``), which Gradio
+    under ``cache`` as downloadable, the upload limit (``QPR_MAX_UPLOAD_MB``), which Gradio
     checks in the browser before sending and on the server while receiving, so an over-size
-    file is never stored; ``qpr.data.upload`` still checks files that reach it another way."""
+    file is never stored (``qpr.data.upload`` still checks files that reach it another way), and
+    ``routes`` of the app's own beside the page (``ui.http_api``), given to the FastAPI app
+    Gradio creates (its ``app_kwargs``), so they are matched before Gradio's."""
     return {"auth": auth, "head": SHORTCUTS, "css": CSS, "allowed_paths": [str(cache / "exports")],
-            "max_file_size": max_upload_bytes()}
+            "max_file_size": max_upload_bytes(), "app_kwargs": {"routes": list(routes)}}
 
 
 def main() -> int:
@@ -96,7 +101,7 @@ def main() -> int:
         bundle, examples = served_bundle()
         model = ServedModel(bundle)
         ctx = AppContext(model, store, identity_mode(auth), examples, cache_dir(), general=general)
-        options = launch_options(auth, ctx.cache)
+        options = launch_options(auth, ctx.cache, search_routes(ctx, auth))
     except QPRError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

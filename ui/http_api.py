@@ -1,0 +1,59 @@
+"""The app's HTTP search API, beside the page: ``GET /api/search?q=...&k=10&project=...`` answers in JSON.
+
+What the Search tab answers, for programs: the served retriever's top ``k`` (1-1000) for ``q`` in
+``project`` (default: the demo), with each result's qid, question, served cluster, distance and
+probability of the same meaning (null where uncalibrated), and which model answered. A search
+through Gradio's event API costs 12-15 ms of server CPU, most of it Gradio's request path (its
+queue, the components' pre- and post-processing, the event stream: docs/SERVING.md); this route
+runs the search alone, and concurrent searches are still answered together
+(``qpr.serving.batching``).
+
+It is open as the Search tab is: to anyone with typed names or Hugging Face sign-in, and with
+``QPR_AUTH`` logins to a login's HTTP Basic credentials only. A query no retriever can answer is
+a 400 and an unknown project a 404, each with ``detail`` saying what to change.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from fastapi import Depends, HTTPException, Query
+from fastapi.routing import APIRoute
+from fastapi.security import HTTPBasic, HTTPBasicCredentials
+
+from qpr.errors import QPRError
+from qpr.model.text import MAX_K
+from qpr.serving.projects import DEMO
+from ui.common import AppContext
+
+PATH = "/api/search"
+
+
+def search_routes(ctx: AppContext, logins: list[tuple[str, str]] | None) -> list[APIRoute]:
+    """The API's routes over ``ctx``'s projects; with ``logins`` (``QPR_AUTH``'s pairs), each
+    request must carry one of them."""
+    basic = HTTPBasic(auto_error=logins is not None, realm="qpr")
+
+    def signed_in(credentials: HTTPBasicCredentials | None = Depends(basic)) -> None:
+        if logins is not None and not any(
+                secrets.compare_digest(credentials.username.encode(), user.encode())
+                & secrets.compare_digest(credentials.password.encode(), password.encode()) for user, password in logins):
+            raise HTTPException(401, "unknown user name or password", headers={"WWW-Authenticate": "Basic"})
+
+    def search(q: str = Query(description="the question"),
+               k: int = Query(10, ge=1, le=MAX_K, description="how many results"),
+               project: str = Query(DEMO, description="the project's slug")) -> dict:
+        try:
+            model = ctx.model_of(project)
+        except QPRError as err:
+            raise HTTPException(404, str(err)) from None
+        served = model.current()
+        try:
+            results = served.results(q, k)
+        except QPRError as err:
+            raise HTTPException(400, str(err)) from None
+        return {"project": project, "model": served.bundle.version, "retriever": served.default.name,
+                "results": results}
+
+    return [APIRoute(PATH, search, methods=["GET"], dependencies=[Depends(signed_in)],
+                     summary="The served model's top k for a question")]
