@@ -42,23 +42,24 @@ class Retriever:
         check_queries(texts, k)
         distances, qids = self.search_ids(texts, k)
         positions, question, cluster = self._lookup
-        rows = positions.get_indexer(qids.ravel()).reshape(qids.shape)
+        found = qids.ravel() >= 0
+        rows = positions.get_indexer(qids.ravel()[found])
+        # Only the found rows' texts become Python objects, not the whole corpus' (10M questions:
+        # gigabytes per retriever).
+        texts_found = iter(question.iloc[rows].to_numpy(dtype=object))
+        clusters_found = iter(cluster.iloc[rows].astype(object).where(cluster.iloc[rows].notna(), None).to_numpy())
         results = [
             [
-                Hit(rank + 1, int(q), question[r], cluster[r], float(d))
-                for rank, (q, r, d) in enumerate(zip(qid_row, row, dist_row))
+                Hit(rank + 1, int(q), next(texts_found), next(clusters_found), float(d))
+                for rank, (q, d) in enumerate(zip(qid_row, dist_row))
                 if q >= 0
             ]
-            for qid_row, row, dist_row in zip(qids, rows, distances)
+            for qid_row, dist_row in zip(qids, distances)
         ]
         return results[0] if single else results
 
     @functools.cached_property
-    def _lookup(self) -> tuple[pd.Index, np.ndarray, np.ndarray]:
-        # Built once: rebuilding the qid index and copying the text columns cost more per query
-        # (about 20 ms on Quora-lite) than the search itself.
-        return (
-            pd.Index(self.corpus["qid"]),
-            self.corpus["question"].to_numpy(dtype=object),
-            self.corpus["cluster"].astype(object).where(self.corpus["cluster"].notna(), None).to_numpy(),
-        )
+    def _lookup(self) -> tuple[pd.Index, pd.Series, pd.Series]:
+        # The qid index is built once: rebuilding it per query cost more (about 20 ms on
+        # Quora-lite) than the search itself.
+        return pd.Index(self.corpus["qid"]), self.corpus["question"], self.corpus["cluster"]
