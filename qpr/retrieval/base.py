@@ -46,8 +46,8 @@ class Retriever:
         rows = positions.get_indexer(qids.ravel()[found])
         # Only the found rows' texts become Python objects, not the whole corpus' (10M questions:
         # gigabytes per retriever).
-        texts_found = iter(question.iloc[rows].to_numpy(dtype=object))
-        clusters_found = iter(cluster.iloc[rows].astype(object).where(cluster.iloc[rows].notna(), None).to_numpy())
+        texts_found = iter(question.take(rows).to_numpy(dtype=object))
+        clusters_found = iter(cluster.take(rows).to_numpy(dtype=object, na_value=None))
         results = [
             [
                 Hit(rank + 1, int(q), next(texts_found), next(clusters_found), float(d))
@@ -59,7 +59,8 @@ class Retriever:
         return results[0] if single else results
 
     @functools.cached_property
-    def _lookup(self) -> tuple[pd.Index, pd.Series, pd.Series]:
+    def _lookup(self) -> tuple[pd.Index, pd.api.extensions.ExtensionArray, pd.api.extensions.ExtensionArray]:
         # The qid index is built once: rebuilding it per query cost more (about 20 ms on
-        # Quora-lite) than the search itself.
-        return pd.Index(self.corpus["qid"]), self.corpus["question"], self.corpus["cluster"]
+        # Quora-lite) than the search itself. Taking rows from an Arrow column costs in proportion
+        # to its chunks' count, so a large corpus is read as one chunk (``Bundle.load``).
+        return pd.Index(self.corpus["qid"]), self.corpus["question"].array, self.corpus["cluster"].array
