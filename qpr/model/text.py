@@ -166,10 +166,8 @@ class Vocabulary:
         self.config = config
         self.tokens = list(tokens)
         self._ids = {token: i + 1 for i, token in enumerate(self.tokens)}
-        # Hashing a word's n-grams took a fifth of encoding time, and words repeat: remember them;
-        # and a new word's n-grams are mostly ones other words had (a first pass over a corpus).
+        # Hashing a word's n-grams took a fifth of encoding time, and words repeat: remember them.
         self._with_subwords = functools.lru_cache(maxsize=1 << 17)(self._hash_with_subwords)
-        self._gram_id = functools.lru_cache(maxsize=1 << 18)(self._hash_gram)
         self._pieces = _Pieces(self._piece_rows, 1 + config.max_ngrams if config.subword_ngrams else 1)
 
     @classmethod
@@ -196,11 +194,9 @@ class Vocabulary:
         n = self.config.subword_ngrams
         if n == 0:
             return []
-        return list(map(self._gram_id, char_ngrams(token, n, self.config.max_ngrams)))
-
-    def _hash_gram(self, gram: str) -> int:
         # The prefix keeps an n-gram out of the bin of the whole word spelt the same ("cat" in "<cat>").
-        return 1 + len(self.tokens) + stable_bucket("\x00" + gram, self.config.hash_bins)
+        return [1 + len(self.tokens) + stable_bucket("\x00" + gram, self.config.hash_bins)
+                for gram in char_ngrams(token, n, self.config.max_ngrams)]
 
     def encode(self, text: str) -> list[int] | list[list[int]]:
         """Token ids of ``text``, truncated to ``max_len``; raises QPRError if it has no tokens.
