@@ -268,7 +268,7 @@ def measure(work: Path, bundle: Bundle, n: int, factory: str, searches: list[str
     reference, sample = exact_file["ids"][:, :TOP], exact_file["sample"]
     faiss.omp_set_num_threads(build_threads)  # one by default: the cores are shared (docs/SCALE.md)
     start = time.perf_counter()
-    built = VectorIndex.build(_Stacked(maps), corpus["qid"].to_numpy(), IndexConfig(factory, todo[0]))
+    built = VectorIndex.build(Stacked(maps), corpus["qid"].to_numpy(), IndexConfig(factory, todo[0]))
     build = time.perf_counter() - start
     index_file = work / "runs" / f"{n}-{slug(factory)}.faiss"
     built.save(index_file)
@@ -295,7 +295,7 @@ def measure(work: Path, bundle: Bundle, n: int, factory: str, searches: list[str
         print(result, flush=True)
 
 
-class _Stacked:
+class Stacked:
     """The shards as one read-only ``(n, d)`` array for ``VectorIndex.build``: row slices and
     row lists are read from the memory maps, so the whole corpus is never in memory at once."""
 

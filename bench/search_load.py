@@ -20,6 +20,7 @@ import time
 import uuid
 from pathlib import Path
 
+import httpx
 import numpy as np
 
 from bench.startup import start_app, stop_app
@@ -28,7 +29,7 @@ QUERIES = ["how do i learn python", "what is the best way to lose weight", "how 
            "why is the sky blue", "how to make money online", "what is machine learning"]
 
 
-class _Client:
+class GradioClient:
     """Gradio's plain HTTP API (POST /gradio_api/call/search, then read the event's SSE stream):
     ``gradio_client`` spent 62 ms of CPU per request here against the server's 17 ms, so on 2
     cores the load generator, not the app, set the latency. Each client keeps one session, as a
@@ -57,9 +58,24 @@ class _Client:
                     return json.loads(line[5:])
         raise RuntimeError("the event stream ended without a result")
 
+    def search(self, query: str, k: int = 10) -> list:
+        return self.predict(query, k, False, api_name="/search")
 
-def _client(url: str) -> _Client:
-    return _Client(url)
+
+class HttpClient:
+    """The app's own HTTP search API (``ui.http_api``: GET /api/search, JSON), one connection kept
+    open per client, as a program calling it would."""
+
+    def __init__(self, url: str) -> None:
+        self.http = httpx.Client(base_url=url.rstrip("/"), timeout=60)
+
+    def search(self, query: str, k: int = 10) -> list:
+        response = self.http.get("/api/search", params={"q": query, "k": k})
+        response.raise_for_status()
+        return response.json()["results"]
+
+
+CLIENTS = {"gradio": GradioClient, "http": HttpClient}
 
 
 def server_cpu_s(pid: int | None) -> float:
@@ -71,23 +87,25 @@ def server_cpu_s(pid: int | None) -> float:
 
 
 def run_search_load(url: str, clients: int = 20, per_client: int = 10, lone: int = 20, think_ms: float = 0.0,
-                    pid: int | None = None, seed: int = 0) -> dict:
+                    pid: int | None = None, seed: int = 0, via: str = "gradio") -> dict:
     """A lone client's median latency, then ``clients`` clients searching ``per_client`` times
     each: back to back (``think_ms`` 0: a burst, every client always waiting on the server) or
     after a think time drawn from an exponential distribution of mean ``think_ms`` (people
     reading results between searches). Each client has searched once before the clock starts, as
     an open page has its session before its user searches. With ``pid``, also the server's CPU
-    per search."""
-    alone = _client(url)
-    alone.predict(QUERIES[0], 10, False, api_name="/search")  # warm-up
+    per search. ``via``: the Search tab's endpoint through Gradio's API ("gradio") or the app's own
+    HTTP search API ("http")."""
+    client = CLIENTS[via]
+    alone = client(url)
+    alone.search(QUERIES[0])  # warm-up
     single = []
     for i in range(lone):
         start = time.perf_counter()
-        alone.predict(QUERIES[i % len(QUERIES)], 10, False, api_name="/search")
+        alone.search(QUERIES[i % len(QUERIES)])
         single.append((time.perf_counter() - start) * 1000)
-    pool = [_client(url) for _ in range(clients)]
-    for client in pool:  # as a page does when it loads: its session exists before its first search
-        client.predict(QUERIES[0], 10, False, api_name="/search")
+    pool = [client(url) for _ in range(clients)]
+    for searcher in pool:  # as a page does when it loads: its session exists before its first search
+        searcher.search(QUERIES[0])
     pauses = np.random.default_rng(seed).exponential(think_ms / 1000, size=(clients, per_client)) if think_ms else np.zeros((clients, per_client))
     barrier = threading.Barrier(clients)
     latencies, errors, lock = [], [], threading.Lock()
@@ -99,7 +117,7 @@ def run_search_load(url: str, clients: int = 20, per_client: int = 10, lone: int
             time.sleep(pauses[n, i])
             start = time.perf_counter()
             try:
-                pool[n].predict(QUERIES[(n + i) % len(QUERIES)] + f" {i}", 10, False, api_name="/search")
+                pool[n].search(QUERIES[(n + i) % len(QUERIES)] + f" {i}")
             except Exception as err:  # counted
                 with lock:
                     errors.append(f"{type(err).__name__}: {err}")
@@ -120,7 +138,7 @@ def run_search_load(url: str, clients: int = 20, per_client: int = 10, lone: int
             "search_p50_ms": float(np.percentile(lat, 50)), "search_p99_ms": float(np.percentile(lat, 99)),
             "search_max_ms": float(lat.max()), "server_cpu_ms_per_search": cpu * 1000 / lat.size if pid else None,
             "errors": len(errors), "error_examples": errors[:3], "burst_s": burst_s,
-            "searches_per_s": lat.size / burst_s}
+            "searches_per_s": lat.size / burst_s, "via": via}
 
 
 def with_app(cache: Path, action):

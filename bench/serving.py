@@ -3,7 +3,7 @@ app serving 1M / 10M questions. Each step merges its keys into bench/results/ser
 
     python -m bench.serving tokenize                         # tokenize_qps_per_core(_before)
     python -m bench.serving burst [--bundle B]               # 20 back-to-back clients, old path vs coalesced
-    python -m bench.serving build --bundle B --n 1000000     # the bundle of B's encoder over n questions
+    python -m bench.serving build --n 1000000 --out B1M      # a bundle over n questions (untrained weights)
     python -m bench.serving big --bundle B1M --key oneM      # startup, RSS, search p50/p99 through the app
 
 ``tokenize``: every Quora-lite question from texts to padded id arrays, per CPU second of this
@@ -19,11 +19,16 @@ vocabulary (what the first pass hashed is kept, as over a large corpus), alterna
 clients searching back to back through the app's HTTP API.
 
 ``build``: the corpus of ``bench.scale`` (Quora-lite + distractors up to ``--n``) encoded by
-``--bundle``'s encoder into a new bundle with the ``auto`` index, under ``--work``.
+the product's default encoder shape (untrained, seed 0) into a new bundle with the ``auto`` index
+and its BM25 index, under ``--work``. At 10M, encode first in two processes with
+``python -m bench.scale encode --bundle B --n N --part k/2`` (B: a bundle this step built, the
+same encoder): the build then reads those shards instead of encoding.
 
-``big``: the app started on that bundle: seconds from launch to the first search answered through
-the API, the server's resident memory after the searches, and p50/p99 of ``--searches`` searches
-one at a time (Quora-lite test questions).
+``big``: the app started on that bundle twice on one database and cache (the first start of a
+deployment registers the corpus and fits the calibrations; a restart reuses both): seconds from
+launch to the first search answered through Gradio's API for each, then the restarted server's
+resident memory and p50/p99 of ``--searches`` searches one at a time, through Gradio's API and
+the app's HTTP search API (Quora-lite test questions).
 """
 
 from __future__ import annotations
@@ -43,13 +48,13 @@ import pandas as pd
 import torch
 
 from bench.common import ROOT, machine, write_json
-from bench.scale import scale_corpus
-from bench.search_load import _client, run_search_load
+from bench.scale import SHARD, Stacked, scale_corpus, shard_path, shards
+from bench.search_load import GradioClient, HttpClient, run_search_load
 from bench.startup import start_app, stop_app
 from qpr.bundles.bundle import Bundle
 from qpr.data.corpus import load_corpus
 from qpr.fsutil.atomic import atomic_path
-from qpr.model.encoder import EncoderConfig, QuestionEncoder, pad_batch
+from qpr.model.encoder import EncoderConfig, QuestionEncoder, encode_texts, pad_batch
 from qpr.model.text import TextConfig, Vocabulary
 
 RESULTS = ROOT / "bench" / "results" / "serving.json"
@@ -57,14 +62,16 @@ EMPTY = {"questions": 0, "startup_s": 0.0, "rss_gb": 0.0, "search_p50_ms": 0.0, 
 NO_GPU = "not measured: this task was not drawn for a device machine (no GPU lent)"
 
 
-def merge(update: dict) -> dict:
-    """``update`` merged into the results file (created with the issue's keys), with machine and date."""
+def merge(update: dict, replace: bool = False) -> dict:
+    """``update`` merged into the results file (created with the issue's keys), with machine and
+    date; ``replace``: its keys' values replace the file's instead of being merged into them."""
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {
         "tokenize_qps_per_core": 0.0, "tokenize_qps_per_core_before": 0.0, "tenM": dict(EMPTY), "oneM": dict(EMPTY),
         "burst": {"clients": 20, "questions": 0, "searches_per_s": 0.0, "searches_per_s_before": 0.0, "p99_ms": 0.0},
         "gpu": None, "gpu_reason": NO_GPU, "machine": "", "date": ""}
     for key, value in update.items():
-        results[key] = results[key] | value if isinstance(results.get(key), dict) and isinstance(value, dict) else value
+        merged = not replace and isinstance(results.get(key), dict) and isinstance(value, dict)
+        results[key] = results[key] | value if merged else value
     results |= {"machine": f"2-core CPU machine: {machine()}", "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     write_json(results, RESULTS)
     return results
@@ -114,22 +121,28 @@ def app_env(tmp: Path, bundle: Path | None, coalesce: bool = True) -> dict:
 
 
 def burst(bundle: Path | None, clients: int, per_client: int) -> dict:
-    """Searches per second and p99 of ``clients`` back-to-back clients, today's path then coalesced."""
+    """Searches per second and p99 of ``clients`` back-to-back clients: today's path (the Search
+    tab's endpoint through Gradio's API, each search alone), the same with coalescing, and the
+    app's HTTP search API with coalescing (``ui.http_api``), each in an app started for it."""
     runs = {}
-    for coalesce in (False, True):
+    for name, coalesce, via in (("before", False, "gradio"), ("gradio_coalesced", True, "gradio"), ("http", True, "http")):
         with tempfile.TemporaryDirectory() as tmp:
             process, url, _ = start_app(app_env(Path(tmp), bundle, coalesce), Path(tmp) / "app.log", limit_s=900)
             try:
-                load = run_search_load(url, clients, per_client, lone=5, pid=process.pid)
+                runs[name] = run_search_load(url, clients, per_client, lone=5, pid=process.pid, via=via)
             finally:
                 stop_app(process)
-        runs[coalesce] = load
-    return {"clients": clients, "searches_per_s": runs[True]["searches_per_s"], "searches_per_s_before": runs[False]["searches_per_s"], "p99_ms": runs[True]["search_p99_ms"],
-            "p99_ms_before": runs[False]["search_p99_ms"], "p50_ms": runs[True]["search_p50_ms"],
-            "p50_ms_before": runs[False]["search_p50_ms"], "errors": runs[True]["errors"] + runs[False]["errors"],
-            "server_cpu_ms_per_search": runs[True]["server_cpu_ms_per_search"],
-            "server_cpu_ms_per_search_before": runs[False]["server_cpu_ms_per_search"]}
-
+    after, before = runs["http"], runs["before"]
+    return {"clients": clients, "searches_per_s": after["searches_per_s"], "searches_per_s_before": before["searches_per_s"],
+            "p99_ms": after["search_p99_ms"], "p99_ms_before": before["search_p99_ms"], "p50_ms": after["search_p50_ms"],
+            "p50_ms_before": before["search_p50_ms"], "errors": after["errors"] + before["errors"],
+            "server_cpu_ms_per_search": after["server_cpu_ms_per_search"],
+            "server_cpu_ms_per_search_before": before["server_cpu_ms_per_search"],
+            "path": "GET /api/search (ui.http_api), concurrent searches coalesced",
+            "path_before": "the Search tab's endpoint through Gradio's API, each search alone (QPR_COALESCE_SEARCHES=0)",
+            "gradio_coalesced": {key: runs["gradio_coalesced"][key] for key in
+                                 ("searches_per_s", "search_p50_ms", "search_p99_ms", "server_cpu_ms_per_search", "errors")},
+            "load_average": os.getloadavg()[0]}
 
 
 def build(n: int, out: Path, work: Path) -> Path:
@@ -146,10 +159,26 @@ def build(n: int, out: Path, work: Path) -> Path:
     vocab = Vocabulary.build(base.loc[base["split"] == "train", "question"], TextConfig())
     torch.manual_seed(0)
     encoder = QuestionEncoder(vocab.size, EncoderConfig())
+    vectors = encoded_shards(work, n, encoder, vocab, corpus)
     start = time.perf_counter()
-    bundle = Bundle.create(encoder, vocab, corpus, train_info={"weights": "untrained, seed 0 (bench.serving build)"})
+    bundle = Bundle.create(encoder, vocab, corpus, train_info={"weights": "untrained, seed 0 (bench.serving build)"},
+                           vectors=vectors)
     print(f"built {len(corpus):,} questions in {time.perf_counter() - start:.0f} s: {bundle.index.describe()}", flush=True)
     return bundle.save(out)
+
+
+def encoded_shards(work: Path, n: int, encoder: QuestionEncoder, vocab: Vocabulary, corpus: pd.DataFrame):
+    """The corpus' vectors from ``bench.scale encode``'s shards under ``work`` (memory-mapped; K
+    processes encode them in parallel and resumably), if they are all there and hold this
+    encoder's vectors of this corpus (the first questions checked); None: encode in the build."""
+    if not all(shard_path(work, i).exists() for i in range(-(-n // SHARD))):
+        return None
+    maps = shards(work, n)
+    head = min(256, n)
+    if not np.allclose(maps[0][:head], encode_texts(encoder, vocab, corpus["question"].head(head).tolist()), atol=1e-5):
+        raise SystemExit(f"the shards under {work}/vectors are not this encoder's vectors of this corpus: remove them")
+    print(f"using the {n:,} vectors encoded in {work}/vectors", flush=True)
+    return Stacked(maps)
 
 
 def rss_gb(pid: int) -> tuple[float, float]:
@@ -159,28 +188,42 @@ def rss_gb(pid: int) -> tuple[float, float]:
 
 
 def big(bundle: Path, searches: int) -> dict:
-    """The app on ``bundle``: launch to the first search answered, resident memory, p50/p99 of
-    searches one at a time through the API (Quora-lite test questions)."""
+    """The app on ``bundle``, started twice on one database and cache: the first start (a new
+    deployment: the corpus registered in the annotation database, the calibrations fitted) and a
+    restart (every later start), each timed from launch to the first search answered through
+    Gradio's API; then, in the restarted app, resident memory and p50/p99 of searches one at a
+    time through Gradio's API and through the app's HTTP search API (Quora-lite test questions)."""
     corpus = pd.read_parquet(bundle / "corpus.parquet", columns=["question", "split"])
     queries = corpus.loc[corpus["split"] == "test", "question"].head(searches + 1).tolist()
     with tempfile.TemporaryDirectory() as tmp:
-        launched = time.perf_counter()
-        process, url, _ = start_app(app_env(Path(tmp), bundle), Path(tmp) / "app.log", limit_s=1800)
-        try:
-            client = _client(url)
-            client.predict(queries[0], 10, False, api_name="/search")
-            startup = time.perf_counter() - launched
-            times = []
-            for query in queries[1:]:
-                start = time.perf_counter()
-                client.predict(query, 10, False, api_name="/search")
-                times.append((time.perf_counter() - start) * 1000)
-            resident, peak = rss_gb(process.pid)
-        finally:
-            stop_app(process)
-    return {"questions": len(corpus), "startup_s": startup, "rss_gb": resident, "peak_rss_gb": peak,
-            "search_p50_ms": float(np.percentile(times, 50)), "search_p99_ms": float(np.percentile(times, 99)),
-            "searches": len(times), "load_average": os.getloadavg()[0]}
+        env = app_env(Path(tmp), bundle) | {"QPR_CACHE_DIR": str(Path(tmp) / "cache")}
+        starts = []
+        for run in ("first", "restart"):
+            launched = time.perf_counter()
+            process, url, _ = start_app(env, Path(tmp) / f"app-{run}.log", limit_s=3600)
+            try:
+                clients = {"gradio": GradioClient(url), "http": HttpClient(url)}
+                clients["gradio"].search(queries[0])
+                starts.append(time.perf_counter() - launched)
+                if run == "first":
+                    continue
+                times = {}
+                for via, client in clients.items():
+                    times[via] = []
+                    for query in queries[1:]:
+                        start = time.perf_counter()
+                        client.search(query)
+                        times[via].append((time.perf_counter() - start) * 1000)
+                resident, peak = rss_gb(process.pid)
+            finally:
+                stop_app(process)
+    return {"questions": len(corpus), "startup_s": starts[1], "first_start_s": starts[0], "rss_gb": resident,
+            "peak_rss_gb": peak, "search_p50_ms": float(np.percentile(times["gradio"], 50)),
+            "search_p99_ms": float(np.percentile(times["gradio"], 99)),
+            "http_search_p50_ms": float(np.percentile(times["http"], 50)),
+            "http_search_p99_ms": float(np.percentile(times["http"], 99)),
+            "searches": len(queries) - 1, "load_average": os.getloadavg()[0], "measured": True,
+            "startup": "a restart on the same database and cache (first_start_s: the first start of a new deployment)"}
 
 
 def main() -> None:
@@ -207,11 +250,11 @@ def main() -> None:
         measured = burst(args.bundle, args.clients, args.per_client)
         key = "burst" if args.bundle else "burst_demo"
         size = len(pd.read_parquet(args.bundle / "corpus.parquet", columns=["qid"])) if args.bundle else None
-        print(merge({key: measured | ({"questions": size} if size else {"corpus": "demo"})}))
+        print(merge({key: measured | ({"questions": size} if size else {"corpus": "demo"})}, replace=True))
     elif args.step == "build":
         build(args.n, args.out, args.work)
     else:
-        print(merge({args.key: big(args.bundle, args.searches)}))
+        print(merge({args.key: big(args.bundle, args.searches)}, replace=True))
 
 
 if __name__ == "__main__":
