@@ -11,7 +11,9 @@ time. Latency is what a client waits from submitting to the result.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
+import urllib.parse
 import urllib.request
 import os
 import tempfile
@@ -20,7 +22,6 @@ import time
 import uuid
 from pathlib import Path
 
-import httpx
 import numpy as np
 
 from bench.startup import start_app, stop_app
@@ -63,16 +64,22 @@ class GradioClient:
 
 
 class HttpClient:
-    """The app's own HTTP search API (``ui.http_api``: GET /api/search, JSON), one connection kept
-    open per client, as a program calling it would."""
+    """The app's own HTTP search API (``ui.http_api``: GET /api/search, JSON), one keep-alive
+    connection per client, as a program calling it would keep. ``http.client`` rather than
+    httpx: the load generator shares the two cores with the server, so its own CPU per request
+    must stay small (as ``GradioClient``'s)."""
 
     def __init__(self, url: str) -> None:
-        self.http = httpx.Client(base_url=url.rstrip("/"), timeout=60)
+        parts = urllib.parse.urlsplit(url)
+        self.connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
 
     def search(self, query: str, k: int = 10) -> list:
-        response = self.http.get("/api/search", params={"q": query, "k": k})
-        response.raise_for_status()
-        return response.json()["results"]
+        self.connection.request("GET", "/api/search?" + urllib.parse.urlencode({"q": query, "k": k}))
+        response = self.connection.getresponse()
+        body = response.read()
+        if response.status != 200:
+            raise RuntimeError(f"HTTP {response.status}: {body[:200]!r}")
+        return json.loads(body)["results"]
 
 
 CLIENTS = {"gradio": GradioClient, "http": HttpClient}
