@@ -108,10 +108,9 @@ class Served:
         retriever = retriever or self.default
         hits = retriever.search(query, k)
         probabilities = self.probability(retriever, [h.distance for h in hits])
+        same = [None] * len(hits) if probabilities is None else [float(p) for p in probabilities]
         return [{"rank": h.rank, "qid": h.qid, "question": h.question, "cluster": cluster, "distance": h.distance,
-                 "same_meaning": None if probabilities is None else float(p)}
-                for h, cluster, p in zip(hits, self.cluster_of([h.qid for h in hits]),
-                                         [None] * len(hits) if probabilities is None else probabilities)]
+                 "same_meaning": p} for h, cluster, p in zip(hits, self.cluster_of([h.qid for h in hits]), same)]
 
     def probability(self, retriever: Retriever, distances) -> np.ndarray | None:
         """``retriever``'s distances as probabilities of the same meaning, or None if uncalibrated."""
