@@ -60,3 +60,11 @@ def test_the_served_model_keys_calibrations_by_version_corpus_and_fusion(tiny_bu
     grown = tiny_bundle.with_questions(pd.DataFrame({"qid": [10**9], "question": ["one more question"], "cluster": [None]}))
     keys = {calibration_key(b) for b in (tiny_bundle, grown, tiny_bundle.with_fusion({"weights": [1.0]}))}
     assert len(keys) == 3 and calibration_key(tiny_bundle) == calibration_key(tiny_bundle.with_card(name="x"))
+
+
+def test_a_cache_that_cannot_be_written_still_gives_the_calibrations(tiny_bundle, tmp_path):
+    blocked = tmp_path / "file-not-folder"
+    blocked.write_text("x")  # the cache folder's place holds a file: nothing can be written under it
+    retrievers = {"bm25": BM25Retriever(tiny_bundle.corpus)}
+    assert kept_calibrations(blocked / "calibrations", "k", retrievers, tiny_bundle.corpus) == {
+        "bm25": calibrate(retrievers["bm25"], tiny_bundle.corpus)}

@@ -21,6 +21,7 @@ import pandas as pd
 from scipy.special import expit
 from sklearn.linear_model import LogisticRegression
 
+from qpr.errors import QPRError
 from qpr.evaluation.metrics import TOP
 from qpr.fsutil.atomic import atomic_path
 
@@ -80,6 +81,6 @@ def kept_calibrations(folder: Path, key: str, retrievers: dict, corpus: pd.DataF
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(path) as tmp:
             tmp.write_text(json.dumps({name: None if c is None else asdict(c) for name, c in fitted.items()}))
-    except OSError:
-        pass  # a read-only cache: fitted again at the next start, as before
+    except (OSError, QPRError):
+        pass  # a cache that cannot be written (atomic_path says so with a QPRError): fitted again next start
     return fitted
