@@ -15,8 +15,18 @@ replace that stage's earlier rows in bench/results/seed_systems.json):
     transfer   Quora-lite -> SemEval relevance / BANKING77 same-intent pairs, AUC(0.05), with the
                adversarial domain classifier and without it (same target vocabulary)
 
+  The "paper-comparable" protocol: each paper's own test, as near as our data allows, its row
+  beside the paper's printed value (``task`` names which):
+    paper-film      FILM and its TF-IDF input on balanced Quora-lite pairs touching no training
+                    question (the BiMPM split's test is half duplicates), both decision rules
+    paper-idf       IDF-weighted and plain means of pretrained word vectors (all-MiniLM-L6-v2's
+                    vector of each word alone) on SQuAD dev paragraphs, against GloVe's Tables 3-4
+    paper-transfer  direct and adversarial transfer trained at one budget and scored with one
+                    distance (squared, the training loss'), beside source-fitted TF-IDF
+
     python -m bench.seed_systems --stage film [--seed 0] [--slice-clusters 8000] [--epochs 4]
     python -m bench.seed_systems --stage cnn --seed 1   # another seed: rows beside seed 0's (stage "cnn-seed1")
+    python -m bench.seed_systems --stage paper-transfer --slice-clusters 4000 --epochs 3 --seed 1
     python -m bench.seed_systems --render     # rewrite docs/SEEDS.md's table from the JSON
 
 The results file keeps every seed's rows (``seed_runs``) and, in ``runs``, each result pooled
@@ -27,6 +37,7 @@ interval (Student's t; None with one seed).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import pickle
 import subprocess
@@ -40,15 +51,16 @@ from scipy import stats
 
 from bench.common import ROOT, machine, markdown_table, peak_rss_mb, replace_marked_section, write_json
 from qpr.bundles.bundle import Bundle
+from qpr.bundles.general import minilm_vectors
 from qpr.data.corpus import data_dir, load_corpus, read_quora_pairs
 from qpr.data.semeval import bm25_scores, engine_scores, load_semeval, pair_auc05, rerank
 from qpr.data.squad import load_squad
 from qpr.evaluation.metrics import evaluate
 from qpr.evaluation.ranking import auc_at_fpr
 from qpr.model.encoder import PAPER_ENCODER, EncoderConfig, encode_texts
-from qpr.model.text import PAPER_TEXT
+from qpr.model.text import PAPER_TEXT, words
 from qpr.research.adversarial import AdversarialConfig, train_adversarial
-from qpr.research.quora_pairs import majority_accuracy, pair_sets, threshold_accuracy, threshold_rule
+from qpr.research.quora_pairs import balanced, majority_accuracy, pair_sets, threshold_accuracy, threshold_rule
 from qpr.retrieval.dense import EncodeRetriever
 from qpr.retrieval.index import IndexConfig
 from qpr.retrieval.lexical import BM25Retriever, TfidfRetriever, tfidf_vectorizer
@@ -86,6 +98,21 @@ for k, value in zip((1, 2, 5, 10, 20, 50), (0.348, 0.455, 0.595, 0.685, 0.764, 0
     PAPER[("idf-embed", "squad-paragraphs", f"recall@{k}")] = (value, "SQuAD dev, pretrained GloVe 840B + IDF")
 PAPER[("idf-embed", "squad-paragraphs", "recall_avg")] = (float(np.mean([0.348, 0.455, 0.595, 0.685, 0.764, 0.843])),
                                                           "SQuAD dev, pretrained GloVe 840B + IDF")
+# The paper-comparable protocol's printed values, by (task, system, metric[, adaptation]).
+FILM_TEST = "Quora, BiMPM split: 10,000 balanced test pairs (FILM paper)"
+GLOVE = {"idf-embed": ((0.348, 0.455, 0.595, 0.685, 0.764, 0.843), "SQuAD dev, GloVe 840B + IDF (Cakaloglu et al. Table 4)"),
+         "mean-embed": ((0.307, 0.408, 0.540, 0.638, 0.719, 0.806), "SQuAD dev, GloVe 840B (Cakaloglu et al. Table 3)")}
+ASKUBUNTU_TABLE6 = ANDROID + " (Table 6, test)"
+COMPARABLE = {("film-quora-balanced", "film", "accuracy"): (0.8683, FILM_TEST),
+              ("transfer-equal-settings", "tfidf", "auc05"): (0.58, ASKUBUNTU_TABLE6),
+              ("transfer-equal-settings", "cnn-sdml", "auc05", "direct"): (0.62, ASKUBUNTU_TABLE6 + "; CNN-direct"),
+              ("transfer-equal-settings", "cnn-sdml", "auc05", "adversarial"): (0.70, ASKUBUNTU_TABLE6 + "; CNN-adv"),
+              ("transfer-equal-settings", "lstm", "auc05", "direct"): (0.62, ASKUBUNTU_TABLE6 + "; LSTM-direct"),
+              ("transfer-equal-settings", "lstm", "auc05", "adversarial"): (0.70, ASKUBUNTU_TABLE6 + "; LSTM-adv")}
+for system, (values, setting) in GLOVE.items():
+    for k, value in zip((1, 2, 5, 10, 20, 50), values):
+        COMPARABLE[("idf-squad-pretrained", system, f"recall@{k}")] = (value, setting)
+    COMPARABLE[("idf-squad-pretrained", system, "recall_avg")] = (float(np.mean(values)), setting)
 
 
 def row(system: str, protocol: str, metric: str, value: float, train_s: float | None = None, **extra) -> dict:
@@ -93,6 +120,18 @@ def row(system: str, protocol: str, metric: str, value: float, train_s: float | 
     return {"system": system, "protocol": protocol, "metric": metric, "value": float(value),
             "paper_value": paper[0] if paper else None, "paper_setting": paper[1] if paper else None,
             "train_s": None if train_s is None else round(float(train_s), 1), **extra}
+
+
+def comparable(rows: list[dict], task: str) -> list[dict]:
+    """``rows`` moved to the ``paper-comparable`` protocol under ``task``, each with the paper's
+    printed value for its system, metric and adaptation (None where the paper prints none)."""
+    out = []
+    for r in rows:
+        paper = (COMPARABLE.get((task, r["system"], r["metric"], r.get("adaptation")))
+                 or COMPARABLE.get((task, r["system"], r["metric"])))
+        out.append(r | {"protocol": "paper-comparable", "task": task, "paper_value": paper[0] if paper else None,
+                        "paper_setting": paper[1] if paper else None})
+    return out
 
 
 # ---------------------------------------------------------------- data of the protocols
@@ -256,8 +295,14 @@ def stage_film(args) -> list[dict]:
     saved = ROOT / "runs" / "seed_systems" / "film.pkl"  # for re-evaluation without retraining
     saved.parent.mkdir(parents=True, exist_ok=True)
     saved.write_bytes(pickle.dumps(model))
-    # The paper's pairwise kNN rule, k chosen on val among 1..args.film_kmax (by accuracy; the paper used cross-entropy).
-    ks = list(range(1, args.film_kmax + 1))
+    rows.append(knn_row(model, sets, args.film_kmax, extra))
+    return rows
+
+
+def knn_row(model, sets: dict, kmax: int, extra: dict) -> dict:
+    """FILM's pairwise kNN rule on the test pairs, k chosen on val among 1..kmax (by accuracy; the
+    paper used cross-entropy, which a 0/1 rule does not define without more than its text gives)."""
+    ks = list(range(1, kmax + 1))
     accuracy = {}
     for split, pairs in sets.items():
         texts = pd.unique(pd.concat([pairs["question1"], pairs["question2"]]))
@@ -266,10 +311,9 @@ def stage_film(args) -> list[dict]:
                                      pairs["question2"].map(position).to_numpy(), max(ks))
         accuracy[split] = pairwise_knn_accuracy(ranks, pairs["label"].to_numpy(), ks)
     k = max(ks, key=lambda k: accuracy["val"][k])
-    rows.append(row("film", "quora-pairs", "accuracy", accuracy["test"][k], model.seconds, split="test",
-                    rule="pairwise kNN, k chosen on val", k=k, majority_accuracy=majority_accuracy(sets["test"]["label"].to_numpy()),
-                    pairs=len(sets["test"]), **extra))
-    return rows
+    return row("film", "quora-pairs", "accuracy", accuracy["test"][k], model.seconds, split="test",
+               rule="pairwise kNN, k chosen on val", k=k, majority_accuracy=majority_accuracy(sets["test"]["label"].to_numpy()),
+               pairs=len(sets["test"]), **extra)
 
 
 def quora_slice(corpus: pd.DataFrame, clusters: int, seed: int) -> pd.DataFrame:
@@ -403,7 +447,20 @@ def stage_squad(args) -> list[dict]:
 
 def stage_transfer(args) -> list[dict]:
     """Transfer from Quora-lite to each target domain with and without the adversary."""
+    weights = [float(w) for w in args.adv_weights.split(",")]
+    rows = []
+    for r in adversarial_transfer_rows(args, args.transfer_systems.split(","), weights):
+        adversarial = r["adversary_weight"] > 0
+        paper = (0.70, ANDROID + f"; {'CNN' if r['system'] == 'cnn-sdml' else 'LSTM'}-adv") if adversarial else None
+        rows.append(r | {"adaptation": "adversarial" if adversarial else "none (target vocabulary)",
+                         **({"paper_value": paper[0], "paper_setting": paper[1]} if paper else {})})
+    return rows
 
+
+def adversarial_transfer_rows(args, systems: list[str], weights: list[float]) -> list[dict]:
+    """For each system, target and adversary weight (0: none), an encoder trained on the Quora-lite
+    slice with the target's questions in its vocabulary, scored on the target's pairs by negative
+    squared distance (the training loss'): every arm at one budget and distance."""
     corpus, frame, banking = quora(), semeval_all(), banking_pairs(EVAL_SEED)
     sliced = quora_slice(corpus, args.slice_clusters, args.seed)
     # Unlabeled target text: SemEval's questions (labels unused); BANKING77's train queries (the
@@ -415,9 +472,9 @@ def stage_transfer(args) -> list[dict]:
                 "lstm": EncoderConfig(architecture="lstm", pooling="mean", channels=128, windows=(5,))}
     config = TrainConfig(max_epochs=args.epochs, patience=args.epochs, seed=args.seed, batch_size=args.batch_size)
     rows = []
-    for system in args.transfer_systems.split(","):
+    for system in systems:
         for target, texts in targets.items():
-            for weight in [float(w) for w in args.adv_weights.split(",")]:
+            for weight in weights:
                 result = train_adversarial(sliced, texts, config, AdversarialConfig(weight=weight), PAPER_TEXT, encoders[system],
                                            on_epoch=lambda r: print(system, target, weight, r, flush=True))
 
@@ -430,19 +487,75 @@ def stage_transfer(args) -> list[dict]:
                     value = pair_auc05(frame, score(frame["org_text"], frame["rel_text"]))
                 else:
                     value = auc_at_fpr(banking["label"].to_numpy(), score(banking["question1"], banking["question2"]))
-                adaptation = "adversarial" if weight else "none (target vocabulary)"
-                paper = (0.70, ANDROID + f"; {'CNN' if system == 'cnn-sdml' else 'LSTM'}-adv") if weight else None
-                rows.append({**row(system, "transfer-auc05", "auc05", value, result.seconds, target=target,
-                                   adaptation=adaptation, adversary_weight=weight,
-                                   domain_accuracy_last_epoch=result.history[-1]["domain_accuracy"],
-                                   train_data=f"quora-lite slice: {args.slice_clusters} train clusters"),
-                             **({"paper_value": paper[0], "paper_setting": paper[1]} if paper else {})})
+                rows.append(row(system, "transfer-auc05", "auc05", value, result.seconds, target=target,
+                                adversary_weight=weight, distance="squared", epochs=args.epochs,
+                                domain_accuracy_last_epoch=result.history[-1]["domain_accuracy"],
+                                train_data=f"quora-lite slice: {args.slice_clusters} train clusters"))
                 print(rows[-1], flush=True)
     return rows
 
 
+def stage_paper_film(args) -> list[dict]:
+    """FILM and the TF-IDF it projects on balanced pairs (half duplicates) touching no training
+    question: the FILM paper's test as near as Quora-lite allows. Val is balanced too, so the
+    threshold and k are chosen on the distribution they are tested on."""
+    corpus = quora()
+    sets = {split: balanced(pairs, EVAL_SEED) for split, pairs in quora_pair_sets(corpus, EVAL_SEED).items()}
+    config = FilmConfig(rank=args.film_rank, max_iter=args.film_iter, seed=args.seed)
+    model = fit_film(corpus, config, log=lambda h: print(h, flush=True) if h["iter"] % 10 == 0 else None)
+    extra = {"iterations": len(model.history) - 1, "rank": config.rank, "train_data": "quora-lite train clusters (all)",
+             "peak_rss_mb": round(peak_rss_mb())}
+    rows = [r for r in pair_rows("film", cosine_pair_scorer(model.encode), sets, model.seconds, **extra) if r["metric"] == "accuracy"]
+    rows.append(knn_row(model, sets, args.film_kmax, extra))
+    source = tfidf_vectorizer(corpus["question"].tolist())
+    rows += [r for r in pair_rows("tfidf", lambda a, b: sparse_cosine(source, a, b), sets, None, fitted_on="quora-lite")
+             if r["metric"] == "accuracy"]
+    return comparable(rows, "film-quora-balanced")
+
+
+def stage_paper_idf(args) -> list[dict]:
+    """IDF-weighted (and plain) means of pretrained word vectors on SQuAD dev paragraph retrieval,
+    the paper's GloVe rows' protocol: all-MiniLM-L6-v2's vector of each word alone (what the general
+    build starts its student's embeddings from), IDF over the paragraphs, as in ``stage_squad``.
+    The vocabulary is every word of the dev paragraphs and questions: a pretrained table covers any
+    word, as GloVe's 2.2M do; the vectors come from MiniLM, never from the dev labels."""
+    dev_paragraphs, dev_questions = load_squad("dev")
+    train_paragraphs, _ = load_squad("train-partial")
+    documents = train_paragraphs["context"].tolist() + dev_paragraphs["context"].tolist()
+    texts = dev_paragraphs["context"].tolist() + dev_questions["question"].tolist()
+    vocab = sorted({w for text in texts for w in words(text)})
+    digest = hashlib.sha256("\n".join(vocab).encode("utf-8")).hexdigest()[:12]
+    cache = ROOT / "runs" / "seed_systems" / f"minilm-words-squad-{digest}.npy"
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    vectors = minilm_vectors(vocab, cache)
+    vectors_s = time.perf_counter() - start
+    truth = dev_questions["pid"].to_numpy()
+    rows = []
+    for system, use_idf in (("idf-embed", True), ("mean-embed", False)):
+        embedder = IdfEmbedder(vocab, vectors, documents, use_idf=use_idf)
+        ranks = target_ranks(embedder.encode(dev_questions["question"].tolist()),
+                             embedder.encode(dev_paragraphs["context"].tolist()), truth)
+        rows += [row(system, "squad-paragraphs", m, v, vectors_s, split="dev", words=len(vocab),
+                     word_vectors="all-MiniLM-L6-v2, each word alone (384-d)")
+                 for m, v in recall_at(ranks).items()]
+    return comparable(rows, "idf-squad-pretrained")
+
+
+def stage_paper_transfer(args) -> list[dict]:
+    """Direct (adversary weight 0) and adversarial transfer at one budget and one distance, and
+    TF-IDF fitted on the source, on both targets: the AskUbuntu paper's Table 6 comparison."""
+    corpus, frame, banking = quora(), semeval_all(), banking_pairs(EVAL_SEED)
+    source = tfidf_vectorizer(corpus["question"].tolist())
+    rows = transfer_rows("tfidf", lambda a, b: sparse_cosine(source, a, b), frame, banking, None, fitted_on="quora-lite")
+    for r in adversarial_transfer_rows(args, args.transfer_systems.split(","), [0.0, args.adv_weight]):
+        rows.append(r | {"adaptation": "adversarial" if r["adversary_weight"] > 0 else "direct"})
+    return comparable(rows, "transfer-equal-settings")
+
+
 STAGES = {"transfer": stage_transfer, "baselines": stage_baselines, "film": stage_film, "cnn": lambda a: stage_encoder(a, "cnn"),
-          "lstm": lambda a: stage_encoder(a, "lstm"), "cnn-full": stage_cnn_full, "squad": stage_squad}
+          "lstm": lambda a: stage_encoder(a, "lstm"), "cnn-full": stage_cnn_full, "squad": stage_squad,
+          "paper-film": stage_paper_film, "paper-idf": stage_paper_idf, "paper-transfer": stage_paper_transfer}
 
 
 # ---------------------------------------------------------------- results file and doc
@@ -454,7 +567,7 @@ def load() -> dict:
 
 
 # What one result is, whatever seed measured it: rows equal on all of these are seeds of one run.
-RUN_KEYS = ("system", "protocol", "metric", "split", "target", "rule", "adaptation", "adversary_weight", "train_data",
+RUN_KEYS = ("system", "protocol", "task", "metric", "split", "target", "rule", "adaptation", "adversary_weight", "train_data",
             "fitted_on", "word_vectors", "source")
 POOLED = ("train_s", "encode_qps", "peak_rss_mb")  # reported as their mean over seeds, like the value
 
@@ -513,7 +626,8 @@ PROTOCOL_TITLES = {"qpr-quora-lite": "QPR protocol on Quora-lite (157,023 questi
                    "quora-pairs": "Quora-lite pair classification (test pairs)",
                    "semeval-rerank": "SemEval-2016 Task 3B reranking",
                    "transfer-auc05": "Transfer from Quora-lite, AUC(0.05)",
-                   "squad-paragraphs": "SQuAD v1.1 dev paragraph retrieval (2,067 paragraphs)"}
+                   "squad-paragraphs": "SQuAD v1.1 dev paragraph retrieval (2,067 paragraphs)",
+                   "paper-comparable": "Paper-comparable protocols (each paper's own test, as near as our data allows)"}
 SYSTEM_ORDER = ["search-engine", "bm25", "tfidf", "film", "cnn-sdml", "lstm", "idf-embed", "mean-embed", "fcrr", "convrr"]
 
 
@@ -540,7 +654,7 @@ def render_tables(runs: list[dict]) -> str:
                 adaptation = f"adversarial, weight {r['adversary_weight']:g}"
             elif protocol == "transfer-auc05" and r["system"] not in ("tfidf",) and not adaptation:
                 adaptation = "direct (source vocabulary)"
-            setting = " ".join(str(x) for x in (r.get("split") or r.get("target"), r.get("rule"), adaptation) if x)
+            setting = " ".join(str(x) for x in (r.get("task"), r.get("split") or r.get("target"), r.get("rule"), adaptation) if x)
             key = (SYSTEM_ORDER.index(r["system"]) if r["system"] in SYSTEM_ORDER else 99, r["system"], setting,
                    r.get("train_data") or r.get("fitted_on") or r.get("word_vectors") or "", r.get("source") or "")
             line = lines.setdefault(key, {"system": r["system"], "setting": setting, "data": key[3] + (f"; from {key[4]}" if key[4] else ""),
@@ -579,6 +693,7 @@ def main() -> None:
     parser.add_argument("--word-dim", type=int, default=300)
     parser.add_argument("--residual-epochs", type=int, default=30)
     parser.add_argument("--adv-weights", default="0,0.1", help="adversary weights to train with (0: no adversary)")
+    parser.add_argument("--adv-weight", type=float, default=0.1, help="paper-transfer: the adversarial arm's weight")
     parser.add_argument("--tag", default="", help="suffix of the stage's name in the results, so a second run of a stage "
                                                   "with other settings adds rows instead of replacing them")
     parser.add_argument("--transfer-systems", default="cnn-sdml", help="comma-separated: cnn-sdml,lstm")

@@ -2,7 +2,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from qpr.research.quora_pairs import majority_accuracy, pair_sets, threshold_accuracy, threshold_rule
+from qpr.errors import QPRError
+from qpr.research.quora_pairs import balanced, majority_accuracy, pair_sets, threshold_accuracy, threshold_rule
 
 
 def test_pair_sets_follow_the_cluster_split_and_deal_unclustered_negatives():
@@ -30,3 +31,15 @@ def test_threshold_rule_by_hand():
     assert threshold_accuracy(scores, labels, threshold) == pytest.approx(0.8)
     assert majority_accuracy(labels) == pytest.approx(0.6)
     assert threshold_rule(np.array([0.5, 0.4]), np.array([0, 0])) == np.inf  # all negative: predict none
+
+
+def test_balanced_keeps_every_pair_of_the_rarer_label_and_as_many_of_the_other():
+    pairs = pd.DataFrame({"question1": list("abcdefgh"), "question2": list("ABCDEFGH"),
+                          "label": [1, 1, 1, 0, 1, 1, 0, 1]})
+    out = balanced(pairs, seed=3)
+    assert out["label"].value_counts().to_dict() == {1: 2, 0: 2}
+    assert {"d", "g"} <= set(out["question1"])  # the rarer label is never dropped
+    assert list(out["question1"]) == sorted(out["question1"])  # order kept
+    assert out.equals(balanced(pairs, seed=3)) and majority_accuracy(out["label"].to_numpy()) == 0.5
+    with pytest.raises(QPRError, match="one label"):
+        balanced(pairs[pairs["label"] == 1], seed=0)

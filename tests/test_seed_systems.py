@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from bench.seed_systems import own_ranks, quora_slice, row
+from bench.seed_systems import comparable, own_ranks, quora_slice, render_tables, row
 
 
 def test_rows_carry_the_paper_value_only_where_the_text_gives_one():
@@ -12,6 +12,22 @@ def test_rows_carry_the_paper_value_only_where_the_text_gives_one():
     assert film["train_s"] == 12.0 and film["split"] == "test"
     fcrr = row("fcrr", "squad-paragraphs", "recall@1", 0.3)
     assert fcrr["paper_value"] is None and fcrr["paper_setting"] is None  # lost from the paper's text
+
+
+def test_comparable_rows_carry_the_printed_value_of_their_task_system_and_adaptation():
+    direct, adversarial, tfidf = comparable([
+        row("cnn-sdml", "transfer-auc05", "auc05", 0.04, 100.0, target="semeval2016-relevance", adaptation="direct"),
+        row("cnn-sdml", "transfer-auc05", "auc05", 0.05, 100.0, target="semeval2016-relevance", adaptation="adversarial",
+            adversary_weight=0.1),
+        row("tfidf", "transfer-auc05", "auc05", 0.16, None, target="semeval2016-relevance")], "transfer-equal-settings")
+    assert {r["protocol"] for r in (direct, adversarial, tfidf)} == {"paper-comparable"}
+    assert (direct["paper_value"], adversarial["paper_value"], tfidf["paper_value"]) == (0.62, 0.70, 0.58)
+    glove = comparable([row("mean-embed", "squad-paragraphs", "recall@50", 0.7)], "idf-squad-pretrained")[0]
+    assert glove["paper_value"] == 0.806 and "Table 3" in glove["paper_setting"]
+    film, tfidf = comparable([row("film", "quora-pairs", "accuracy", 0.8, rule="threshold on val"),
+                              row("tfidf", "quora-pairs", "accuracy", 0.8, rule="threshold on val")], "film-quora-balanced")
+    assert film["paper_value"] == 0.8683 and tfidf["paper_value"] is None  # the FILM paper prints no TF-IDF row
+    assert "film-quora-balanced" in render_tables([film, tfidf])
 
 
 def test_own_ranks_count_ties_against_the_true_column():
