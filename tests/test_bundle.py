@@ -48,7 +48,8 @@ def test_a_crash_while_saving_leaves_the_old_bundle(tiny_bundle, tmp_path, monke
     monkeypatch.setattr(type(other.index), "save", crash)
     with pytest.raises(KeyboardInterrupt):
         other.save(tmp_path / "b")
-    assert Bundle.load(tmp_path / "b").manifest == tiny_bundle.manifest
+    kept = Bundle.load(tmp_path / "b").manifest
+    assert kept.pop("corpus_sha256") and kept == tiny_bundle.manifest  # the hash is recorded as the bundle is written
     assert [p.name for p in tmp_path.iterdir()] == ["b"]  # no temporary left behind
 
 
@@ -101,6 +102,23 @@ def test_weights_that_do_not_fit_the_config_are_detected(saved):
 def test_edited_corpus_is_detected(saved):
     import pandas as pd
 
+    corpus = pd.read_parquet(saved / "corpus.parquet")
+    corpus.loc[0, "question"] = "something else entirely ?"
+    corpus.to_parquet(saved / "corpus.parquet", index=False)
+    with pytest.raises(QPRError, match="fingerprint differs"):
+        Bundle.load(saved)
+
+
+def test_the_corpus_is_checked_by_its_file_hash_and_older_bundles_by_content(saved):
+    import hashlib
+
+    import pandas as pd
+
+    manifest = json.loads((saved / "manifest.json").read_text())
+    assert manifest["corpus_sha256"] == hashlib.sha256((saved / "corpus.parquet").read_bytes()).hexdigest()
+    del manifest["corpus_sha256"]  # a bundle saved before the hash was recorded
+    (saved / "manifest.json").write_text(json.dumps(manifest))
+    assert len(Bundle.load(saved).corpus) == len(pd.read_parquet(saved / "corpus.parquet"))
     corpus = pd.read_parquet(saved / "corpus.parquet")
     corpus.loc[0, "question"] = "something else entirely ?"
     corpus.to_parquet(saved / "corpus.parquet", index=False)
