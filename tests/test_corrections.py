@@ -50,6 +50,21 @@ def test_no_version_serves_the_snapshot_and_each_application_is_the_next_version
     assert apply_corrections(store, corpus, VERSION, "rev")[0] == 2
 
 
+def test_labels_over_a_snapshot_the_caller_holds_equal_those_read_back(store, corpus, monkeypatch):
+    assert store.latest_label_number(VERSION) == 0
+    a, b, c = a_merge_and_a_split(store, corpus)
+    apply_corrections(store, corpus, VERSION, "rev")
+    assert store.latest_label_number(VERSION) == 1
+    expected = {number: store.labels(VERSION, number)[1] for number in (0, 1)}
+    shuffled = corpus.sample(frac=1, random_state=0)  # a served bundle's corpus, in its own order
+    monkeypatch.setattr(type(store), "corpus", lambda *args: pytest.fail("the snapshot was read back"))
+    for number, labels in expected.items():
+        served, got = store.labels(VERSION, number, snapshot=shuffled)
+        assert served == number
+        pd.testing.assert_frame_equal(got.sort_values("qid").reset_index(drop=True), labels, check_dtype=False)
+    assert cluster_of(shuffled, c[1]) is not None, "the caller's corpus is not changed"
+
+
 def test_a_rollback_serves_an_earlier_version_again_and_is_itself_a_version(store, corpus):
     a, b, c = a_merge_and_a_split(store, corpus)
     apply_corrections(store, corpus, VERSION, "rev")

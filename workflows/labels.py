@@ -34,7 +34,9 @@ def serve_revert(model: ServedModel, store: AnnotationStore, who: str, cluster_a
 def serve_latest(model: ServedModel, store: AnnotationStore) -> None:
     """Serve the newest labels version recorded for ``model``'s bundle (after a restart or a switch
     of project); nothing to do when none was recorded."""
-    version = model.current().bundle.version
-    number, labels = store.labels(version)
+    bundle = model.current().bundle
+    # Most starts have no labels version to serve: asking for its number first spares reading the
+    # corpus; when there is one, its changes go onto the bundle's own corpus (the registered one).
+    number = store.latest_label_number(bundle.version)
     if number:
-        model.relabel(version, labels, number)
+        model.relabel(bundle.version, store.labels(bundle.version, number, snapshot=bundle.corpus)[1], number)

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from annotations.errors import AnnotationError
 from annotations.models import LABEL_VERSION_KINDS, Annotator, LabelChange, LabelVersion
 from annotations.names import annotator_name
-from annotations.repositories.base import annotator_row, corpus_snapshot
+from annotations.repositories.base import annotator_row, bundle_version_name, corpus_snapshot
 from annotations.repositories.corpus import CorpusRepository
 
 LABEL_VERSION_COLUMNS = [
@@ -82,15 +82,28 @@ class LabelRepository(CorpusRepository):
         frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)
         return frame.astype({"number": "int64", "restores": "Int64", "changes": "int64"})
 
-    def labels(self, bundle_version: str, number: int | None = None) -> tuple[int, pd.DataFrame]:
-        """``(number, corpus)``: the corpus of ``bundle_version`` under its label version ``number``
-        (default: the newest; 0, or none recorded: the registered snapshot itself)."""
-        version, corpus = self.corpus(bundle_version)
+    def latest_label_number(self, bundle_version: str) -> int:
+        """The number of ``bundle_version``'s newest label version (0: none recorded)."""
         with Session(self.engine) as session:
-            if number is None:
-                number = session.scalar(select(func.max(LabelVersion.number)).where(LabelVersion.bundle_version == version)) or 0
-            if number == 0:
-                return 0, corpus
+            return session.scalar(select(func.max(LabelVersion.number))
+                                  .where(LabelVersion.bundle_version == bundle_version_name(bundle_version))) or 0
+
+    def labels(self, bundle_version: str, number: int | None = None,
+               snapshot: pd.DataFrame | None = None) -> tuple[int, pd.DataFrame]:
+        """``(number, corpus)``: the corpus of ``bundle_version`` under its label version ``number``
+        (default: the newest; 0, or none recorded: the registered snapshot itself). ``snapshot``:
+        that registered corpus when the caller holds it (a served bundle's own, which its
+        registration matched), so that it is not read back from the database (a minute at ten
+        million questions)."""
+        if number is None:
+            number = self.latest_label_number(bundle_version)
+        if snapshot is None:
+            version, corpus = self.corpus(bundle_version)
+        else:
+            version, corpus = bundle_version_name(bundle_version), corpus_snapshot(snapshot)
+        if number == 0:
+            return 0, corpus
+        with Session(self.engine) as session:
             row_id = session.scalar(select(LabelVersion.id).where(LabelVersion.bundle_version == version,
                                                                   LabelVersion.number == number))
             if row_id is None:
