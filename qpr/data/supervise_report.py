@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from qpr.fsutil.atomic import atomic_path
 from qpr.data.supervise import Supervision, threshold_table
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 SIZE_BINS = [2, 3, 4, 5, 10, 20, 50, 100, np.inf]
 SIZE_LABELS = ["2", "3", "4", "5-9", "10-19", "20-49", "50-99", "100+"]
@@ -87,6 +88,13 @@ def coherence_figure(result: Supervision, name: str) -> Figure:
     The right panel shows the bound c >= 1/n: n questions can never score below 1/n, so a
     threshold t can only remove clusters of more than 1/t questions.
     """
+    # matplotlib is imported when a figure is drawn, not with the module: every `qpr` command
+    # imports this module, and matplotlib was 14% of the command line's start, before a long
+    # command (the general build) can show any progress.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
     clusters = result.clusters
     fig = Figure(figsize=(9, 3.4), layout="constrained")
     FigureCanvasAgg(fig)
