@@ -5,7 +5,7 @@ import pytest
 from qpr.errors import QPRError
 from qpr.evaluation.metrics import index_recall
 from qpr.retrieval.index import (
-    DEFAULT_MEMORY_BYTES, EXACT_UP_TO, GRAPH_UP_TO, IndexConfig, VectorIndex, auto_config, auto_factory, planned_bytes,
+    ADD_EF_SEARCH, DEFAULT_MEMORY_BYTES, EXACT_UP_TO, GRAPH_UP_TO, IndexConfig, VectorIndex, auto_config, auto_factory, planned_bytes,
 )
 
 
@@ -169,6 +169,27 @@ def test_the_index_auto_builds_at_10m_adds_saves_loads_and_searches(vectors, tmp
     exact = VectorIndex.build(np.vstack([vectors, more]), ids, IndexConfig("Flat"))
     assert index_recall(loaded, exact, more[:50]) >= 0.9  # all lists probed: only the codes may miss
     assert list(loaded.search(more[:5], 1)[1][:, 0]) == list(ids[2000:2005])
+
+
+def test_an_hnsw_quantizer_files_added_vectors_at_a_lower_ef_and_keeps_its_own_for_search(vectors):
+    config = IndexConfig("IVF16_HNSW32,Flat", "nprobe=16,quantizer_efSearch=512")
+    index = VectorIndex.build(vectors[:1000], np.arange(1000), config)
+    quantizer = faiss.downcast_index(faiss.extract_index_ivf(index.index).quantizer)
+    seen = []
+
+    class Watched:  # the vectors, noting the quantizer's efSearch each time add reads a chunk
+        ndim, shape = 2, vectors[1000:1300].shape
+
+        def __len__(self):
+            return 300
+
+        def __getitem__(self, rows):
+            seen.append(quantizer.hnsw.efSearch)
+            return vectors[1000:1300][rows]
+
+    index.add(Watched(), np.arange(1000, 1300), chunk=100)
+    assert seen == [ADD_EF_SEARCH] * 3 and quantizer.hnsw.efSearch == 512
+    assert list(index.search(vectors[1000:1010], 1)[1][:, 0]) == list(range(1000, 1010))
 
 
 def test_adding_known_or_repeated_ids_is_refused_and_adds_nothing(vectors):
