@@ -627,7 +627,7 @@ PROTOCOL_TITLES = {"qpr-quora-lite": "QPR protocol on Quora-lite (157,023 questi
                    "semeval-rerank": "SemEval-2016 Task 3B reranking",
                    "transfer-auc05": "Transfer from Quora-lite, AUC(0.05)",
                    "squad-paragraphs": "SQuAD v1.1 dev paragraph retrieval (2,067 paragraphs)",
-                   "paper-comparable": "Paper-comparable protocols (each paper's own test, as near as our data allows)"}
+                   "paper-comparable": "Paper-comparable"}
 SYSTEM_ORDER = ["search-engine", "bm25", "tfidf", "film", "cnn-sdml", "lstm", "idf-embed", "mean-embed", "fcrr", "convrr"]
 
 
@@ -638,14 +638,24 @@ def value_cell(run: dict) -> str:
     return f"{run['value']:.3f} ± {(run['ci95'][1] - run['ci95'][0]) / 2:.3f}"
 
 
+TASK_TITLES = {"film-quora-balanced": "FILM's Quora test: balanced pairs, none touching a training question",
+               "idf-squad-pretrained": "IDF-weighted pretrained word vectors on SQuAD dev paragraphs (Cakaloglu et al. Tables 3-4)",
+               "transfer-equal-settings": "Direct vs adversarial transfer at one budget and distance, AUC(0.05) (AskUbuntu paper Table 6)"}
+
+
 def render_tables(runs: list[dict]) -> str:
-    """One table per protocol: a line per (system, setting), a column per metric, the paper's
-    value beside ours where its text gives one."""
+    """One table per protocol (per task within the paper-comparable one): a line per (system,
+    setting), a column per metric, the paper's value beside ours where its text gives one."""
     parts = []
-    for protocol, title in PROTOCOL_TITLES.items():
-        rows = [r for r in runs if r["protocol"] == protocol]
+    groups = [(title, [r for r in runs if r["protocol"] == protocol])
+              for protocol, title in PROTOCOL_TITLES.items() if protocol != "paper-comparable"]
+    groups += [(f"{PROTOCOL_TITLES['paper-comparable']}: {TASK_TITLES.get(task, task)}",
+                [r for r in runs if r["protocol"] == "paper-comparable" and r.get("task") == task])
+               for task in dict.fromkeys(r.get("task") for r in runs if r["protocol"] == "paper-comparable")]
+    for title, rows in groups:
         if not rows:
             continue
+        protocol = rows[0]["protocol"]
         metrics = list(dict.fromkeys(r["metric"] for r in rows))
         lines: dict[tuple, dict] = {}
         for r in rows:
@@ -654,7 +664,7 @@ def render_tables(runs: list[dict]) -> str:
                 adaptation = f"adversarial, weight {r['adversary_weight']:g}"
             elif protocol == "transfer-auc05" and r["system"] not in ("tfidf",) and not adaptation:
                 adaptation = "direct (source vocabulary)"
-            setting = " ".join(str(x) for x in (r.get("task"), r.get("split") or r.get("target"), r.get("rule"), adaptation) if x)
+            setting = " ".join(str(x) for x in (r.get("split") or r.get("target"), r.get("rule"), adaptation) if x)
             key = (SYSTEM_ORDER.index(r["system"]) if r["system"] in SYSTEM_ORDER else 99, r["system"], setting,
                    r.get("train_data") or r.get("fitted_on") or r.get("word_vectors") or "", r.get("source") or "")
             line = lines.setdefault(key, {"system": r["system"], "setting": setting, "data": key[3] + (f"; from {key[4]}" if key[4] else ""),

@@ -27,7 +27,7 @@ def test_comparable_rows_carry_the_printed_value_of_their_task_system_and_adapta
     film, tfidf = comparable([row("film", "quora-pairs", "accuracy", 0.8, rule="threshold on val"),
                               row("tfidf", "quora-pairs", "accuracy", 0.8, rule="threshold on val")], "film-quora-balanced")
     assert film["paper_value"] == 0.8683 and tfidf["paper_value"] is None  # the FILM paper prints no TF-IDF row
-    assert "film-quora-balanced" in render_tables([film, tfidf])
+    assert "### Paper-comparable: FILM's Quora test" in render_tables([film, tfidf])
 
 
 def test_own_ranks_count_ties_against_the_true_column():
