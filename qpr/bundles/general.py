@@ -164,7 +164,9 @@ def general_material(domains: Sequence[str], teacher: bool, cache: Path | None,
         sources[name] = load_domain(name, domain_cap(name))
     parts = list(sources.items())
     if teacher and extra:
-        parts += [(f"{name}-extra", e) for name in domains if len(e := extra_questions(name, extra))]
+        for name in tqdm(domains, desc="reading more questions for the teacher", disable=not progress, leave=False):
+            if len(more := extra_questions(name, extra)):
+                parts.append((f"{name}-extra", more))
     questions = [q for _, frame in parts for q in frame["question"]]
     vectors = None
     if teacher:
