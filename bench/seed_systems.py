@@ -221,6 +221,11 @@ def sparse_cosine(vectorizer, a, b) -> np.ndarray:
     return np.asarray(vectorizer.transform(list(a)).multiply(vectorizer.transform(list(b))).sum(axis=1)).ravel()
 
 
+def tfidf_pair_scorer(vectorizer):
+    """``sparse_cosine`` under ``vectorizer`` as a pair scorer ``score(a, b)``."""
+    return lambda a, b: sparse_cosine(vectorizer, a, b)
+
+
 def own_ranks(scores: np.ndarray, truth: np.ndarray) -> np.ndarray:
     """1-based rank of each row's true column (ties count against it), as ``qpr.systems.residual.target_ranks``."""
     return (scores >= scores[np.arange(len(scores)), truth][:, None]).sum(axis=1)
@@ -256,10 +261,7 @@ def stage_baselines(args) -> list[dict]:
     start = time.perf_counter()
     source = tfidf_vectorizer(corpus["question"].tolist())
     fit_s = time.perf_counter() - start
-
-    def source_score(a, b):
-        return sparse_cosine(source, a, b)
-
+    source_score = tfidf_pair_scorer(source)
     rows += transfer_rows("tfidf", source_score, frame, banking, fit_s, fitted_on="quora-lite")
     rows += pair_rows("tfidf", source_score, sets, fit_s, fitted_on="quora-lite")
     rows += qpr_rows("tfidf", TfidfRetriever(corpus, source), corpus, fit_s, fitted_on="quora-lite")
@@ -507,8 +509,8 @@ def stage_paper_film(args) -> list[dict]:
              "peak_rss_mb": round(peak_rss_mb())}
     rows = [r for r in pair_rows("film", cosine_pair_scorer(model.encode), sets, model.seconds, **extra) if r["metric"] == "accuracy"]
     rows.append(knn_row(model, sets, args.film_kmax, extra))
-    source = tfidf_vectorizer(corpus["question"].tolist())
-    rows += [r for r in pair_rows("tfidf", lambda a, b: sparse_cosine(source, a, b), sets, None, fitted_on="quora-lite")
+    source = tfidf_pair_scorer(tfidf_vectorizer(corpus["question"].tolist()))
+    rows += [r for r in pair_rows("tfidf", source, sets, None, fitted_on="quora-lite")
              if r["metric"] == "accuracy"]
     return comparable(rows, "film-quora-balanced")
 
@@ -546,8 +548,8 @@ def stage_paper_transfer(args) -> list[dict]:
     """Direct (adversary weight 0) and adversarial transfer at one budget and one distance, and
     TF-IDF fitted on the source, on both targets: the AskUbuntu paper's Table 6 comparison."""
     corpus, frame, banking = quora(), semeval_all(), banking_pairs(EVAL_SEED)
-    source = tfidf_vectorizer(corpus["question"].tolist())
-    rows = transfer_rows("tfidf", lambda a, b: sparse_cosine(source, a, b), frame, banking, None, fitted_on="quora-lite")
+    source = tfidf_pair_scorer(tfidf_vectorizer(corpus["question"].tolist()))
+    rows = transfer_rows("tfidf", source, frame, banking, None, fitted_on="quora-lite")
     for r in adversarial_transfer_rows(args, args.transfer_systems.split(","), [0.0, args.adv_weight]):
         rows.append(r | {"adaptation": "adversarial" if r["adversary_weight"] > 0 else "direct"})
     return comparable(rows, "transfer-equal-settings")

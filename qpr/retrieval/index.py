@@ -355,7 +355,7 @@ class VectorIndex:
 
     def save(self, path: Path) -> None:
         with atomic_path(path) as tmp:
-            if self.mapped:  # FAISS would write a reference to the mapped file, not the lists: copy the file
+            if self.mapped:  # the mapped file is this index as written: copy it rather than rewrite it page by page
                 shutil.copyfile(self._mapped_file(), tmp)
             else:
                 faiss.write_index(self.index, str(tmp))
