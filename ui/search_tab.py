@@ -3,9 +3,15 @@
 The tables' labels name what answers (the served bundle's ``system``; BM25 alone for a lexical
 bundle). What the page's project serves can change under an open page (the project opened on
 load, an upload, a confirmed retraining), so each session keeps which served model its page
-shows (the bundle version, a gr.State), and a search, or opening the tab, sends new labels and
-the project's example queries only when what is served differs; the tables it does not refill
-are then emptied, so no result of another model stays on the page under the new model's name.
+shows (the bundle version, a gr.State), and a search, or opening the tab, sends new labels only
+when what is served differs; the tables it does not refill are then emptied, so no result of
+another model stays on the page under the new model's name, and the new version in that State
+relabels the compare box and brings the project's example queries (its change event).
+
+A search sets a value in each of its outputs, the three tables and that State, and nothing else:
+Gradio rebuilds the whole config of every output a handler leaves out or updates (a new
+component and its JSON schema, about 1 ms of CPU each), which with the compare box and the
+examples among the outputs was a quarter of a search's CPU through Gradio (docs/SERVING.md).
 """
 
 from __future__ import annotations
@@ -68,15 +74,15 @@ class SearchTab:
             # The page's project's example queries (``relabel`` replaces them when the project changes).
             self.examples = gr.Dataset(components=[query], samples=[[q] for q in self.ctx.examples],
                                        label="Examples (click to search and compare)", elem_id="search-examples")
-            inputs, outputs = [query, k, self.compare, self.shown], [self.results, self.dense, self.bm25]
-            # what a change of served model updates
-            self.relabelled = [*outputs, self.compare, self.shown, self.examples]
+            inputs = [query, k, self.compare, self.shown]
+            self.relabelled = [self.results, self.dense, self.bm25, self.shown]  # what a search sets
             gr.on([button.click, query.submit], self.search, inputs, self.relabelled, api_name="search")
             # An example fills the inputs, then searches as the button does (with this session's labels).
             self.examples.click(self.example, [self.examples], [query, k, self.compare]).then(
                 self.search, inputs, self.relabelled, api_visibility="undocumented")
             self.compare.change(self.show_parts, [self.compare], [self.dense, self.bm25]).then(self.refresh, inputs, self.relabelled)
             tab.select(self.relabel, [self.shown, self.compare], self.relabelled)
+            self.shown.change(self.controls, None, [self.compare, self.examples])
 
     @shows_errors
     def search(self, query: str, k: float, compare: bool, shown: str | None = None) -> dict:
@@ -85,10 +91,12 @@ class SearchTab:
         the version of the served model the session's page shows (None: not tracked, as in a
         direct call): when another is served now, the tables come with its labels."""
         served = self.ctx.model.current()
-        found = {self.results: _table(served, served.default, query, int(k))}
+        parts = {self.results: served.default}
         if compare:
-            parts = {self.dense: served.dense, self.bm25: served.bm25} if served.default is not served.dense else {self.bm25: served.bm25}
-            found |= {component: _table(served, retriever, query, int(k)) for component, retriever in parts.items()}
+            parts |= {self.dense: served.dense, self.bm25: served.bm25} if served.default is not served.dense else {self.bm25: served.bm25}
+        # A table not searched (hidden) is emptied rather than left out: see the module's docstring.
+        found = {table: _table(served, parts[table], query, int(k)) if table in parts else pd.DataFrame(columns=COLUMNS)
+                 for table in (self.results, self.dense, self.bm25)}
         return found if shown is None else self._labelled(served, shown, compare, found)
 
     def relabel(self, shown: str, compare: bool) -> dict:
@@ -110,8 +118,13 @@ class SearchTab:
         updates = {component: gr.Dataframe(label=labels[part], visible=visible,
                                            value=tables.get(component, pd.DataFrame(columns=COLUMNS)))
                    for component, (part, visible) in parts.items()}
-        return updates | {self.compare: gr.Checkbox(label=labels["compare"]), self.shown: served.bundle.version,
-                          self.examples: gr.Dataset(samples=[[q] for q in self.ctx.examples])}
+        return updates | {self.shown: served.bundle.version}
+
+    def controls(self) -> dict:
+        """When the page's served model changed: the compare box's label and the example queries
+        of what is served now."""
+        return {self.compare: gr.Checkbox(label=labels_of(self.ctx.model.current())["compare"]),
+                self.examples: gr.Dataset(samples=[[q] for q in self.ctx.examples])}
 
     @staticmethod
     def example(sample: list[str]) -> list:
