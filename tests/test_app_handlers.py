@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import threading
 
@@ -454,6 +455,23 @@ def test_qpr_general_must_name_a_bundle_with_an_encoder(bundle, tmp_path, monkey
     assert startup.main() == 2
     err = capsys.readouterr().err
     assert "rebase needs a general bundle" in err and err.count("\n") == 1
+
+
+def test_main_freezes_what_start_up_built_before_serving(monkeypatch, tmp_path):
+    """A full collection would walk start-up's objects (torch, Gradio, the bundle) on some search."""
+    frozen = []
+    monkeypatch.setattr(gr.Blocks, "launch", lambda self, **options: frozen.append(gc.get_freeze_count()))
+    monkeypatch.setenv("QPR_DEMO", "tutorial")
+    monkeypatch.setenv("QPR_DB_URL", f"sqlite:///{tmp_path / 'a.db'}")
+    monkeypatch.setenv("QPR_CACHE_DIR", str(tmp_path / "cache"))
+    for name in ("QPR_AUTH", "QPR_BUNDLE", "QPR_GENERAL"):
+        monkeypatch.delenv(name, raising=False)
+    gc.unfreeze()
+    try:
+        assert startup.main() == 0
+    finally:
+        gc.unfreeze()
+    assert frozen and frozen[0] > 100_000
 
 
 def test_main_reports_a_bad_database_url_in_one_line(monkeypatch, capsys):
