@@ -53,6 +53,7 @@ from bench.search_load import GradioClient, HttpClient, run_search_load
 from bench.startup import start_app, stop_app
 from qpr.bundles.bundle import Bundle
 from qpr.data.corpus import load_corpus
+from qpr.data.corpus_file import corpus_path, read_corpus_file
 from qpr.fsutil.atomic import atomic_path
 from qpr.model.encoder import EncoderConfig, QuestionEncoder, encode_texts, pad_batch
 from qpr.model.text import TextConfig, Vocabulary
@@ -151,11 +152,11 @@ def build(n: int, out: Path, work: Path) -> Path:
     the shapes (300-d vectors, the index ``auto`` picks for ``n``), not the weights' values; no
     quality is measured from it (docs/SCALE.md has quality at these sizes)."""
     base = load_corpus(Path(os.environ.get("QPR_DATA_DIR", ROOT.parent / "shared" / "data")) / "quora-lite")
-    corpus_path = work / f"corpus-{n}.parquet"
-    if not corpus_path.exists():
-        with atomic_path(corpus_path) as tmp:
+    table_path = work / f"corpus-{n}.parquet"
+    if not table_path.exists():
+        with atomic_path(table_path) as tmp:
             (base if n <= len(base) else scale_corpus(base, n)).to_parquet(tmp, index=False)
-    corpus = pd.read_parquet(corpus_path)
+    corpus = pd.read_parquet(table_path)
     vocab = Vocabulary.build(base.loc[base["split"] == "train", "question"], TextConfig())
     torch.manual_seed(0)
     encoder = QuestionEncoder(vocab.size, EncoderConfig())
@@ -195,7 +196,7 @@ def big(bundle: Path, searches: int) -> dict:
     restart (every later start), each timed from launch to the first search answered through
     Gradio's API; then, in the restarted app, resident memory and p50/p99 of searches one at a
     time through Gradio's API and through the app's HTTP search API (Quora-lite test questions)."""
-    corpus = pd.read_parquet(bundle / "corpus.parquet", columns=["question", "split"])
+    corpus = read_corpus_file(corpus_path(bundle), "rebuild the bundle")
     queries = corpus.loc[corpus["split"] == "test", "question"].head(searches + 1).tolist()
     with tempfile.TemporaryDirectory() as tmp:
         env = app_env(Path(tmp), bundle) | {"QPR_CACHE_DIR": str(Path(tmp) / "cache")}
@@ -251,7 +252,7 @@ def main() -> None:
     elif args.step == "burst":
         measured = burst(args.bundle, args.clients, args.per_client)
         key = "burst" if args.bundle else "burst_demo"
-        size = len(pd.read_parquet(args.bundle / "corpus.parquet", columns=["qid"])) if args.bundle else None
+        size = len(read_corpus_file(corpus_path(args.bundle), "rebuild the bundle")) if args.bundle else None
         print(merge({key: measured | ({"questions": size} if size else {"corpus": "demo"})}, replace=True))
     elif args.step == "build":
         build(args.n, args.out, args.work)

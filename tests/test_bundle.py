@@ -1,11 +1,14 @@
+import hashlib
 import json
 import shutil
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from qpr.bundles.bundle import Bundle
+from qpr.data.corpus_file import read_corpus_file, write_corpus_file
 from qpr.errors import QPRError
 from qpr.retrieval.index import IndexConfig
 from qpr.retrieval.lexical import BM25Retriever
@@ -100,30 +103,64 @@ def test_weights_that_do_not_fit_the_config_are_detected(saved):
 
 
 def test_edited_corpus_is_detected(saved):
-    import pandas as pd
-
-    corpus = pd.read_parquet(saved / "corpus.parquet")
+    corpus = pd.read_feather(saved / "corpus.arrow")
     corpus.loc[0, "question"] = "something else entirely ?"
-    corpus.to_parquet(saved / "corpus.parquet", index=False)
-    with pytest.raises(QPRError, match="fingerprint differs"):
+    write_corpus_file(corpus, saved / "corpus.arrow")
+    with pytest.raises(QPRError, match="corpus.arrow is not the corpus the manifest was built on"):
         Bundle.load(saved)
 
 
 def test_the_corpus_is_checked_by_its_file_hash_and_older_bundles_by_content(saved):
-    import hashlib
-
-    import pandas as pd
-
     manifest = json.loads((saved / "manifest.json").read_text())
-    assert manifest["corpus_sha256"] == hashlib.sha256((saved / "corpus.parquet").read_bytes()).hexdigest()
+    assert manifest["corpus_sha256"] == hashlib.sha256((saved / "corpus.arrow").read_bytes()).hexdigest()
     del manifest["corpus_sha256"]  # a bundle saved before the hash was recorded
     (saved / "manifest.json").write_text(json.dumps(manifest))
-    assert len(Bundle.load(saved).corpus) == len(pd.read_parquet(saved / "corpus.parquet"))
-    corpus = pd.read_parquet(saved / "corpus.parquet")
+    assert len(Bundle.load(saved).corpus) == len(pd.read_feather(saved / "corpus.arrow"))
+    corpus = pd.read_feather(saved / "corpus.arrow")
     corpus.loc[0, "question"] = "something else entirely ?"
-    corpus.to_parquet(saved / "corpus.parquet", index=False)
+    write_corpus_file(corpus, saved / "corpus.arrow")
     with pytest.raises(QPRError, match="fingerprint differs"):
         Bundle.load(saved)
+
+
+def test_the_corpus_is_read_through_a_memory_map_not_copied(saved):
+    """Its columns are views of the mapped file: loading allocates (next to) no Arrow memory,
+    where decoding the same corpus from Parquet (older bundles) allocates its whole size."""
+    written = pd.read_feather(saved / "corpus.arrow")
+    size = pa.Table.from_pandas(written).nbytes
+    allocated = pa.total_allocated_bytes()
+    loaded = Bundle.load(saved)
+    assert pa.total_allocated_bytes() - allocated < size / 20
+    pd.testing.assert_frame_equal(loaded.corpus, written)
+    assert loaded.corpus["qid"].dtype == np.int64 and not loaded.corpus["qid"].to_numpy().flags.writeable  # the map's pages
+    written.to_parquet(saved / "corpus.parquet", index=False)
+    allocated = pa.total_allocated_bytes()
+    decoded = read_corpus_file(saved / "corpus.parquet", "rebuild")
+    assert pa.total_allocated_bytes() - allocated > size / 2
+    del decoded
+
+
+def test_a_bundle_saved_with_a_parquet_corpus_still_loads_and_saves_anew_as_arrow(saved, tmp_path):
+    corpus = pd.read_feather(saved / "corpus.arrow")
+    corpus.to_parquet(saved / "corpus.parquet", index=False)
+    (saved / "corpus.arrow").unlink()
+    manifest = json.loads((saved / "manifest.json").read_text())
+    (saved / "manifest.json").write_text(json.dumps(manifest | {"corpus_sha256": hashlib.sha256((saved / "corpus.parquet").read_bytes()).hexdigest()}))
+    old = Bundle.load(saved)
+    pd.testing.assert_frame_equal(old.corpus, corpus)
+    assert old.dense_retriever().search("how do i learn chess ?", 3)
+    again = Bundle.load(old.save(tmp_path / "again"))
+    assert sorted(p.name for p in (tmp_path / "again").iterdir() if p.name.startswith("corpus")) == ["corpus.arrow"]
+    pd.testing.assert_frame_equal(again.corpus, corpus)
+
+
+def test_a_corpus_keeps_its_nulls_and_an_empty_one_round_trips(tmp_path):
+    corpus = pd.DataFrame({"qid": [3, 1], "question": ["a ?", "b ?"], "cluster": ["c", None], "split": ["train", "none"]})
+    write_corpus_file(corpus, tmp_path / "c.arrow")
+    back = read_corpus_file(tmp_path / "c.arrow", "rebuild")
+    assert back["qid"].tolist() == [3, 1] and back["cluster"].isna().tolist() == [False, True]
+    write_corpus_file(corpus.iloc[:0], tmp_path / "empty.arrow")
+    assert len(read_corpus_file(tmp_path / "empty.arrow", "rebuild")) == 0
 
 
 def test_a_bundle_with_a_compressed_index_saves_loads_and_searches(tiny_bundle, tmp_path):

@@ -73,7 +73,7 @@ def test_a_lexical_bundle_saves_loads_and_serves_bm25_everywhere(tmp_path):
     bundle = Bundle.lexical_of(make_corpus())
     loaded = Bundle.load(bundle.save(tmp_path / "b"))
     assert loaded.lexical and loaded.version == bundle.version
-    assert sorted(os.listdir(tmp_path / "b")) == ["bm25", "corpus.parquet", "manifest.json"]
+    assert sorted(os.listdir(tmp_path / "b")) == ["bm25", "corpus.arrow", "manifest.json"]
     served = ServedModel(loaded).current()
     assert served.default is served.dense is served.bm25
     assert served.default.search("how do i learn chess ?", 1)[0].cluster == "c-chess"

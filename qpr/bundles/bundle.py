@@ -6,7 +6,8 @@ Layout::
     vocab.json      the vocabulary (``qpr.model.text``)
     model.safetensors  encoder weights (state dict; older bundles: encoder.pt, still read)
     index.faiss     FAISS index whose ids are the corpus' qids
-    corpus.parquet  qid, question, cluster, split
+    corpus.arrow    qid, question, cluster, split: an Arrow file, memory-mapped on load
+                    (``qpr.data.corpus_file``; older bundles: corpus.parquet, still read)
     README.md       the model card, config.json the config, for the Hugging Face Hub (``qpr.bundles.card``)
                     (a bundle with an encoder)
     bm25/           the corpus' BM25 index (bm25s arrays), memory-mapped on load; derived from the
@@ -26,7 +27,7 @@ The manifest and the folder are checked by ``qpr.bundles.manifest``.
 A *lexical* bundle (``Bundle.lexical``) is a corpus with no encoder yet, served by BM25 alone:
 a project started from bare questions, or one whose encoder is still training. It holds only
 ``manifest.json`` (``"lexical": true``, version = creation time + the corpus fingerprint),
-``corpus.parquet`` and ``bm25/``; ``encoder``, ``vocab`` and ``index`` are None.
+``corpus.arrow`` and ``bm25/``; ``encoder``, ``vocab`` and ``index`` are None.
 """
 
 from __future__ import annotations
@@ -41,13 +42,12 @@ from typing import Protocol, Sequence
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from qpr.bundles.card import write_card
-from qpr.bundles.manifest import (BM25_FOLDER, FORMAT_VERSION, LEXICAL, LEXICAL_FILES, REBUILD, check_target, is_bundle,
+from qpr.bundles.manifest import (BM25_FOLDER, FORMAT_VERSION, LEGACY_FILES, LEXICAL, LEXICAL_FILES, REBUILD, check_target, is_bundle,
                                   manifest_system, read_manifest)
 from qpr.data.corpus import COLUMNS, check_corpus, fingerprint
+from qpr.data.corpus_file import CORPUS_FILE, corpus_path, read_corpus_file, write_corpus_file
 from qpr.model.encoder import QuestionEncoder, encode_texts
 from qpr.errors import QPRError, one_line
 from qpr.fsutil.atomic import atomic_path
@@ -236,9 +236,9 @@ class Bundle:
                 system_named(self.system).save(self.encoder, self.vocab, tmp)
                 self.index.save(tmp / "index.faiss")
                 write_card(tmp, self.manifest)
-            self.corpus.to_parquet(tmp / "corpus.parquet", index=False)
+            write_corpus_file(self.corpus, tmp / CORPUS_FILE)
             self.bm25.save(tmp / BM25_FOLDER)
-            manifest = self.manifest | {"corpus_sha256": _file_sha256(tmp / "corpus.parquet")}
+            manifest = self.manifest | {"corpus_sha256": _file_sha256(tmp / CORPUS_FILE)}
             # The manifest goes last: a directory with a manifest was completely written.
             (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False))
         return path
@@ -256,15 +256,15 @@ class Bundle:
             raise QPRError(f"{path}: no bundle directory there (train one with `python -m qpr train`)")
         name = manifest_system(path)
         system = None if name == LEXICAL else system_named(name, f"{path}/manifest.json: ")
-        files, legacy = (LEXICAL_FILES, {}) if system is None else (system.files, system.legacy)
+        files, legacy = (LEXICAL_FILES, LEGACY_FILES) if system is None else (system.files, LEGACY_FILES | system.legacy)
         missing = [file for file in files if not any((path / name).is_file() for name in (file, *legacy.get(file, ())))]
         if missing:
             raise QPRError(f"{path}: incomplete bundle, missing {', '.join(missing)}")
         manifest = read_manifest(path)
         if system is None:
-            corpus = _read_corpus(path / "corpus.parquet")
+            corpus = read_corpus_file(corpus_path(path), REBUILD)
             if not _corpus_matches(path, corpus, manifest):
-                raise QPRError(f"{path}: corpus.parquet is not the corpus the manifest was built on (fingerprint "
+                raise QPRError(f"{path}: {corpus_path(path).name} is not the corpus the manifest was built on (fingerprint "
                                f"differs); {REBUILD}")
             return cls(None, None, None, corpus, manifest, BM25Retriever.load(path / BM25_FOLDER, corpus))
         encoder, vocab, output_dim = system.load(path, manifest)
@@ -274,14 +274,14 @@ class Bundle:
     def _checked(cls, path: Path, encoder, vocab: Vocabulary | None, manifest: dict, output_dim: int) -> "Bundle":
         """The bundle at ``path`` once its index and corpus agree with the encoder and the manifest."""
         index = VectorIndex.load(path / "index.faiss", manifest["index"])
-        corpus = _read_corpus(path / "corpus.parquet")
+        corpus = read_corpus_file(corpus_path(path), REBUILD)
         problems = []
         if index.dim != output_dim:
             problems.append(f"index vectors have {index.dim} dimensions, the encoder makes {output_dim}")
         if len(index) != len(corpus):
             problems.append(f"index holds {len(index)} vectors for {len(corpus)} corpus questions")
         if not _corpus_matches(path, corpus, manifest):
-            problems.append("corpus.parquet is not the corpus the manifest was built on (fingerprint differs)")
+            problems.append(f"{corpus_path(path).name} is not the corpus the manifest was built on (fingerprint differs)")
         if problems:
             raise QPRError(f"{path}: inconsistent bundle: " + "; ".join(problems) + ". Rebuild the index with `python -m qpr index`.")
         return cls(encoder, vocab, index, corpus, manifest, BM25Retriever.load(path / BM25_FOLDER, corpus))
@@ -305,18 +305,5 @@ def _corpus_matches(folder: Path, corpus: pd.DataFrame, manifest: dict) -> bool:
     the content fingerprint."""
     recorded = manifest.get("corpus_sha256")
     if isinstance(recorded, str):
-        return _file_sha256(folder / "corpus.parquet") == recorded
+        return _file_sha256(corpus_path(folder)) == recorded
     return fingerprint(corpus) == manifest["data_fingerprint"]
-
-
-def _read_corpus(path: Path) -> pd.DataFrame:
-    try:
-        # One chunk per column: a search takes its hits' rows from the corpus, which costs in
-        # proportion to the chunks (one per row group: 7 ms a search at a million questions).
-        corpus = pq.read_table(path).combine_chunks().to_pandas()
-    except (ValueError, OSError, pa.ArrowException) as err:
-        raise QPRError(f"{path} is not a readable Parquet file ({one_line(err)}); {REBUILD}") from err
-    missing = [c for c in COLUMNS if c not in corpus.columns]
-    if missing:
-        raise QPRError(f"{path} lacks column(s) {', '.join(missing)}; {REBUILD}")
-    return corpus

@@ -9,6 +9,7 @@ import json
 import os
 from pathlib import Path
 
+from qpr.data.corpus_file import CORPUS_FILE, PARQUET_CORPUS_FILE
 from qpr.errors import QPRError, one_line
 from qpr.fsutil.atomic import check_writable
 from qpr.fsutil.leftovers import recover
@@ -17,7 +18,10 @@ from qpr.systems.registry import DEFAULT, REGISTRY, system_named
 
 FORMAT_VERSION = 1
 LEXICAL = "bm25"  # the system of a lexical bundle
-LEXICAL_FILES = ("manifest.json", "corpus.parquet")
+LEXICAL_FILES = ("manifest.json", CORPUS_FILE)
+# A file every bundle holds -> the names older bundles hold in its place, which ``load`` still reads
+# (a system adds its own: ``System.legacy``).
+LEGACY_FILES = {CORPUS_FILE: (PARQUET_CORPUS_FILE,)}
 # What the manifest of a bundle with an encoder must hold, and the JSON types: everything ``load``
 # reads from it, with what its system reads besides (``System.manifest_fields``).
 MANIFEST_FIELDS = {"format_version": int, "version": str, "encoder_config": dict, "index": dict, "data_fingerprint": str}
@@ -28,7 +32,8 @@ BM25_FOLDER = "bm25"  # the BM25 index of the corpus, saved so that a large corp
 # Every name a bundle folder may hold: the files of every system (a model folder by its top name),
 # those older bundles hold in their place, the card and the BM25 index.
 ENTRIES = (frozenset(LEXICAL_FILES) | set(CARD_FILES) | {BM25_FOLDER} | {name.split("/")[0] for system in REGISTRY.values() for name in system.files}
-           | {old for system in REGISTRY.values() for names in system.legacy.values() for old in names})
+           | {old for legacy in (LEGACY_FILES, *(system.legacy for system in REGISTRY.values())) for names in legacy.values()
+              for old in names})
 
 
 def manifest_system(path: Path) -> str:

@@ -25,6 +25,7 @@ import torch
 import safetensors.torch
 from safetensors import SafetensorError
 
+from qpr.data.corpus_file import CORPUS_FILE
 from qpr.errors import QPRError, one_line
 from qpr.model.encoder import EncoderConfig, QuestionEncoder
 from qpr.model.text import TextConfig, Vocabulary
@@ -35,7 +36,7 @@ from qpr.training.train import TrainConfig, train
 REBUILD = "the bundle is damaged: rebuild it with `python -m qpr train` (or restore a copy)"
 WEIGHTS = "model.safetensors"
 LEGACY_WEIGHTS = "encoder.pt"  # what bundles from before safetensors hold in its place (module doc)
-FILES = ("manifest.json", "vocab.json", WEIGHTS, "index.faiss", "corpus.parquet")
+FILES = ("manifest.json", "vocab.json", WEIGHTS, "index.faiss", CORPUS_FILE)
 LEGACY = {WEIGHTS: (LEGACY_WEIGHTS,)}
 # The train command's options these systems read (argparse names), besides --seed.
 OPTIONS = ("loss", "smoothing", "margin", "distance", "negatives", "batch_size", "lr", "lr_schedule", "batching",

@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pandas as pd
 
+from qpr.data.corpus_file import CORPUS_FILE
 from qpr.errors import QPRError
 from qpr.model.encoder import QuestionEncoder
 from qpr.systems import question_encoder
@@ -32,7 +33,7 @@ from qpr.systems.transformer import (DEFAULT_BASE, EXTRA, FILES as TRANSFORMER_F
                                      TransformerEncoder, TransformerSettings, fit_transformer)
 
 # What every bundle with an encoder holds besides the encoder's own files (bundles/manifest.py).
-ENCODED = ("manifest.json", "index.faiss", "corpus.parquet")
+ENCODED = ("manifest.json", "index.faiss", CORPUS_FILE)
 DEFAULT = "cnn-sdml"  # the system of ``train`` without --system, and of bundles older than the manifest's field
 
 

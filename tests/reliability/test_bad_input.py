@@ -45,7 +45,9 @@ def _without(key):
 
 # Damaged copies of a good bundle: name -> what is done to it.
 DAMAGES = {
-    "bad-parquet": lambda f: (f / "corpus.parquet").write_bytes(b"PAR1 but not really" * 20),
+    "bad-arrow": lambda f: (f / "corpus.arrow").write_bytes(b"ARROW1 but not really" * 20),
+    # A bundle from before the Arrow corpus (corpus.parquet) whose file is damaged:
+    "bad-parquet": lambda f: ((f / "corpus.arrow").unlink(), (f / "corpus.parquet").write_bytes(b"PAR1 but not really" * 20)),
     "bad-encoder": lambda f: (f / "model.safetensors").write_bytes(b"not safetensors" * 20),
     # A bundle from before safetensors (encoder.pt) whose file is damaged:
     "bad-old-encoder": lambda f: ((f / "model.safetensors").unlink(), (f / "encoder.pt").write_bytes(b"not a zip archive" * 20)),
@@ -58,9 +60,10 @@ DAMAGES = {
     "manifest-wrong-factory": _edit_manifest(lambda m: m | {"index": m["index"] | {"factory": "HNSW16"}}),
     "manifest-bad-search": _edit_manifest(lambda m: m | {"index": m["index"] | {"search": 7}}),
     "manifest-not-utf8": lambda f: (f / "manifest.json").write_bytes(b"\xff\xfe{}"),
-    "corpus-without-columns": lambda f: pd.DataFrame({"x": [1]}).to_parquet(f / "corpus.parquet"),
+    "corpus-without-columns": lambda f: pd.DataFrame({"x": [1]}).to_feather(f / "corpus.arrow"),
 }
 DAMAGE_MESSAGES = {
+    "bad-arrow": "corpus.arrow is not a readable Arrow file",
     "bad-parquet": "corpus.parquet is not a readable Parquet file",
     "bad-encoder": "model.safetensors is not a readable safetensors file",
     "bad-old-encoder": "encoder.pt is not a PyTorch weights file",
@@ -72,7 +75,7 @@ DAMAGE_MESSAGES = {
     "manifest-wrong-factory": "holds an exact index, but the manifest says 'HNSW16'",
     "manifest-bad-search": "search parameters as text",
     "manifest-not-utf8": "manifest.json is not valid JSON",
-    "corpus-without-columns": "corpus.parquet lacks column",
+    "corpus-without-columns": "corpus.arrow lacks column",
 }
 
 
