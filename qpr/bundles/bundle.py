@@ -49,7 +49,7 @@ from qpr.bundles.manifest import (BM25_FOLDER, FORMAT_VERSION, LEGACY_FILES, LEX
 from qpr.data.corpus import COLUMNS, check_corpus, fingerprint
 from qpr.data.corpus_file import CORPUS_FILE, corpus_path, read_corpus_file, write_corpus_file
 from qpr.model.encoder import QuestionEncoder, encode_texts
-from qpr.errors import QPRError, one_line
+from qpr.errors import QPRError
 from qpr.fsutil.atomic import atomic_path
 from qpr.fsutil.leftovers import recover
 from qpr.retrieval.dense import DenseRetriever
