@@ -134,7 +134,7 @@ def burst(bundle: Path | None, clients: int, per_client: int) -> dict:
             finally:
                 stop_app(process)
     after, before = runs["http"], runs["before"]
-    return {"clients": clients, "searches_per_s": after["searches_per_s"], "searches_per_s_before": before["searches_per_s"],
+    return {"clients": clients, "per_client": per_client, "searches_per_s": after["searches_per_s"], "searches_per_s_before": before["searches_per_s"],
             "p99_ms": after["search_p99_ms"], "p99_ms_before": before["search_p99_ms"], "p50_ms": after["search_p50_ms"],
             "p50_ms_before": before["search_p50_ms"], "errors": after["errors"] + before["errors"],
             "server_cpu_ms_per_search": after["server_cpu_ms_per_search"],
