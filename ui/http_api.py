@@ -18,6 +18,7 @@ from __future__ import annotations
 import secrets
 
 from fastapi import Depends, HTTPException, Query
+from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPBasic, HTTPBasicCredentials
 
@@ -32,17 +33,15 @@ PATH = "/api/search"
 def search_routes(ctx: AppContext, logins: list[tuple[str, str]] | None) -> list[APIRoute]:
     """The API's routes over ``ctx``'s projects; with ``logins`` (``QPR_AUTH``'s pairs), each
     request must carry one of them."""
-    basic = HTTPBasic(auto_error=logins is not None, realm="qpr")
-
-    def signed_in(credentials: HTTPBasicCredentials | None = Depends(basic)) -> None:
-        if logins is not None and not any(
+    def signed_in(credentials: HTTPBasicCredentials = Depends(HTTPBasic(realm="qpr"))) -> None:
+        if not any(
                 secrets.compare_digest(credentials.username.encode(), user.encode())
                 & secrets.compare_digest(credentials.password.encode(), password.encode()) for user, password in logins):
             raise HTTPException(401, "unknown user name or password", headers={"WWW-Authenticate": "Basic"})
 
     def search(q: str = Query(description="the question"),
                k: int = Query(10, ge=1, le=MAX_K, description="how many results"),
-               project: str = Query(DEMO, description="the project's slug")) -> dict:
+               project: str = Query(DEMO, description="the project's slug")) -> JSONResponse:
         try:
             model = ctx.model_of(project)
         except QPRError as err:
@@ -52,8 +51,10 @@ def search_routes(ctx: AppContext, logins: list[tuple[str, str]] | None) -> list
             results = served.results(q, k)
         except QPRError as err:
             raise HTTPException(400, str(err)) from None
-        return {"project": project, "model": served.bundle.version, "retriever": served.default.name,
-                "results": results}
+        # Plain JSON types already: a JSONResponse skips FastAPI's walk of the answer to encode it.
+        return JSONResponse({"project": project, "model": served.bundle.version, "retriever": served.default.name,
+                             "results": results})
 
-    return [APIRoute(PATH, search, methods=["GET"], dependencies=[Depends(signed_in)],
+    # Without logins nothing is checked, and no dependency is resolved per request.
+    return [APIRoute(PATH, search, methods=["GET"], dependencies=[Depends(signed_in)] if logins is not None else [],
                      summary="The served model's top k for a question")]
