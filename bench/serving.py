@@ -14,9 +14,10 @@ chunks, each from a fresh vocabulary (cold: nothing hashed yet), then a second p
 vocabulary (what the first pass hashed is kept, as over a large corpus), alternated over
 ``--repeats`` rounds; the median of the rounds.
 
-``burst``: the app (``QPR_BUNDLE``, or the demo corpus) started twice, with
-``QPR_COALESCE_SEARCHES=0`` (today's path) and ``=1``; each time ``bench.search_load`` runs 20
-clients searching back to back through the app's HTTP API.
+``burst``: ``bench.search_load`` runs 20 clients searching back to back (``--per-client`` searches
+each) in the app (``QPR_BUNDLE``, or the demo corpus) started for each run: today's path (the
+Search tab's endpoint through Gradio's API, ``QPR_COALESCE_SEARCHES=0``) and the app's HTTP API
+with coalescing, ``--repeats`` runs each, alternated; the keys are the medians of the runs.
 
 ``build``: the corpus of ``bench.scale`` (Quora-lite + distractors up to ``--n``) encoded by
 the product's default encoder shape (untrained, seed 0) into a new bundle with the ``auto`` index
@@ -44,6 +45,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 import torch
 
@@ -112,6 +114,10 @@ def tokenize_rates(texts: list[str], repeats: int, chunk: int = 256, block: int 
             "tokenize_second_pass_qps_per_core": statistics.median(rates["after_second_pass"]),
             "tokenize_second_pass_qps_per_core_before": statistics.median(rates["before_second_pass"]),
             "tokenize_rounds": {name: [round(r) for r in values] for name, values in rates.items()},
+            # Each round's own ratio: the medians' ratio is the bar's, these say how much it scatters.
+            "tokenize_round_ratios": [after / before for after, before in zip(rates["after"], rates["before"])],
+            "tokenize_measured": f"{datetime.now(timezone.utc).isoformat(timespec='seconds')}, {repeats} alternated rounds, "
+                                 f"1-min load {os.getloadavg()[0]:.1f}",
             "tokenize_questions": len(texts)}
 
 
@@ -121,29 +127,51 @@ def app_env(tmp: Path, bundle: Path | None, coalesce: bool = True) -> dict:
     return env | ({"QPR_BUNDLE": str(bundle)} if bundle else {})
 
 
-def burst(bundle: Path | None, clients: int, per_client: int) -> dict:
+def burst(bundle: Path | None, clients: int, per_client: int, repeats: int) -> dict:
     """Searches per second and p99 of ``clients`` back-to-back clients: today's path (the Search
-    tab's endpoint through Gradio's API, each search alone), the same with coalescing, and the
-    app's HTTP search API with coalescing (``ui.http_api``), each in an app started for it."""
-    runs = {}
-    for name, coalesce, via in (("before", False, "gradio"), ("gradio_coalesced", True, "gradio"), ("http", True, "http")):
-        with tempfile.TemporaryDirectory() as tmp:
-            process, url, _ = start_app(app_env(Path(tmp), bundle, coalesce), Path(tmp) / "app.log", limit_s=900)
-            try:
-                runs[name] = run_search_load(url, clients, per_client, lone=5, pid=process.pid, via=via)
-            finally:
-                stop_app(process)
-    after, before = runs["http"], runs["before"]
-    return {"clients": clients, "per_client": per_client, "searches_per_s": after["searches_per_s"], "searches_per_s_before": before["searches_per_s"],
-            "p99_ms": after["search_p99_ms"], "p99_ms_before": before["search_p99_ms"], "p50_ms": after["search_p50_ms"],
-            "p50_ms_before": before["search_p50_ms"], "errors": after["errors"] + before["errors"],
-            "server_cpu_ms_per_search": after["server_cpu_ms_per_search"],
-            "server_cpu_ms_per_search_before": before["server_cpu_ms_per_search"],
-            "path": "GET /api/search (ui.http_api), concurrent searches coalesced",
-            "path_before": "the Search tab's endpoint through Gradio's API, each search alone (QPR_COALESCE_SEARCHES=0)",
-            "gradio_coalesced": {key: runs["gradio_coalesced"][key] for key in
-                                 ("searches_per_s", "search_p50_ms", "search_p99_ms", "server_cpu_ms_per_search", "errors")},
-            "load_average": os.getloadavg()[0]}
+    tab's endpoint through Gradio's API, each search alone) and the app's HTTP search API with
+    coalescing (``ui.http_api``), ``repeats`` times each, alternated, each run in an app started
+    for it; the keys hold the medians over the runs (the runs and a 95% interval of the mean
+    beside them). Once, for reference: the Search tab's endpoint with coalescing."""
+    configs = {"before": (False, "gradio"), "http": (True, "http"), "gradio_coalesced": (True, "gradio")}
+    runs = {name: [] for name in configs}
+    for repeat in range(repeats):
+        for name, (coalesce, via) in configs.items():
+            if name == "gradio_coalesced" and repeat:
+                continue
+            with tempfile.TemporaryDirectory() as tmp:
+                process, url, _ = start_app(app_env(Path(tmp), bundle, coalesce), Path(tmp) / "app.log", limit_s=900)
+                try:
+                    runs[name].append(run_search_load(url, clients, per_client, lone=5, pid=process.pid, via=via))
+                finally:
+                    stop_app(process)
+            print(f"burst run {repeat + 1}/{repeats} {name}: {runs[name][-1]['searches_per_s']:.1f} searches/s, "
+                  f"p99 {runs[name][-1]['search_p99_ms']:.1f} ms", flush=True)
+
+    def median(name: str, key: str) -> float:
+        return statistics.median(run[key] for run in runs[name])
+
+    def spread(name: str, key: str) -> dict:
+        values = [run[key] for run in runs[name]]
+        low, high = (stats.t.interval(0.95, len(values) - 1, loc=np.mean(values), scale=stats.sem(values))
+                     if len(values) > 1 else (values[0], values[0]))
+        return {f"{key}_runs": values, f"{key}_mean_ci95": [float(low), float(high)]}
+
+    measured = {"clients": clients, "per_client": per_client, "repeats": repeats,
+                "searches_per_s": median("http", "searches_per_s"), "searches_per_s_before": median("before", "searches_per_s"),
+                "p99_ms": median("http", "search_p99_ms"), "p99_ms_before": median("before", "search_p99_ms"),
+                "p50_ms": median("http", "search_p50_ms"), "p50_ms_before": median("before", "search_p50_ms"),
+                "errors": sum(run["errors"] for name in ("http", "before") for run in runs[name]),
+                "server_cpu_ms_per_search": median("http", "server_cpu_ms_per_search"),
+                "server_cpu_ms_per_search_before": median("before", "server_cpu_ms_per_search"),
+                "path": "GET /api/search (ui.http_api), concurrent searches coalesced",
+                "path_before": "the Search tab's endpoint through Gradio's API, each search alone (QPR_COALESCE_SEARCHES=0)",
+                "http_runs": spread("http", "searches_per_s") | spread("http", "search_p99_ms"),
+                "before_runs": spread("before", "searches_per_s") | spread("before", "search_p99_ms"),
+                "gradio_coalesced": {key: runs["gradio_coalesced"][0][key] for key in
+                                     ("searches_per_s", "search_p50_ms", "search_p99_ms", "server_cpu_ms_per_search", "errors")},
+                "load_average": os.getloadavg()[0]}
+    return measured
 
 
 def build(n: int, out: Path, work: Path) -> Path:
@@ -239,7 +267,8 @@ def main() -> None:
     p = sub.add_parser("burst")
     p.add_argument("--bundle", type=Path, help="default: the demo corpus")
     p.add_argument("--clients", type=int, default=20)
-    p.add_argument("--per-client", type=int, default=10)
+    p.add_argument("--per-client", type=int, default=50)
+    p.add_argument("--repeats", type=int, default=5)
     p = sub.add_parser("build")
     p.add_argument("--n", type=int, required=True)
     p.add_argument("--out", type=Path, required=True)
@@ -252,7 +281,7 @@ def main() -> None:
     if args.step == "tokenize":
         print(merge(tokenize_rates(quora_questions(), args.repeats)))
     elif args.step == "burst":
-        measured = burst(args.bundle, args.clients, args.per_client)
+        measured = burst(args.bundle, args.clients, args.per_client, args.repeats)
         key = "burst" if args.bundle else "burst_demo"
         size = len(read_corpus_file(corpus_path(args.bundle), "rebuild the bundle")) if args.bundle else None
         print(merge({key: measured | ({"questions": size} if size else {"corpus": "demo"})}, replace=True))
