@@ -45,7 +45,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 import torch
 
@@ -59,6 +58,7 @@ from qpr.data.corpus_file import corpus_path, read_corpus_file
 from qpr.fsutil.atomic import atomic_path
 from qpr.model.encoder import EncoderConfig, QuestionEncoder, encode_texts, pad_batch
 from qpr.model.text import TextConfig, Vocabulary
+from qpr.research.confidence import mean_ci
 
 RESULTS = ROOT / "bench" / "results" / "serving.json"
 EMPTY = {"questions": 0, "startup_s": 0.0, "rss_gb": 0.0, "search_p50_ms": 0.0, "search_p99_ms": 0.0}
@@ -153,11 +153,10 @@ def burst(bundle: Path | None, clients: int, per_client: int, repeats: int) -> d
 
     def spread(name: str, key: str) -> dict:
         values = [run[key] for run in runs[name]]
-        low, high = (stats.t.interval(0.95, len(values) - 1, loc=np.mean(values), scale=stats.sem(values))
-                     if len(values) > 1 else (values[0], values[0]))
-        return {f"{key}_runs": values, f"{key}_mean_ci95": [float(low), float(high)]}
+        _, low, high = mean_ci(values) if len(values) > 1 else (values[0],) * 3
+        return {f"{key}_runs": values, f"{key}_mean_ci95": [low, high]}
 
-    measured = {"clients": clients, "per_client": per_client, "repeats": repeats,
+    return {"clients": clients, "per_client": per_client, "repeats": repeats,
                 "searches_per_s": median("http", "searches_per_s"), "searches_per_s_before": median("before", "searches_per_s"),
                 "p99_ms": median("http", "search_p99_ms"), "p99_ms_before": median("before", "search_p99_ms"),
                 "p50_ms": median("http", "search_p50_ms"), "p50_ms_before": median("before", "search_p50_ms"),
@@ -171,7 +170,6 @@ def burst(bundle: Path | None, clients: int, per_client: int, repeats: int) -> d
                 "gradio_coalesced": {key: runs["gradio_coalesced"][0][key] for key in
                                      ("searches_per_s", "search_p50_ms", "search_p99_ms", "server_cpu_ms_per_search", "errors")},
                 "load_average": os.getloadavg()[0]}
-    return measured
 
 
 def build(n: int, out: Path, work: Path) -> Path:

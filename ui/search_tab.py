@@ -66,12 +66,12 @@ class SearchTab:
             gr.Markdown(SCORE_NOTE)
             with gr.Row():  # side by side when compared
                 self.results, self.dense, self.bm25 = (
-                    gr.Dataframe(pd.DataFrame(columns=COLUMNS), label=labels[part], elem_id=f"search-{part}",
+                    gr.Dataframe(_empty(), label=labels[part], elem_id=f"search-{part}",
                                  datatype=["number", "str", "str", "number"], interactive=False, wrap=True,
                                  visible=part == "results", column_widths=WIDTHS)
                     for part in ("results", "dense", "bm25")
                 )
-            # The page's project's example queries (``relabel`` replaces them when the project changes).
+            # The page's project's example queries (``controls`` replaces them when the served model changes).
             self.examples = gr.Dataset(components=[query], samples=[[q] for q in self.ctx.examples],
                                        label="Examples (click to search and compare)", elem_id="search-examples")
             inputs = [query, k, self.compare, self.shown]
@@ -95,7 +95,7 @@ class SearchTab:
         if compare:
             parts |= {self.dense: served.dense, self.bm25: served.bm25} if served.default is not served.dense else {self.bm25: served.bm25}
         # A table not searched (hidden) is emptied rather than left out: see the module's docstring.
-        found = {table: _table(served, parts[table], query, int(k)) if table in parts else pd.DataFrame(columns=COLUMNS)
+        found = {table: _table(served, parts[table], query, int(k)) if table in parts else _empty()
                  for table in (self.results, self.dense, self.bm25)}
         return found if shown is None else self._labelled(served, shown, compare, found)
 
@@ -116,7 +116,7 @@ class SearchTab:
         parts = {self.results: ("results", True), self.dense: ("dense", compare and not served.bundle.lexical),
                  self.bm25: ("bm25", compare)}
         updates = {component: gr.Dataframe(label=labels[part], visible=visible,
-                                           value=tables.get(component, pd.DataFrame(columns=COLUMNS)))
+                                           value=tables.get(component, _empty()))
                    for component, (part, visible) in parts.items()}
         return updates | {self.shown: served.bundle.version}
 
@@ -141,6 +141,11 @@ class SearchTab:
     def refresh(self, query: str, k: float, compare: bool, shown: str | None = None) -> dict:
         """After the compare box changes: fill the parts' tables if there is a question to compare."""
         return self.search(query, k, compare, shown) if compare and query.strip() else gr.skip()
+
+
+def _empty() -> pd.DataFrame:
+    """A table with the tab's columns and no rows (a new one each time: Gradio may keep it)."""
+    return pd.DataFrame(columns=COLUMNS)
 
 
 def _table(served, retriever, query: str, k: int) -> pd.DataFrame:

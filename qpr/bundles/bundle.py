@@ -262,9 +262,10 @@ class Bundle:
             raise QPRError(f"{path}: incomplete bundle, missing {', '.join(missing)}")
         manifest = read_manifest(path)
         if system is None:
-            corpus = read_corpus_file(corpus_path(path), REBUILD)
-            if not _corpus_matches(path, corpus, manifest):
-                raise QPRError(f"{path}: {corpus_path(path).name} is not the corpus the manifest was built on (fingerprint "
+            file = corpus_path(path)
+            corpus = read_corpus_file(file, REBUILD)
+            if not _corpus_matches(file, corpus, manifest):
+                raise QPRError(f"{path}: {file.name} is not the corpus the manifest was built on (fingerprint "
                                f"differs); {REBUILD}")
             return cls(None, None, None, corpus, manifest, BM25Retriever.load(path / BM25_FOLDER, corpus))
         encoder, vocab, output_dim = system.load(path, manifest)
@@ -274,14 +275,15 @@ class Bundle:
     def _checked(cls, path: Path, encoder, vocab: Vocabulary | None, manifest: dict, output_dim: int) -> "Bundle":
         """The bundle at ``path`` once its index and corpus agree with the encoder and the manifest."""
         index = VectorIndex.load(path / "index.faiss", manifest["index"])
-        corpus = read_corpus_file(corpus_path(path), REBUILD)
+        file = corpus_path(path)
+        corpus = read_corpus_file(file, REBUILD)
         problems = []
         if index.dim != output_dim:
             problems.append(f"index vectors have {index.dim} dimensions, the encoder makes {output_dim}")
         if len(index) != len(corpus):
             problems.append(f"index holds {len(index)} vectors for {len(corpus)} corpus questions")
-        if not _corpus_matches(path, corpus, manifest):
-            problems.append(f"{corpus_path(path).name} is not the corpus the manifest was built on (fingerprint differs)")
+        if not _corpus_matches(file, corpus, manifest):
+            problems.append(f"{file.name} is not the corpus the manifest was built on (fingerprint differs)")
         if problems:
             raise QPRError(f"{path}: inconsistent bundle: " + "; ".join(problems) + ". Rebuild the index with `python -m qpr index`.")
         return cls(encoder, vocab, index, corpus, manifest, BM25Retriever.load(path / BM25_FOLDER, corpus))
@@ -298,12 +300,12 @@ def _file_sha256(path: Path) -> str:
         return hashlib.file_digest(file, "sha256").hexdigest()
 
 
-def _corpus_matches(folder: Path, corpus: pd.DataFrame, manifest: dict) -> bool:
-    """Whether ``corpus``, read from ``folder``, is the corpus ``manifest`` was written with: by the
+def _corpus_matches(file: Path, corpus: pd.DataFrame, manifest: dict) -> bool:
+    """Whether ``corpus``, read from ``file``, is the corpus ``manifest`` was written with: by the
     file's SHA-256 where the manifest records it (every bundle saved since it does; the content
     fingerprint took 20 s of a start at ten million questions, the file's hash under one), else by
     the content fingerprint."""
     recorded = manifest.get("corpus_sha256")
     if isinstance(recorded, str):
-        return _file_sha256(corpus_path(folder)) == recorded
+        return _file_sha256(file) == recorded
     return fingerprint(corpus) == manifest["data_fingerprint"]
