@@ -12,7 +12,8 @@ process (``time.process_time``, so the other jobs on a shared machine do not cou
 ``encode_texts`` did) against ``Vocabulary.encode_batch`` + ``TokenBatch.padded`` on the same
 chunks, each from a fresh vocabulary (cold: nothing hashed yet), then a second pass with the same
 vocabulary (what the first pass hashed is kept, as over a large corpus), alternated over
-``--repeats`` rounds; the median of the rounds.
+``--repeats`` rounds; the median of the rounds. A full garbage collection runs before each pass,
+untimed, so that no pass pays for the objects the one before left behind.
 
 ``burst``: ``bench.search_load`` runs 20 clients searching back to back (``--per-client`` searches
 each) in the app (``QPR_BUNDLE``, or the demo corpus) started for each run: today's path (the
@@ -35,6 +36,7 @@ the app's HTTP search API (Quora-lite test questions).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -106,16 +108,19 @@ def tokenize_rates(texts: list[str], repeats: int, chunk: int = 256, block: int 
         for name, run in (("before", today), ("after", batched)):
             vocab = Vocabulary(tokens, TextConfig())
             for key in (name, f"{name}_second_pass"):  # cold, then with what the first pass hashed
+                gc.collect()  # the garbage of the path before (and of old vocabularies) is not this pass's
                 start = time.process_time()
                 run(vocab)
                 rates[key].append(len(texts) / (time.process_time() - start))
+    # Each round's own ratio: the medians' ratio is the bar's, these say how much it scatters.
+    ratios = [after / before for after, before in zip(rates["after"], rates["before"])]
     return {"tokenize_qps_per_core": statistics.median(rates["after"]),
             "tokenize_qps_per_core_before": statistics.median(rates["before"]),
             "tokenize_second_pass_qps_per_core": statistics.median(rates["after_second_pass"]),
             "tokenize_second_pass_qps_per_core_before": statistics.median(rates["before_second_pass"]),
             "tokenize_rounds": {name: [round(r) for r in values] for name, values in rates.items()},
-            # Each round's own ratio: the medians' ratio is the bar's, these say how much it scatters.
-            "tokenize_round_ratios": [after / before for after, before in zip(rates["after"], rates["before"])],
+            "tokenize_round_ratios": ratios,
+            "tokenize_round_ratio_mean_ci95": list(mean_ci(ratios)[1:]) if len(ratios) > 1 else None,
             "tokenize_measured": f"{datetime.now(timezone.utc).isoformat(timespec='seconds')}, {repeats} alternated rounds, "
                                  f"1-min load {os.getloadavg()[0]:.1f}",
             "tokenize_questions": len(texts)}
