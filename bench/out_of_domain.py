@@ -34,6 +34,7 @@ Stages (each resumable: a fold's rows are kept in runs/ood/folds/<domain>.json):
   teacher   MiniLM vectors of every domain and its extra questions (cached in runs/ood)
   folds     every system on every left-out domain (``--only`` a subset of systems)
   rates     encoding rates (run under ``flock /tmp/qpr-timing.lock``)
+  choice    the fusion chosen without labels for the taught encoders (``choice``), merged into the results
   report    bench/results/out_of_domain.json, the plot and the tables in docs/OUT_OF_DOMAIN.md
 
 The optional transformer backend is measured apart (``bench/transformer_backend.py``): its rows
@@ -64,6 +65,7 @@ from qpr.model.encoder import EncoderConfig, encode_texts
 from qpr.training.distill import GeneralConfig, Unlabelled, train_general
 from qpr.bundles.general import ADAPT, BUILD, NO_TEACHER, STUDENT, TEACH, distilled_student, general_material, minilm_vectors, rebase, training_info
 from qpr.evaluation.metrics import TOP, h1_change, pair_auc, rank_metrics
+from qpr.retrieval.fusion_choice import SAMPLE, choose_fusion
 from qpr.retrieval.hybrid import Fusion, HybridRetriever, RankFusion, fit_fusion, fit_rows, fusion_rows, rank_fuse
 from qpr.retrieval.index import IndexConfig
 from qpr.retrieval.dense import DenseRetriever
@@ -276,8 +278,8 @@ def run_fold(name: str, only: set[str] | None, redo: bool = False) -> None:
             taught = train_general({}, Unlabelled([q for q, k in zip(questions, keep) if k], vectors[keep]), TEACH,
                                    warm_start=(general.encoder, general.vocab), progress=False)
             bundle = bundle_on(taught, fold.corpus)
-            if held_out:  # kept for the report, which measures the served fusion over it
-                bundle.save(WORK / "taught-new" / name)
+            # Kept for the report and the stage choice, which measure fusions over them.
+            bundle.save(WORK / ("taught-new" if held_out else "taught") / name)
             fold.record(system, bundle.dense_retriever(), train_seconds=round(taught.seconds, 1), taught_questions=int(keep.sum()))
     if step3:
         general = Bundle.load(general_path)
@@ -362,6 +364,13 @@ def fused_rows(folds: dict[str, Fold], dense: str, system: str) -> tuple[list[di
     return rows, {"H1_by_setting": table, "over_all_domains": overall}
 
 
+def fusion_fit_rows(folds: dict[str, Fold], general: dict[str, Bundle]) -> dict[str, tuple]:
+    """What the hybrid scorer is fitted on from each fold with a ``general`` bundle (``fusion_rows``):
+    ``FIT_QUERIES`` of its queries, their features from its own fold's general encoder."""
+    return {name: fusion_rows(bundle.dense_retriever(), folds[name].queries.sample(min(FIT_QUERIES, len(folds[name].queries)), random_state=0),
+                              bm25=folds[name].bm25) for name, bundle in general.items()}
+
+
 def fitted_rows(folds: dict[str, Fold]) -> tuple[list[dict], dict]:
     """The product's hybrid scorer with BM25 per left-out domain, fitted on the other left-out
     domains' queries (``FIT_QUERIES`` of each, their features from their own fold's general
@@ -371,8 +380,7 @@ def fitted_rows(folds: dict[str, Fold]) -> tuple[list[dict], dict]:
     same scorer, as ``rebase`` carries it). Also the scorer fitted on all domains, which
     ``qpr.bundles.general.FUSION`` carries."""
     general = {name: Bundle.load(WORK / "general" / name) for name in folds if (WORK / "general" / name).is_dir()}
-    fit_on = {name: fusion_rows(general[name].dense_retriever(), folds[name].queries.sample(min(FIT_QUERIES, len(folds[name].queries)), random_state=0),
-                                bm25=folds[name].bm25) for name in general}
+    fit_on = fusion_fit_rows(folds, general)
     nested = {name: fit_rows([fit_on[other] for other in general if other != name], per_query=True) for name in general}
     taught = {name: Bundle.load(WORK / "taught-new" / name) for name in general if (WORK / "taught-new" / name).is_dir()}
     rows = []
@@ -387,6 +395,54 @@ def fitted_rows(folds: dict[str, Fold]) -> tuple[list[dict], dict]:
     overall = fit_rows(list(fit_on.values()), per_query=True).to_dict() if fit_on else None
     return rows, {"fitted_on": "the other left-out domains", "queries_per_domain": FIT_QUERIES, "objective": "per query",
                   "over_all_domains": overall}
+
+
+def choice() -> dict:
+    """Issue 42's hybrid that does not lose to its parts, for the encoder taught on a corpus
+    (``taught``: its queries taught too; ``taught-new``: not). On each fold with saved taught
+    bundles, H@1 of the taught dense alone and of its hybrid with four fusions, none fitted on the
+    left-out domain's labels:
+    - ``carried``: the general's (nested as ``fitted_rows`` fits it: on the other left-out
+      domains, each domain's features from its own fold's general encoder);
+    - ``taught_fitted``: fitted the same way, but each other domain's features from its own fold's
+      encoder taught in the same mode: a fusion fitted for the kind of encoder at hand;
+    - ``teacher_chosen``: ``qpr.retrieval.fusion_choice.choose_fusion`` over the carried one, the
+      carried fusion, one refitted on MiniLM's neighbours, or the dense part alone, whichever
+      agrees most with MiniLM's nearest corpus question.
+    Also ``taught_fitted_over_all``: the taught fusion fitted on every fold there (what a
+    product constant would be). Merged into the results as ``fusion_choice``, nothing else changed."""
+    folds = {name: Fold(name) for name in DOMAINS if (WORK / "general" / name).is_dir()}
+    general_rows = fusion_fit_rows(folds, {name: Bundle.load(WORK / "general" / name) for name in folds})
+    rows, over_all = [], {}
+    for mode in ("taught", "taught-new"):
+        taught = {name: Bundle.load(WORK / mode / name) for name in folds if (WORK / mode / name).is_dir()}
+        taught_rows = fusion_fit_rows(folds, taught)
+        over_all[mode] = fit_rows(list(taught_rows.values()), per_query=True).to_dict() if len(taught_rows) > 1 else None
+        for name, bundle in taught.items():
+            fold, dense = folds[name], bundle.dense_retriever()
+            others = [other for other in taught if other != name]
+            carried = fit_rows([general_rows[other] for other in others], per_query=True)
+            vectors = minilm(name, fold.corpus).index.vectors(fold.corpus["qid"].to_numpy())
+            chosen = choose_fusion(dense, vectors, carried, fold.bm25)
+            measured = {"dense": dense, "carried": HybridRetriever(dense, carried, fold.bm25),
+                        "taught_fitted": HybridRetriever(dense, fit_rows([taught_rows[other] for other in others], per_query=True), fold.bm25),
+                        "teacher_chosen": dense if chosen.fusion is None else HybridRetriever(dense, chosen.fusion, fold.bm25)}
+            row = {"left_out": name, "mode": mode, "fitted_on": others, "teacher_chose": chosen.name, "agreement_at_1": chosen.agreement,
+                   "H1_bm25": rank_metrics(hits_of(fold.lists["bm25"], fold.corpus, fold.queries))["H1"]}
+            row |= {f"H1_{key}": rank_metrics(hits_of(ranked(r, fold.queries), fold.corpus, fold.queries))["H1"] for key, r in measured.items()}
+            print(row, flush=True)
+            rows.append(row)
+    variants = ("carried", "taught_fitted", "teacher_chosen")
+    summary = {mode: {v: {"mean_H1": float(np.mean([r[f"H1_{v}"] for r in rows if r["mode"] == mode])),
+                          "ge_dense": {r["left_out"]: r[f"H1_{v}"] >= r["H1_dense"] for r in rows if r["mode"] == mode},
+                          "ge_better_part": {r["left_out"]: r[f"H1_{v}"] >= max(r["H1_dense"], r["H1_bm25"]) for r in rows if r["mode"] == mode}}
+                      for v in variants} | {"dense": {"mean_H1": float(np.mean([r["H1_dense"] for r in rows if r["mode"] == mode]))}}
+               for mode in ("taught", "taught-new") if any(r["mode"] == mode for r in rows)}
+    out = {"rows": rows, "summary": summary, "taught_fitted_over_all": over_all, "domains": sorted(folds),
+           "sample": SAMPLE, "queries": MAX_QUERIES, "fit_queries": FIT_QUERIES, "machine": machine(), "date": time.strftime("%Y-%m-%d")}
+    previous = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+    write_json(previous | {"fusion_choice": out}, RESULTS)
+    return out
 
 
 def encoder_of(system: str) -> str:
@@ -608,7 +664,7 @@ def tables(runs: list[dict], by: dict, names: list[str], payload: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("stage", choices=["teacher", "folds", "rates", "report"])
+    parser.add_argument("stage", choices=["teacher", "folds", "rates", "choice", "report"])
     parser.add_argument("--domains", nargs="*", default=list(DOMAINS))
     parser.add_argument("--only", nargs="*", help="systems to run (default: all)")
     parser.add_argument("--redo", action="store_true", help="measure the --only systems again even where a fold has them")
@@ -624,6 +680,8 @@ def main() -> None:
             run_fold(name, set(args.only) if args.only else None, args.redo)
     elif args.stage == "rates":
         rates()
+    elif args.stage == "choice":
+        choice()
     else:
         report()
 

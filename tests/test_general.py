@@ -14,11 +14,13 @@ from qpr.bundles import general as general_module
 from qpr.data import sources
 from qpr.bundles.bundle import Bundle
 from qpr.bundles.training import retrain_bundle
+from qpr.cli import commands
 from qpr.cli.main import main
 from qpr.data.corpus import fingerprint
 from qpr.training.distill import GeneralConfig
 from qpr.errors import QPRError
 from qpr.bundles.general import build_general, general_material, minilm_vectors, rebase
+from qpr.retrieval.fusion_choice import FusionChoice
 from qpr.retrieval.hybrid import HybridRetriever, RankFusion, RankFusionRetriever
 from qpr.serving.served_model import Served, serving_retriever
 from ui.search_tab import labels_of
@@ -139,7 +141,14 @@ def test_a_distilled_general_bundle_rebases_with_its_teacher_and_retrains_with_c
     users = synthetic("insurance")
     cold = rebase(general, users.assign(cluster=pd.NA), adapt=TINY, teacher=True)
     assert cold.manifest["general"]["teacher"] == "all-MiniLM-L6-v2" and cold.encoder.config.normalize
-    assert cold.manifest["fusion"] == general.manifest["fusion"]  # carried over to the user's corpus
+    # Taught on the user's corpus, the fusion is chosen by the teacher's neighbours: carried, refit or none.
+    choice = cold.manifest["fusion_choice"]
+    assert choice["chosen"] in choice["agreement_at_1"] and choice["agreement_at_1"][choice["chosen"]] == max(choice["agreement_at_1"].values())
+    assert ("fusion" in cold.manifest) == (choice["chosen"] != "dense")
+    if choice["chosen"] == "carried":
+        assert cold.manifest["fusion"] == general.manifest["fusion"]
+    untaught = rebase(general, users.assign(cluster=pd.NA))
+    assert untaught.manifest["fusion"] == general.manifest["fusion"] and "fusion_choice" not in untaught.manifest  # no teacher: carried over
     split = users.assign(split=np.where(users["cluster"].str.endswith(("card", "pin")), "val", "train"))
     retrained = retrain_bundle(cold, split, max_epochs=1, fuse=False, progress=False)
     assert retrained.manifest["training"]["config"]["distance"] == "cosine" and retrained.encoder.config.normalize
@@ -165,6 +174,29 @@ def test_cli_rebases_a_general_bundle_onto_a_users_questions(tiny_domains, tmp_p
     (tmp_path / "notes" / "keep.txt").write_text("mine")
     assert main(["rebase", str(tmp_path / "general"), "--corpus", str(questions), "--out", str(tmp_path / "notes"), "--quiet"]) == 2
     assert "not a bundle" in capsys.readouterr().err and (tmp_path / "notes" / "keep.txt").read_text() == "mine"
+
+
+def test_a_taught_rebase_whose_teacher_prefers_the_dense_part_serves_it_alone(tiny_domains, tmp_path, capsys, monkeypatch):
+    general = build_general(domains=tiny_domains, teacher=False, config=TINY, fusion=general_module.FUSION, progress=False)
+    general.save(tmp_path / "general")
+    rng = np.random.default_rng(0)
+
+    def fake_minilm(texts, cache=None, progress=False):  # any unit vectors as wide as the student: the choice is stubbed below
+        vectors = rng.normal(size=(len(texts), general.encoder.config.output_dim))
+        return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+    chose = FusionChoice("dense", None, {"carried": 0.2, "refit": 0.3, "dense": 0.5}, 9)
+    monkeypatch.setattr(general_module, "minilm_vectors", fake_minilm)
+    monkeypatch.setattr(general_module, "choose_fusion", lambda *args, **kwargs: chose)
+    questions = tmp_path / "mine.csv"
+    synthetic("insurance").drop(columns=["split"]).assign(cluster="").to_csv(questions, index=False)
+    monkeypatch.setattr(commands, "TEACH", TINY)  # the CLI's --adapt teacher, at a test's size
+    assert main(["rebase", str(tmp_path / "general"), "--corpus", str(questions), "--out", str(tmp_path / "mine"),
+                 "--adapt", "teacher", "--quiet"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["fusion"] is None and printed["fusion_choice"] == chose.to_dict()
+    mine = Bundle.load(tmp_path / "mine")
+    assert "fusion" not in mine.manifest and not isinstance(serving_retriever(mine), (HybridRetriever, RankFusionRetriever))
 
 
 def test_the_general_fusion_is_the_one_the_benchmark_fitted_across_domains():

