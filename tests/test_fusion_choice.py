@@ -9,6 +9,7 @@ import pytest
 
 from qpr.bundles.bundle import Bundle
 from qpr.errors import QPRError
+from qpr.retrieval import fusion_choice
 from qpr.retrieval.fusion_choice import DENSE, agreement, choose_fusion, reference_neighbours
 from qpr.retrieval.hybrid import FEATURES, Fusion, HybridRetriever, fusion_rows
 from qpr.retrieval.index import IndexConfig
@@ -75,3 +76,13 @@ def test_a_reference_of_the_wrong_size_is_refused(tiny_bundle):
     dense = tiny_bundle.dense_retriever()
     with pytest.raises(QPRError, match="one per question"):
         choose_fusion(dense, np.ones((3, 4), dtype=np.float32), BM25_ONLY)
+
+
+def test_a_refit_that_cannot_be_fitted_leaves_the_carried_fusion_and_the_dense_part(unit_bundle, monkeypatch):
+    def cannot_fit(*args, **kwargs):
+        raise QPRError("no query among the reference's neighbours has both a paraphrase and a non-paraphrase")
+
+    monkeypatch.setattr(fusion_choice, "fit_rows", cannot_fit)
+    vectors = unit_bundle.index.vectors(unit_bundle.corpus["qid"].to_numpy())
+    choice = choose_fusion(unit_bundle.dense_retriever(), vectors, BM25_ONLY, sample=60)
+    assert set(choice.agreement) == {"carried", DENSE} and choice.name in choice.agreement
