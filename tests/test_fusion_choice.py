@@ -86,3 +86,9 @@ def test_a_refit_that_cannot_be_fitted_leaves_the_carried_fusion_and_the_dense_p
     vectors = unit_bundle.index.vectors(unit_bundle.corpus["qid"].to_numpy())
     choice = choose_fusion(unit_bundle.dense_retriever(), vectors, BM25_ONLY, sample=60)
     assert set(choice.agreement) == {"carried", DENSE} and choice.name in choice.agreement
+
+
+def test_a_corpus_too_small_to_compare_on_keeps_the_carried_fusion(tiny_bundle):
+    small = Bundle.create(tiny_bundle.encoder, tiny_bundle.vocab, tiny_bundle.corpus.head(3), IndexConfig("Flat"))
+    choice = choose_fusion(small.dense_retriever(), np.eye(3, dtype=np.float32), BM25_ONLY)
+    assert (choice.name, choice.fusion, choice.agreement, choice.questions) == ("carried", BM25_ONLY, {}, 0)

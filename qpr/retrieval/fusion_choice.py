@@ -67,12 +67,13 @@ def choose_fusion(dense: DenseRetriever, vectors: np.ndarray, carried: Fusion, b
     """The carried fusion, one refitted on the reference's neighbours, or the dense part alone:
     whichever agrees most with ``vectors`` (the reference; see module doc) on half of ``sample``
     corpus questions, the refit fitted on the other half. Ties keep the carried fusion, then the
-    refit. QPRError if ``vectors`` does not have one row per corpus question."""
+    refit; a corpus under 4 questions keeps the carried fusion, compared with nothing. QPRError if
+    ``vectors`` does not have one row per corpus question."""
     corpus = dense.corpus
     if len(vectors) != len(corpus):
         raise QPRError(f"the reference has {len(vectors):,} vectors for a corpus of {len(corpus):,} questions: one per question")
-    if len(corpus) < 4:
-        raise QPRError(f"a corpus of {len(corpus)} questions is too small to choose a fusion on: it needs at least 4")
+    if len(corpus) < 4:  # too few questions to refit on one half and compare on the other: keep what was carried
+        return FusionChoice("carried", carried, {}, 0)
     bm25 = bm25 or BM25Retriever(corpus)
     rows = np.random.default_rng(seed).permutation(len(corpus))[: min(sample, len(corpus))]
     fit_on, check_on = rows[: len(rows) // 2], rows[len(rows) // 2 :]
