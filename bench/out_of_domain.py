@@ -414,6 +414,8 @@ def choice() -> dict:
     folds = {name: Fold(name) for name in DOMAINS if (WORK / "general" / name).is_dir()}
     general_rows = fusion_fit_rows(folds, {name: Bundle.load(WORK / "general" / name) for name in folds})
     rows, over_all = [], {}
+    # MiniLM's vectors of each fold's corpus, read once for both modes.
+    reference = {name: minilm(name, fold.corpus).index.vectors(fold.corpus["qid"].to_numpy()) for name, fold in folds.items()}
     for mode in ("taught", "taught-new"):
         taught = {name: Bundle.load(WORK / mode / name) for name in folds if (WORK / mode / name).is_dir()}
         taught_rows = fusion_fit_rows(folds, taught)
@@ -422,8 +424,7 @@ def choice() -> dict:
             fold, dense = folds[name], bundle.dense_retriever()
             others = [other for other in taught if other != name]
             carried = fit_rows([general_rows[other] for other in others], per_query=True)
-            vectors = minilm(name, fold.corpus).index.vectors(fold.corpus["qid"].to_numpy())
-            chosen = choose_fusion(dense, vectors, carried, fold.bm25)
+            chosen = choose_fusion(dense, reference[name], carried, fold.bm25)
             measured = {"dense": dense, "carried": HybridRetriever(dense, carried, fold.bm25),
                         "taught_fitted": HybridRetriever(dense, fit_rows([taught_rows[other] for other in others], per_query=True), fold.bm25),
                         "teacher_chosen": dense if chosen.fusion is None else HybridRetriever(dense, chosen.fusion, fold.bm25)}
