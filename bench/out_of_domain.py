@@ -94,6 +94,14 @@ ABLATIONS = {  # system: (labels, teacher, words), general_variant's
     "dense-pairs-only": (True, False, False), "dense-with-pairs": (True, True, False),
     "dense-random-words": (False, True, False), "dense-rate-1e-3": (False, True, True),
 }
+# Issue 42's levers on the gap to MiniLM, one at a time over the build's recipe (system: its
+# settings): each is compared with ``dense`` on the same fold (stage ``levers``).
+LEVERS = {
+    # Regression and the teacher's in-batch neighbourhoods (qpr.training.distill.neighbourhood_loss).
+    "dense-neighbourhood": (replace(GENERAL, neighbourhood=1.0), STUDENT),
+    # The same, each batch drawn from questions the teacher puts near each other (teacher_groups).
+    "dense-neighbour-batches": (replace(GENERAL, neighbourhood=1.0, neighbour_batches=True), STUDENT),
+}
 # Rank fusion settings chosen among (nested, on the other domains): the dense weight, and RRF's k,
 # which sets how much a top rank outweighs the next (small k: a small dense weight only breaks
 # BM25's near-ties; the usual 60: it reorders BM25's top ranks).
@@ -249,6 +257,11 @@ def run_fold(name: str, only: set[str] | None, redo: bool = False) -> None:
         if wanted(system):
             result = general_variant(name, labels, teacher, words, EARLIER, MAX_POOL)
             fold.record(system, bundle_on(result, fold.corpus).dense_retriever(), train_seconds=round(result.seconds, 1))
+    for system, (config, encoder) in LEVERS.items():
+        if wanted(system):
+            result = general_variant(name, labels=False, teacher=True, words=True, config=config, encoder=encoder)
+            fold.record(system, bundle_on(result, fold.corpus).dense_retriever(), train_seconds=round(result.seconds, 1),
+                        last_loss=result.history[-1])
     # The build's recipe at its other seeds, and the student pooling by max alone at every seed:
     # how far H@1, and the bar's mean gap, scatter.
     seeded = [(seed, system, STUDENT) for seed, system in seed_systems().items() if seed]
