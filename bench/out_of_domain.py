@@ -35,6 +35,7 @@ Stages (each resumable: a fold's rows are kept in runs/ood/folds/<domain>.json):
   folds     every system on every left-out domain (``--only`` a subset of systems)
   rates     encoding rates (run under ``flock /tmp/qpr-timing.lock``)
   choice    the fusion chosen without labels for the taught encoders (``choice``), merged into the results
+  levers    issue 42's levers on the general dense (``LEVERS``) against ``dense`` in the same folds, merged into the results
   report    bench/results/out_of_domain.json, the plot and the tables in docs/OUT_OF_DOMAIN.md
 
 The optional transformer backend is measured apart (``bench/transformer_backend.py``): its rows
@@ -97,10 +98,13 @@ ABLATIONS = {  # system: (labels, teacher, words), general_variant's
 # Issue 42's levers on the gap to MiniLM, one at a time over the build's recipe (system: its
 # settings): each is compared with ``dense`` on the same fold (stage ``levers``).
 LEVERS = {
-    # Regression and the teacher's in-batch neighbourhoods (qpr.training.distill.neighbourhood_loss).
+    # Regression and the teacher's in-batch neighbourhoods (qpr.training.distill.neighbourhood_loss),
+    # the neighbourhoods at full weight and at a tenth (at full weight their divergence is about
+    # nine tenths of the loss at the end).
     "dense-neighbourhood": (replace(GENERAL, neighbourhood=1.0), STUDENT),
-    # The same, each batch drawn from questions the teacher puts near each other (teacher_groups).
-    "dense-neighbour-batches": (replace(GENERAL, neighbourhood=1.0, neighbour_batches=True), STUDENT),
+    "dense-neighbourhood-0.1": (replace(GENERAL, neighbourhood=0.1), STUDENT),
+    # The tenth, each batch drawn from questions the teacher puts near each other (teacher_groups).
+    "dense-neighbour-batches": (replace(GENERAL, neighbourhood=0.1, neighbour_batches=True), STUDENT),
 }
 # Rank fusion settings chosen among (nested, on the other domains): the dense weight, and RRF's k,
 # which sets how much a top rank outweighs the next (small k: a small dense weight only breaks
@@ -459,6 +463,43 @@ def choice() -> dict:
     return out
 
 
+def levers() -> dict:
+    """Issue 42's levers (``LEVERS``) against the build's recipe (``dense``) trained in the same
+    folds: per fold that has both, each one's H@1 and MRR, its H@1 change over ``dense`` with a
+    95% paired-bootstrap interval over the queries, and the gap to MiniLM; per lever, the mean
+    change and gap over those folds. Merged into the results as ``levers``, nothing else changed."""
+    folds = {name: Fold(name) for name in DOMAINS if (WORK / "folds" / f"{name}.json").is_file()}
+    rows = []
+    for name, fold in folds.items():
+        measured = {r["system"]: r for r in fold.rows}
+        if "dense" not in measured or "minilm" not in measured:
+            continue
+        dense = hits_of(fold.lists["dense"], fold.corpus, fold.queries)
+        for system in ("dense", *LEVERS):
+            if system not in measured:
+                continue
+            change, low, high = h1_change(dense, hits_of(fold.lists[system], fold.corpus, fold.queries))
+            row = {"left_out": name, "system": system, "queries": measured[system]["queries"], "H1": measured[system]["H1"],
+                   "MRR": measured[system]["MRR"], "minilm_minus_H1": measured["minilm"]["H1"] - measured[system]["H1"],
+                   "train_seconds": measured[system].get("train_seconds")}
+            rows.append(row | ({} if system == "dense" else {"H1_vs_dense": change, "H1_vs_dense_low": low, "H1_vs_dense_high": high}))
+    summary = {}
+    for system in LEVERS:
+        names = [r["left_out"] for r in rows if r["system"] == system]
+        if names:
+            mine = [r for r in rows if r["system"] == system]
+            summary[system] = {"domains": names, "mean_H1_vs_dense": float(np.mean([r["H1_vs_dense"] for r in mine])),
+                               "mean_minilm_minus_H1": float(np.mean([r["minilm_minus_H1"] for r in mine])),
+                               "mean_minilm_minus_dense_H1": float(np.mean([r["minilm_minus_H1"] for r in rows
+                                                                            if r["system"] == "dense" and r["left_out"] in names]))}
+    out = {"rows": rows, "summary": summary, "settings": {s: asdict(config) | {"encoder": asdict(encoder)} for s, (config, encoder) in LEVERS.items()},
+           "seed": GENERAL.seed, "queries": MAX_QUERIES, "machine": machine(), "date": time.strftime("%Y-%m-%d")}
+    print(json.dumps(summary, indent=1), flush=True)
+    previous = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+    write_json(previous | {"levers": out}, RESULTS)
+    return out
+
+
 def encoder_of(system: str) -> str:
     """The ``rates`` entry of the encoder a system's queries go through."""
     if system in ("bm25", "minilm"):
@@ -678,7 +719,7 @@ def tables(runs: list[dict], by: dict, names: list[str], payload: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("stage", choices=["teacher", "folds", "rates", "choice", "report"])
+    parser.add_argument("stage", choices=["teacher", "folds", "rates", "choice", "levers", "report"])
     parser.add_argument("--domains", nargs="*", default=list(DOMAINS))
     parser.add_argument("--only", nargs="*", help="systems to run (default: all)")
     parser.add_argument("--redo", action="store_true", help="measure the --only systems again even where a fold has them")
@@ -696,6 +737,8 @@ def main() -> None:
         rates()
     elif args.stage == "choice":
         choice()
+    elif args.stage == "levers":
+        levers()
     else:
         report()
 
