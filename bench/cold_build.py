@@ -54,9 +54,10 @@ def timed_build(clone: Path, cache: Path, threads: int) -> dict:
             if STEP.match(text):
                 print(f"{now:8.1f}s  {text}", flush=True)
                 steps.append({"at_s": now, "line": text})
-    summary = json.loads(process.stdout.read().decode() or "{}")
+    output = process.stdout.read().decode()
     if process.wait() != 0:
         raise SystemExit(f"the build failed (exit {process.returncode}); its last output: {pending.decode(errors='replace')[-2000:]}")
+    summary = json.loads(output)  # the build's result: its standard output is that one JSON object
     return {"wall_s": round(time.perf_counter() - start, 1), "first_output_s": first, "steps": steps,
             "train_seconds": summary.get("train_seconds"), "questions": summary.get("questions"),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)}

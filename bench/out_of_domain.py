@@ -72,7 +72,7 @@ from qpr.retrieval.index import IndexConfig
 from qpr.retrieval.dense import DenseRetriever
 from qpr.retrieval.lexical import BM25Retriever
 from qpr.training.sampling import validation_pairs
-from qpr.data.sources import DOMAINS, cap_corpus, domain_cap, domain_queries, load_domain
+from qpr.data.sources import DOMAINS, EXTRA_QUESTIONS, cap_corpus, domain_cap, domain_queries, load_domain
 from qpr.training.train import TrainConfig, train
 
 WORK = ROOT / "runs" / "ood"
@@ -96,16 +96,18 @@ ABLATIONS = {  # system: (labels, teacher, words), general_variant's
     "dense-random-words": (False, True, False), "dense-rate-1e-3": (False, True, True),
 }
 # Issue 42's levers on the gap to MiniLM, one at a time over the build's recipe (system: its
-# settings): each is compared with ``dense`` on the same fold (stage ``levers``).
+# settings, student layers, extra questions per domain): each is compared with ``dense`` on the
+# same fold (stage ``levers``).
 LEVERS = {
-    # Regression and the teacher's in-batch neighbourhoods (qpr.training.distill.neighbourhood_loss),
-    # the neighbourhoods at full weight and at a tenth (at full weight their divergence is about
-    # nine tenths of the loss at the end).
-    "dense-neighbourhood": (replace(GENERAL, neighbourhood=1.0), STUDENT),
-    "dense-neighbourhood-0.1": (replace(GENERAL, neighbourhood=0.1), STUDENT),
-    # The tenth, each batch drawn from questions the teacher puts near each other (teacher_groups).
-    "dense-neighbour-batches": (replace(GENERAL, neighbourhood=0.1, neighbour_batches=True), STUDENT),
+    # Data: three times the extra questions of each domain that has them (WikiAnswers, Quora-lite).
+    "dense-more-questions": (GENERAL, STUDENT, 3 * EXTRA_QUESTIONS),
 }
+# Levers measured and dropped, with the commit whose code trains them: their rows stay in the
+# fold files and the stage levers still reports them. The teacher's in-batch neighbourhoods
+# beside the regression (``neighbourhood_loss``: the KL divergence of the student's softmax over
+# the batch's other questions, cosine / 0.05, from the teacher's) at weight 1 and 0.1, and at 0.1
+# with each batch drawn from one k-means group of the teacher's vectors (``teacher_groups``).
+RETIRED_LEVERS = {"dense-neighbourhood": "b53308a", "dense-neighbourhood-0.1": "f932c38", "dense-neighbour-batches": "f932c38"}
 # Rank fusion settings chosen among (nested, on the other domains): the dense weight, and RRF's k,
 # which sets how much a top rank outweighs the next (small k: a small dense weight only breaks
 # BM25's near-ties; the usual 60: it reorders BM25's top ranks).
@@ -215,21 +217,21 @@ def product_bundle() -> Bundle:
     return bundle
 
 
-def training_material(left_out: str, teacher: bool) -> tuple[dict, Unlabelled]:
+def training_material(left_out: str, teacher: bool, extra: int = EXTRA_QUESTIONS) -> tuple[dict, Unlabelled]:
     """The other domains' corpora (their train clusters are the labelled pairs) and their
-    questions as unlabelled material, with MiniLM's vectors when ``teacher``: what
-    ``python -m qpr general`` trains on, less the left-out domain."""
-    return general_material([name for name in DOMAINS if name != left_out], teacher, WORK)
+    questions as unlabelled material, with MiniLM's vectors and up to ``extra`` more questions of
+    each when ``teacher``: what ``python -m qpr general`` trains on, less the left-out domain."""
+    return general_material([name for name in DOMAINS if name != left_out], teacher, WORK, extra)
 
 
 def general_variant(left_out: str, labels: bool, teacher: bool, words: bool = False, config: GeneralConfig = GENERAL,
-                    encoder: EncoderConfig = STUDENT):
+                    encoder: EncoderConfig = STUDENT, extra: int = EXTRA_QUESTIONS):
     """The general encoder of a fold (``teacher`` and ``words`` at ``GENERAL`` and ``STUDENT``, as
     ``python -m qpr general`` trains it: distilled, its embeddings started from MiniLM's word
     vectors), or an ablation: the same at another ``config`` or ``encoder``, or from random
     embeddings, the other domains' labelled pairs alone (``NO_TEACHER``), or pairs and
     distillation together (the pairs at ``NO_TEACHER``'s rate per source)."""
-    sources, unlabelled = training_material(left_out, teacher)
+    sources, unlabelled = training_material(left_out, teacher, extra)
     config = replace(config, per_source=NO_TEACHER.per_source) if labels and teacher else config if teacher else NO_TEACHER
     student = distilled_student(unlabelled.questions, WORK, config.seed, encoder) if words else None
     return train_general(sources if labels else {}, unlabelled if teacher else None, config, encoder_config=encoder,
@@ -261,9 +263,9 @@ def run_fold(name: str, only: set[str] | None, redo: bool = False) -> None:
         if wanted(system):
             result = general_variant(name, labels, teacher, words, EARLIER, MAX_POOL)
             fold.record(system, bundle_on(result, fold.corpus).dense_retriever(), train_seconds=round(result.seconds, 1))
-    for system, (config, encoder) in LEVERS.items():
+    for system, (config, encoder, extra) in LEVERS.items():
         if wanted(system):
-            result = general_variant(name, labels=False, teacher=True, words=True, config=config, encoder=encoder)
+            result = general_variant(name, labels=False, teacher=True, words=True, config=config, encoder=encoder, extra=extra)
             fold.record(system, bundle_on(result, fold.corpus).dense_retriever(), train_seconds=round(result.seconds, 1),
                         last_loss=result.history[-1])
     # The build's recipe at its other seeds, and the student pooling by max alone at every seed:
@@ -464,8 +466,8 @@ def choice() -> dict:
 
 
 def levers() -> dict:
-    """Issue 42's levers (``LEVERS``) against the build's recipe (``dense``) trained in the same
-    folds: per fold that has both, each one's H@1 and MRR, its H@1 change over ``dense`` with a
+    """Issue 42's levers (``LEVERS``, and ``RETIRED_LEVERS`` where the folds have their rows)
+    against the build's recipe (``dense``) trained in the same folds: per fold that has both, each one's H@1 and MRR, its H@1 change over ``dense`` with a
     95% paired-bootstrap interval over the queries, and the gap to MiniLM; per lever, the mean
     change and gap over those folds. Merged into the results as ``levers``, nothing else changed."""
     folds = {name: Fold(name) for name in DOMAINS if (WORK / "folds" / f"{name}.json").is_file()}
@@ -475,7 +477,7 @@ def levers() -> dict:
         if "dense" not in measured or "minilm" not in measured:
             continue
         dense = hits_of(fold.lists["dense"], fold.corpus, fold.queries)
-        for system in ("dense", *LEVERS):
+        for system in ("dense", *LEVERS, *RETIRED_LEVERS):
             if system not in measured:
                 continue
             change, low, high = h1_change(dense, hits_of(fold.lists[system], fold.corpus, fold.queries))
@@ -484,7 +486,7 @@ def levers() -> dict:
                    "train_seconds": measured[system].get("train_seconds")}
             rows.append(row | ({} if system == "dense" else {"H1_vs_dense": change, "H1_vs_dense_low": low, "H1_vs_dense_high": high}))
     summary = {}
-    for system in LEVERS:
+    for system in (*LEVERS, *RETIRED_LEVERS):
         names = [r["left_out"] for r in rows if r["system"] == system]
         if names:
             mine = [r for r in rows if r["system"] == system]
@@ -492,7 +494,9 @@ def levers() -> dict:
                                "mean_minilm_minus_H1": float(np.mean([r["minilm_minus_H1"] for r in mine])),
                                "mean_minilm_minus_dense_H1": float(np.mean([r["minilm_minus_H1"] for r in rows
                                                                             if r["system"] == "dense" and r["left_out"] in names]))}
-    out = {"rows": rows, "summary": summary, "settings": {s: asdict(config) | {"encoder": asdict(encoder)} for s, (config, encoder) in LEVERS.items()},
+    out = {"rows": rows, "summary": summary, "settings": {s: asdict(config) | {"encoder": asdict(encoder), "extra_questions": extra}
+                                                  for s, (config, encoder, extra) in LEVERS.items()}
+           | {s: {"retired": True, "code": commit} for s, commit in RETIRED_LEVERS.items()},
            "seed": GENERAL.seed, "queries": MAX_QUERIES, "machine": machine(), "date": time.strftime("%Y-%m-%d")}
     print(json.dumps(summary, indent=1), flush=True)
     previous = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}

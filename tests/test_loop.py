@@ -154,7 +154,8 @@ def test_shared_batches_skip_what_cannot_be_shared_and_hand_each_worker_its_shar
 
 def test_progress_prints_each_rows_losses_and_score(capsys):
     run(counter(), [0.25], epochs=1, progress=True, score_label="val ROC AUC")
-    assert "epoch 1: loss 1.0000  val ROC AUC 0.2500" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert "epoch 1: loss 1.0000  val ROC AUC 0.2500" in printed.err and "epoch" not in printed.out  # stdout is a command's result
 
 
 def test_descend_steps_every_optimizer_on_the_loss():

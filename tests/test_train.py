@@ -13,8 +13,8 @@ from qpr.bundles.bundle import Bundle
 from qpr.retrieval.index import IndexConfig
 from qpr.model.text import TextConfig
 from qpr.training.sampling import (
-    all_pairs, batch_units, cluster_disjoint_batches, cluster_members, epoch_pairs, grouped_order, neighbour_groups, teacher_groups,
-    unlabeled_rows, validation_pairs, view_pairs,
+    all_pairs, batch_units, cluster_disjoint_batches, cluster_members, epoch_pairs, neighbour_groups, unlabeled_rows,
+    validation_pairs, view_pairs,
 )
 from qpr.training.train import TrainConfig, train
 
@@ -153,25 +153,6 @@ def test_neighbour_groups_put_alike_clusters_together():
     assert len(set(group[:20])) == 1 and len(set(group[20:])) == 1 and group[0] != group[20]
     assert encoder.training  # left as it was found
     assert set(neighbour_groups(encoder, token_ids, clusters, batch_size=30, seed=0)) == {0}  # fewer than 2 groups
-
-
-def test_teacher_groups_gather_the_teachers_neighbours_and_batches_keep_them_together():
-    # Four tight blobs of 25 teacher vectors each, shuffled: batch size 25 gives four groups, one per blob.
-    rng = np.random.default_rng(0)
-    blob = np.repeat(np.arange(4), 25)
-    rng.shuffle(blob)
-    teacher = np.eye(8)[blob * 2] + 0.01 * rng.normal(size=(100, 8))
-    groups = teacher_groups(teacher, batch_size=25, seed=0)
-    assert all(len(set(groups[blob == b])) == 1 for b in range(4)) and len(set(groups)) == 4
-    assert set(teacher_groups(teacher, batch_size=60, seed=0)) == {0}  # too few questions for two groups
-    order = grouped_order(rng.permutation(100), groups, rng)
-    assert sorted(order) == list(range(100))  # every question once
-    batches = [order[i : i + 25] for i in range(0, 100, 25)]
-    assert all(len(set(blob[b])) == 1 for b in batches)  # each batch one blob
-    # A subset (an epoch that draws fewer questions than there are) keeps its groups contiguous too.
-    subset = grouped_order(rng.permutation(100)[:40], groups, rng)
-    runs = [g for i, g in enumerate(groups[subset]) if i == 0 or g != groups[subset][i - 1]]
-    assert len(runs) == len(set(runs)) and len(subset) == 40
 
 
 def test_neighbour_batching_trains_and_excludes_fixed_groups(tiny_corpus):

@@ -44,7 +44,7 @@ from qpr.model.encoder import EncoderConfig, QuestionEncoder, encode_ids
 from qpr.errors import QPRError
 from qpr.model.losses import SDMLLoss
 from qpr.training.loop import descend, fit
-from qpr.training.sampling import cluster_disjoint_batches, cluster_members, epoch_pairs, grouped_order, teacher_groups, view_pairs
+from qpr.training.sampling import cluster_disjoint_batches, cluster_members, epoch_pairs, view_pairs
 from qpr.model.text import TextConfig, Vocabulary
 from qpr.model.word_vectors import embedding_rows
 
@@ -57,12 +57,7 @@ class GeneralConfig:
 
     ``min_steps`` raises ``epochs`` until training takes at least that many batches: a small
     corpus has only a few batches per epoch (1,000 questions in batches of 64: 16), so an epoch
-    count that suits 100,000 questions barely moves the encoder on it.
-
-    ``neighbourhood`` weighs ``neighbourhood_loss`` beside the regression in distillation batches
-    (0: regression alone), its softmax at ``temperature``; ``neighbour_batches`` draws each
-    distillation batch from questions the teacher puts near each other (``teacher_groups``)
-    instead of at random."""
+    count that suits 100,000 questions barely moves the encoder on it."""
 
     per_source: int = 4000
     unlabelled_per_epoch: int = 8000
@@ -73,9 +68,6 @@ class GeneralConfig:
     smoothing: float = 0.3
     seed: int = 0
     min_steps: int = 0
-    neighbourhood: float = 0.0
-    temperature: float = 0.05
-    neighbour_batches: bool = False
 
     def __post_init__(self) -> None:
         if self.batch_size < 2 or self.epochs < 1:
@@ -84,8 +76,6 @@ class GeneralConfig:
             raise QPRError(f"per_source, unlabelled_per_epoch and min_steps must not be negative: {self}")
         if not 0.0 <= self.view_dropout < 1.0:
             raise QPRError(f"view_dropout must be in [0, 1): {self}")
-        if self.neighbourhood < 0 or self.temperature <= 0:
-            raise QPRError(f"neighbourhood must not be negative and temperature must be positive: {self}")
 
 
 @dataclass
@@ -113,21 +103,6 @@ def regression_loss(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tenso
     """Mean ``1 - cos(student_i, teacher_i)`` over the batch: 0 when every student vector points
     where its teacher's does (the scale is free; a distilled student normalizes its output)."""
     return (1.0 - F.cosine_similarity(student, teacher, dim=1)).mean()
-
-
-def neighbourhood_loss(student: torch.Tensor, teacher: torch.Tensor, temperature: float) -> torch.Tensor:
-    """How far the student's neighbourhoods within the batch are from the teacher's: for each
-    question, the KL divergence from the teacher's softmax over the batch's other questions
-    (cosine / ``temperature``) to the student's, averaged. Regression matches each vector alone;
-    this matches which questions sit nearest to which, the order retrieval reads."""
-    n = len(student)
-    others = ~torch.eye(n, dtype=torch.bool)
-
-    def log_neighbours(vectors: torch.Tensor) -> torch.Tensor:
-        unit = F.normalize(vectors, dim=1)
-        return F.log_softmax((unit @ unit.T)[others].view(n, n - 1) / temperature, dim=1)
-
-    return F.kl_div(log_neighbours(student), log_neighbours(teacher), log_target=True, reduction="batchmean")
 
 
 def student_config(encoder_config: EncoderConfig, teacher: np.ndarray | None) -> EncoderConfig:
@@ -190,17 +165,14 @@ def source_pairs(
     return out
 
 
-def _epoch_batches(sources, unlabelled, config, rng, groups=None) -> list[tuple[str, list, list, np.ndarray | None]]:
-    """The epoch's batches, shuffled: (kind, anchor texts, positive texts, teacher rows or None);
-    ``groups`` (one label per unlabelled question, or None) keeps a group's questions together."""
+def _epoch_batches(sources, unlabelled, config, rng) -> list[tuple[str, list, list, np.ndarray | None]]:
+    """The epoch's batches, shuffled: (kind, anchor texts, positive texts, teacher rows or None)."""
     batches = []
     for anchors, positives, owner in source_pairs(sources, config.per_source, rng):
         for batch in cluster_disjoint_batches(owner, config.batch_size, rng):
             batches.append(("pairs", [anchors[i] for i in batch], [positives[i] for i in batch], None))
     if unlabelled is not None and config.unlabelled_per_epoch:
         picked = rng.permutation(len(unlabelled.questions))[: config.unlabelled_per_epoch]
-        if groups is not None:
-            picked = grouped_order(picked, groups, rng)
         kind = "views" if unlabelled.teacher is None else "distill"
         for start in range(0, len(picked) - 1, config.batch_size):
             rows = picked[start : start + config.batch_size]
@@ -244,19 +216,14 @@ def train_general(
                        f"{encoder.config.output_dim}: a student must be as wide as its teacher")
     loss_fn = SDMLLoss(smoothing=config.smoothing, distance="cosine" if encoder.config.normalize else "squared")
     optimizer = torch.optim.Adam([*encoder.parameters(), *loss_fn.parameters()], lr=config.lr)
-    teacher = unlabelled.teacher if unlabelled is not None else None
-    groups = teacher_groups(teacher, config.batch_size, config.seed) if config.neighbour_batches and teacher is not None else None
     # The first epoch's batches are drawn ahead: their number sets how many epochs min_steps needs.
-    first_epoch = _epoch_batches(sources, unlabelled, config, rng, groups)
+    first_epoch = _epoch_batches(sources, unlabelled, config, rng)
     epochs = max(config.epochs, math.ceil(config.min_steps / max(len(first_epoch), 1)))
 
     def step(batch: tuple[str, list, list, np.ndarray | None]) -> float:
         kind, anchors, positives, teacher = batch
         if kind == "distill":
-            vectors, target = encode_ids(encoder, [vocab.encode(t) for t in anchors]), torch.from_numpy(teacher).float()
-            loss = regression_loss(vectors, target)
-            if config.neighbourhood:
-                loss = loss + config.neighbourhood * neighbourhood_loss(vectors, target, config.temperature)
+            loss = regression_loss(encode_ids(encoder, [vocab.encode(t) for t in anchors]), torch.from_numpy(teacher).float())
         else:
             if kind == "views":
                 first, second = view_pairs([vocab.encode(t) for t in anchors], config.view_dropout, rng)
@@ -274,7 +241,7 @@ def train_general(
 
     # No score: every epoch runs and the last is kept. A Ctrl-C propagates: the benchmarks run
     # many of these and must not record a cut-short one.
-    fitted = fit(encoder, epochs, lambda epoch: first_epoch if epoch == 1 else _epoch_batches(sources, unlabelled, config, rng, groups),
+    fitted = fit(encoder, epochs, lambda epoch: first_epoch if epoch == 1 else _epoch_batches(sources, unlabelled, config, rng),
                  step, report, progress=progress, return_on_interrupt=False)
     return GeneralResult(encoder, vocab, fitted.history, fitted.seconds)
 

@@ -22,6 +22,7 @@ progress behave alike:
 from __future__ import annotations
 
 import copy
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -135,7 +136,8 @@ def fit(
         if progress:
             shown = [((score_label or key) if key == score else key, value) for key, value in row.items()
                      if key.startswith("loss") or key == score]
-            tqdm.write(f"epoch {epoch}: " + "  ".join(f"{name} {value:.4f}" for name, value in shown))
+            # Standard error, as the bars: a command's standard output is its result (qpr general's JSON).
+            tqdm.write(f"epoch {epoch}: " + "  ".join(f"{name} {value:.4f}" for name, value in shown), file=sys.stderr)
         if on_epoch:
             on_epoch(row)
         return best.stop_after(row)

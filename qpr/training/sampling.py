@@ -7,8 +7,7 @@ Each epoch pairs every training question with a random other member of its clust
 word-dropout views of each unlabeled question (``view_pairs``), and packs the pairs into
 batches in which no two pairs share a cluster (``cluster_disjoint_batches``; otherwise a true
 paraphrase would serve as an in-batch negative). ``neighbour_groups`` lets a batch gather
-neighbouring clusters, so its negatives are hard ones; ``teacher_groups`` does the same for a
-distilled student's unlabelled questions by the teacher's vectors. ``validation_pairs`` are the held-out
+neighbouring clusters, so its negatives are hard ones. ``validation_pairs`` are the held-out
 pairs that early stopping scores.
 
 Annotators' judgments enter here too (``JudgedPairs``, issue 39): a pair judged *same* is one more
@@ -248,34 +247,9 @@ def neighbour_groups(
     centroids = np.zeros((len(clusters), vectors.shape[1]), dtype=np.float32)
     np.add.at(centroids, owner, vectors)
     centroids /= np.bincount(owner)[:, None]
-    return kmeans_labels(centroids, k, seed)
-
-
-def kmeans_labels(vectors: np.ndarray, k: int, seed: int) -> np.ndarray:
-    """The k-means (FAISS, 10 iterations) group of each row of ``vectors``, as ``k`` labels."""
-    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-    kmeans = faiss.Kmeans(vectors.shape[1], k, niter=10, seed=seed)
-    kmeans.train(vectors)
-    return kmeans.index.search(vectors, 1)[1].ravel()
-
-
-def teacher_groups(teacher: np.ndarray, batch_size: int, seed: int) -> np.ndarray:
-    """A group label per unlabelled question: k-means over its teacher vectors, about
-    ``batch_size`` questions per group (one group when there are too few for two). A distillation
-    batch drawn from one group holds questions the teacher puts near each other, where the
-    teacher's neighbourhoods (``qpr.training.distill.neighbourhood_loss``) make the finest
-    distinctions: the ones paraphrase retrieval has to make."""
-    k = len(teacher) // batch_size
-    if k < 2:
-        return np.zeros(len(teacher), dtype=np.int64)
-    return kmeans_labels(teacher, k, seed)
-
-
-def grouped_order(rows: np.ndarray, groups: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """``rows`` (already in a random order) reordered so that the rows of a group come together,
-    the groups in a random order: cut into consecutive batches, most batches hold one group."""
-    rank = rng.permutation(int(groups.max()) + 1)[groups[rows]]
-    return rows[np.argsort(rank, kind="stable")]
+    kmeans = faiss.Kmeans(centroids.shape[1], k, niter=10, seed=seed)
+    kmeans.train(centroids)
+    return kmeans.index.search(centroids, 1)[1].ravel()
 
 
 def validation_questions(corpus: pd.DataFrame, n: int, seed: int | None = None) -> tuple[np.ndarray, np.ndarray]:
