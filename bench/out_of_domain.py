@@ -467,9 +467,9 @@ def choice() -> dict:
 
 def levers() -> dict:
     """Issue 42's levers (``LEVERS``, and ``RETIRED_LEVERS`` where the folds have their rows)
-    against the build's recipe (``dense``) trained in the same folds: per fold that has both, each one's H@1 and MRR, its H@1 change over ``dense`` with a
-    95% paired-bootstrap interval over the queries, and the gap to MiniLM; per lever, the mean
-    change and gap over those folds. Merged into the results as ``levers``, nothing else changed."""
+    against the build's recipe (``dense``) trained in the same folds: per fold that has both, each
+    one's H@1 and MRR, its H@1 change over ``dense`` with a 95% paired-bootstrap interval over the
+    queries, and the gap to MiniLM; per lever, the mean change and gap over those folds. Merged into the results as ``levers``, nothing else changed."""
     folds = {name: Fold(name) for name in DOMAINS if (WORK / "folds" / f"{name}.json").is_file()}
     rows = []
     for name, fold in folds.items():
