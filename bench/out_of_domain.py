@@ -487,9 +487,9 @@ def levers() -> dict:
             rows.append(row | ({} if system == "dense" else {"H1_vs_dense": change, "H1_vs_dense_low": low, "H1_vs_dense_high": high}))
     summary = {}
     for system in (*LEVERS, *RETIRED_LEVERS):
-        names = [r["left_out"] for r in rows if r["system"] == system]
-        if names:
-            mine = [r for r in rows if r["system"] == system]
+        mine = [r for r in rows if r["system"] == system]
+        if mine:
+            names = [r["left_out"] for r in mine]
             summary[system] = {"domains": names, "mean_H1_vs_dense": float(np.mean([r["H1_vs_dense"] for r in mine])),
                                "mean_minilm_minus_H1": float(np.mean([r["minilm_minus_H1"] for r in mine])),
                                "mean_minilm_minus_dense_H1": float(np.mean([r["minilm_minus_H1"] for r in rows
