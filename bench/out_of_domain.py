@@ -72,7 +72,7 @@ from qpr.retrieval.index import IndexConfig
 from qpr.retrieval.dense import DenseRetriever
 from qpr.retrieval.lexical import BM25Retriever
 from qpr.training.sampling import validation_pairs
-from qpr.data.sources import DOMAINS, EXTRA_QUESTIONS, cap_corpus, domain_cap, domain_queries, load_domain
+from qpr.data.sources import DOMAINS, EXTRA_QUESTIONS, cap_corpus, extra_questions, domain_cap, domain_queries, load_domain
 from qpr.training.train import TrainConfig, train
 
 WORK = ROOT / "runs" / "ood"
@@ -86,6 +86,7 @@ EARLIER = replace(GENERAL, lr=1e-3)  # the distillation's rate before 4e-3: the 
 # The product's budget (about the general encoder's of before; not the 0.817 bundle of docs/QUALITY.md).
 PRODUCT_QUESTIONS = 20_000  # Quora-lite capped: about 28k training pairs over 2 epochs
 PRODUCT = TrainConfig(max_epochs=2, patience=2, val_pairs=2000)
+UNSEEN = 5_000  # questions of a training domain that no student trained on (Fold.teacher_losses)
 SEEDS = (1, 2)  # the general dense trained again at these seeds (``dense`` is seed 0, as built)
 # The student pooling by max alone (the build's until max+mean measured better): its rows, at
 # every seed, keep the comparison; the ablations below were all measured with it.
@@ -96,11 +97,20 @@ ABLATIONS = {  # system: (labels, teacher, words), general_variant's
     "dense-random-words": (False, True, False), "dense-rate-1e-3": (False, True, True),
 }
 # Issue 42's levers on the gap to MiniLM, one at a time over the build's recipe (system: its
-# settings, student layers, extra questions per domain): each is compared with ``dense`` on the
-# same fold (stage ``levers``).
+# settings, student layers, extra questions and joined texts per domain): each is compared with
+# ``dense`` on the same fold (stage ``levers``).
 LEVERS = {
     # Data: three times the extra questions of each domain that has them (WikiAnswers, Quora-lite).
-    "dense-more-questions": (GENERAL, STUDENT, 3 * EXTRA_QUESTIONS),
+    "dense-more-questions": (GENERAL, STUDENT, 3 * EXTRA_QUESTIONS, 0),
+    # Capacity: half as many filters again per window, about as wide as the 10x encode-rate bar allows.
+    "dense-450-channels": (GENERAL, replace(STUDENT, channels=450), EXTRA_QUESTIONS, 0),
+    # Objective: the regression plus picking each question's own teacher vector among the batch's
+    # (``contrastive_loss``; in-batch, like the paper's SDML) at a tenth of the weight.
+    "dense-contrastive-0.1": (replace(GENERAL, contrastive=0.1), STUDENT, EXTRA_QUESTIONS, 0),
+    # Length: 2,000 texts per set of 2 to 6 of its questions joined (the sets' questions are a
+    # sentence or so; SemEval's forum posts a median 46 words, and the student's misfit to MiniLM
+    # there grows with length).
+    "dense-joined-texts": (GENERAL, STUDENT, EXTRA_QUESTIONS, 2_000),
 }
 # Levers measured and dropped, with the commit whose code trains them: their rows stay in the
 # fold files and the stage levers still reports them. The teacher's in-batch neighbourhoods
@@ -190,6 +200,26 @@ class Fold:
         self.save()
         return qids
 
+    def teacher_losses(self, bundle: Bundle) -> dict[str, float]:
+        """The distillation loss (mean 1 - cos to MiniLM's vectors) of ``bundle``'s encoder, a
+        student of this fold, on questions it never trained on: this domain's corpus
+        (``left_out``), and 5,000 questions of a training domain that its extra questions left out
+        (``unseen_trained_domain``). Beside its training loss they split the misfit into what
+        any unseen question costs and what a new domain adds."""
+        other = "wikianswers" if self.name == "quora-lite" else "quora-lite"
+        more, trained = extra_questions(other, EXTRA_QUESTIONS + UNSEEN), set(extra_questions(other)["question"])
+        unseen = more[~more["question"].isin(trained)].head(UNSEEN)
+        texts = {"left_out": self.corpus["question"].tolist(), "unseen_trained_domain": unseen["question"].tolist()}
+        teacher = {"left_out": np.load(teacher_path(self.name, self.corpus)),
+                   "unseen_trained_domain": minilm_vectors(texts["unseen_trained_domain"],
+                                                           WORK / f"minilm-{other}-unseen-{fingerprint(unseen)[:12]}.npy")}
+        out = {}
+        for part, questions in texts.items():
+            student = bundle.encode(questions)
+            student /= np.linalg.norm(student, axis=1, keepdims=True)
+            out[part] = round(float(1.0 - (student * teacher[part]).sum(axis=1).mean()), 4)
+        return out
+
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_json({"rows": self.rows}, self.path)
@@ -217,21 +247,22 @@ def product_bundle() -> Bundle:
     return bundle
 
 
-def training_material(left_out: str, teacher: bool, extra: int = EXTRA_QUESTIONS) -> tuple[dict, Unlabelled]:
+def training_material(left_out: str, teacher: bool, extra: int = EXTRA_QUESTIONS, joined: int = 0) -> tuple[dict, Unlabelled]:
     """The other domains' corpora (their train clusters are the labelled pairs) and their
-    questions as unlabelled material, with MiniLM's vectors and up to ``extra`` more questions of
-    each when ``teacher``: what ``python -m qpr general`` trains on, less the left-out domain."""
-    return general_material([name for name in DOMAINS if name != left_out], teacher, WORK, extra)
+    questions as unlabelled material, with MiniLM's vectors, up to ``extra`` more questions of each
+    and ``joined`` texts of several of its questions when ``teacher``: what ``python -m qpr
+    general`` trains on, less the left-out domain."""
+    return general_material([name for name in DOMAINS if name != left_out], teacher, WORK, extra, joined)
 
 
 def general_variant(left_out: str, labels: bool, teacher: bool, words: bool = False, config: GeneralConfig = GENERAL,
-                    encoder: EncoderConfig = STUDENT, extra: int = EXTRA_QUESTIONS):
+                    encoder: EncoderConfig = STUDENT, extra: int = EXTRA_QUESTIONS, joined: int = 0):
     """The general encoder of a fold (``teacher`` and ``words`` at ``GENERAL`` and ``STUDENT``, as
     ``python -m qpr general`` trains it: distilled, its embeddings started from MiniLM's word
     vectors), or an ablation: the same at another ``config`` or ``encoder``, or from random
     embeddings, the other domains' labelled pairs alone (``NO_TEACHER``), or pairs and
     distillation together (the pairs at ``NO_TEACHER``'s rate per source)."""
-    sources, unlabelled = training_material(left_out, teacher, extra)
+    sources, unlabelled = training_material(left_out, teacher, extra, joined)
     config = replace(config, per_source=NO_TEACHER.per_source) if labels and teacher else config if teacher else NO_TEACHER
     student = distilled_student(unlabelled.questions, WORK, config.seed, encoder) if words else None
     return train_general(sources if labels else {}, unlabelled if teacher else None, config, encoder_config=encoder,
@@ -258,16 +289,19 @@ def run_fold(name: str, only: set[str] | None, redo: bool = False) -> None:
         bundle = bundle_on(result, fold.corpus)
         bundle.manifest["training"] = training_info(GENERAL, result)  # as `python -m qpr general` records it
         bundle.save(general_path)
-        fold.record("dense", bundle.dense_retriever(), train_seconds=round(result.seconds, 1))
+        fold.record("dense", bundle.dense_retriever(), train_seconds=round(result.seconds, 1), last_loss=result.history[-1],
+                    teacher_loss=fold.teacher_losses(bundle))
     for system, (labels, teacher, words) in ABLATIONS.items():
         if wanted(system):
             result = general_variant(name, labels, teacher, words, EARLIER, MAX_POOL)
             fold.record(system, bundle_on(result, fold.corpus).dense_retriever(), train_seconds=round(result.seconds, 1))
-    for system, (config, encoder, extra) in LEVERS.items():
+    for system, (config, encoder, extra, joined) in LEVERS.items():
         if wanted(system):
-            result = general_variant(name, labels=False, teacher=True, words=True, config=config, encoder=encoder, extra=extra)
-            fold.record(system, bundle_on(result, fold.corpus).dense_retriever(), train_seconds=round(result.seconds, 1),
-                        last_loss=result.history[-1])
+            result = general_variant(name, labels=False, teacher=True, words=True, config=config, encoder=encoder, extra=extra,
+                                     joined=joined)
+            bundle = bundle_on(result, fold.corpus)
+            fold.record(system, bundle.dense_retriever(), train_seconds=round(result.seconds, 1), last_loss=result.history[-1],
+                        teacher_loss=fold.teacher_losses(bundle))
     # The build's recipe at its other seeds, and the student pooling by max alone at every seed:
     # how far H@1, and the bar's mean gap, scatter.
     seeded = [(seed, system, STUDENT) for seed, system in seed_systems().items() if seed]
@@ -469,7 +503,9 @@ def levers() -> dict:
     """Issue 42's levers (``LEVERS``, and ``RETIRED_LEVERS`` where the folds have their rows)
     against the build's recipe (``dense``) trained in the same folds: per fold that has both, each
     one's H@1 and MRR, its H@1 change over ``dense`` with a 95% paired-bootstrap interval over the
-    queries, and the gap to MiniLM; per lever, the mean change and gap over those folds. Merged into the results as ``levers``, nothing else changed."""
+    queries, the gap to MiniLM, and where recorded its training loss (its last epoch's mean) and
+    its distillation loss on unseen questions (``Fold.teacher_losses``); per lever, the mean change
+    and gap over those folds. Merged into the results as ``levers``, nothing else changed."""
     folds = {name: Fold(name) for name in DOMAINS if (WORK / "folds" / f"{name}.json").is_file()}
     rows = []
     for name, fold in folds.items():
@@ -484,6 +520,8 @@ def levers() -> dict:
             row = {"left_out": name, "system": system, "queries": measured[system]["queries"], "H1": measured[system]["H1"],
                    "MRR": measured[system]["MRR"], "minilm_minus_H1": measured["minilm"]["H1"] - measured[system]["H1"],
                    "train_seconds": measured[system].get("train_seconds")}
+            if "teacher_loss" in measured[system]:
+                row |= {"last_epoch_loss": measured[system]["last_loss"]["loss_distill"], "teacher_loss": measured[system]["teacher_loss"]}
             rows.append(row | ({} if system == "dense" else {"H1_vs_dense": change, "H1_vs_dense_low": low, "H1_vs_dense_high": high}))
     summary = {}
     for system in (*LEVERS, *RETIRED_LEVERS):
@@ -494,8 +532,9 @@ def levers() -> dict:
                                "mean_minilm_minus_H1": float(np.mean([r["minilm_minus_H1"] for r in mine])),
                                "mean_minilm_minus_dense_H1": float(np.mean([r["minilm_minus_H1"] for r in rows
                                                                             if r["system"] == "dense" and r["left_out"] in names]))}
-    out = {"rows": rows, "summary": summary, "settings": {s: asdict(config) | {"encoder": asdict(encoder), "extra_questions": extra}
-                                                  for s, (config, encoder, extra) in LEVERS.items()}
+    out = {"rows": rows, "summary": summary, "settings": {s: asdict(config) | {"encoder": asdict(encoder), "extra_questions": extra,
+                                                                    "joined_texts": joined}
+                                                  for s, (config, encoder, extra, joined) in LEVERS.items()}
            | {s: {"retired": True, "code": commit} for s, commit in RETIRED_LEVERS.items()},
            "seed": GENERAL.seed, "queries": MAX_QUERIES, "machine": machine(), "date": time.strftime("%Y-%m-%d")}
     print(json.dumps(summary, indent=1), flush=True)
