@@ -87,6 +87,7 @@ EARLIER = replace(GENERAL, lr=1e-3)  # the distillation's rate before 4e-3: the 
 PRODUCT_QUESTIONS = 20_000  # Quora-lite capped: about 28k training pairs over 2 epochs
 PRODUCT = TrainConfig(max_epochs=2, patience=2, val_pairs=2000)
 UNSEEN = 5_000  # questions of a training domain that no student trained on (Fold.teacher_losses)
+LENGTHS = ((0, 12), (12, 20), (20, 40), (40, 80), (80, None))  # question lengths in words (Fold.teacher_losses)
 SEEDS = (1, 2)  # the general dense trained again at these seeds (``dense`` is seed 0, as built)
 # The student pooling by max alone (the build's until max+mean measured better): its rows, at
 # every seed, keep the comparison; the ablations below were all measured with it.
@@ -104,9 +105,6 @@ LEVERS = {
     "dense-more-questions": (GENERAL, STUDENT, 3 * EXTRA_QUESTIONS, 0),
     # Capacity: half as many filters again per window, about as wide as the 10x encode-rate bar allows.
     "dense-450-channels": (GENERAL, replace(STUDENT, channels=450), EXTRA_QUESTIONS, 0),
-    # Objective: the regression plus picking each question's own teacher vector among the batch's
-    # (``contrastive_loss``; in-batch, like the paper's SDML) at a tenth of the weight.
-    "dense-contrastive-0.1": (replace(GENERAL, contrastive=0.1), STUDENT, EXTRA_QUESTIONS, 0),
     # Length: 2,000 texts per set of 2 to 6 of its questions joined (the sets' questions are a
     # sentence or so; SemEval's forum posts a median 46 words, and the student's misfit to MiniLM
     # there grows with length).
@@ -116,8 +114,11 @@ LEVERS = {
 # fold files and the stage levers still reports them. The teacher's in-batch neighbourhoods
 # beside the regression (``neighbourhood_loss``: the KL divergence of the student's softmax over
 # the batch's other questions, cosine / 0.05, from the teacher's) at weight 1 and 0.1, and at 0.1
-# with each batch drawn from one k-means group of the teacher's vectors (``teacher_groups``).
-RETIRED_LEVERS = {"dense-neighbourhood": "b53308a", "dense-neighbourhood-0.1": "f932c38", "dense-neighbour-batches": "f932c38"}
+# with each batch drawn from one k-means group of the teacher's vectors (``teacher_groups``). The
+# cross-entropy of picking each question's own teacher vector among the batch's from its student
+# vector (``contrastive_loss``, cosine / 0.05) beside the regression at weight 0.1.
+RETIRED_LEVERS = {"dense-neighbourhood": "b53308a", "dense-neighbourhood-0.1": "f932c38", "dense-neighbour-batches": "f932c38",
+                  "dense-contrastive-0.1": "d636e2c"}
 # Rank fusion settings chosen among (nested, on the other domains): the dense weight, and RRF's k,
 # which sets how much a top rank outweighs the next (small k: a small dense weight only breaks
 # BM25's near-ties; the usual 60: it reorders BM25's top ranks).
@@ -200,10 +201,11 @@ class Fold:
         self.save()
         return qids
 
-    def teacher_losses(self, bundle: Bundle) -> dict[str, float]:
+    def teacher_losses(self, bundle: Bundle) -> dict:
         """The distillation loss (mean 1 - cos to MiniLM's vectors) of ``bundle``'s encoder, a
         student of this fold, on questions it never trained on: this domain's corpus
-        (``left_out``), and 5,000 questions of a training domain that its extra questions left out
+        (``left_out``, and by the questions' length in words, ``left_out_by_words``), and 5,000
+        questions of a training domain that its extra questions left out
         (``unseen_trained_domain``). Beside its training loss they split the misfit into what
         any unseen question costs and what a new domain adds."""
         other = "wikianswers" if self.name == "quora-lite" else "quora-lite"
@@ -213,12 +215,16 @@ class Fold:
         teacher = {"left_out": np.load(teacher_path(self.name, self.corpus)),
                    "unseen_trained_domain": minilm_vectors(texts["unseen_trained_domain"],
                                                            WORK / f"minilm-{other}-unseen-{fingerprint(unseen)[:12]}.npy")}
-        out = {}
+        losses = {}
         for part, questions in texts.items():
             student = bundle.encode(questions)
             student /= np.linalg.norm(student, axis=1, keepdims=True)
-            out[part] = round(float(1.0 - (student * teacher[part]).sum(axis=1).mean()), 4)
-        return out
+            losses[part] = 1.0 - (student * teacher[part]).sum(axis=1)
+        words = np.array([len(q.split()) for q in texts["left_out"]])
+        by_words = {f"{low}-{high - 1}" if high else f"{low}+": (words >= low) & (words < (high or np.inf)) for low, high in LENGTHS}
+        return {part: round(float(loss.mean()), 4) for part, loss in losses.items()} | {
+            "left_out_by_words": {name: {"questions": int(m.sum()), "loss": round(float(losses["left_out"][m].mean()), 4)}
+                                  for name, m in by_words.items() if m.any()}}
 
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -300,6 +306,7 @@ def run_fold(name: str, only: set[str] | None, redo: bool = False) -> None:
             result = general_variant(name, labels=False, teacher=True, words=True, config=config, encoder=encoder, extra=extra,
                                      joined=joined)
             bundle = bundle_on(result, fold.corpus)
+            bundle.save(WORK / "levers" / system / name)  # for measuring it further (its misfit, its rate)
             fold.record(system, bundle.dense_retriever(), train_seconds=round(result.seconds, 1), last_loss=result.history[-1],
                         teacher_loss=fold.teacher_losses(bundle))
     # The build's recipe at its other seeds, and the student pooling by max alone at every seed:

@@ -8,10 +8,8 @@ import pandas as pd
 import pytest
 import torch
 
-from hypothesis import given, settings, strategies as st
-
-from qpr.training.distill import (GeneralConfig, Unlabelled, agreeing_pairs, contrastive_loss, pseudo_corpus, regression_loss,
-                                  source_pairs, student_config, train_general, word_student)
+from qpr.training.distill import (GeneralConfig, Unlabelled, agreeing_pairs, pseudo_corpus, regression_loss, source_pairs,
+                          student_config, train_general, word_student)
 from qpr.model.encoder import EncoderConfig, encode_texts
 from qpr.errors import QPRError
 from qpr.data.corpus import COLUMNS
@@ -36,29 +34,6 @@ def test_regression_loss_hand_case():
     assert regression_loss(3 * teacher, teacher).item() == pytest.approx(0.0, abs=1e-6)  # the scale is free
     # Row 0 at 90 degrees from its teacher (1 - 0), row 1 opposite (1 - (-1)): mean 1.5.
     assert regression_loss(torch.tensor([[0.0, 2.0], [0.0, -1.0]]), teacher).item() == pytest.approx(1.5)
-
-
-def test_contrastive_loss_hand_case():
-    teacher = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
-    # Each student vector on its own teacher's: cosines 1 (own) and 0 (other), at 0.5 ->
-    # cross-entropy -log(e^2 / (e^2 + 1)) for both rows, whatever the student's scale.
-    expected = -np.log(np.e**2 / (np.e**2 + 1))
-    assert contrastive_loss(4 * teacher, teacher, 0.5).item() == pytest.approx(expected, rel=1e-5)
-    # Swapped: each student sits on the other question's teacher vector, and the loss says so.
-    assert contrastive_loss(teacher.flip(0), teacher, 0.5).item() == pytest.approx(-np.log(1 / (np.e**2 + 1)), rel=1e-5)
-
-
-@settings(max_examples=50, deadline=None)
-@given(st.integers(2, 12), st.integers(2, 8), st.floats(0.01, 1.0), st.integers(0, 2**16))
-def test_contrastive_loss_prefers_the_own_teacher(n, width, temperature, seed):
-    generator = torch.Generator().manual_seed(seed)
-    teacher, student = torch.randn(n, width, generator=generator), torch.randn(n, width, generator=generator)
-    # Students on their own teachers' vectors never lose more than students on each other's
-    # (the same rows shifted by one): the same softmax rows, each scored at a cosine of 1 or less.
-    assert contrastive_loss(teacher, teacher, temperature).item() <= contrastive_loss(teacher.roll(1, 0), teacher, temperature).item() + 1e-4
-    loss = contrastive_loss(student.requires_grad_(), teacher, temperature)
-    loss.backward()
-    assert torch.isfinite(loss) and torch.isfinite(student.grad).all()
 
 
 def test_a_student_takes_its_teachers_width_and_unit_vectors():
@@ -121,23 +96,6 @@ def test_distillation_lowers_its_loss_and_pulls_teacher_neighbours_together():
     np.fill_diagonal(similarity, -np.inf)
     nearest = similarity.argmax(axis=1)
     assert np.mean(nearest // 8 == np.arange(64) // 8) > 0.5
-
-
-def test_the_contrastive_term_trains_beside_the_regression():
-    rng = np.random.default_rng(0)
-    questions = [f"question about subject{c} number{i}" for c in range(8) for i in range(8)]
-    teacher = np.repeat(rng.normal(size=(8, 16)), 8, axis=0) + 0.05 * rng.normal(size=(64, 16))
-    teacher = (teacher / np.linalg.norm(teacher, axis=1, keepdims=True)).astype(np.float32)
-    base = GeneralConfig(unlabelled_per_epoch=64, epochs=3, batch_size=32, lr=3e-3)
-    alone = train_general({}, Unlabelled(questions, teacher), base, TINY_TEXT, TINY_ENCODER, progress=False)
-    both = train_general({}, Unlabelled(questions, teacher), replace(base, contrastive=1.0), TINY_TEXT, TINY_ENCODER, progress=False)
-    # Same seed, same batches: the first epoch's loss differs by the contrastive term alone, which is positive.
-    assert both.history[0]["loss_distill"] > alone.history[0]["loss_distill"]
-    assert both.history[-1]["loss_distill"] < both.history[0]["loss_distill"]
-    with pytest.raises(QPRError, match="temperature must be positive"):
-        GeneralConfig(temperature=0.0)
-    with pytest.raises(QPRError, match="contrastive must not be negative"):
-        GeneralConfig(contrastive=-1.0)
 
 
 def test_labelled_pairs_of_a_student_train_with_the_cosine_distance():

@@ -57,10 +57,7 @@ class GeneralConfig:
 
     ``min_steps`` raises ``epochs`` until training takes at least that many batches: a small
     corpus has only a few batches per epoch (1,000 questions in batches of 64: 16), so an epoch
-    count that suits 100,000 questions barely moves the encoder on it.
-
-    ``contrastive`` weighs ``contrastive_loss`` beside the regression in distillation batches
-    (0: regression alone), its softmax at ``temperature``."""
+    count that suits 100,000 questions barely moves the encoder on it."""
 
     per_source: int = 4000
     unlabelled_per_epoch: int = 8000
@@ -71,8 +68,6 @@ class GeneralConfig:
     smoothing: float = 0.3
     seed: int = 0
     min_steps: int = 0
-    contrastive: float = 0.0
-    temperature: float = 0.05
 
     def __post_init__(self) -> None:
         if self.batch_size < 2 or self.epochs < 1:
@@ -81,8 +76,6 @@ class GeneralConfig:
             raise QPRError(f"per_source, unlabelled_per_epoch and min_steps must not be negative: {self}")
         if not 0.0 <= self.view_dropout < 1.0:
             raise QPRError(f"view_dropout must be in [0, 1): {self}")
-        if self.contrastive < 0 or self.temperature <= 0:
-            raise QPRError(f"contrastive must not be negative and temperature must be positive: {self}")
 
 
 @dataclass
@@ -110,15 +103,6 @@ def regression_loss(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tenso
     """Mean ``1 - cos(student_i, teacher_i)`` over the batch: 0 when every student vector points
     where its teacher's does (the scale is free; a distilled student normalizes its output)."""
     return (1.0 - F.cosine_similarity(student, teacher, dim=1)).mean()
-
-
-def contrastive_loss(student: torch.Tensor, teacher: torch.Tensor, temperature: float) -> torch.Tensor:
-    """Cross-entropy of picking each question's own teacher vector among the batch's (cosine /
-    ``temperature``) from its student vector. Regression pulls a student vector towards its
-    teacher's from every side alike; this pulls hardest where it sits nearer another question's
-    teacher vector, which is where a retrieval ranks the wrong question first."""
-    logits = F.normalize(student, dim=1) @ F.normalize(teacher, dim=1).T / temperature
-    return F.cross_entropy(logits, torch.arange(len(student)))
 
 
 def student_config(encoder_config: EncoderConfig, teacher: np.ndarray | None) -> EncoderConfig:
@@ -239,10 +223,7 @@ def train_general(
     def step(batch: tuple[str, list, list, np.ndarray | None]) -> float:
         kind, anchors, positives, teacher = batch
         if kind == "distill":
-            vectors, target = encode_ids(encoder, [vocab.encode(t) for t in anchors]), torch.from_numpy(teacher).float()
-            loss = regression_loss(vectors, target)
-            if config.contrastive:
-                loss = loss + config.contrastive * contrastive_loss(vectors, target, config.temperature)
+            loss = regression_loss(encode_ids(encoder, [vocab.encode(t) for t in anchors]), torch.from_numpy(teacher).float())
         else:
             if kind == "views":
                 first, second = view_pairs([vocab.encode(t) for t in anchors], config.view_dropout, rng)
