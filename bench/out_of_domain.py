@@ -98,17 +98,13 @@ ABLATIONS = {  # system: (labels, teacher, words), general_variant's
     "dense-random-words": (False, True, False), "dense-rate-1e-3": (False, True, True),
 }
 # Issue 42's levers on the gap to MiniLM, one at a time over the build's recipe (system: its
-# settings, student layers, extra questions and joined texts per domain): each is compared with
-# ``dense`` on the same fold (stage ``levers``).
+# settings, student layers, extra questions per domain): each is compared with ``dense`` on the
+# same fold (stage ``levers``).
 LEVERS = {
     # Data: three times the extra questions of each domain that has them (WikiAnswers, Quora-lite).
-    "dense-more-questions": (GENERAL, STUDENT, 3 * EXTRA_QUESTIONS, 0),
+    "dense-more-questions": (GENERAL, STUDENT, 3 * EXTRA_QUESTIONS),
     # Capacity: half as many filters again per window, about as wide as the 10x encode-rate bar allows.
-    "dense-450-channels": (GENERAL, replace(STUDENT, channels=450), EXTRA_QUESTIONS, 0),
-    # Length: 2,000 texts per set of 2 to 6 of its questions joined (the sets' questions are a
-    # sentence or so; SemEval's forum posts a median 46 words, and the student's misfit to MiniLM
-    # there grows with length).
-    "dense-joined-texts": (GENERAL, STUDENT, EXTRA_QUESTIONS, 2_000),
+    "dense-450-channels": (GENERAL, replace(STUDENT, channels=450), EXTRA_QUESTIONS),
 }
 # Levers measured and dropped, with the commit whose code trains them: their rows stay in the
 # fold files and the stage levers still reports them. The teacher's in-batch neighbourhoods
@@ -116,9 +112,11 @@ LEVERS = {
 # the batch's other questions, cosine / 0.05, from the teacher's) at weight 1 and 0.1, and at 0.1
 # with each batch drawn from one k-means group of the teacher's vectors (``teacher_groups``). The
 # cross-entropy of picking each question's own teacher vector among the batch's from its student
-# vector (``contrastive_loss``, cosine / 0.05) beside the regression at weight 0.1.
+# vector (``contrastive_loss``, cosine / 0.05) beside the regression at weight 0.1. 2,000 texts
+# per set of 2 to 6 of its questions joined (``joined_questions``), for long questions such as
+# SemEval's forum posts, where the student's misfit to MiniLM grows with length.
 RETIRED_LEVERS = {"dense-neighbourhood": "b53308a", "dense-neighbourhood-0.1": "f932c38", "dense-neighbour-batches": "f932c38",
-                  "dense-contrastive-0.1": "d636e2c"}
+                  "dense-contrastive-0.1": "d636e2c", "dense-joined-texts": "d636e2c"}
 # Rank fusion settings chosen among (nested, on the other domains): the dense weight, and RRF's k,
 # which sets how much a top rank outweighs the next (small k: a small dense weight only breaks
 # BM25's near-ties; the usual 60: it reorders BM25's top ranks).
@@ -253,22 +251,21 @@ def product_bundle() -> Bundle:
     return bundle
 
 
-def training_material(left_out: str, teacher: bool, extra: int = EXTRA_QUESTIONS, joined: int = 0) -> tuple[dict, Unlabelled]:
+def training_material(left_out: str, teacher: bool, extra: int = EXTRA_QUESTIONS) -> tuple[dict, Unlabelled]:
     """The other domains' corpora (their train clusters are the labelled pairs) and their
-    questions as unlabelled material, with MiniLM's vectors, up to ``extra`` more questions of each
-    and ``joined`` texts of several of its questions when ``teacher``: what ``python -m qpr
-    general`` trains on, less the left-out domain."""
-    return general_material([name for name in DOMAINS if name != left_out], teacher, WORK, extra, joined)
+    questions as unlabelled material, with MiniLM's vectors and up to ``extra`` more questions of
+    each when ``teacher``: what ``python -m qpr general`` trains on, less the left-out domain."""
+    return general_material([name for name in DOMAINS if name != left_out], teacher, WORK, extra)
 
 
 def general_variant(left_out: str, labels: bool, teacher: bool, words: bool = False, config: GeneralConfig = GENERAL,
-                    encoder: EncoderConfig = STUDENT, extra: int = EXTRA_QUESTIONS, joined: int = 0):
+                    encoder: EncoderConfig = STUDENT, extra: int = EXTRA_QUESTIONS):
     """The general encoder of a fold (``teacher`` and ``words`` at ``GENERAL`` and ``STUDENT``, as
     ``python -m qpr general`` trains it: distilled, its embeddings started from MiniLM's word
     vectors), or an ablation: the same at another ``config`` or ``encoder``, or from random
     embeddings, the other domains' labelled pairs alone (``NO_TEACHER``), or pairs and
     distillation together (the pairs at ``NO_TEACHER``'s rate per source)."""
-    sources, unlabelled = training_material(left_out, teacher, extra, joined)
+    sources, unlabelled = training_material(left_out, teacher, extra)
     config = replace(config, per_source=NO_TEACHER.per_source) if labels and teacher else config if teacher else NO_TEACHER
     student = distilled_student(unlabelled.questions, WORK, config.seed, encoder) if words else None
     return train_general(sources if labels else {}, unlabelled if teacher else None, config, encoder_config=encoder,
@@ -301,10 +298,9 @@ def run_fold(name: str, only: set[str] | None, redo: bool = False) -> None:
         if wanted(system):
             result = general_variant(name, labels, teacher, words, EARLIER, MAX_POOL)
             fold.record(system, bundle_on(result, fold.corpus).dense_retriever(), train_seconds=round(result.seconds, 1))
-    for system, (config, encoder, extra, joined) in LEVERS.items():
+    for system, (config, encoder, extra) in LEVERS.items():
         if wanted(system):
-            result = general_variant(name, labels=False, teacher=True, words=True, config=config, encoder=encoder, extra=extra,
-                                     joined=joined)
+            result = general_variant(name, labels=False, teacher=True, words=True, config=config, encoder=encoder, extra=extra)
             bundle = bundle_on(result, fold.corpus)
             bundle.save(WORK / "levers" / system / name)  # for measuring it further (its misfit, its rate)
             fold.record(system, bundle.dense_retriever(), train_seconds=round(result.seconds, 1), last_loss=result.history[-1],
@@ -539,9 +535,8 @@ def levers() -> dict:
                                "mean_minilm_minus_H1": float(np.mean([r["minilm_minus_H1"] for r in mine])),
                                "mean_minilm_minus_dense_H1": float(np.mean([r["minilm_minus_H1"] for r in rows
                                                                             if r["system"] == "dense" and r["left_out"] in names]))}
-    out = {"rows": rows, "summary": summary, "settings": {s: asdict(config) | {"encoder": asdict(encoder), "extra_questions": extra,
-                                                                    "joined_texts": joined}
-                                                  for s, (config, encoder, extra, joined) in LEVERS.items()}
+    out = {"rows": rows, "summary": summary, "settings": {s: asdict(config) | {"encoder": asdict(encoder), "extra_questions": extra}
+                                                  for s, (config, encoder, extra) in LEVERS.items()}
            | {s: {"retired": True, "code": commit} for s, commit in RETIRED_LEVERS.items()},
            "seed": GENERAL.seed, "queries": MAX_QUERIES, "machine": machine(), "date": time.strftime("%Y-%m-%d")}
     print(json.dumps(summary, indent=1), flush=True)
