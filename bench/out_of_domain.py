@@ -36,6 +36,7 @@ Stages (each resumable: a fold's rows are kept in runs/ood/folds/<domain>.json):
   rates     encoding rates (run under ``flock /tmp/qpr-timing.lock``)
   choice    the fusion chosen without labels for the taught encoders (``choice``), merged into the results
   levers    issue 42's levers on the general dense (``LEVERS``) against ``dense`` in the same folds, merged into the results
+  teach_steps  how long the teaching of ``rebase --adapt teacher`` should last: H@1 of new questions and the label-free loss on them, per length
   report    bench/results/out_of_domain.json, the plot and the tables in docs/OUT_OF_DOMAIN.md
 
 The optional transformer backend is measured apart (``bench/transformer_backend.py``): its rows
@@ -87,6 +88,7 @@ EARLIER = replace(GENERAL, lr=1e-3)  # the distillation's rate before 4e-3: the 
 PRODUCT_QUESTIONS = 20_000  # Quora-lite capped: about 28k training pairs over 2 epochs
 PRODUCT = TrainConfig(max_epochs=2, patience=2, val_pairs=2000)
 UNSEEN = 5_000  # questions of a training domain that no student trained on (Fold.teacher_losses)
+TEACH_STEPS = (0, 50, 150, 300, 600, 1200)  # teaching lengths in batches (stage teach_steps); 0: the general itself
 LENGTHS = ((0, 12), (12, 20), (20, 40), (40, 80), (80, None))  # question lengths in words (Fold.teacher_losses)
 SEEDS = (1, 2)  # the general dense trained again at these seeds (``dense`` is seed 0, as built)
 # The student pooling by max alone (the build's until max+mean measured better): its rows, at
@@ -545,6 +547,40 @@ def levers() -> dict:
     return out
 
 
+def teach_steps() -> dict:
+    """How long to teach (``TEACH``: at least 600 batches of 64) on each fold whose general is
+    saved: the general taught on its domain's corpus less the queries (``taught-new``) for about
+    ``TEACH_STEPS`` batches each (rounded up to whole epochs), and per length its H@1 on the
+    queries beside the distillation loss on the queries' texts, which it never taught on and which
+    needs no labels (MiniLM's vectors only). Whether that loss could stop the teaching where H@1
+    is best. Merged into the results as ``teach_steps``."""
+    rows = []
+    for name in DOMAINS:
+        if not (WORK / "general" / name).is_dir():
+            continue
+        fold, general = Fold(name), Bundle.load(WORK / "general" / name)
+        questions, vectors = fold.corpus["question"].tolist(), np.load(teacher_path(name, fold.corpus))
+        held_out = fold.corpus["qid"].isin(fold.queries["qid"]).to_numpy()
+        taught = Unlabelled([q for q, h in zip(questions, held_out) if not h], vectors[~held_out])
+        for steps in TEACH_STEPS:
+            model = general if not steps else train_general(
+                {}, taught, replace(TEACH, epochs=1, min_steps=steps), warm_start=(general.encoder, general.vocab), progress=False)
+            bundle = bundle_on(model, fold.corpus)
+            student = bundle.encode(questions)
+            student /= np.linalg.norm(student, axis=1, keepdims=True)
+            loss = 1.0 - (student * vectors).sum(axis=1)
+            row = {"left_out": name, "batches": steps, "epochs": len(getattr(model, "history", [])),
+                   "taught_questions": len(taught.questions), "queries_loss": round(float(loss[held_out].mean()), 4),
+                   "taught_loss": round(float(loss[~held_out].mean()), 4)}
+            row |= rank_metrics(hits_of(ranked(bundle.dense_retriever(), fold.queries), fold.corpus, fold.queries))
+            print(row, flush=True)
+            rows.append(row)
+    out = {"rows": rows, "teach": asdict(TEACH), "machine": machine(), "date": time.strftime("%Y-%m-%d")}
+    previous = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+    write_json(previous | {"teach_steps": out}, RESULTS)
+    return out
+
+
 def encoder_of(system: str) -> str:
     """The ``rates`` entry of the encoder a system's queries go through."""
     if system in ("bm25", "minilm"):
@@ -764,7 +800,7 @@ def tables(runs: list[dict], by: dict, names: list[str], payload: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("stage", choices=["teacher", "folds", "rates", "choice", "levers", "report"])
+    parser.add_argument("stage", choices=["teacher", "folds", "rates", "choice", "levers", "teach_steps", "report"])
     parser.add_argument("--domains", nargs="*", default=list(DOMAINS))
     parser.add_argument("--only", nargs="*", help="systems to run (default: all)")
     parser.add_argument("--redo", action="store_true", help="measure the --only systems again even where a fold has them")
@@ -784,6 +820,8 @@ def main() -> None:
         choice()
     elif args.stage == "levers":
         levers()
+    elif args.stage == "teach_steps":
+        teach_steps()
     else:
         report()
 
