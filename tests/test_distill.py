@@ -13,7 +13,7 @@ from qpr.training.distill import (GeneralConfig, Unlabelled, agreeing_pairs, pse
 from qpr.model.encoder import EncoderConfig, encode_texts
 from qpr.errors import QPRError
 from qpr.data.corpus import COLUMNS
-from qpr.data.sources import DOMAINS, cap_corpus, domain_cap, domain_queries, extra_questions, joined_questions, load_domain
+from qpr.data.sources import DOMAINS, cap_corpus, domain_cap, domain_queries, extra_questions, load_domain
 from qpr.model.text import TextConfig
 
 TINY_ENCODER = EncoderConfig(embedding_dim=16, windows=(1, 3), channels=16, output_dim=8)
@@ -145,17 +145,6 @@ def test_agreeing_pairs_and_their_clusters():
     corpus = pseudo_corpus(["a", "b", "c", "d", "e"], pairs)
     assert corpus["question"].tolist() == ["a", "b", "c", "d"]
     assert corpus["cluster"].nunique() == 2 and (corpus["split"] == "train").all()
-
-
-def test_joined_questions_join_two_to_most_distinct_questions():
-    questions = pd.Series([f"q{i}?" for i in range(10)], dtype="string")
-    joined = joined_questions(questions, 200, seed=3, most=4)
-    assert list(joined.columns) == COLUMNS and joined["cluster"].isna().all() and (joined["split"] == "none").all()
-    counts = [len(text.split()) for text in joined["question"]]
-    assert min(counts) == 2 and max(counts) == 4  # every size from 2 to most is drawn in 200 tries
-    assert all(len(set(text.split())) == len(text.split()) and set(text.split()) <= set(questions) for text in joined["question"])
-    assert joined_questions(questions, 200, seed=3, most=4).equals(joined)  # seeded
-    assert joined_questions(questions[:1], 5).empty and len(joined_questions(questions[:3], 5, most=6)) == 5
 
 
 def test_cap_corpus_keeps_whole_clusters():

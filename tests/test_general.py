@@ -69,20 +69,6 @@ def test_teacher_vectors_come_from_the_cache(tiny_domains, tmp_path):
         minilm_vectors(corpus["question"].tolist(), tmp_path / f"minilm-banking77-{fingerprint(corpus)[:12]}.npy"), cached)
 
 
-def test_joined_texts_are_made_of_one_sets_questions_and_taught_like_them(tiny_domains, monkeypatch):
-    monkeypatch.setattr(general_module, "minilm_vectors", lambda texts, cache, progress: np.ones((len(texts), 4), dtype=np.float32))
-    _, plain = general_material(tiny_domains, teacher=True, cache=None)
-    _, unlabelled = general_material(tiny_domains, teacher=True, cache=None, joined=5)
-    assert unlabelled.questions[: len(plain.questions)] == plain.questions and len(unlabelled.teacher) == len(unlabelled.questions)
-    joined = unlabelled.questions[len(plain.questions):]
-    own = {topic: set(synthetic(topic)["question"]) for topic in ("bank", "history")}
-    for texts, topic in ((joined[:5], "bank"), (joined[5:], "history")):  # banking77's, then squad's
-        assert len(texts) == 5
-        for text in texts:
-            parts = [" ".join(text.split()[i : i + 7]) for i in range(0, len(text.split()), 7)]  # each question is 7 words
-            assert 2 <= len(parts) <= sources.JOIN_MOST and set(parts) <= own[topic]
-
-
 def test_a_build_says_each_step_as_it_starts_on_standard_error(tiny_domains, tmp_path, capsys):
     corpus = sources.load_domain("banking77", sources.domain_cap("banking77"))
     cache = tmp_path / f"minilm-banking77-{fingerprint(corpus)[:12]}.npy"

@@ -42,7 +42,7 @@ from qpr.fsutil.atomic import atomic_path, check_writable
 from qpr.retrieval.fusion_choice import choose_fusion
 from qpr.retrieval.hybrid import Fusion, RankFusion
 from qpr.retrieval.index import IndexConfig
-from qpr.data.sources import DOMAINS, EXTRA_QUESTIONS, domain_cap, extra_questions, joined_questions, load_domain
+from qpr.data.sources import DOMAINS, EXTRA_QUESTIONS, domain_cap, extra_questions, load_domain
 from qpr.model.text import Vocabulary
 
 # The product's hybrid scorer (``qpr.retrieval.hybrid.Fusion``: dense distance, BM25 score and word-overlap
@@ -156,12 +156,11 @@ def distilled_student(questions: Sequence[str], cache: Path | None = None, seed:
 
 
 def general_material(domains: Sequence[str], teacher: bool, cache: Path | None,
-                     extra: int = EXTRA_QUESTIONS, joined: int = 0, progress: bool = False) -> tuple[dict, Unlabelled]:
+                     extra: int = EXTRA_QUESTIONS, progress: bool = False) -> tuple[dict, Unlabelled]:
     """The corpora of ``domains`` (capped, ``qpr.data.sources.domain_cap``) and their questions as
     unlabelled material; with ``teacher``, also up to ``extra`` more questions of each domain
-    (``qpr.data.sources.extra_questions``), ``joined`` longer texts of each made of several of its
-    questions (``qpr.data.sources.joined_questions``), and MiniLM's vectors of all of them (cached
-    as ``cache/minilm-<domain>[-extra|-joined]-<fingerprint>.npy``, one file per set as it is done)."""
+    (``qpr.data.sources.extra_questions``) and MiniLM's vectors of all of them (cached as
+    ``cache/minilm-<domain>[-extra]-<fingerprint>.npy``, one file per set as it is done)."""
     sources = {}
     for name in tqdm(domains, desc="reading the question sets", disable=not progress, leave=False):
         sources[name] = load_domain(name, domain_cap(name))
@@ -170,10 +169,6 @@ def general_material(domains: Sequence[str], teacher: bool, cache: Path | None,
         for name in tqdm(domains, desc="reading more questions for the teacher", disable=not progress, leave=False):
             if len(more := extra_questions(name, extra)):
                 parts.append((f"{name}-extra", more))
-    if teacher and joined:
-        for name in domains:
-            own = pd.concat([frame["question"] for label, frame in parts if label in (name, f"{name}-extra")], ignore_index=True)
-            parts.append((f"{name}-joined", joined_questions(own, joined)))
     questions = [q for _, frame in parts for q in frame["question"]]
     vectors = None
     if teacher:

@@ -107,8 +107,6 @@ MAX_QUESTIONS = 12_000
 SMALLER_CAPS = {"wikianswers": 6_000, "quora-lite": 6_000}
 # Further questions per domain, beyond its cap, that a general encoder distils on (``extra_questions``).
 EXTRA_QUESTIONS = 40_000
-# A joined text (``joined_questions``) holds 2 to this many questions of one set.
-JOIN_MOST = 6
 
 
 def domain_cap(name: str) -> int:
@@ -156,19 +154,6 @@ def extra_questions(name: str, max_questions: int = EXTRA_QUESTIONS, seed: int =
     full = LOADERS[name]()
     rest = full[~full["question"].isin(set(capped["question"]))]
     return rest.sample(min(max_questions, len(rest)), random_state=seed).reset_index(drop=True)
-
-
-def joined_questions(questions: pd.Series, n: int, seed: int = 0, most: int = JOIN_MOST) -> pd.DataFrame:
-    """``n`` longer texts (``COLUMNS``, no clusters, split "none"), each 2 to ``most`` of
-    ``questions`` drawn at random and joined by spaces: a user's question can be a forum post or a
-    ticket of several sentences, where the sets' questions are mostly a short sentence each, and a
-    student distilled on those alone never learns how its teacher reads a long one."""
-    rng = np.random.default_rng(seed)
-    texts = questions.to_numpy(dtype=object)
-    n, most = (n, min(most, len(texts))) if len(texts) >= 2 else (0, 2)
-    joined = [" ".join(texts[rng.choice(len(texts), rng.integers(2, most + 1), replace=False)]) for _ in range(n)]
-    return pd.DataFrame({"qid": np.arange(1, n + 1, dtype="int64"), "question": pd.array(joined, dtype="string"),
-                         "cluster": pd.array([pd.NA] * n, dtype="string"), "split": "none"})
 
 
 def domain_queries(corpus: pd.DataFrame, name: str, max_queries: int, seed: int = 0) -> pd.DataFrame:
