@@ -215,11 +215,7 @@ class Fold:
         teacher = {"left_out": np.load(teacher_path(self.name, self.corpus)),
                    "unseen_trained_domain": minilm_vectors(texts["unseen_trained_domain"],
                                                            WORK / f"minilm-{other}-unseen-{fingerprint(unseen)[:12]}.npy")}
-        losses = {}
-        for part, questions in texts.items():
-            student = bundle.encode(questions)
-            student /= np.linalg.norm(student, axis=1, keepdims=True)
-            losses[part] = 1.0 - (student * teacher[part]).sum(axis=1)
+        losses = {part: teacher_misfit(bundle, questions, teacher[part]) for part, questions in texts.items()}
         words = np.array([len(q.split()) for q in texts["left_out"]])
         by_words = {f"{low}-{high - 1}" if high else f"{low}+": (words >= low) & (words < (high or np.inf)) for low, high in LENGTHS}
         return {part: round(float(loss.mean()), 4) for part, loss in losses.items()} | {
@@ -232,6 +228,13 @@ class Fold:
         tmp = self.lists_path.with_suffix(".tmp.npz")
         np.savez(tmp, **self.lists)
         tmp.replace(self.lists_path)
+
+
+def teacher_misfit(bundle: Bundle, questions: list[str], teacher: np.ndarray) -> np.ndarray:
+    """1 - cos between ``bundle``'s vector of each question and MiniLM's (``teacher``, unit rows)."""
+    student = bundle.encode(questions)
+    student /= np.linalg.norm(student, axis=1, keepdims=True)
+    return 1.0 - (student * teacher).sum(axis=1)
 
 
 def bundle_on(model, corpus: pd.DataFrame) -> Bundle:
@@ -304,7 +307,6 @@ def run_fold(name: str, only: set[str] | None, redo: bool = False) -> None:
         if wanted(system):
             result = general_variant(name, labels=False, teacher=True, words=True, config=config, encoder=encoder, extra=extra)
             bundle = bundle_on(result, fold.corpus)
-            bundle.save(WORK / "levers" / system / name)  # for measuring it further (its misfit, its rate)
             fold.record(system, bundle.dense_retriever(), train_seconds=round(result.seconds, 1), last_loss=result.history[-1],
                         teacher_loss=fold.teacher_losses(bundle))
     # The build's recipe at its other seeds, and the student pooling by max alone at every seed:
@@ -499,8 +501,7 @@ def choice() -> dict:
                for mode in ("taught", "taught-new") if any(r["mode"] == mode for r in rows)}
     out = {"rows": rows, "summary": summary, "taught_fitted_over_all": over_all, "domains": sorted(folds),
            "sample": SAMPLE, "queries": MAX_QUERIES, "fit_queries": FIT_QUERIES, "machine": machine(), "date": time.strftime("%Y-%m-%d")}
-    previous = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
-    write_json(previous | {"fusion_choice": out}, RESULTS)
+    merge_results("fusion_choice", out)
     return out
 
 
@@ -542,9 +543,14 @@ def levers() -> dict:
            | {s: {"retired": True, "code": commit} for s, commit in RETIRED_LEVERS.items()},
            "seed": GENERAL.seed, "queries": MAX_QUERIES, "machine": machine(), "date": time.strftime("%Y-%m-%d")}
     print(json.dumps(summary, indent=1), flush=True)
-    previous = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
-    write_json(previous | {"levers": out}, RESULTS)
+    merge_results("levers", out)
     return out
+
+
+def merge_results(key: str, out: dict) -> None:
+    """Write ``out`` as the results' entry ``key``, keeping every other entry as it is."""
+    previous = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+    write_json(previous | {key: out}, RESULTS)
 
 
 def teach_steps() -> dict:
@@ -566,9 +572,7 @@ def teach_steps() -> dict:
             model = general if not steps else train_general(
                 {}, taught, replace(TEACH, epochs=1, min_steps=steps), warm_start=(general.encoder, general.vocab), progress=False)
             bundle = bundle_on(model, fold.corpus)
-            student = bundle.encode(questions)
-            student /= np.linalg.norm(student, axis=1, keepdims=True)
-            loss = 1.0 - (student * vectors).sum(axis=1)
+            loss = teacher_misfit(bundle, questions, vectors)
             row = {"left_out": name, "batches": steps, "epochs": len(getattr(model, "history", [])),
                    "taught_questions": len(taught.questions), "queries_loss": round(float(loss[held_out].mean()), 4),
                    "taught_loss": round(float(loss[~held_out].mean()), 4)}
@@ -576,8 +580,7 @@ def teach_steps() -> dict:
             print(row, flush=True)
             rows.append(row)
     out = {"rows": rows, "teach": asdict(TEACH), "machine": machine(), "date": time.strftime("%Y-%m-%d")}
-    previous = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
-    write_json(previous | {"teach_steps": out}, RESULTS)
+    merge_results("teach_steps", out)
     return out
 
 
