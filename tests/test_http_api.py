@@ -3,6 +3,7 @@ what the Search tab's retriever answers, refusals that say what to change, and l
 
 from __future__ import annotations
 
+import gc
 import httpx
 import pytest
 
@@ -12,7 +13,7 @@ from ui.common import AppContext
 from ui.http_api import PATH, search_routes
 from ui.page import QPRPage
 from ui.search_tab import _table
-from ui.startup import launch_options
+from ui.startup import launch_options, serve
 
 LOGINS = [("ann", "secret-1"), ("bob", "secret-2")]
 
@@ -24,12 +25,13 @@ def app(request, tiny_bundle, tmp_path):
     store = open_store(f"sqlite:///{tmp_path / 'annotations.db'}")
     ctx = AppContext(ServedModel(tiny_bundle), store, "name" if logins is None else "auth", cache=tmp_path)
     demo = QPRPage(ctx).build()
-    demo.launch(prevent_thread_lock=True, quiet=True, **launch_options(logins, tmp_path, search_routes(ctx, logins)))
+    serve(demo, launch_options(logins, tmp_path, search_routes(ctx, logins)), block=False)
     try:
         yield demo.local_url.rstrip("/"), ctx, logins
     finally:
         demo.close()
         store.close()
+        gc.unfreeze()  # what serve froze can be collected again once the test is done
 
 
 def get(app, auth=None, **params) -> httpx.Response:

@@ -3,6 +3,7 @@ from a bad file; good files of each kind and format read whole."""
 
 from __future__ import annotations
 
+import gc
 import re
 
 import pandas as pd
@@ -139,18 +140,19 @@ def test_the_app_refuses_an_upload_over_the_limit_before_storing_it(tmp_path, mo
     import gradio as gr
     import httpx
 
-    from ui.startup import launch_options
+    from ui.startup import launch_options, serve
 
     monkeypatch.setenv("QPR_MAX_UPLOAD_MB", "0.01")  # 10,000 bytes
     with gr.Blocks() as demo:
         gr.File()
-    demo.launch(prevent_thread_lock=True, quiet=True, **launch_options(None, tmp_path))
+    serve(demo, launch_options(None, tmp_path), block=False)
     try:
         upload = f"{demo.local_url}gradio_api/upload"
         refused = httpx.post(upload, files={"files": ("big.csv", b"question\n" + b"x" * 20_000)})
         kept = httpx.post(upload, files={"files": ("small.csv", b"question\nhow do i learn chess ?\n")})
     finally:
         demo.close()
+        gc.unfreeze()
     assert refused.status_code == 413 and "maximum allowed size of 10000 bytes" in refused.text
     assert kept.status_code == 200 and kept.json()[0].endswith("small.csv")
 

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import gradio as gr
 import torch
 from starlette.routing import BaseRoute
 
@@ -114,10 +115,20 @@ def main() -> int:
     # Searches and judgments are short: several run at once; retraining runs one at a time.
     demo.queue(default_concurrency_limit=8)
     start_training(model, store)  # the BANKING77 demo's encoder, while BM25 answers
-    # A full garbage collection walks every object the process holds: 250 ms on the 2-core
-    # machine with torch, pandas, FAISS and Gradio loaded, paid by whichever search happens to
-    # trigger it (most of a search's p99, docs/SERVING.md). What start-up built lives as long as
-    # the app, so it is taken out of the collector's walks.
-    gc.freeze()
-    demo.launch(**options)
+    serve(demo, options)
     return 0
+
+
+def serve(demo: gr.Blocks, options: dict, *, block: bool = True) -> None:
+    """Launch the built page with ``launch_options``'s ``options``; ``block=False`` returns once
+    the server is up, quietly (tests serve the app this way).
+
+    A full garbage collection walks every object the process holds: 250 ms on the 2-core machine
+    with torch, pandas, FAISS and Gradio loaded, paid by whichever request happens to trigger it
+    (most of a search's p99, docs/SERVING.md). Gradio's launch itself gives up ("When localhost
+    is not accessible...") when its first request to the page takes over 3 s, which a collection
+    in a large process can. What start-up built lives as long as the app, so after collecting
+    start-up's garbage it is taken out of the collector's walks."""
+    gc.collect()
+    gc.freeze()
+    demo.launch(prevent_thread_lock=not block, quiet=not block, **options)
