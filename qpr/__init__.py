@@ -22,8 +22,23 @@ Its parts, one sub-package each, in the order data flows through them:
 whole project; ``qpr --help`` lists the command-line entry points.
 """
 
-from qpr.api.retriever import Retriever
+import importlib
+
 from qpr.errors import QPRError
-from qpr.retrieval.base import Hit
 
 __all__ = ["Hit", "QPRError", "Retriever"]
+
+# The API's names load on first use (PEP 562). Importing them here made every ``import
+# qpr.<anything>`` load torch, FAISS and every system (3.4 s on the 2-core machine): the
+# annotation store's processes, ``qpr-annotations`` and ``qpr --help`` paid it for nothing.
+_LAZY = {"Hit": "qpr.retrieval.base", "Retriever": "qpr.api.retriever"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'qpr' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

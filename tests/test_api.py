@@ -3,6 +3,9 @@ arguments are errors that say what to do, and a bundle without an encoder is sea
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from conftest import make_corpus
@@ -52,3 +55,23 @@ def test_a_bundle_without_an_encoder_is_searched_by_bm25():
         retriever.search("chess", 3, method="dense")
     qid, = retriever.add(["how do i juggle three balls ?"])
     assert retriever.search("juggle three balls", 1)[0].qid == qid
+
+
+def test_the_api_loads_on_first_use_so_the_store_and_the_errors_import_without_torch():
+    """``qpr``'s package names load lazily: the annotation store's worker processes and the
+    command lines import ``qpr.errors`` without paying for torch and FAISS."""
+    script = """
+import sys
+import annotations.db, qpr, qpr.errors
+assert "torch" not in sys.modules and "faiss" not in sys.modules, "importing the store loaded torch or FAISS"
+assert "Retriever" in dir(qpr)
+from qpr import Hit, Retriever
+assert Retriever.__module__ == "qpr.api.retriever" and Hit.__module__ == "qpr.retrieval.base" and "torch" in sys.modules
+try:
+    qpr.Nope
+except AttributeError as err:
+    print(err)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "module 'qpr' has no attribute 'Nope'"
