@@ -29,8 +29,8 @@ from qpr.errors import QPRError
 __all__ = ["Hit", "QPRError", "Retriever"]
 
 # The API's names load on first use (PEP 562). Importing them here made every ``import
-# qpr.<anything>`` load torch, FAISS and every system (3.4 s on the 2-core machine): the
-# annotation store's processes, ``qpr-annotations`` and ``qpr --help`` paid it for nothing.
+# qpr.<anything>`` load torch, FAISS and every system (3.4 s on the 2-core machine), which the
+# annotation store's processes, needing only ``qpr.errors`` and the data helpers, paid for nothing.
 _LAZY = {"Hit": "qpr.retrieval.base", "Retriever": "qpr.api.retriever"}
 
 

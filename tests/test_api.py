@@ -58,8 +58,8 @@ def test_a_bundle_without_an_encoder_is_searched_by_bm25():
 
 
 def test_the_api_loads_on_first_use_so_the_store_and_the_errors_import_without_torch():
-    """``qpr``'s package names load lazily: the annotation store's worker processes and the
-    command lines import ``qpr.errors`` without paying for torch and FAISS."""
+    """``qpr``'s package names load lazily: the annotation store (and its worker processes)
+    imports ``qpr.errors`` without paying for torch and FAISS."""
     script = """
 import sys
 import annotations.db, qpr, qpr.errors

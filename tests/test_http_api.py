@@ -4,6 +4,7 @@ what the Search tab's retriever answers, refusals that say what to change, and l
 from __future__ import annotations
 
 import gc
+
 import httpx
 import pytest
 
