@@ -1,7 +1,8 @@
 """Annotation domain: judgments of retrieved questions, corrected clusters, exports for retraining.
 
-- ``db.open_store(url)``: open (create / migrate) the database; any SQLAlchemy URL, SQLite default.
-- ``store.AnnotationStore``: corpus snapshots, ``record`` / ``undo_last`` / ``judgments`` / ``progress``.
+- ``db.open_store(url, project=...)``: open (create / migrate) the database, seen through one project;
+  any SQLAlchemy URL, SQLite default.
+- ``store.AnnotationStore``: one project's corpus snapshots, ``record`` / ``undo_last`` / ``judgments`` / ``progress``.
 - ``queue``: what to judge next (``spot_check``, ``next_cluster``, ``least_coherent``).
 - ``grouping``: the cluster-building queue of a project of bare questions (``next_group``, ``progress``).
 - ``merge.corrected_clusters``: clusters joined by confirmed paraphrases and split by members

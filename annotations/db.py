@@ -1,6 +1,6 @@
 """Opening the annotation database: engine settings per backend, schema migration, clear errors.
 
-``open_store(url)`` accepts any SQLAlchemy URL. Without one it uses ``QPR_DB_URL`` or, failing
+``open_store(url, project=...)`` accepts any SQLAlchemy URL. Without one it uses ``QPR_DB_URL`` or, failing
 that, the SQLite file ``data/annotations.db`` under the working directory. SQLite connections run
 in WAL mode (readers never block the writer) with a busy timeout and foreign keys on, and every
 write transaction starts with ``BEGIN IMMEDIATE`` so concurrent writers queue for the lock instead
@@ -139,8 +139,10 @@ def database_url(url: str | None = None) -> str:
     return url or settings().db_url or DEFAULT_URL
 
 
-def open_store(url: str | None = None) -> AnnotationStore:
-    """Open (creating or upgrading as needed) the annotation database at ``url``.
+def open_store(url: str | None = None, *, project: str) -> AnnotationStore:
+    """Open (creating or upgrading as needed) the annotation database at ``url``, seen through
+    ``project`` (every query is scoped to one project; ``AnnotationStore.for_project`` reaches
+    another).
 
     ``url`` None means ``QPR_DB_URL``, else ``sqlite:///data/annotations.db``. Raises
     AnnotationError with a one-line message for a bad URL, an unreachable server or a newer schema.
@@ -158,7 +160,7 @@ def open_store(url: str | None = None) -> AnnotationStore:
     except (SQLAlchemyError, OSError) as err:
         engine.dispose()
         raise AnnotationError(f"cannot open the annotation database {_safe(engine.url)}: {_first_line(err)}") from err
-    return AnnotationStore(engine, write_option=WRITE_OPTION)
+    return AnnotationStore(engine, WRITE_OPTION, project)
 
 
 def _safe(url: URL) -> str:

@@ -21,9 +21,15 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from qpr.serving.slugs import DEMO, MAX_SLUG
+
 LABELS = ("same", "different", "unsure")
 ROLES = ("owner", "reviewer", "annotator")  # a project's roles, most rights first (ProjectRole)
 MAX_NAME_CHARS = 100
+# The project that owns what was written before judgments were scoped by project (migration 0009),
+# until a project claims its bundle versions (``CorpusRepository.claim_versions``): the demo.
+FIRST_PROJECT = DEMO
+MAX_PROJECT_CHARS = MAX_SLUG
 MAX_KEY_CHARS = 4 * MAX_NAME_CHARS  # case folding can lengthen a name (one character folds to at most three)
 
 
@@ -51,11 +57,16 @@ class Base(DeclarativeBase):
 
 
 class BundleVersion(Base):
-    """A bundle version whose corpus snapshot was registered; ``fingerprint`` is qpr.data.corpus.fingerprint."""
+    """A bundle version whose corpus snapshot was registered; ``fingerprint`` is qpr.data.corpus.fingerprint.
+    ``project``: the project it belongs to. Everything recorded against a bundle version (judgments,
+    comments, exports, swaps, label versions) belongs to that project, and every read of the store
+    is scoped to one project through it (``annotations.repositories.base.Repository``)."""
 
     __tablename__ = "bundles"
+    __table_args__ = (Index("ix_bundles_project", "project"),)
 
     version: Mapped[str] = mapped_column(String(100), primary_key=True)
+    project: Mapped[str] = mapped_column(String(MAX_PROJECT_CHARS), server_default=FIRST_PROJECT)
     fingerprint: Mapped[str] = mapped_column(String(64))
     questions: Mapped[int] = mapped_column(Integer)
     registered_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
@@ -200,6 +211,7 @@ class Adjudication(Base):
 
     __tablename__ = "adjudications"
     __table_args__ = (
+        Index("ix_adjudications_project", "project"),
         CheckConstraint("kind IN ('item', 'cluster_pair')", name="ck_adjudications_kind"),
         CheckConstraint(f"decision IN ({', '.join(repr(d) for d in ADJUDICATION_DECISIONS)})",
                         name="ck_adjudications_decision"),
@@ -207,6 +219,7 @@ class Adjudication(Base):
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    project: Mapped[str] = mapped_column(String(MAX_PROJECT_CHARS), server_default=FIRST_PROJECT)
     reviewer_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"), index=True)
     kind: Mapped[str] = mapped_column(String(20))
     item_key: Mapped[str | None] = mapped_column(String(120), index=True)
@@ -232,12 +245,14 @@ class JudgmentComment(Base):
 
 
 class Guideline(Base):
-    """One version of the annotation guidelines; the newest row is in force, older ones are history.
-    ``same_examples`` / ``different_examples``: one example pair per line."""
+    """One version of a project's annotation guidelines; its newest row is in force, older ones are
+    history. ``same_examples`` / ``different_examples``: one example pair per line."""
 
     __tablename__ = "guidelines"
+    __table_args__ = (Index("ix_guidelines_project", "project"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    project: Mapped[str] = mapped_column(String(MAX_PROJECT_CHARS), server_default=FIRST_PROJECT)
     editor_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"))
     text: Mapped[str] = mapped_column(Text)
     same_examples: Mapped[str] = mapped_column(Text)

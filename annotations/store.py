@@ -26,14 +26,22 @@ from annotations.writer import GroupCommitWriter
 # comes before it here: a base class must follow its subclasses in the method resolution order.
 class AnnotationStore(JudgmentRepository, SwapRepository, ExportRepository, ReviewRepository, RoleRepository,
                       LabelRepository, CorpusRepository):
-    """Judgments and corpus snapshots in one database; open it with ``annotations.db.open_store``.
+    """Judgments and corpus snapshots in one database, seen through one project (``project``: every
+    query is scoped to it, see ``Repository``); open it with ``annotations.db.open_store`` and
+    reach another project's with ``for_project``.
 
     ``write_option``: the execution option that marks a write transaction (``annotations.db``);
     ``group_commit=False`` gives each write a transaction of its own (see ``annotations.writer``).
     """
 
-    def __init__(self, engine: Engine, write_option: str, group_commit: bool | None = None) -> None:
-        super().__init__(engine, GroupCommitWriter(engine, write_option, group_commit))
+    def __init__(self, engine: Engine, write_option: str, project: str, group_commit: bool | None = None,
+                 writer: GroupCommitWriter | None = None) -> None:
+        super().__init__(engine, writer or GroupCommitWriter(engine, write_option, group_commit), project)
+        self.write_option = write_option
+
+    def for_project(self, project: str) -> "AnnotationStore":
+        """The same database seen through project ``project`` (the engine and writer are shared)."""
+        return AnnotationStore(self.engine, self.write_option, project, writer=self.writer)
 
     def close(self) -> None:
         """Finish the queued writes, then release the database's connections."""

@@ -43,7 +43,7 @@ DETAIL = ROOT / "bench" / "results" / "bare_to_trainable.json"  # every run, the
 def judgments_to_trainable(truth, seed: int, error_rate: float, folder: Path) -> dict:
     """One run: the judgments (and groups) the oracle made until the project could train."""
     bare = truth.assign(cluster=None, split="none").astype({"cluster": "string"})
-    store = open_store(f"sqlite:///{folder / f'seed{seed}-{error_rate}.db'}")
+    store = open_store(f"sqlite:///{folder / f'seed{seed}-{error_rate}.db'}", project="demo")
     version = f"banking77-bare-{seed}"
     store.register_corpus(version, bare)
     retriever = BM25Retriever(bare)

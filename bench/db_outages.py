@@ -161,7 +161,7 @@ def _summary(run: dict, stored: set[int]) -> dict:
 def postgres_restart(down_s: float = 12.0) -> dict:
     """The PostgreSQL outage (module doc)."""
     with private_postgres() as server:
-        with open_store(server.url) as store:
+        with open_store(server.url, project="demo") as store:
             store.register_corpus(VERSION, _corpus())
             run = through_outage(store, server.stop, server.start, down_s)
             stored = set(store.judgments(current_only=False)["id"].astype(int))
@@ -182,7 +182,7 @@ def sqlite_disk_full(mode: str = "pages", down_s: float = 12.0) -> dict:
             subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(folder)], check=True, capture_output=True)
         try:
             path = folder / "annotations.db"
-            with open_store(f"sqlite:///{path}") as store:
+            with open_store(f"sqlite:///{path}", project="demo") as store:
                 store.register_corpus(VERSION, _corpus())
                 filler = folder / "filler"
                 limit = [1_000_000_000]

@@ -137,7 +137,7 @@ def one_run(setup: Setup, folder: Path, strategy: str, budget: int, error_rate: 
     shutil.rmtree(folder, ignore_errors=True)  # an unfinished earlier attempt: start it over
     folder.mkdir(parents=True)
     annotator = SimulatedAnnotator(setup.clean, "oracle", error_rate, seed=seed)
-    with open_store(f"sqlite:///{(folder / 'annotations.db').resolve()}") as store:
+    with open_store(f"sqlite:///{(folder / 'annotations.db').resolve()}", project="demo") as store:
         # seed + 1: the random pick of round 1 of `qpr-annotations loop` with the same seed
         done = annotate(store, annotator, setup.noisy_model, setup.noisy, strategy, budget, folder / "corrected.parquet",
                         seed=seed + 1, pool=setup.pool)

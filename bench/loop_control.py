@@ -113,7 +113,7 @@ def judged_export(work: Work, model, noisy: pd.DataFrame, kind: str, budget: int
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     annotator = SimulatedAnnotator(work.clean, "oracle", seed=1)
-    with open_store(f"sqlite:///{(folder / 'annotations.db').resolve()}") as store:
+    with open_store(f"sqlite:///{(folder / 'annotations.db').resolve()}", project="demo") as store:
         done = annotate(store, annotator, model, noisy, STRATEGY, budget, folder / "corrected.parquet", seed=1,
                         pool=suspects(model, noisy, kind))
     return done.export.corpus, done.export.pairs

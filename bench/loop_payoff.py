@@ -167,7 +167,7 @@ def corrected(work: Work, model: Model, noisy: pd.DataFrame, pool: pd.DataFrame,
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     annotator = SimulatedAnnotator(work.clean, "oracle", seed=1)
-    with open_store(f"sqlite:///{(folder / 'annotations.db').resolve()}") as store:
+    with open_store(f"sqlite:///{(folder / 'annotations.db').resolve()}", project="demo") as store:
         done = annotate(store, annotator, model, noisy, strategy, budget, folder / "corrected.parquet", seed=1, pool=pool)
     return done.judged, done.corrected
 
@@ -240,7 +240,7 @@ def evaluation_part(work: Work, args: argparse.Namespace) -> None:
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir(parents=True)
             annotator = SimulatedAnnotator(work.clean, "oracle", seed=1)
-            with open_store(f"sqlite:///{(folder / 'annotations.db').resolve()}") as store:
+            with open_store(f"sqlite:///{(folder / 'annotations.db').resolve()}", project="demo") as store:
                 store.register_corpus(version, noisy)
                 judged = 0
                 for budget in sorted(args.eval_budgets):

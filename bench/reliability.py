@@ -106,7 +106,7 @@ def postgres_url() -> tuple[str, callable] | None:
 def access(tmp: Path, app_url: str | None) -> dict:
 
     anonymous = impersonations = 0
-    with open_store(f"sqlite:///{tmp / 'access.db'}") as store:
+    with open_store(f"sqlite:///{tmp / 'access.db'}", project="demo") as store:
         store.register_corpus(VERSION, _corpus())
         names = ["", "   ", "\u200b", "\u200b\u200d", "\ufeff", "\x00", "ann\x00", "\t\n", None, 7, "\ud800"]
         for name in names:

@@ -62,7 +62,7 @@ def csv_payloads(tmp: Path) -> dict:
     """The payloads through the CSV export and a TSV table (module doc)."""
     corpus = pd.DataFrame({"qid": range(1, len(OWASP_PAYLOADS) + 1), "question": OWASP_PAYLOADS,
                            "cluster": [f"c{i // 2}" for i in range(len(OWASP_PAYLOADS))], "split": "train"})
-    with open_store(f"sqlite:///{tmp / 'csv.db'}") as store:
+    with open_store(f"sqlite:///{tmp / 'csv.db'}", project="demo") as store:
         store.register_corpus("v1", corpus)
         store.record("alice", 3, "same", "v1", query_qid=1)  # a merge, so the pairs file holds payloads too
         out = export(store, corpus, "csv", tmp / "export" / "clusters.csv")
@@ -78,7 +78,7 @@ def backup_check(tmp: Path) -> dict:
     """Backup under a writer, restore, compare (module doc)."""
     url = f"sqlite:///{tmp / 'live.db'}"
     acknowledged, stop = [], threading.Event()
-    with open_store(url) as store:
+    with open_store(url, project="demo") as store:
         store.register_corpus("v1", pd.DataFrame({"qid": range(1, 201), "question": [f"question {i}" for i in range(1, 201)],
                                                   "cluster": [f"c{i // 4}" for i in range(200)], "split": "train"}))
 
@@ -102,7 +102,7 @@ def backup_check(tmp: Path) -> dict:
             thread.join()
     copied = judgment_ids(tmp / "backup.db")
     restored = restore(tmp / "backup.db", f"sqlite:///{tmp / 'restored.db'}")
-    with open_store(f"sqlite:///{tmp / 'restored.db'}") as store:
+    with open_store(f"sqlite:///{tmp / 'restored.db'}", project="demo") as store:
         ids = store.judgments(current_only=False)["id"].astype(int).tolist()
     final = judgment_ids(tmp / "live.db")
     return {"equal": ids == copied and restored.judgments == len(copied) == done.judgments and before <= set(copied),

@@ -158,7 +158,7 @@ def run_sustained(db_url: str, annotators: int = 50, minutes: float = 10.0, thin
             latency.setdefault(action, []).extend(values)
         errors += part["errors"]
         acknowledged += part["acknowledged"]
-    with open_store(db_url) as store:
+    with open_store(db_url, project="demo") as store:
         ids = set(store.judgments(current_only=False)["id"].astype(int))
     stored = sum(i in ids for i in acknowledged)
     per_action = {a: {"calls": len(v), "p50_ms": round(float(np.percentile(v, 50)), 1),

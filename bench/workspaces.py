@@ -78,7 +78,7 @@ def measure(n_projects: int, repeats: int) -> dict:
         upload = read_upload(banking77(tmp), "clusters", columns={"question": "text", "cluster": "category"})
         projects = Projects(tmp / "cache" / "projects")
         slugs = [projects.create(f"Bank {n + 1}", upload, "bench") for n in range(n_projects)]
-        store = open_store(f"sqlite:///{tmp / 'annotations.db'}")
+        store = open_store(f"sqlite:///{tmp / 'annotations.db'}", project="demo")
         # The built-in project is one small BM25 corpus here: the demo's model is not what is measured.
         ctx = AppContext(ServedModel(Bundle.lexical_of(upload.corpus.head(50).assign(qid=range(1, 51)))), store,
                          cache=tmp / "cache")

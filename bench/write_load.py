@@ -37,7 +37,7 @@ def _corpus(n: int = 400) -> pd.DataFrame:
 def run_load(url: str, writers: int = 32, per_writer: int = 100, export_to: Path | None = None) -> dict:
     """Run the load against ``url`` (an empty database) and return latency figures and losses;
     with ``export_to`` (a folder) merge and export there in a loop while the writers run."""
-    store = open_store(url)
+    store = open_store(url, project="demo")
     try:
         corpus = _corpus()
         store.register_corpus(VERSION, corpus)

@@ -15,7 +15,7 @@ VERSION = "v1"
 
 @pytest.fixture
 def store(tmp_path):
-    with open_store(f"sqlite:///{tmp_path / 'a.db'}") as opened:
+    with open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo") as opened:
         opened.register_corpus(VERSION, make_corpus(n_topics=4, distractors=0))
         yield opened
 

@@ -39,7 +39,7 @@ def db_url(tmp_path):
 
 @pytest.fixture
 def store(db_url, corpus):
-    with open_store(db_url) as opened:
+    with open_store(db_url, project="demo") as opened:
         opened.register_corpus(VERSION, corpus)
         yield opened
 

@@ -32,7 +32,7 @@ def hand_corpus() -> pd.DataFrame:
 
 @pytest.fixture
 def store(tmp_path):
-    with open_store(f"sqlite:///{tmp_path / 'a.db'}") as opened:
+    with open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo") as opened:
         opened.register_corpus(VERSION, hand_corpus())
         yield opened
 

@@ -53,7 +53,7 @@ class TableRetriever:
 
 @pytest.fixture
 def store(tmp_path):
-    with open_store(f"sqlite:///{tmp_path / 'a.db'}") as opened:
+    with open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo") as opened:
         opened.register_corpus(VERSION, CORPUS)
         yield opened
 
@@ -114,7 +114,7 @@ def test_spot_check_refuses_bad_requests(store):
 
 def test_spot_check_with_a_real_retriever(tmp_path):
     corpus = make_corpus(n_topics=6, distractors=3)
-    with open_store(f"sqlite:///{tmp_path / 'b.db'}") as store:
+    with open_store(f"sqlite:///{tmp_path / 'b.db'}", project="demo") as store:
         store.register_corpus(VERSION, corpus)
         cluster = corpus["cluster"].dropna().iloc[0]
         queue = spot_check(store, BM25Retriever(corpus), corpus, "ann", cluster=cluster, k=10)

@@ -44,7 +44,7 @@ def corpus():
 
 @pytest.fixture
 def store(db_url, corpus):
-    with open_store(db_url) as opened:
+    with open_store(db_url, project="demo") as opened:
         opened.register_corpus(VERSION, corpus)
         yield opened
 
@@ -58,14 +58,14 @@ def count_rows(store, table: str) -> int:
 
 
 def test_migrated_schema_matches_the_models(db_url):
-    with open_store(db_url) as store, store.engine.connect() as connection:
+    with open_store(db_url, project="demo") as store, store.engine.connect() as connection:
         assert compare_metadata(MigrationContext.configure(connection), Base.metadata) == []
         head = ScriptDirectory.from_config(alembic_config()).get_current_head()
         assert MigrationContext.configure(connection).get_current_heads() == (head,)
 
 
 def test_sqlite_connections_use_wal_busy_timeout_and_foreign_keys(scratch_dir):
-    with open_store(f"sqlite:///{scratch_dir / 'a.db'}") as store, store.engine.connect() as connection:
+    with open_store(f"sqlite:///{scratch_dir / 'a.db'}", project="demo") as store, store.engine.connect() as connection:
         assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
         assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() > 0
@@ -74,7 +74,7 @@ def test_sqlite_connections_use_wal_busy_timeout_and_foreign_keys(scratch_dir):
 def test_a_fresh_schema_starts_empty_holds_what_is_written_and_is_dropped_after():
     if not POSTGRES_URL:
         pytest.skip("QPR_TEST_POSTGRES_URL is not set (bash .ci/run starts PostgreSQL and sets it)")
-    with fresh_schema(POSTGRES_URL, "fresh_schema_test") as url, open_store(url) as store:
+    with fresh_schema(POSTGRES_URL, "fresh_schema_test") as url, open_store(url, project="demo") as store:
         with store.engine.connect() as connection:
             schema = connection.exec_driver_sql("SELECT current_schema()").scalar()
         assert schema.startswith("fresh_schema_test_") and count_rows(store, "judgments") == 0
@@ -92,11 +92,11 @@ def test_a_fresh_schema_starts_empty_holds_what_is_written_and_is_dropped_after(
 def test_default_url_is_a_sqlite_file_under_data_and_env_overrides_it(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("QPR_DB_URL", raising=False)
-    with open_store() as store:
+    with open_store(project="demo") as store:
         store.register_corpus(VERSION, make_corpus())
     assert (tmp_path / "data" / "annotations.db").is_file()
     monkeypatch.setenv("QPR_DB_URL", f"sqlite:///{tmp_path / 'other' / 'x.db'}")
-    with open_store() as store:
+    with open_store(project="demo") as store:
         assert store.bundle_versions().empty
     assert (tmp_path / "other" / "x.db").is_file()
 
@@ -203,12 +203,12 @@ def test_cluster_filter_and_progress(store):
     store.undo_last("ann")
     assert store.progress("ann") == {"today": 2, "total": 2}  # the earlier label is current again
     assert store.progress("nobody") == {"today": 0, "total": 0}
-    # ... and counts are per project: judgments on another project's bundle are not counted in this one's.
-    store.register_corpus("v-other", make_corpus())
-    store.record("ann", 7, "same", "v-other", query_qid=3)
-    assert store.progress("ann", [VERSION]) == {"today": 2, "total": 2}
-    assert store.progress("ann", ["v-other"]) == {"today": 1, "total": 1}
-    assert store.progress("ann") == {"today": 3, "total": 3}
+    # ... and counts are per project: judgments in another project are not counted in this one's.
+    other = store.for_project("other")
+    other.register_corpus("v-other", make_corpus())
+    other.record("ann", 7, "same", "v-other", query_qid=3)
+    assert store.progress("ann") == {"today": 2, "total": 2}
+    assert other.progress("ann") == {"today": 1, "total": 1}
 
 
 @pytest.mark.parametrize(
@@ -258,7 +258,7 @@ ITEMS = [(q, c) for q in range(1, 161) for c in range(1, 161) if q != c][:PER_WR
 
 def write_judgments(url: str, annotator: str, items: int = PER_WRITER) -> None:
     """One writer: one judgment for each of the first ``items`` items, through its own store."""
-    with open_store(url) as store:
+    with open_store(url, project="demo") as store:
         for i, (query, candidate) in enumerate(ITEMS[:items]):
             store.record(annotator, candidate, ("same", "different", "unsure")[i % 3], VERSION, query_qid=query)
 
@@ -289,7 +289,7 @@ def assert_all_stored(store, annotators: list[str]) -> None:
 
 
 def test_eight_writer_threads_store_every_judgment(db_url, corpus):
-    with open_store(db_url) as store:
+    with open_store(db_url, project="demo") as store:
         store.register_corpus(VERSION, corpus)
         annotators = [f"writer-{i}" for i in range(WRITERS)]
         assert run_threads(db_url, annotators) == []
@@ -297,7 +297,7 @@ def test_eight_writer_threads_store_every_judgment(db_url, corpus):
 
 
 def test_eight_writer_processes_store_every_judgment(db_url, corpus):
-    with open_store(db_url) as store:
+    with open_store(db_url, project="demo") as store:
         store.register_corpus(VERSION, corpus)
     annotators = [f"writer-{i}" for i in range(WRITERS)]
     context = multiprocessing.get_context("spawn")
@@ -307,13 +307,13 @@ def test_eight_writer_processes_store_every_judgment(db_url, corpus):
     for process in processes:
         process.join()
     assert [p.exitcode for p in processes] == [0] * WRITERS  # a "database is locked" would exit 1
-    with open_store(db_url) as store:
+    with open_store(db_url, project="demo") as store:
         assert_all_stored(store, annotators)
 
 
 def test_one_annotator_in_eight_threads_keeps_exactly_one_current_label_per_item(db_url, corpus):
     items = 100
-    with open_store(db_url) as store:
+    with open_store(db_url, project="demo") as store:
         store.register_corpus(VERSION, corpus)
         assert run_threads(db_url, ["same-person"] * WRITERS, items) == []
         history = store.judgments(current_only=False)
@@ -332,7 +332,7 @@ def locked_sqlite(scratch_dir, corpus, monkeypatch):
     separate connection that holds the write lock until it is released."""
     monkeypatch.setattr(annotations.db, "SQLITE_BUSY_TIMEOUT_MS", 1)
     path = scratch_dir / "busy.db"
-    store = open_store(f"sqlite:///{path}")
+    store = open_store(f"sqlite:///{path}", project="demo")
     store.register_corpus(VERSION, corpus)
     holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     holder.execute("BEGIN IMMEDIATE")
@@ -367,7 +367,7 @@ KILLED_WRITER = """
 import sys, time
 from sqlalchemy import text
 from annotations.db import open_store
-store = open_store(sys.argv[1])
+store = open_store(sys.argv[1], project="demo")
 with store.engine.connect() as connection:
     connection = connection.execution_options(annotations_write=True)
     with connection.begin():
@@ -389,7 +389,7 @@ def test_writer_killed_mid_transaction_leaves_the_database_consistent(store, db_
         writer.send_signal(signal.SIGKILL)
         writer.wait()
     assert writer.returncode == -signal.SIGKILL
-    with open_store(db_url) as reopened:
+    with open_store(db_url, project="demo") as reopened:
         if reopened.engine.dialect.name == "sqlite":
             with reopened.engine.connect() as connection:
                 assert connection.exec_driver_sql("PRAGMA integrity_check").scalar() == "ok"
@@ -422,7 +422,7 @@ def test_database_at_the_first_revision_is_upgraded_on_open_and_keeps_its_data(d
             "is_current) VALUES (1, 'old', 1, 2, 'qid:1:2', 'same', CURRENT_TIMESTAMP, TRUE)"
         ))
     engine.dispose()
-    with open_store(db_url) as store:
+    with open_store(db_url, project="demo") as store:
         assert "exports" in inspect(store.engine).get_table_names()
         kept = store.judgments()
         assert kept[["annotator", "query_qid", "candidate_qid", "label"]].values.tolist() == [["ann", 1, 2, "same"]]
@@ -431,7 +431,7 @@ def test_database_at_the_first_revision_is_upgraded_on_open_and_keeps_its_data(d
 
 
 def test_database_from_a_newer_version_is_refused(db_url):
-    with open_store(db_url) as store, store.engine.begin() as connection:
+    with open_store(db_url, project="demo") as store, store.engine.begin() as connection:
         connection.execute(text("UPDATE alembic_version SET version_num = '9999_from_the_future'"))
     with pytest.raises(AnnotationError, match="9999_from_the_future.*newer version"):
-        open_store(db_url)
+        open_store(db_url, project="demo")

@@ -62,7 +62,7 @@ def test_search_annotate_merge_export_retrain(page, server, tmp_path):  # page f
         pytest.fail(f"no question of {TWIN_B} was proposed for {TWIN_A}")
     shot(page, "2-annotate")
 
-    with open_store(db_url) as store:
+    with open_store(db_url, project="demo") as store:
         same = store.judgments(annotator="tester").query("label == 'same'")
     assert len(same) == 1
     assert (same.iloc[0]["query_cluster"], same.iloc[0]["candidate_cluster"]) == (TWIN_A, TWIN_B)

@@ -60,7 +60,7 @@ def test_a_false_positive_marked_in_the_cluster_view_leaves_its_cluster_in_searc
     expect(page.locator("#search-results")).to_contain_text(TWIN_A)  # its old cluster-mates still are
     shot(page, "clusters-2-search-after-split")
 
-    with open_store(db_url) as store:
+    with open_store(db_url, project="demo") as store:
         judged = store.judgments()
         versions = store.label_versions(store.bundle_versions()["version"].iloc[0])
     assert judged[["annotator", "query_qid", "candidate_qid", "label"]].values.tolist() == [

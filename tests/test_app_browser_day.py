@@ -18,7 +18,7 @@ RETRAIN_LIMIT_MS = 240_000  # generous: only a guard against a retraining that n
 
 
 def judgments(db_url: str, annotator: str = "tester"):
-    with open_store(db_url) as store:
+    with open_store(db_url, project="demo") as store:
         return store.judgments(annotator=annotator)
 
 

@@ -66,7 +66,7 @@ def test_two_annotators_tie_and_a_reviewer_adjudicates(page, server, tmp_path):
     assert annotate(bob, url, "bob", cluster_of, "different", target=item) == item  # overlap 2: bob sees it too
     shot(bob, "review-1-bob")
 
-    with open_store(db_url) as store:
+    with open_store(db_url, project="demo") as store:
         votes = store.judgments().query("label != 'unsure'")
     assert sorted(votes["annotator"]) == ["alice", "bob"] and votes["item_key"].nunique() == 1
     key, bobs = votes["item_key"].iloc[0], str(votes.loc[votes["annotator"] == "bob", "id"].iloc[0])
@@ -87,7 +87,7 @@ def test_two_annotators_tie_and_a_reviewer_adjudicates(page, server, tmp_path):
     expect(page.locator("#review-decided")).to_contain_text("carol")
     shot(page, "review-2-adjudicated")
 
-    with open_store(db_url) as store:
+    with open_store(db_url, project="demo") as store:
         decided = store.adjudications()
     assert decided[["reviewer", "kind", "item_key", "decision"]].values.tolist() == [["carol", "item", key, "same"]]
 

@@ -36,7 +36,7 @@ NO_PROGRESS = lambda *args, **kwargs: None  # noqa: E731  (stands in for gr.Prog
 
 @pytest.fixture
 def qpr_app(bundle, tmp_path):
-    store = open_store(f"sqlite:///{tmp_path / 'annotations.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'annotations.db'}", project="demo")
     page = QPRPage(AppContext(ServedModel(bundle), store, "name", EXAMPLE_QUERIES, cache=tmp_path))
     page.build()
     yield page
@@ -150,7 +150,7 @@ def test_metrics_state_what_the_next_500_judgments_are_expected_to_fix(qpr_app):
 def test_logins_and_hugging_face_profiles_name_the_annotator(bundle, tmp_path, monkeypatch):  # noqa: F811
     # Off Spaces, Gradio mocks the Hugging Face login with the machine's HF token; there is none here.
     monkeypatch.setattr(gr.oauth, "_get_mocked_oauth_info", lambda: {"userinfo": {}, "access_token": "", "scope": ""})
-    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo")
     by_login = page_for(bundle, store, "auth", tmp_path).annotate
     with pytest.warns(UserWarning, match="sign in"):
         by_login.start_cluster(TWIN_A, "typed name is ignored", gr.Request(), None)
@@ -423,7 +423,7 @@ def test_metrics_show_the_served_model_before_any_retraining(qpr_app, bundle):  
 def test_the_ui_builds_in_every_identity_mode(bundle, tmp_path, identity, monkeypatch):  # noqa: F811
     # Off Spaces, Gradio mocks the Hugging Face login with the machine's HF token; there is none here.
     monkeypatch.setattr(gr.oauth, "_get_mocked_oauth_info", lambda: {"userinfo": {}, "access_token": "", "scope": ""})
-    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo")
     demo = QPRPage(AppContext(ServedModel(bundle), store, identity, EXAMPLE_QUERIES, cache=tmp_path)).build()
     labels = {getattr(block, "label", None) for block in demo.blocks.values()}
     assert {"Search", "Annotate", "Clusters", "Retrain & export", "Metrics"} <= labels
@@ -707,7 +707,7 @@ def test_replacing_the_served_model_needs_a_name_and_is_recorded(qpr_app):
 
 def test_with_logins_only_admins_may_replace_the_served_model(bundle, tmp_path, monkeypatch):  # noqa: F811
     monkeypatch.setenv("QPR_ADMINS", " Alice ,bob")
-    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo")
     page = page_for(bundle, store, "auth", tmp_path)
     with pytest.warns(UserWarning, match="Only the app's admins"):
         page.retrain.retrain(1, "", gr.Request(username="mallory"), progress=NO_PROGRESS)  # retraining is theirs too
@@ -735,7 +735,7 @@ def test_a_refused_input_turns_the_keys_back_on_for_the_item_still_shown(qpr_app
 @pytest.mark.parametrize("spec", ["lots", "0", "-5", "2.5"])
 def test_a_bad_task_size_setting_is_named(bundle, tmp_path, monkeypatch, spec):  # noqa: F811
     monkeypatch.setenv("QPR_TASK_SIZE", spec)
-    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo")
     with pytest.raises(QPRError, match="QPR_TASK_SIZE must be a whole number"):
         AppContext(ServedModel(bundle), store, "name", cache=tmp_path)
     monkeypatch.setenv("QPR_TASK_SIZE", " 30 ")

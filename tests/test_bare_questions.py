@@ -22,7 +22,7 @@ from ui.page import QPRPage
 @pytest.fixture
 def bare_page(bundle, tmp_path):
     """The page serving a project created from the topics' questions without clusters."""
-    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo")
     page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
     page.build()
     path = tmp_path / "inbox.csv"

@@ -25,7 +25,7 @@ def db_url(tmp_path):
 
 @pytest.fixture
 def qpr_app(bundle, db_url, tmp_path):
-    with open_store(db_url) as store:
+    with open_store(db_url, project="demo") as store:
         page = QPRPage(AppContext(ServedModel(bundle), store, "name", EXAMPLE_QUERIES, cache=tmp_path))
         page.build()
         yield page
@@ -35,7 +35,7 @@ def qpr_app(bundle, db_url, tmp_path):
 def untouched_app(bundle, tmp_path_factory):
     """One app for the tests that must change nothing (built once: building costs seconds)."""
     folder = tmp_path_factory.mktemp("untouched")
-    with open_store(f"sqlite:///{folder / 'annotations.db'}") as store:
+    with open_store(f"sqlite:///{folder / 'annotations.db'}", project="demo") as store:
         page = QPRPage(AppContext(ServedModel(bundle), store, "name", EXAMPLE_QUERIES, cache=folder))
         page.build()
         yield page
@@ -81,7 +81,7 @@ def test_a_member_marked_as_not_belonging_leaves_its_cluster_in_search_at_once(q
     assert f"split qid:{outsider['qid']} out of {TWIN_A}" in history["what"]
     assert qpr_app.ctx.model.current().bundle is bundle, "the model itself is unchanged"
 
-    with open_store(db_url) as store:  # a restart serves the newest labels version again
+    with open_store(db_url, project="demo") as store:  # a restart serves the newest labels version again
         restarted = AppContext(ServedModel(bundle), store, "name", cache=tmp_path)
         assert restarted.model.current().labels_version == 1
         assert restarted.model.current().cluster_of([outsider["qid"]]) == [None]

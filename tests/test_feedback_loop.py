@@ -45,7 +45,7 @@ SPLIT = ["X", "Y"]
 
 @pytest.fixture
 def store(tmp_path):
-    with open_store(f"sqlite:///{tmp_path / 'loop.db'}") as opened:
+    with open_store(f"sqlite:///{tmp_path / 'loop.db'}", project="demo") as opened:
         opened.register_corpus(VERSION, NOISY)
         yield opened
 
@@ -154,7 +154,7 @@ def test_pool_lists_each_retrieved_cross_cluster_training_pair_once_with_its_mos
     assert pool["suspicion"].tolist() == pytest.approx([0.2, -0.1, -0.2, 0.0])
     assert pool["rank"].tolist() == [4, 3, 4, 2]
     # the same score as the spot-check queue gives cluster A's candidates
-    with open_store(f"sqlite:///{tmp_path / 'q.db'}") as store:
+    with open_store(f"sqlite:///{tmp_path / 'q.db'}", project="demo") as store:
         store.register_corpus(VERSION, STRATEGY_CORPUS)
         queue = spot_check(store, PairRetriever(), STRATEGY_CORPUS, "ann", cluster="A", k=10).set_index("candidate_qid")
     assert queue.loc[5, "suspicion"] == pytest.approx(pool.loc[0, "suspicion"])
@@ -213,7 +213,7 @@ def test_a_loop_round_reconnects_split_clusters_through_store_merge_export_and_r
     exported = read_cluster_file(tmp_path / "run" / "round-2.parquet")
     assert reconnected(exported, clean, split) == second["reconnected"]
     assert exported[["qid", "question", "split"]].equals(clean[["qid", "question", "split"]])
-    with open_store(f"sqlite:///{tmp_path / 'run' / 'annotations.db'}") as store:
+    with open_store(f"sqlite:///{tmp_path / 'run' / 'annotations.db'}", project="demo") as store:
         judged = store.judgments(annotator="oracle")
     assert len(judged) == 60 and len({frozenset(p) for p in pairs(judged)}) == 60  # no item judged twice
     for row in (first, second):

@@ -24,7 +24,7 @@ VERSION = "v1"
 @pytest.fixture
 def store(db_url):
     """A store with the test corpus, once per backend (``db_url``)."""
-    with open_store(db_url) as store:
+    with open_store(db_url, project="demo") as store:
         store.register_corpus(VERSION, make_corpus())
         yield store
 
@@ -126,14 +126,14 @@ def test_a_failed_group_transaction_falls_back_to_one_by_one(store, monkeypatch)
 
 
 def test_group_commit_off_keeps_one_transaction_per_call(tmp_path):
-    with open_store(f"sqlite:///{tmp_path / 'b.db'}") as store:
+    with open_store(f"sqlite:///{tmp_path / 'b.db'}", project="demo") as store:
         direct = annotations.store.AnnotationStore(store.engine, "annotations_write", group_commit=False)
         direct.register_corpus(VERSION, make_corpus())
         assert direct.record("ann", 2, "same", VERSION, query_qid=1) > 0 and direct.writer._thread is None
 
 
 def test_close_finishes_queued_writes_and_a_later_write_restarts_the_writer(tmp_path):
-    store = open_store(f"sqlite:///{tmp_path / 'c.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'c.db'}", project="demo")
     store.register_corpus(VERSION, make_corpus())
     store.record("ann", 2, "same", VERSION, query_qid=1)
     store.close()
@@ -146,7 +146,7 @@ def test_close_finishes_queued_writes_and_a_later_write_restarts_the_writer(tmp_
 KILLED = """
 import os, signal, sys, threading
 from annotations.db import open_store
-store = open_store(sys.argv[1])
+store = open_store(sys.argv[1], project="demo")
 real = store.writer._commit_group
 def commit_then_die(group):
     if len(group) > 1:
@@ -163,11 +163,11 @@ for t in threads: t.join()
 
 def test_a_killed_process_loses_no_acknowledged_write(tmp_path):
     url = f"sqlite:///{tmp_path / 'k.db'}"
-    with open_store(url) as store:
+    with open_store(url, project="demo") as store:
         store.register_corpus(VERSION, make_corpus())
     child = subprocess.run([sys.executable, "-c", KILLED, url], capture_output=True, text=True, timeout=120)
     acknowledged = [int(line) for line in child.stdout.split()]
-    with open_store(url) as store, Session(store.engine) as session:
+    with open_store(url, project="demo") as store, Session(store.engine) as session:
         stored = set(session.scalars(select(Judgment.id)))
     assert len(acknowledged) == 5 and set(acknowledged) <= stored
     assert child.returncode in (-9, 0)

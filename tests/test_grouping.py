@@ -35,7 +35,7 @@ def bare(tmp_path):
     """A corpus of topics as the truth, and the same questions uploaded bare, in a store."""
     truth = topics_corpus()
     corpus = truth.assign(cluster=pd.array([None] * len(truth), dtype="string"), split="none")
-    with open_store(f"sqlite:///{tmp_path / 'a.db'}") as store:
+    with open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo") as store:
         store.register_corpus(VERSION, corpus)
         yield truth, corpus, store
 

@@ -23,7 +23,7 @@ LOGINS = [("ann", "secret-1"), ("bob", "secret-2")]
 def app(request, tiny_bundle, tmp_path):
     """The app launched as ``ui.startup.main`` launches it; yields (url, context, logins)."""
     logins = request.param
-    store = open_store(f"sqlite:///{tmp_path / 'annotations.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'annotations.db'}", project="demo")
     ctx = AppContext(ServedModel(tiny_bundle), store, "name" if logins is None else "auth", cache=tmp_path)
     demo = QPRPage(ctx).build()
     serve(demo, launch_options(logins, tmp_path, search_routes(ctx, logins)), block=False)

@@ -58,7 +58,7 @@ def test_label_errors_counts_both_kinds():
 
 @pytest.fixture
 def store(tmp_path):
-    with open_store(f"sqlite:///{tmp_path / 'check.db'}") as opened:
+    with open_store(f"sqlite:///{tmp_path / 'check.db'}", project="demo") as opened:
         yield opened
 
 

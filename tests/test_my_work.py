@@ -56,7 +56,7 @@ def test_nobody_comments_on_another_annotators_judgment(qpr_app):
 
 def test_logout_link_only_in_login_mode(bundle, tmp_path):
     for identity, expected in (("auth", 1), ("name", 0)):
-        with open_store(f"sqlite:///{tmp_path / f'{identity}.db'}") as store:
+        with open_store(f"sqlite:///{tmp_path / f'{identity}.db'}", project="demo") as store:
             page = page_for(bundle, store, identity, tmp_path)
             demo = page.build()
             links = [b for b in demo.blocks.values() if isinstance(b, gr.Button) and b.link == "/logout"]

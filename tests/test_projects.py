@@ -41,7 +41,7 @@ def upload_of(tmp_path, corpus, kind="clusters", name="faq.csv"):
 @pytest.fixture
 def app_page(bundle, tmp_path):
     """The whole page over a fresh SQLite store and an empty cache (tests call its handlers)."""
-    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo")
     page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
     page.build()
     yield page
@@ -80,7 +80,7 @@ def test_a_lexical_bundle_saves_loads_and_serves_bm25_everywhere(tmp_path):
 
 
 def test_a_new_version_keeps_the_judgments_of_questions_that_still_exist(tmp_path):
-    projects, store = Projects(tmp_path / "projects"), open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    projects, store = Projects(tmp_path / "projects"), open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo")
     first = make_corpus(n_topics=16, distractors=0)
     slug = projects.create("My FAQ", upload_of(tmp_path, first), "ann")
     v1 = projects.served_bundle(slug)
@@ -110,7 +110,7 @@ def test_project_names_are_checked(tmp_path):
 
 
 def test_opening_a_project_outside_a_page_sets_the_default_and_a_restart_can_open_it(bundle, tmp_path):
-    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo")
     ctx = AppContext(ServedModel(bundle), store, "name", cache=tmp_path)
     slug = ctx.projects.create("Bare", upload_of(tmp_path, make_corpus(), "questions"), "ann")
     assert ctx.open(slug) == slug
@@ -165,7 +165,7 @@ def test_a_project_trains_in_the_background_and_swaps_only_on_confirm(app_page, 
     assert results["cluster"].iloc[0] == "c-chess"  # BM25 serves at once
     tab.start(3, "ann")
     assert tab.start(3, "bob") == gr.skip()  # a second training is told it runs (warning)
-    while page.ctx.training().status()["state"] in ("starting", "running"):
+    while page.ctx.current().training.status()["state"] in ("starting", "running"):
         page.search.search("how do i learn chess ?", 3, False)  # searches are served meanwhile
         time.sleep(0.5)
     shown = tab.poll()
@@ -173,7 +173,7 @@ def test_a_project_trains_in_the_background_and_swaps_only_on_confirm(app_page, 
     assert page.ctx.model.candidate() is not None
     page.retrain.confirm("ann", None, None)
     new = page.ctx.model.current().bundle
-    assert not new.lexical and page.ctx.training().status()["state"] == "decided"
+    assert not new.lexical and page.ctx.current().training.status()["state"] == "decided"
     assert page.ctx.projects.manifest("my-faq")["served"] == new.version  # served again after a restart
 
 
@@ -191,7 +191,7 @@ def general(monkeypatch):
 
 
 def test_with_a_general_bundle_a_new_project_is_served_by_it_and_trains_on_from_it(general, bundle, tmp_path):
-    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo")
     page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path, general=general))
     page.build()
     tab = page.projects
@@ -212,7 +212,7 @@ def test_with_a_general_bundle_a_new_project_is_served_by_it_and_trains_on_from_
     assert second.manifest["general"]["from"] == general.version and second.version != first.version
     assert Bundle.load(page.ctx.projects.bundle_path("my-faq", first.version)).version == first.version  # version 1 kept
     tab.start(2, "ann")
-    wait_for(page.ctx.training(), {"done", "failed"})
+    wait_for(page.ctx.current().training, {"done", "failed"})
     assert "is ready" in tab.poll()[tab.status]
     page.retrain.confirm("ann", None, None)
     trained = page.ctx.model.current().bundle
@@ -222,7 +222,7 @@ def test_with_a_general_bundle_a_new_project_is_served_by_it_and_trains_on_from_
 
 
 def test_with_a_general_bundle_bare_questions_are_grouped_by_its_encoder(general, bundle, tmp_path):
-    with open_store(f"sqlite:///{tmp_path / 'a.db'}") as store:
+    with open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo") as store:
         page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path, general=general))
         page.build()
         path = tmp_path / "inbox.csv"
@@ -270,7 +270,7 @@ def test_a_cold_start_project_trains_on_the_clusters_its_annotators_built_and_su
     restarted = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path, project=page.ctx.project))
     restarted.build()
     assert restarted.ctx.model.current().bundle.version == served.version
-    wait_for(restarted.ctx.training(), {"done", "failed"})
+    wait_for(restarted.ctx.current().training, {"done", "failed"})
     shown = restarted.projects.poll()
     assert "is ready" in shown[restarted.projects.status], shown[restarted.projects.status]
     assert restarted.ctx.model.current().bundle.version == served.version  # served model intact until confirmed
@@ -280,7 +280,7 @@ def test_a_cold_start_project_trains_on_the_clusters_its_annotators_built_and_su
 def test_a_model_trained_on_an_older_version_is_never_offered(app_page, tmp_path):
     page = app_page
     create_faq(page, tmp_path)
-    job = page.ctx.training()
+    job = page.ctx.current().training
     job.folder.mkdir(parents=True)
     (job.folder / "status.json").write_text(json.dumps({"state": "done", "version": "v-old", "by": "ann"}))
     path = tmp_path / "faq-v2.csv"
@@ -365,7 +365,7 @@ def test_the_search_labels_name_the_served_encoder(tiny_corpus, tmp_path):
     trained = train(tiny_corpus, TrainConfig(batch_size=16, max_epochs=1, patience=1, val_pairs=50), encoder_config=lstm,
                     progress=False)
     bundle = Bundle.create(trained.encoder, trained.vocab, tiny_corpus, IndexConfig("Flat"))
-    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo")
     page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
     page.build()
     assert (page.search.results.label, page.search.dense.label) == ("LSTM encoder", "LSTM encoder alone")
@@ -375,7 +375,7 @@ def test_the_search_labels_name_the_served_encoder(tiny_corpus, tmp_path):
 
 def test_the_import_note_says_the_upload_limit(bundle, tmp_path, monkeypatch):
     monkeypatch.setenv("QPR_MAX_UPLOAD_MB", "2.5")  # what the browser refuses past (ui.startup.launch_options)
-    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo")
     demo = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path)).build()
     notes = [block.value for block in demo.blocks.values() if getattr(block, "elem_id", None) == "project-import-note"]
     assert len(notes) == 1 and "up to 2.5 MB (QPR_MAX_UPLOAD_MB)" in notes[0]

@@ -76,7 +76,7 @@ def test_the_demo_answers_by_bm25_then_serves_the_encoder_trained_in_the_backgro
     monkeypatch.setenv("QPR_CACHE_DIR", str(tmp_path / "cache"))
     bundle, examples = served_bundle()
     assert bundle.lexical and examples == EXAMPLES and len(bundle.corpus) == len(hub_banking77)
-    model, store = ServedModel(bundle), open_store(f"sqlite:///{tmp_path / 'annotations.db'}")
+    model, store = ServedModel(bundle), open_store(f"sqlite:///{tmp_path / 'annotations.db'}", project="demo")
     page = QPRPage(AppContext(model, store, "name", examples, cache=tmp_path / "cache")).build()
     assert any("BANKING77" in str(getattr(block, "value", "")) and "CC BY 4.0" in str(block.value)
                for block in page.blocks.values()), "the page credits the data set"
@@ -106,12 +106,12 @@ def test_a_retrained_model_waiting_for_a_decision_is_not_pushed_aside(tiny_bundl
     trained model is saved for the next start but not swapped in: that decision stays theirs."""
     from qpr.bundles.bundle import Bundle
     from workflows.first_training import serve_when_trained
-    from workflows.retraining import Deployment
+    from workflows.project import FolderHome, Project
 
     model = ServedModel(Bundle.lexical_of(tiny_bundle.corpus))
     waiting = model.propose(tiny_bundle, pd.DataFrame())
-    store, messages = open_store(f"sqlite:///{tmp_path / 'annotations.db'}"), []
-    target = Deployment(model, store, lambda bundle: bundle.save(tmp_path / "trained"))
+    store, messages = open_store(f"sqlite:///{tmp_path / 'annotations.db'}", project="demo"), []
+    target = Project("demo", "Demo", model, store, FolderHome(tmp_path / "trained"), built_in=True)
     assert serve_when_trained(target, lambda: tiny_bundle, messages.append) is None
     assert model.current().bundle.lexical and model.candidate() is waiting
     assert Bundle.load(tmp_path / "trained").version == tiny_bundle.version and "waits for a decision" in messages[0]

@@ -87,7 +87,7 @@ def test_bad_decisions_say_what_to_fix_and_write_nothing(qpr_app, args, message)
 
 def test_in_login_mode_only_admins_may_review(bundle, tmp_path, monkeypatch):
     monkeypatch.setenv("QPR_ADMINS", "boss, chief")
-    with open_store(f"sqlite:///{tmp_path / 'a.db'}") as store:
+    with open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo") as store:
         page = page_for(bundle, store, "auth", tmp_path)
         with pytest.warns(UserWarning, match=r"Only the app.s admins \(QPR_ADMINS\) may review"):
             page.review.decide("qid:1:2", "", "", "same", "", "", gr.Request(username="alice"), None)
@@ -97,7 +97,7 @@ def test_in_login_mode_only_admins_may_review(bundle, tmp_path, monkeypatch):
 
 def test_in_name_mode_the_page_says_names_are_not_verified(bundle, tmp_path, monkeypatch):
     monkeypatch.setenv("QPR_ADMINS", "boss")
-    with open_store(f"sqlite:///{tmp_path / 'a.db'}") as store:
+    with open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo") as store:
         page = page_for(bundle, store, "name", tmp_path)
         page.review.decide("qid:1:2", "", "", "same", "", "anyone", None, None)
         assert store.adjudications()["reviewer"].tolist() == ["anyone"]

@@ -27,7 +27,7 @@ def login(name: str) -> SimpleNamespace:
 
 
 def test_roles_are_one_per_person_and_project_and_constrained(db_url):
-    with open_store(db_url) as store:
+    with open_store(db_url, project="demo") as store:
         store.grant("faq", "Ann", "owner", "Ann")
         store.grant("faq", "bob", "annotator", "ann")
         store.grant("faq", "BOB", "reviewer", "ann")  # a new grant replaces the old role
@@ -47,7 +47,7 @@ def test_roles_are_one_per_person_and_project_and_constrained(db_url):
 @pytest.fixture
 def logins(bundle, tmp_path):
     """A page in login mode whose context has the project "faq" open; "root" is the app's admin."""
-    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo")
     page = QPRPage(AppContext(ServedModel(bundle), store, "auth", cache=tmp_path, admins=frozenset({"root"})))
     page.build()
     path = tmp_path / "faq.csv"
@@ -109,7 +109,7 @@ def test_only_an_owner_uploads_a_new_version_and_the_upload_is_recorded(logins, 
 
 def test_the_memory_budget_of_served_projects_is_qpr_max_served_mb(bundle, tmp_path, monkeypatch):
     monkeypatch.setenv("QPR_MAX_SERVED_MB", "123.5")
-    with open_store(f"sqlite:///{tmp_path / 'a.db'}") as store:
+    with open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo") as store:
         assert AppContext(ServedModel(bundle), store, "name", cache=tmp_path).served.budget_mb == 123.5
 
 
@@ -139,7 +139,7 @@ def test_each_judgment_records_the_role_it_was_made_under(logins):
 
 
 def test_name_mode_is_one_team_with_no_roles(bundle, tmp_path):
-    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo")
     page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
     page.build()
     assert page.ctx.privileged("train this project's model", "anyone") == "anyone"

@@ -81,7 +81,7 @@ def test_the_app_serves_a_seed_bundle(seed_bundles, system, tmp_path):
     from ui.page import QPRPage
 
     _, loaded = seed_bundles[system]
-    store = open_store(f"sqlite:///{tmp_path / 'annotations.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'annotations.db'}", project="demo")
     try:
         page = QPRPage(AppContext(ServedModel(loaded), store, "name", cache=tmp_path))
         page.build()
@@ -204,7 +204,7 @@ def test_the_app_retrains_a_served_seed_bundle_from_judgments_and_swaps_on_confi
 
     needs(system)
     _, loaded = seed_bundles[system]
-    store = open_store(f"sqlite:///{tmp_path / 'annotations.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'annotations.db'}", project="demo")
     try:
         page = QPRPage(AppContext(ServedModel(loaded), store, "name", cache=tmp_path))
         page.build()

@@ -5,6 +5,8 @@ remember that fails takes the swap back), discard."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, replace
+from typing import Callable
 
 import pandas as pd
 import pytest
@@ -23,9 +25,17 @@ from workflows.background_training import BUNDLE, STATUS, TrainingJob
 from workflows.cli import main
 from workflows.labels import serve_corrections, serve_latest, serve_rollback
 from workflows.project_versions import add_version
-from workflows.retraining import Deployment
+from workflows.project import Project
 
 TWINS = ("c-chess", "c-piano")  # two clusters judged the same: one merge
+
+
+@dataclass(frozen=True)
+class Home:
+    """A project home (``workflows.project.Home``) whose save and remember the test chooses."""
+
+    save: Callable
+    remember: Callable
 
 
 def judge_twins(store, bundle: Bundle) -> list[int]:
@@ -43,7 +53,7 @@ def retrained(tiny_bundle, tmp_path_factory):
     folder = tmp_path_factory.mktemp("retrain")
     model = ServedModel(tiny_bundle)
     stages, epochs = [], []
-    with open_store(f"sqlite:///{folder / 'a.db'}") as store:
+    with open_store(f"sqlite:///{folder / 'a.db'}", project="demo") as store:
         store.register_corpus(tiny_bundle.version, tiny_bundle.corpus)
         judged = judge_twins(store, tiny_bundle)
         proposal = retraining.retrain(model, store, folder / "exports", 1, epochs.append, stages.append)
@@ -55,20 +65,20 @@ def retrained(tiny_bundle, tmp_path_factory):
 def target(tiny_bundle, retrained, scratch_dir, tmp_path):
     """A deployment serving the tiny bundle with the retrained model waiting; ``remembered``
     lists what ``remember`` was called with."""
-    store = open_store(f"sqlite:///{scratch_dir / 'a.db'}")
+    store = open_store(f"sqlite:///{scratch_dir / 'a.db'}", project="demo")
     store.register_corpus(tiny_bundle.version, tiny_bundle.corpus)
     model = ServedModel(tiny_bundle)
     candidate = retrained["proposal"].candidate
     model.propose(candidate.served.bundle, candidate.comparison)
     remembered = []
-    deployment = Deployment(model, store, lambda bundle: bundle.save(tmp_path / "bundles" / bundle.version),
-                            lambda path, who: remembered.append((path, who)), TrainingJob(tmp_path / "training"))
+    home = Home(lambda bundle: bundle.save(tmp_path / "bundles" / bundle.version), lambda path, who: remembered.append((path, who)))
+    deployment = Project("demo", "Demo", model, store, home, training=TrainingJob(tmp_path / "training"))
     yield deployment, remembered
     store.close()
 
 
 def test_an_export_is_handed_over_in_memory_as_written(tiny_bundle, scratch_dir, tmp_path):
-    with open_store(f"sqlite:///{scratch_dir / 'e.db'}") as store:
+    with open_store(f"sqlite:///{scratch_dir / 'e.db'}", project="demo") as store:
         store.register_corpus(tiny_bundle.version, tiny_bundle.corpus)
         judged = judge_twins(store, tiny_bundle)
         done = retraining.export_corrected(store, tiny_bundle.corpus, tiny_bundle.version, "csv", folder=tmp_path / "exports")
@@ -105,7 +115,7 @@ def test_retrain_trains_on_the_judged_pairs_and_lists_the_queries_it_changed(tin
         return real_train(*args, **kwargs)
 
     monkeypatch.setattr(question_encoder, "train", recording_train)
-    with open_store(f"sqlite:///{scratch_dir / 'j.db'}") as store:
+    with open_store(f"sqlite:///{scratch_dir / 'j.db'}", project="demo") as store:
         store.register_corpus(tiny_bundle.version, tiny_bundle.corpus)
         corpus = tiny_bundle.corpus
         first, second = (int(corpus.loc[corpus["cluster"] == cluster, "qid"].iloc[0]) for cluster in TWINS)
@@ -118,7 +128,7 @@ def test_retrain_trains_on_the_judged_pairs_and_lists_the_queries_it_changed(tin
 
 
 def test_retrain_refuses_a_model_served_by_bm25_alone(tiny_bundle, scratch_dir, tmp_path):
-    with open_store(f"sqlite:///{scratch_dir / 'l.db'}") as store:
+    with open_store(f"sqlite:///{scratch_dir / 'l.db'}", project="demo") as store:
         with pytest.raises(QPRError, match="no encoder yet"):
             retraining.retrain(ServedModel(Bundle.lexical_of(tiny_bundle.corpus)), store, tmp_path / "exports", 1)
     assert not (tmp_path / "exports").exists()
@@ -202,8 +212,7 @@ def test_a_remember_that_keeps_failing_takes_the_swap_back_and_records_that(tiny
         raise OSError(28, "No space left on device")
 
     with pytest.raises(QPRError, match="could not be remembered for a restart .*No space left"):
-        retraining.confirm(Deployment(deployment.model, deployment.store, deployment.save, full, deployment.training),
-                           "Carol")
+        retraining.confirm(replace(deployment, home=Home(deployment.home.save, full)), "Carol")
     assert deployment.model.current().bundle is tiny_bundle and deployment.model.candidate() is candidate
     swaps = deployment.store.swaps()[["bundle_version", "replaced_version"]].values.tolist()
     assert swaps == [[new.version, tiny_bundle.version], [tiny_bundle.version, new.version]], "the record says what is served"
@@ -252,7 +261,7 @@ def test_training_needs_clusters_to_hold_out(tiny_bundle, scratch_dir, tmp_path)
     bare = tiny_bundle.corpus.assign(cluster=pd.array([None] * len(tiny_bundle.corpus), dtype="string"))
     lexical = Bundle.lexical_of(bare)
     job = TrainingJob(tmp_path / "training")
-    with open_store(f"sqlite:///{scratch_dir / 't.db'}") as store:
+    with open_store(f"sqlite:///{scratch_dir / 't.db'}", project="demo") as store:
         store.register_corpus(lexical.version, lexical.corpus)
         with pytest.raises(QPRError, match="Only 0 cluster\\(s\\) of 2 or more questions so far"):
             retraining.start_training(ServedModel(lexical), store, job, tmp_path / "exports", None, None, None, "ann")
@@ -267,7 +276,7 @@ def retrain_cli(tiny_bundle, scratch_dir, tmp_path):
     """The tiny bundle saved, a database with its corpus registered and the twins judged the same,
     and ``main`` run with ``retrain`` and these: returns (argv prefix, db URL, judgment ids)."""
     url = f"sqlite:///{scratch_dir / 'cli.db'}"
-    with open_store(url) as store:
+    with open_store(url, project="demo") as store:
         store.register_corpus(tiny_bundle.version, tiny_bundle.corpus)
         judged = judge_twins(store, tiny_bundle)
     folder = tiny_bundle.save(tmp_path / "bundle")
@@ -284,7 +293,7 @@ def test_cli_retrain_compares_and_changes_nothing_without_confirm(tiny_bundle, r
     assert not out.exists(), "nothing saved"
     (export,) = (tmp_path / "bundles" / "exports").glob("corrected-*[0-9]Z.parquet")  # the export, beside --out
     assert str(export) in shown and manifest_path(export).is_file()
-    with open_store(url) as store:
+    with open_store(url, project="demo") as store:
         assert store.swaps().empty
 
 
@@ -298,7 +307,7 @@ def test_cli_retrain_with_confirm_saves_the_bundle_and_records_the_swap(tiny_bun
     assert new.manifest["labels"]["judgment_ids"] == judged
     assert new.manifest["labels"]["export_file"].startswith(str((tmp_path / "ex").resolve()))
     assert new.manifest["labels"]["export_file"].endswith(".csv")
-    with open_store(url) as store:
+    with open_store(url, project="demo") as store:
         swaps = store.swaps()
     assert swaps[["annotator", "bundle_version", "replaced_version"]].values.tolist() == [["Carol", new.version,
                                                                                           tiny_bundle.version]]
@@ -312,7 +321,7 @@ def test_cli_retrain_refuses_bad_input_in_one_line(tiny_bundle, retrain_cli, scr
     few_bundle = Bundle.create(tiny_bundle.encoder, tiny_bundle.vocab, few, tiny_bundle.index.config,
                                train_info=tiny_bundle.manifest["training"])
     bundle, few_url = few_bundle.save(tmp_path / "few"), f"sqlite:///{scratch_dir / 'few.db'}"
-    with open_store(few_url) as store:  # its own: the version may be the tiny bundle's (same weights, same second)
+    with open_store(few_url, project="demo") as store:  # its own: the version may be the tiny bundle's (same weights, same second)
         store.register_corpus(few_bundle.version, few)
     (tmp_path / "notes.txt").write_text("mine")
     cases = [
@@ -328,7 +337,7 @@ def test_cli_retrain_refuses_bad_input_in_one_line(tiny_bundle, retrain_cli, scr
     assert main([*argv, "--out", str(tmp_path / "notes.txt"), "--confirm"]) == 2
     assert "is an existing file, not a bundle" in capsys.readouterr().err
     assert not (tmp_path / "out").exists() and (tmp_path / "notes.txt").read_text() == "mine"
-    with open_store(url) as store:
+    with open_store(url, project="demo") as store:
         assert store.swaps().empty
 
 
@@ -343,16 +352,17 @@ def never_read():
     raise AssertionError("the upload was read although the version is refused")
 
 
-@pytest.mark.parametrize(("project", "training", "said"), [("demo", None, "The demo's corpus is fixed"),
-                                                           ("mine", RunningJob(), "A training of this project is running")])
-def test_a_new_version_is_refused_before_its_file_is_read(tmp_path, project, training, said):
+@pytest.mark.parametrize(("slug", "training", "said"), [("demo", None, "The demo's corpus is fixed"),
+                                                        ("mine", RunningJob(), "A training of this project is running")])
+def test_a_new_version_is_refused_before_its_file_is_read(tmp_path, slug, training, said):
+    project = Project(slug, slug, None, None, None, training=training, built_in=slug == "demo")
     with pytest.raises(QPRError, match=said):
-        add_version(Projects(tmp_path), project, training, never_read, "ann", lambda slug: None)
+        add_version(Projects(tmp_path), project, never_read, "ann", lambda slug: None)
 
 
 def test_corrections_are_recorded_then_served_and_a_restart_serves_them_again(tiny_bundle, tmp_path):
     model = ServedModel(tiny_bundle)
-    with open_store(f"sqlite:///{tmp_path / 'a.db'}") as store:
+    with open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo") as store:
         store.register_corpus(tiny_bundle.version, tiny_bundle.corpus)
         judge_twins(store, tiny_bundle)
         serve_corrections(model, store, "ann")

@@ -64,7 +64,7 @@ def as_page(session: str | None):
 
 @pytest.fixture
 def two_projects(bundle, tmp_path):
-    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo")
     ctx = AppContext(ServedModel(bundle), store, "name", cache=tmp_path)
     slugs = []
     for name, topics in (("Alpha", 16), ("Beta", 20)):
@@ -87,7 +87,7 @@ def test_each_page_works_on_its_own_project(two_projects):
     as_page("page-1")
     assert ctx.project == alpha and len(ctx.model.current().bundle.corpus) == len(make_corpus(n_topics=16))
     assert set(ctx.examples) <= set(make_corpus(n_topics=16)["question"])
-    assert set(ctx.versions()) == {ctx.model.current().bundle.version}
+    assert set(ctx.current().versions()) == {ctx.model.current().bundle.version}
     as_page(None)
     assert ctx.project == DEMO, "opening on pages never changes the default"
     assert set(ctx.served.loaded()) == {DEMO, alpha, beta}  # several projects served at once
@@ -112,7 +112,7 @@ def test_a_page_opens_the_project_its_url_names(two_projects):
 def test_in_name_mode_no_load_event_writes_the_header(bundle, tmp_path):
     """Bug 5: a load event computed with the name box still empty could answer after the name was
     typed and put "type your name" back; in name mode only the name box updates the header."""
-    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo")
     page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
     demo = page.build()
     who = next(block for block in demo.blocks.values() if getattr(block, "elem_id", None) == "page-who")
@@ -129,7 +129,7 @@ def test_a_refusal_names_the_action_and_stays_until_closed(bundle, tmp_path, mon
 
     shown = []
     monkeypatch.setattr(gr, "Warning", lambda message, title=None, duration=10: shown.append((message, duration)))
-    store = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo")
     page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
     page.build()
     page.retrain.confirm("", None, None)

@@ -17,7 +17,6 @@ from annotations.models import ROLES
 from annotations.names import annotator_key, annotator_name
 from annotations.store import AnnotationStore
 from qpr.errors import QPRError
-from qpr.serving.projects import DEMO
 
 
 def identify(identity: str, name: str | None, request: gr.Request | None, profile: gr.OAuthProfile | None,
@@ -36,12 +35,14 @@ def identify(identity: str, name: str | None, request: gr.Request | None, profil
 
 
 def role_for(store: AnnotationStore, admins: frozenset[str], project: str, project_name: str, who: str,
-             roles: tuple[str, ...], action: str) -> str:
+             roles: tuple[str, ...], action: str, built_in: bool = False) -> str:
     """``who``'s role in ``project`` if it is one of ``roles`` (login mode; "admin" for one of
-    ``admins``), else an error that names ``action``, the roles it needs and who can grant one."""
+    ``admins``), else an error that names ``action``, the roles it needs and who can grant one.
+    A ``built_in`` project (the demo) has no roles: its rights are the admins', or everyone's
+    when there are none."""
     if annotator_key(who) in admins:
         return "admin"
-    if project == DEMO:
+    if built_in:
         role = "annotator" if admins else "owner"
         if role in roles:
             return role

@@ -233,7 +233,7 @@ class AnnotateTab:
         }
 
     def _progress(self, session: AnnotateSession, who: str) -> str:
-        progress = self.ctx.store.progress(who, self.ctx.versions())  # this project only
+        progress = self.ctx.store.progress(who)  # the store is the page's project's
         counts = f"Judged today: **{progress['today']}** · left in this queue: **{session.left}** · labelled in total: **{progress['total']}**"
         if session.group is not None:
             return f"{building_note(self.ctx.store, self.ctx.model.current())} · {counts}"

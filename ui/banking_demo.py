@@ -21,10 +21,11 @@ from qpr.bundles.training import train_bundle
 from qpr.data.banking77 import CREDIT, HUB_DATASET, LICENSE, banking77_corpus
 from qpr.data.corpus import fingerprint
 from qpr.serving.served_model import ServedModel
+from qpr.serving.slugs import DEMO
 from qpr.training.train import TrainConfig
 from ui.demo import DEMO_ENCODER, DEMO_TEXT, bundle_key, cache_dir, cached_bundle, log_demo
 from workflows import first_training
-from workflows.retraining import Deployment
+from workflows.project import FolderHome, Project
 
 DATA = f"BANKING77 ({HUB_DATASET})"  # the lexical demo bundle's ``data``: what says a training is pending
 CARD = {"license": LICENSE, "datasets": [HUB_DATASET], "credit": CREDIT, "name": "qpr-banking77-demo"}
@@ -74,4 +75,5 @@ def start_training(model: ServedModel, store: AnnotationStore, cache: str | Path
             + ", ".join(f"{split} H@1 {m['H1']:.2f}" for split, m in scores.items()) + ")")
         return bundle
 
-    return first_training.start(Deployment(model, store, lambda bundle: bundle.save(path)), trained, log)
+    demo = Project(DEMO, "Demo", model, store, FolderHome(path), built_in=True)
+    return first_training.start(demo, trained, log)

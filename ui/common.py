@@ -1,6 +1,6 @@
-"""What every tab shares: the app's context (``AppContext``: the page's project and its served
-model, the projects, the store, who may do what); the bundle served again after a restart is
-``ui.served_pointer``'s.
+"""What every tab shares: the app's context (``AppContext``: which project each page has open,
+the projects and their served models, the annotation database, who may do what). A project
+itself, its model, its view of the store and its home, is a ``workflows.project.Project``.
 Which page has which project is ``ui.pages``'; roles ``ui.access``'; safe display ``ui.display``'s.
 """
 
@@ -17,17 +17,17 @@ from annotations.store import AnnotationStore
 from annotations.task import TASK_SIZE
 from qpr.bundles.bundle import Bundle
 from qpr.errors import QPRError
-from qpr.serving.projects import DEMO, Projects
+from qpr.serving.projects import Projects
 from qpr.serving.served_model import ServedModel
+from qpr.serving.slugs import DEMO
 from qpr.serving.workspaces import Workspaces
 from qpr.settings import settings
 from ui.access import identify, role_for
 from ui.demo import cache_dir
 from ui.display import plain
 from ui.pages import PageProjects, example_queries
-from ui.served_pointer import remember_served
-from workflows.background_training import TrainingJob
 from workflows.labels import serve_latest
+from workflows.project import Project, open_project
 
 # Name mode is one team's setting: typed names are trusted, so projects have no roles.
 NAME_MODE = "names are not verified: one team shares every project, with no roles; set QPR_AUTH for roles per project"
@@ -51,9 +51,8 @@ class AppContext:
     def __init__(self, model: ServedModel, store: AnnotationStore, identity: str = "name",
                  examples: Iterable[str] = (), cache: Path | None = None, admins: frozenset[str] | None = None,
                  task_size: int | None = None, project: str = DEMO, general: Bundle | None = None) -> None:
-        self.store = store
+        self.database = store  # the annotation database; each project sees it through its own scope
         self.identity = identity
-        self.demo_examples = tuple(examples)
         self.cache = Path(cache) if cache is not None else cache_dir()
         self.admins = admin_keys(settings().admins) if admins is None else admins
         self.task_size = task_size or settings().task_size or TASK_SIZE
@@ -61,7 +60,7 @@ class AppContext:
         self.projects = Projects(self.cache / "projects", general)
         self.served = Workspaces(self._load, settings().max_served_mb, pinned=[DEMO])
         self.pages = PageProjects(DEMO)
-        self._examples: dict[str, tuple[str, ...]] = {}
+        self._examples: dict[str, tuple[str, ...]] = {DEMO: tuple(examples)} if examples else {}
         self._serve(DEMO, model)
         self.open(project)  # a project that no longer loads fails here, at start
 
@@ -78,11 +77,25 @@ class AppContext:
         return self.served.get(self.project)
 
     @property
+    def store(self) -> AnnotationStore:
+        """The annotation store as the current page's project sees it (every query scoped to it)."""
+        return self.database.for_project(self.project)
+
+    def current(self) -> Project:
+        """The current page's project, whole (``workflows.project.Project``)."""
+        return self.project_of(self.project)
+
+    def project_of(self, slug: str) -> Project:
+        """Project ``slug`` (its model loaded if no page has it open); QPRError if there is none."""
+        return open_project(self.projects, self.cache, slug, self.model_of(slug), self.database.for_project(slug))
+
+    @property
     def examples(self) -> tuple[str, ...]:
-        """Queries for the Search tab: the demo's own, or five of the project's held-out questions."""
+        """Queries for the Search tab: the ones the app was started with for the default project,
+        else five of the project's held-out questions."""
         slug = self.project
-        if slug == DEMO and self.demo_examples:
-            return self.demo_examples
+        if slug in self._examples:
+            return self._examples[slug]
         bundle = self.model.current().bundle
         key = f"{slug}/{bundle.version}"
         if key not in self._examples:
@@ -101,7 +114,7 @@ class AppContext:
     def model_of(self, slug: str) -> ServedModel:
         """The served model of project ``slug`` (loaded if no page has it open); QPRError if there
         is no such project."""
-        if slug != DEMO and slug not in self.projects.names():
+        if not self.projects.exists(slug):
             raise QPRError(f"There is no project {slug!r}: choose one in the Project list at the top of the page "
                            "(or create it on the Projects tab).")
         return self.served.get(slug)
@@ -116,56 +129,25 @@ class AppContext:
         return model
 
     def _serve(self, slug: str, model: ServedModel, register: bool = True) -> None:
-        """Register ``model``'s corpus (so judgments can point into it), serve its newest labels
-        version, and (``register``) serve it for project ``slug``."""
+        """Give project ``slug`` its bundle versions kept on disk (those registered before the
+        store was scoped by project), register ``model``'s corpus in it (so judgments can point
+        into it), serve its newest labels version, and (``register``) serve it for the project."""
+        store = self.database.for_project(slug)
+        store.claim_versions(self.projects.bundle_versions(slug))
         served = model.current().bundle
-        self.store.register_corpus(served.version, served.corpus, served.manifest["data_fingerprint"])
-        self.serve_latest_labels(model)
+        store.register_corpus(served.version, served.corpus, served.manifest["data_fingerprint"])
+        serve_latest(model, store)
         if register:
             self.served.put(slug, model)
 
-    def serve_latest_labels(self, model: ServedModel | None = None) -> None:
-        """Serve the newest labels version recorded for ``model``'s bundle (the page's model by
-        default; corrections applied in the Clusters tab), so a restart or a reload of the
-        project keeps them; nothing to do when none was applied."""
-        serve_latest(model or self.model, self.store)
-
     def project_name(self, slug: str | None = None) -> str:
         """The display name of project ``slug`` (the page's by default)."""
-        slug = slug or self.project
-        return "Demo" if slug == DEMO else self.projects.names().get(slug, slug)
-
-    def versions(self, slug: str | None = None) -> list[str]:
-        """The bundle versions of project ``slug`` (the page's by default): what its judgments
-        point into. The demo's are every registered version no project holds."""
-        slug = slug or self.project
-        if slug != DEMO:
-            return [path.name for path in (self.projects.folder(slug) / "bundles").iterdir() if path.is_dir()]
-        theirs = {path.name for path in self.projects.root.glob("*/bundles/*")}
-        return [v for v in self.store.bundle_versions()["version"] if v not in theirs]
+        return self.projects.name(slug or self.project)
 
     def serve_new_version(self, slug: str) -> None:
         """After an upload to project ``slug``: serve its new bundle to every page that has it
         open; a model still waiting for a decision there is dropped."""
         self._serve(slug, ServedModel(self.projects.served_bundle(slug)))
-
-    def training(self) -> TrainingJob:
-        """The background training job of the active project."""
-        return TrainingJob(self.projects.folder(self.project) / "training")
-
-    def save_bundle(self, bundle: Bundle) -> Path:
-        """Save ``bundle`` where the active project keeps its bundles (the demo: ``<cache>/bundles``)."""
-        if self.project == DEMO:
-            return bundle.save(self.cache / "bundles" / bundle.version)
-        return bundle.save(self.projects.bundle_path(self.project, bundle.version))
-
-    def remember(self, path: Path, who: str) -> None:
-        """Serve the bundle saved at ``path`` again after a restart: the demo's pointer
-        (``remember_served``) or the project's manifest."""
-        if self.project == DEMO:
-            remember_served(self.cache, path)
-        else:
-            self.projects.serve(self.project, path.name, who, f"put the trained model {path.name} in service")
 
     def annotator(self, name: str | None, request: gr.Request | None = None, profile: gr.OAuthProfile | None = None,
                   action: str = "record judgments") -> str:
@@ -187,9 +169,10 @@ class AppContext:
         who = identify(self.identity, name, request, profile, action)
         if self.identity != "name":
             project = self.project
-            role = role_for(self.store, self.admins, project, self.project_name(project), who, roles, action)
+            role = role_for(self.database, self.admins, project, self.project_name(project), who, roles, action,
+                            self.projects.built_in(project))
             if record:
-                self.store.record_action(project, who, role, action)
+                self.database.record_action(project, who, role, action)
         return who
 
     def role_of(self, who: str) -> str | None:
@@ -198,7 +181,8 @@ class AppContext:
         if self.identity == "name":
             return None
         project = self.project
-        return role_for(self.store, self.admins, project, self.project_name(project), who, ROLES, "record judgments")
+        return role_for(self.database, self.admins, project, self.project_name(project), who, ROLES, "record judgments",
+                        self.projects.built_in(project))
 
     def replacer(self, name: str | None, request: gr.Request | None = None, profile: gr.OAuthProfile | None = None) -> str:
         """Who may replace or discard the model the page's project serves (``privileged``)."""
@@ -207,7 +191,7 @@ class AppContext:
     def whoami(self, name: str | None, request: gr.Request | None, profile: gr.OAuthProfile | None) -> str:
         """The page header's line about who is annotating (``name``: the 'Your name' box)."""
         try:
-            who = self.store.display_name(identify(self.identity, name, request, profile, "annotate"))  # as first written
+            who = self.database.display_name(identify(self.identity, name, request, profile, "annotate"))  # as first written
         except QPRError:
             return NAME_PROMPT if self.identity == "name" else "Not signed in: you can search, but sign in to annotate."
         if self.identity == "name":

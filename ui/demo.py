@@ -30,14 +30,13 @@ from typing import Callable
 
 from qpr.bundles.bundle import Bundle
 from qpr.data.corpus import fingerprint, read_cluster_file
-from qpr.model.encoder import EncoderConfig
 from qpr.retrieval.hybrid import FEATURES
 from qpr.errors import QPRError
 from qpr.bundles.training import train_bundle
 from qpr.fsutil.leftovers import recover
-from qpr.model.text import TextConfig
 from qpr.settings import settings
 from qpr.training.train import TrainConfig
+from workflows.project import SMALL_CORPUS
 
 DEMO_CORPUS = Path(__file__).resolve().with_name("demo_corpus.tsv")
 
@@ -65,13 +64,8 @@ EXAMPLE_QUERIES = (
     "<b>how</b> do I fall asleep faster?",
 )
 
-# Sized for a few hundred questions: single-word windows (questions are short and the corpus too
-# small to learn longer patterns), 128 dimensions, small batches; early stopping on val ROC AUC.
-DEMO_TRAIN = TrainConfig(batch_size=32, max_epochs=20, patience=3, val_pairs=1000, seed=0)
-# Trigrams on (the product default): on this corpus they raised val H@1 of the hybrid from 0.49 to
-# 0.58 (53 queries; test 0.64 -> 0.61 on 56) for 0.7 s more training.
-DEMO_TEXT = TextConfig(hash_bins=1000)
-DEMO_ENCODER = EncoderConfig(embedding_dim=128, windows=(1,), channels=128, output_dim=128)
+# The tutorial trains as any small project does (``workflows.project.SMALL_CORPUS``).
+DEMO_TRAIN, DEMO_TEXT, DEMO_ENCODER = SMALL_CORPUS.train, SMALL_CORPUS.text, SMALL_CORPUS.encoder
 
 
 def cache_dir() -> Path:

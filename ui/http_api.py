@@ -24,7 +24,7 @@ from fastapi.security import HTTPBasic, HTTPBasicCredentials
 
 from qpr.errors import QPRError
 from qpr.model.text import MAX_K
-from qpr.serving.projects import DEMO
+from qpr.serving.slugs import DEMO
 from ui.common import AppContext
 
 PATH = "/api/search"

@@ -24,13 +24,13 @@ import pandas as pd
 from qpr.bundles.training import verdict
 from qpr.data.upload import max_upload_bytes, megabytes, read_upload
 from qpr.errors import QPRError
-from qpr.serving.projects import DEMO
+from qpr.serving.slugs import DEMO
 from ui.access import identify
 from ui.common import AppContext
-from ui.demo import DEMO_ENCODER, DEMO_TEXT, DEMO_TRAIN
 from ui.display import plain, shows_errors, text_table
 from ui.retrain_tab import RetrainTab, exports
 from workflows.background_training import ACTIVE, TrainingJob, describe
+from workflows.project import SMALL_CORPUS
 from workflows.project_versions import add_version
 from workflows.retraining import offer_trained, start_training
 
@@ -79,7 +79,7 @@ class ProjectsTab:
             gr.Markdown("### Train the encoder\nBM25 serves while the encoder trains in the background on the "
                         "corrected clusters; the trained model is served only when someone uses it.")
             with gr.Row():
-                epochs = gr.Slider(1, 30, value=DEMO_TRAIN.max_epochs, step=1, label="Maximum epochs")
+                epochs = gr.Slider(1, 30, value=SMALL_CORPUS.train.max_epochs, step=1, label="Maximum epochs")
                 start = gr.Button("Train in the background", variant="primary", elem_id="train-start")
                 cancel = gr.Button("Cancel training", elem_id="train-cancel")
             self.progress = gr.HTML(elem_id="train-progress")
@@ -111,7 +111,7 @@ class ProjectsTab:
         return {self.choice: gr.Dropdown(choices=self._choices(), value=slug or self.ctx.project)}
 
     def _choices(self) -> list[tuple[str, str]]:
-        return [("Demo", DEMO)] + [(name, slug) for slug, name in self.ctx.projects.names().items()]
+        return [(self.ctx.projects.name(DEMO), DEMO)] + [(name, slug) for slug, name in self.ctx.projects.names().items()]
 
     # -- importing -------------------------------------------------------------------------------
 
@@ -142,7 +142,7 @@ class ProjectsTab:
         """Validate the upload and make it the served project's new corpus version; questions
         whose text is unchanged keep their qid, so their judgments still apply."""
         who = self.ctx.privileged("upload a new version of this project", name, request, profile)
-        record, upload = add_version(self.ctx.projects, self.ctx.project, self.ctx.training(),
+        record, upload = add_version(self.ctx.projects, self.ctx.current(),
                                      lambda: self._read(path, kind, question, cluster, answer), who, self.ctx.serve_new_version)
         note = (f"Version {record['number']} of **{plain(self.ctx.project_name())}**: {record['kept']} question(s) kept "
                 f"(their judgments still apply), {record['new']} new, {record['dropped']} gone. " + self._imported(record))
@@ -175,21 +175,23 @@ class ProjectsTab:
         """Export the corrected clusters and train on them in a background worker: the served
         encoder continued, or (a project served by BM25 alone) a new one."""
         who = self.ctx.privileged("train this project's model", name, request, profile)
-        start_training(self.ctx.model, self.ctx.store, self.ctx.training(), exports(self.ctx),
-                       replace(DEMO_TRAIN, max_epochs=int(epochs)), DEMO_TEXT, DEMO_ENCODER, who)
+        project = self.ctx.current()
+        defaults = project.defaults
+        start_training(project.model, project.store, project.training, exports(self.ctx),
+                       replace(defaults.train, max_epochs=int(epochs)), defaults.text, defaults.encoder, who)
         return self.poll()
 
     @shows_errors(action="cancel the training")
     def cancel(self, name: str | None, request: gr.Request = None, profile: gr.OAuthProfile | None = None) -> dict:
         """Stop the running training; the served model is untouched."""
         who = self.ctx.privileged("cancel this project's training", name, request, profile)
-        self.ctx.training().cancel(who)
+        self.ctx.current().training.cancel(who)
         return self.poll()
 
     def poll(self) -> dict:
         """The tab as the disk says: the served project, the training's progress, and a finished
         model offered for a decision (compared once; a page reload or restart offers it again)."""
-        job = self.ctx.training()
+        job = self.ctx.current().training
         status = job.status()
         shown = {self.active: self._active_line(), self.progress: progress_bar(status), self.status: self._status_line(status),
                  self.timer: gr.Timer(active=status["state"] in ACTIVE)}

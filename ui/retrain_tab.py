@@ -18,17 +18,11 @@ from qpr.bundles.training import CHANGE_COLUMNS, METRIC_COLUMNS, verdict
 from ui.common import AppContext
 from ui.display import plain, shows_errors, text_table
 from workflows import judgment_effect, retraining
-from workflows.retraining import Deployment
 
 
 def exports(ctx: AppContext) -> Path:
     """Where the app writes exports: ``exports/`` under its cache."""
     return ctx.cache / "exports"
-
-
-def deployment(ctx: AppContext) -> Deployment:
-    """Where a model decided on in the app goes: the active project's (``AppContext``)."""
-    return Deployment(ctx.model, ctx.store, ctx.save_bundle, ctx.remember, ctx.training())
 
 
 class RetrainTab:
@@ -137,7 +131,7 @@ class RetrainTab:
         replacing which, from which judgments; the app serves it again after a restart unless
         ``QPR_BUNDLE`` names another."""
         who = self.ctx.replacer(name, request, profile)
-        done = retraining.confirm(deployment(self.ctx), who)
+        done = retraining.confirm(self.ctx.current(), who)
         note = (f"Now serving **{plain(done.bundle.version)}** (put in service by {plain(self.ctx.store.display_name(who))}), "
                 f"saved in **{plain(done.path)}**; the app serves it again after a restart (unless QPR_BUNDLE names another "
                 "bundle).")
@@ -147,7 +141,8 @@ class RetrainTab:
     def discard(self, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
         """Drop the retrained model waiting for a decision; the served one stays."""
         who = self.ctx.replacer(name, request, profile)
-        retraining.discard(self.ctx.model, self.ctx.training(), who)
+        project = self.ctx.current()
+        retraining.discard(project.model, project.training, who)
         return self._decided("Discarded the retrained model; the served one is unchanged.")
 
     def _decided(self, note: str) -> dict:

@@ -30,6 +30,7 @@ from qpr.bundles.hub import load_bundle
 from qpr.data.upload import max_upload_bytes
 from qpr.errors import QPRError
 from qpr.serving.served_model import ServedModel
+from qpr.serving.slugs import DEMO
 from qpr.settings import settings
 from ui.banking_demo import EXAMPLES as BANKING_EXAMPLES, banking_demo, start_training
 from ui.common import AppContext, identity_mode
@@ -37,7 +38,7 @@ from ui.demo import EXAMPLE_QUERIES, cache_dir, demo_bundle
 from ui.http_api import search_routes
 from ui.page import QPRPage
 from ui.pages import example_queries
-from ui.served_pointer import remembered_bundle
+from workflows.served_pointer import remembered_bundle
 
 # The Annotate tab's keyboard shortcuts, and what holds them while an item loads.
 SHORTCUTS = f"<script>\n{(Path(__file__).with_name('shortcuts.js')).read_text()}</script>\n"
@@ -98,7 +99,7 @@ def main() -> int:
     """Serve the app; a configuration error prints one line and returns 2."""
     try:
         auth = settings().auth
-        store = open_store()
+        store = open_store(project=DEMO)  # the demo's view; each project's is AppContext's
         general = general_bundle()
         bundle, examples = served_bundle()
         model = ServedModel(bundle)

@@ -10,7 +10,6 @@ import pandas as pd
 from annotations.models import ROLES
 from annotations.repositories.roles import ROLE_COLUMNS
 from qpr.errors import QPRError
-from qpr.serving.projects import DEMO
 from ui.common import NAME_MODE, AppContext
 from ui.display import plain, shows_errors, text_table, when
 
@@ -50,7 +49,7 @@ class TeamTab:
         note = (f"Roles in **{plain(self.ctx.project_name(project))}**: an **owner** uploads versions, trains, uses or "
                 "discards a model and grants roles; a **reviewer** reviews and applies corrections; an **annotator** judges. "
                 "The app's admins (QPR_ADMINS) may do everything.")
-        if project == DEMO:
+        if self.ctx.projects.built_in(project):
             note += " The demo project has no roles: its rights are the admins', or everyone's when there are none."
         roles = self.ctx.store.roles(project)
         return {self.note: note, self.roles: text_table(roles.assign(granted_at=roles["granted_at"].map(when))),
@@ -60,7 +59,7 @@ class TeamTab:
     def grant(self, person: str, role: str, name: str | None, request: gr.Request = None,
               profile: gr.OAuthProfile | None = None) -> dict:
         """Give ``person`` the ``role`` in the page's project (its owner, or an admin, only)."""
-        if self.ctx.project == DEMO:
+        if self.ctx.projects.built_in(self.ctx.project):
             raise QPRError("The demo project has no roles (its rights are the admins'): open one of your projects "
                            "in the list at the top, then grant roles in it.")
         who = self.ctx.privileged("grant roles", name, request, profile)

@@ -27,13 +27,15 @@ from qpr.bundles.training import verdict
 from qpr.cli.main import run
 from qpr.data.corpus import data_dir, load_corpus
 from qpr.serving.served_model import ServedModel
+from qpr.serving.slugs import DEMO
 from qpr.training.train import TrainConfig
 from workflows import retraining
+from workflows.project import FolderHome, Project
 from workflows.simulated_loop import LoopConfig, run_loop
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    with open_store(args.db) as store:
+    with open_store(args.db, project=args.project) as store:
         version, corpus = store.corpus(args.bundle_version)
         done = retraining.export_corrected(store, corpus, version, args.format, out=args.out)
     out, manifest = done.path, done.manifest
@@ -56,7 +58,7 @@ def cmd_retrain(args: argparse.Namespace) -> int:
     exports = args.exports or args.out.parent / "exports"
     on_epoch = (lambda row: None) if args.quiet else (
         lambda row: print(f"epoch {row['epoch']}: validation ROC AUC {row['val_auc']:.4f}", file=sys.stderr))
-    with open_store(args.db) as store:
+    with open_store(args.db, project=args.project) as store:
         proposal = retraining.retrain(model, store, exports, args.epochs, on_epoch=on_epoch, fmt=args.format)
         comparison, new = proposal.candidate.comparison, proposal.candidate.served.bundle
         print(f"exported {proposal.export.path} ({len(proposal.export.manifest['judgment_ids'])} judgments); "
@@ -67,13 +69,13 @@ def cmd_retrain(args: argparse.Namespace) -> int:
             print("not confirmed: no bundle saved, no swap recorded (run again with --confirm to use it)")
             return 0
         who = args.by or getpass.getuser()
-        done = retraining.confirm(retraining.Deployment(model, store, lambda bundle: bundle.save(args.out)), who)
+        done = retraining.confirm(Project(args.project, args.project, model, store, FolderHome(args.out)), who)
     print(f"saved {done.bundle.version} at {done.path}; recorded {who}'s swap from {done.replaced}")
     return 0
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    with open_store(args.db) as store:
+    with open_store(args.db, project=args.project) as store:
         every = store.judgments(current_only=False)
         summary = {
             "bundle_versions": store.bundle_versions()["version"].tolist(),
@@ -117,6 +119,8 @@ def cmd_loop(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="qpr-annotations", description="Annotation database tools.")
     parser.add_argument("--db", help="SQLAlchemy database URL (default: $QPR_DB_URL, else sqlite:///data/annotations.db)")
+    parser.add_argument("--project", default=DEMO, help="the project whose judgments are read and recorded (its slug, "
+                        "as in the app's ?project= address; default: the demo): each project's are its own")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("export", help="write corrected clusters, training pairs and a manifest",

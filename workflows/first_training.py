@@ -5,7 +5,7 @@ what is served on the same held-out clusters, saved, swapped in under ``ServedMo
 
 ``start`` runs it in a daemon thread, so the app answers from its first second; nobody has to
 press anything. If a retrained model is waiting for someone's decision when the training ends,
-that decision is not taken away: the trained model is saved (``Deployment.save``: the demo's cache,
+that decision is not taken away: the trained model is saved (``Project.home``: the demo's cache,
 so the next start serves it) but not swapped in.
 """
 
@@ -17,12 +17,13 @@ from typing import Callable
 from qpr.bundles.bundle import Bundle
 from qpr.bundles.training import compare_bundles
 from qpr.errors import QPRError
-from workflows.retraining import Confirmed, Deployment, confirm
+from workflows.project import Project
+from workflows.retraining import Confirmed, confirm
 
 FIRST_TRAINING = "the demo's first training"  # who the swap is recorded as decided by
 
 
-def serve_when_trained(target: Deployment, train: Callable[[], Bundle], log: Callable[[str], None]) -> Confirmed | None:
+def serve_when_trained(target: Project, train: Callable[[], Bundle], log: Callable[[str], None]) -> Confirmed | None:
     """Train (``train()``), then serve the result in place of ``target.model``'s bundle (module
     doc); returns the swap, or None when a waiting candidate kept it from being swapped in."""
     served = target.model.current()
@@ -39,7 +40,7 @@ def serve_when_trained(target: Deployment, train: Callable[[], Bundle], log: Cal
     return confirmed
 
 
-def start(target: Deployment, train: Callable[[], Bundle], log: Callable[[str], None]) -> threading.Thread:
+def start(target: Project, train: Callable[[], Bundle], log: Callable[[str], None]) -> threading.Thread:
     """``serve_when_trained`` in a daemon thread (it dies with the app; a restart trains again
     unless the model was saved); a QPRError is logged, and BM25 keeps serving."""
     def run() -> None:

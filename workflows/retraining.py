@@ -20,8 +20,8 @@ record -> remember.
    Or **discard** (``discard``): drop the candidate, the served model stays.
 
 Callers (the Retrain and Projects tabs, the simulated loop, the command line) read their inputs,
-call one of these functions and show the result; what the caller knows (where bundles are saved,
-how a swap is remembered, the background training job, if any) comes in as a ``Deployment``.
+call one of these functions and show the result; where bundles are saved, how a swap is
+remembered and the background training job come with the ``workflows.project.Project``.
 """
 
 from __future__ import annotations
@@ -49,25 +49,11 @@ from qpr.training.train import TrainConfig
 from workflows.training_steps import continue_training
 from workflows.background_training import ACTIVE, TrainingJob, describe
 from workflows.judgment_effect import changed_top_results
+from workflows.project import Project
 
 ATTEMPTS = 3  # tries of a record or a remember before the swap is taken back
 RETRY_PAUSE_S = 0.5  # between those tries; the store already retries a busy database itself
 FAILURES = (SQLAlchemyError, OSError, QPRError)  # a database or a disk that refused a write: worth a retry
-
-
-@dataclass(frozen=True)
-class Deployment:
-    """Where a decided model goes: the ``model`` served, the ``store`` that records swaps,
-    ``save`` (a bundle -> the folder it is saved in), ``remember`` (that folder and who -> serve it
-    again after a restart) and the project's background ``training`` job (marked decided when its
-    model is the one decided on). The command line serves nothing after it exits and trains in
-    its own process: it leaves ``remember`` and ``training`` out."""
-
-    model: ServedModel
-    store: AnnotationStore
-    save: Callable[[Bundle], Path]
-    remember: Callable[[Path, str], None] | None = None
-    training: TrainingJob | None = None
 
 
 @dataclass(frozen=True)
@@ -180,30 +166,30 @@ def offer_trained(model: ServedModel, job: TrainingJob, version: str) -> Candida
     return model.propose(new, comparison, bm25)
 
 
-def confirm(target: Deployment, who: str) -> Confirmed:
-    """Serve the candidate from now on, on ``who``'s decision: save it, register its corpus, swap
-    it in (refused, leaving everything as it was, if another confirmation or retraining replaced
-    the candidate meanwhile), record the swap with the judgments it learned from, remember it for
-    a restart and settle the background training it came from (where the ``Deployment`` has
-    them). A record or remember that fails takes the swap back (module doc) and raises a
-    QPRError saying so."""
-    candidate = target.model.candidate()
+def confirm(project: Project, who: str) -> Confirmed:
+    """Serve the project's candidate from now on, on ``who``'s decision: save it, register its
+    corpus, swap it in (refused, leaving everything as it was, if another confirmation or
+    retraining replaced the candidate meanwhile), record the swap with the judgments it learned
+    from, remember it for a restart and settle the background training it came from (if the
+    project has one). A record or remember that fails takes the swap back (module doc) and raises
+    a QPRError saying so."""
+    model, store = project.model, project.store
+    candidate = model.candidate()
     if candidate is None:
         raise QPRError("No retrained model is waiting: press 'Retrain' first.")
     bundle = candidate.served.bundle
-    path = target.save(bundle)
-    target.store.register_corpus(bundle.version, bundle.corpus)
-    replaced = target.model.current().bundle.version
-    target.model.confirm(bundle.version)
+    path = project.home.save(bundle)
+    store.register_corpus(bundle.version, bundle.corpus)
+    replaced = model.current().bundle.version
+    model.confirm(bundle.version)
     judgment_ids = bundle.manifest.get("labels", {}).get("judgment_ids", [])
-    kept_or_taken_back(target.model, bundle.version, replaced, "recorded",
-                       lambda: target.store.record_swap(who, bundle.version, replaced, judgment_ids))
+    kept_or_taken_back(model, bundle.version, replaced, "recorded",
+                       lambda: store.record_swap(who, bundle.version, replaced, judgment_ids))
     # Recorded as served by now: a swap taken back is recorded back, so the record says what is served.
-    if target.remember is not None:
-        kept_or_taken_back(target.model, bundle.version, replaced, "remembered for a restart",
-                           lambda: target.remember(path, who),
-                           undo=lambda: target.store.record_swap(who, replaced, bundle.version, []))
-    settle(target.training, bundle.version, f"put in service by {who}")
+    kept_or_taken_back(model, bundle.version, replaced, "remembered for a restart",
+                       lambda: project.home.remember(path, who),
+                       undo=lambda: store.record_swap(who, replaced, bundle.version, []))
+    settle(project.training, bundle.version, f"put in service by {who}")
     return Confirmed(bundle, path, replaced, candidate.comparison)
 
 

@@ -50,6 +50,7 @@ from qpr.retrieval.index import IndexConfig
 from qpr.data.noise import inject_false_negatives
 from qpr.retrieval.dense import DenseRetriever
 from qpr.model.text import MAX_K, TextConfig
+from qpr.serving.slugs import DEMO
 from qpr.training.train import TrainConfig
 from workflows.retraining import export_corrected
 from workflows.training_steps import continue_training, train_new
@@ -241,7 +242,7 @@ def run_loop(
     summary |= {"H1_noisy": model.test["H1"], "MRR_noisy": model.test["MRR"], "runs": []}
     annotator = SimulatedAnnotator(clean, config.annotator, config.error_rate, seed=config.seed)
     corpus = noisy
-    with open_store(f"sqlite:///{db.resolve()}") as store:
+    with open_store(f"sqlite:///{db.resolve()}", project=DEMO) as store:
         for round_no in range(1, config.rounds + 1):
             log(f"round {round_no}: {config.budget} judgments by {config.strategy}")
             done = annotate(

@@ -1,5 +1,5 @@
-"""What every repository shares: the engine it reads from, the writer it writes through, and the
-checks and lookups that several of them make."""
+"""What every repository shares: the engine it reads from, the writer it writes through, the one
+project it is scoped to, and the checks and lookups that several of them make."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from annotations.errors import AnnotationError
-from annotations.models import Annotator
+from annotations.models import MAX_PROJECT_CHARS, Annotator, BundleVersion
 from annotations.names import annotator_key
 from annotations.writer import GroupCommitWriter
 from qpr.data.corpus import check_corpus
@@ -19,11 +19,31 @@ from qpr.errors import QPRError
 
 class Repository:
     """Reads in their own session of ``engine``; writes as work handed to ``writer``, which commits
-    it (the writer is shared, so the writes of all repositories of one store are grouped together)."""
+    it (the writer is shared, so the writes of all repositories of one store are grouped together).
 
-    def __init__(self, engine: Engine, writer: GroupCommitWriter) -> None:
+    Every read and write is scoped to ``project`` (a slug, required): what belongs to another
+    project is neither read nor written, and a bundle version of another project is refused as
+    unknown. Rows reach their project through their bundle version (``models.BundleVersion``)."""
+
+    def __init__(self, engine: Engine, writer: GroupCommitWriter, project: str) -> None:
         self.engine = engine
         self.writer = writer
+        self.project = project_slug(project)
+
+    def own_version(self, session: Session, version: object) -> str:
+        """``version`` when it is a bundle version registered in this project; AnnotationError
+        otherwise (also when another project registered it: it is not named)."""
+        version = bundle_version_name(version)
+        if session.scalar(select(BundleVersion.project).where(BundleVersion.version == version)) != self.project:
+            raise AnnotationError(f"bundle version {version!r} is not registered in this project: register its corpus first")
+        return version
+
+
+def project_slug(project: object) -> str:
+    """``project`` if it can name a project (a non-empty slug of at most ``MAX_PROJECT_CHARS``)."""
+    if not isinstance(project, str) or not project.strip() or len(project) > MAX_PROJECT_CHARS:
+        raise AnnotationError(f"the project must be a slug of 1 to {MAX_PROJECT_CHARS} characters; got {project!r}")
+    return project
 
 
 def bundle_version_name(version: object) -> str:

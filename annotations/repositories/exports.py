@@ -5,10 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Callable
 
-from sqlalchemy import insert
+from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
-from annotations.errors import AnnotationError
 from annotations.models import BundleVersion, Export, ExportJudgment, MergeDecision
 from annotations.repositories.base import Repository
 
@@ -18,7 +17,7 @@ class ExportRepository(Repository):
 
     def record_export(
         self,
-        bundle_version: str | None,
+        bundle_version: str,
         fmt: str,
         path: str,
         counts: dict,
@@ -27,7 +26,7 @@ class ExportRepository(Repository):
         created: datetime | None = None,
         before_commit: Callable[[int], None] | None = None,
     ) -> int:
-        """Record an export (``counts``: questions, clusters_before, clusters_after), the judgments
+        """Record an export of this project's ``bundle_version`` (``counts``: questions, clusters_before, clusters_after), the judgments
         it included and its merge decisions (dicts with decision, cluster_a, cluster_b,
         judgment_ids, reason) in one transaction; returns the export id.
 
@@ -37,8 +36,7 @@ class ExportRepository(Repository):
         may run again if the transaction is retried."""
 
         def work(session: Session) -> int:
-            if bundle_version is not None and session.get(BundleVersion, bundle_version) is None:
-                raise AnnotationError(f"bundle version {bundle_version!r} is not registered")
+            self.own_version(session, bundle_version)
             export = Export(bundle_version=bundle_version, format=fmt, path=path, **counts)
             if created is not None:
                 export.created_at = created
@@ -63,4 +61,6 @@ class ExportRepository(Repository):
             return False
         with Session(self.engine) as session:
             row = session.get(Export, export_id)
-        return row is not None and row.path == path and row.created_at == created
+            theirs = row is not None and session.scalar(
+                select(BundleVersion.project).where(BundleVersion.version == row.bundle_version)) == self.project
+        return theirs and row.path == path and row.created_at == created

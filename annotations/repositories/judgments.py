@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Collection
 from datetime import datetime
 
 import pandas as pd
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import Select, and_, distinct, func, or_, select
 from sqlalchemy.orm import Session, aliased
 
 from annotations.errors import AnnotationError
@@ -48,7 +47,8 @@ class JudgmentRepository(Repository):
 
         The query is a corpus question (``query_qid``) or free text (``query_text``): exactly one.
         ``role`` is the role the annotator judged under in the project (login mode), None without.
-        Both ids must be in the corpus registered for ``bundle_version``. If this annotator already
+        Both ids must be in the corpus registered for ``bundle_version``, a bundle version of this
+        project. If this annotator already
         labelled the same (query, candidate), that label is superseded by this one (kept as history).
         """
         name = annotator_name(annotator)
@@ -76,10 +76,11 @@ class JudgmentRepository(Repository):
         key = item_key(candidate_qid, query_qid, query_text)
 
         def work(session: Session) -> int:
+            self.own_version(session, version)
             _check_known(session, version, [q for q in (query_qid, candidate_qid) if q is not None])
             person = annotator_row(session, name)
             previous = session.scalar(
-                select(Judgment).where(
+                self._scoped(select(Judgment)).where(
                     Judgment.annotator_id == person.id, Judgment.item_key == key, Judgment.is_current.is_(True)
                 )
             )
@@ -100,7 +101,8 @@ class JudgmentRepository(Repository):
         return self.writer.write(work)
 
     def undo_last(self, annotator: str, among: list[int] | None = None) -> dict | None:
-        """Withdraw the annotator's most recent judgment still in force and return it (None if none).
+        """Withdraw the annotator's most recent judgment still in force in this project and return it
+        (None if none).
 
         Only their own: the annotator is found by identity (``annotator_key``), so "Alice" undoes
         what "alice" recorded and nobody else's. ``among`` limits it to those judgment ids that are
@@ -111,7 +113,8 @@ class JudgmentRepository(Repository):
         key = annotator_key(annotator_name(annotator))
 
         def work(session: Session) -> int | None:
-            query = select(Judgment).join(Annotator).where(Annotator.name_key == key, Judgment.withdrawn_at.is_(None))
+            query = self._scoped(select(Judgment)).join(Annotator).where(Annotator.name_key == key,
+                                                                         Judgment.withdrawn_at.is_(None))
             if among is not None:
                 query = query.where(Judgment.id.in_([int(i) for i in among]), Judgment.is_current.is_(True))
             last = session.scalar(query.order_by(Judgment.id.desc()).limit(1))
@@ -139,14 +142,14 @@ class JudgmentRepository(Repository):
         current_only: bool = True,
         ids: list[int] | None = None,
     ) -> pd.DataFrame:
-        """Judgments as a DataFrame (``JUDGMENT_COLUMNS``), oldest first.
+        """This project's judgments as a DataFrame (``JUDGMENT_COLUMNS``), oldest first.
 
         ``cluster`` keeps judgments whose query or candidate was in that cluster in the judgment's
         bundle snapshot; ``current_only`` drops superseded and withdrawn ones; ``ids`` picks rows.
         ``query_cluster``/``candidate_cluster`` and the question texts come from that snapshot.
         """
         query_q, candidate_q = aliased(CorpusQuestion), aliased(CorpusQuestion)
-        statement = (
+        statement = self._scoped(
             select(
                 Judgment.id, Annotator.name, Judgment.bundle_version, Judgment.query_qid, Judgment.query_text,
                 Judgment.candidate_qid, Judgment.item_key, Judgment.label, Judgment.rank, Judgment.distance, Judgment.created_at,
@@ -177,27 +180,30 @@ class JudgmentRepository(Repository):
             "superseded_by": "Int64", "query_cluster": "string", "candidate_cluster": "string",
         })
 
-    def progress(self, annotator: str, versions: Collection[str] | None = None) -> dict:
-        """``today``: items the annotator has a label for that was recorded since local midnight;
-        ``total``: items they have a label for. Both count current labels only (a re-judged item
-        counts once, an undone one not at all), so ``today`` never exceeds ``total`` and every
-        page of the same annotator shows the same. ``versions``: only judgments on those bundle
-        versions (one project's); None: all."""
+    def progress(self, annotator: str) -> dict:
+        """``today``: items of this project the annotator has a label for that was recorded since
+        local midnight; ``total``: items they have a label for. Both count current labels only (a
+        re-judged item counts once, an undone one not at all), so ``today`` never exceeds
+        ``total`` and every page of the same annotator shows the same."""
         key = annotator_key(annotator_name(annotator))
         midnight = datetime.now().astimezone().replace(hour=0, minute=0, second=0, microsecond=0)
-        counted = select(func.count(Judgment.id)).join(Annotator).where(Annotator.name_key == key,
-                                                                       Judgment.is_current.is_(True))
-        if versions is not None:
-            counted = counted.where(Judgment.bundle_version.in_(list(versions)))
+        counted = self._scoped(select(func.count(Judgment.id))).join(Annotator).where(
+            Annotator.name_key == key, Judgment.is_current.is_(True))
         with Session(self.engine) as session:
             today = session.scalar(counted.where(Judgment.created_at >= midnight))
             total = session.scalar(counted)
         return {"today": int(today), "total": int(total)}
 
     def annotators(self) -> list[str]:
-        """Every annotator, by the name they first wrote, alphabetically."""
+        """Everyone who judged in this project, by the name they first wrote, alphabetically."""
         with Session(self.engine) as session:
-            return list(session.scalars(select(Annotator.name).order_by(Annotator.name)))
+            return list(session.scalars(self._scoped(select(distinct(Annotator.name)))
+                                        .join(Annotator, Annotator.id == Judgment.annotator_id).order_by(Annotator.name)))
+
+    def _scoped(self, statement: Select) -> Select:
+        """``statement`` (over ``Judgment``) limited to this project's judgments."""
+        return statement.join_from(Judgment, BundleVersion, BundleVersion.version == Judgment.bundle_version).where(
+            BundleVersion.project == self.project)
 
     def display_name(self, annotator: str) -> str:
         """How the annotator ``annotator`` identifies is shown: the name they first wrote, or

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from annotations.errors import AnnotationError
 from annotations.models import LABEL_VERSION_KINDS, Annotator, LabelChange, LabelVersion
 from annotations.names import annotator_name
-from annotations.repositories.base import annotator_row, bundle_version_name, corpus_snapshot
+from annotations.repositories.base import annotator_row, corpus_snapshot
 from annotations.repositories.corpus import CorpusRepository
 
 LABEL_VERSION_COLUMNS = [
@@ -65,8 +65,10 @@ class LabelRepository(CorpusRepository):
         return self.writer.write(work)
 
     def label_versions(self, bundle_version: str) -> pd.DataFrame:
-        """The label versions of ``bundle_version`` (``LABEL_VERSION_COLUMNS``), oldest first;
-        ``changes``: how many questions each one labels differently from the bundle's snapshot."""
+        """The label versions of ``bundle_version``, one of this project's (``LABEL_VERSION_COLUMNS``),
+        oldest first; ``changes``: how many questions each one labels differently from the bundle's snapshot."""
+        with Session(self.engine) as session:
+            bundle_version = self.own_version(session, bundle_version)
         changed = (select(LabelChange.label_version_id, func.count().label("n"))
                    .group_by(LabelChange.label_version_id).subquery())
         statement = (
@@ -83,10 +85,11 @@ class LabelRepository(CorpusRepository):
         return frame.astype({"number": "int64", "restores": "Int64", "changes": "int64"})
 
     def latest_label_number(self, bundle_version: str) -> int:
-        """The number of ``bundle_version``'s newest label version (0: none recorded)."""
+        """The number of ``bundle_version``'s newest label version (0: none recorded); one of this
+        project's bundle versions."""
         with Session(self.engine) as session:
-            return session.scalar(select(func.max(LabelVersion.number))
-                                  .where(LabelVersion.bundle_version == bundle_version_name(bundle_version))) or 0
+            version = self.own_version(session, bundle_version)
+            return session.scalar(select(func.max(LabelVersion.number)).where(LabelVersion.bundle_version == version)) or 0
 
     def labels(self, bundle_version: str, number: int | None = None,
                snapshot: pd.DataFrame | None = None) -> tuple[int, pd.DataFrame]:
@@ -100,7 +103,9 @@ class LabelRepository(CorpusRepository):
         if snapshot is None:
             version, corpus = self.corpus(bundle_version)
         else:
-            version, corpus = bundle_version_name(bundle_version), corpus_snapshot(snapshot)
+            with Session(self.engine) as session:
+                version = self.own_version(session, bundle_version)
+            corpus = corpus_snapshot(snapshot)
         if number == 0:
             return 0, corpus
         with Session(self.engine) as session:

@@ -7,7 +7,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from annotations.errors import AnnotationError
-from annotations.models import ADJUDICATION_DECISIONS, Adjudication, Annotator, Guideline, Judgment, JudgmentComment
+from annotations.models import (
+    ADJUDICATION_DECISIONS, Adjudication, Annotator, BundleVersion, Guideline, Judgment, JudgmentComment,
+)
 from annotations.names import annotator_key, annotator_name
 from annotations.repositories.base import Repository, annotator_row, integer_id
 
@@ -49,7 +51,7 @@ class ReviewRepository(Repository):
             row |= {"kind": "cluster_pair", "cluster_a": min(a, b), "cluster_b": max(a, b)}
 
         def work(session: Session) -> int:
-            adjudication = Adjudication(reviewer_id=annotator_row(session, name).id, **row)
+            adjudication = Adjudication(project=self.project, reviewer_id=annotator_row(session, name).id, **row)
             session.add(adjudication)
             session.flush()
             return adjudication.id
@@ -57,13 +59,14 @@ class ReviewRepository(Repository):
         return self.writer.write(work)
 
     def adjudications(self, current_only: bool = True) -> pd.DataFrame:
-        """Reviewer decisions (``ADJUDICATION_COLUMNS``), oldest first; ``current_only`` keeps the
-        newest per target (item key, or sorted cluster pair)."""
+        """This project's reviewer decisions (``ADJUDICATION_COLUMNS``), oldest first; ``current_only``
+        keeps the newest per target (item key, or sorted cluster pair)."""
         statement = (
             select(Adjudication.id, Annotator.name, Adjudication.kind, Adjudication.item_key, Adjudication.query_qid,
                    Adjudication.candidate_qid, Adjudication.cluster_a, Adjudication.cluster_b, Adjudication.decision,
                    Adjudication.note, Adjudication.created_at)
-            .join(Annotator, Annotator.id == Adjudication.reviewer_id).order_by(Adjudication.id)
+            .join(Annotator, Annotator.id == Adjudication.reviewer_id).where(Adjudication.project == self.project)
+            .order_by(Adjudication.id)
         )
         with Session(self.engine) as session:
             rows = session.execute(statement).all()
@@ -84,7 +87,9 @@ class ReviewRepository(Repository):
         judgment_id = integer_id(judgment_id, "judgment id")
 
         def work(session: Session) -> int:
-            owner = session.scalar(select(Annotator.name_key).join(Judgment).where(Judgment.id == judgment_id))
+            owner = session.scalar(select(Annotator.name_key).join(Judgment)
+                                   .join(BundleVersion, BundleVersion.version == Judgment.bundle_version)
+                                   .where(Judgment.id == judgment_id, BundleVersion.project == self.project))
             if owner != annotator_key(name):
                 raise AnnotationError(f"judgment {judgment_id} is not one of {name}'s judgments; pick one from your history")
             row = JudgmentComment(judgment_id=judgment_id, annotator_id=annotator_row(session, name).id, text=text)
@@ -95,19 +100,22 @@ class ReviewRepository(Repository):
         return self.writer.write(work)
 
     def comments(self) -> pd.Series:
-        """The newest comment of every commented judgment, indexed by judgment id."""
+        """The newest comment of every commented judgment of this project, indexed by judgment id."""
         with Session(self.engine) as session:
-            rows = session.execute(select(JudgmentComment.judgment_id, JudgmentComment.text).order_by(JudgmentComment.id)).all()
+            rows = session.execute(
+                select(JudgmentComment.judgment_id, JudgmentComment.text).join(Judgment)
+                .join(BundleVersion, BundleVersion.version == Judgment.bundle_version)
+                .where(BundleVersion.project == self.project).order_by(JudgmentComment.id)).all()
         return pd.Series({int(j): t for j, t in rows}, dtype=object)
 
     def set_guidelines(self, editor: str, text: str, same_examples: str = "", different_examples: str = "") -> int:
-        """Store a new version of the annotation guidelines (older versions stay as history)."""
+        """Store a new version of this project's annotation guidelines (older versions stay as history)."""
         name = annotator_name(editor)
         if not (text or "").strip():
             raise AnnotationError("the guidelines are empty: write what 'same' and 'different' mean")
 
         def work(session: Session) -> int:
-            row = Guideline(editor_id=annotator_row(session, name).id, text=text.strip(),
+            row = Guideline(project=self.project, editor_id=annotator_row(session, name).id, text=text.strip(),
                             same_examples=(same_examples or "").strip(), different_examples=(different_examples or "").strip())
             session.add(row)
             session.flush()
@@ -116,11 +124,13 @@ class ReviewRepository(Repository):
         return self.writer.write(work)
 
     def guidelines(self) -> dict | None:
-        """The guidelines in force (text, same_examples, different_examples, editor, created_at), or None."""
+        """This project's guidelines in force (text, same_examples, different_examples, editor,
+        created_at), or None."""
         with Session(self.engine) as session:
             row = session.execute(
                 select(Guideline.text, Guideline.same_examples, Guideline.different_examples, Annotator.name, Guideline.created_at)
-                .join(Annotator, Annotator.id == Guideline.editor_id).order_by(Guideline.id.desc()).limit(1)
+                .join(Annotator, Annotator.id == Guideline.editor_id).where(Guideline.project == self.project)
+                .order_by(Guideline.id.desc()).limit(1)
             ).first()
         if row is None:
             return None

@@ -7,7 +7,6 @@ import pandas as pd
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from annotations.errors import AnnotationError
 from annotations.models import Annotator, BundleVersion, ModelSwap
 from annotations.names import annotator_name
 from annotations.repositories.base import Repository, annotator_row, bundle_version_name
@@ -25,8 +24,8 @@ class SwapRepository(Repository):
 
         def work(session: Session) -> int:
             for known in (version, replaced_version):
-                if known is not None and session.get(BundleVersion, known) is None:
-                    raise AnnotationError(f"bundle version {known!r} is not registered: register its corpus first")
+                if known is not None:
+                    self.own_version(session, known)
             swap = ModelSwap(annotator_id=annotator_row(session, name).id, bundle_version=version,
                              replaced_version=replaced_version, judgment_ids=[int(i) for i in judgment_ids])
             session.add(swap)
@@ -36,11 +35,13 @@ class SwapRepository(Repository):
         return self.writer.write(work)
 
     def swaps(self) -> pd.DataFrame:
-        """Every model swap, oldest first: id, created_at, annotator (as first written),
+        """This project's model swaps, oldest first: id, created_at, annotator (as first written),
         bundle_version, replaced_version, judgment_ids."""
         with Session(self.engine) as session:
             rows = session.execute(
                 select(ModelSwap.id, ModelSwap.created_at, Annotator.name, ModelSwap.bundle_version,
-                       ModelSwap.replaced_version, ModelSwap.judgment_ids).join(Annotator).order_by(ModelSwap.id)
+                       ModelSwap.replaced_version, ModelSwap.judgment_ids).join(Annotator)
+                .join(BundleVersion, BundleVersion.version == ModelSwap.bundle_version)
+                .where(BundleVersion.project == self.project).order_by(ModelSwap.id)
             ).all()
         return pd.DataFrame(rows, columns=["id", "created_at", "annotator", "bundle_version", "replaced_version", "judgment_ids"])

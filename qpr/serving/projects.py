@@ -22,7 +22,6 @@ measured in docs/OUT_OF_DOMAIN.md), from which training then continues.
 from __future__ import annotations
 
 import json
-import re
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,20 +36,14 @@ from qpr.errors import QPRError
 from qpr.fsutil.atomic import atomic_path
 from qpr.bundles.general import rebase
 from qpr.serving.served_model import serving_retriever
+from qpr.serving.slugs import DEMO, MAX_NAME, MAX_SLUG, slug_of
 from qpr.data.upload import Upload
 
 MANIFEST = "project.json"
-DEMO = "demo"  # the built-in project: the hand-written demo corpus (or QPR_BUNDLE), not kept here
-MAX_NAME = 60
 
 
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def slug_of(name: str) -> str:
-    """The folder name of a project called ``name``: lowercase letters, digits and dashes."""
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
 def write_json(path: Path, content: dict) -> None:
@@ -95,6 +88,24 @@ class Projects:
         except (OSError, ValueError) as err:
             raise QPRError(f"{self.folder(slug) / MANIFEST} cannot be read ({err}); restore it from a backup") from err
 
+    def exists(self, slug: str) -> bool:
+        """Whether ``slug`` names a project: the built-in demo, or one on disk."""
+        return slug == DEMO or (self.folder(slug) / MANIFEST).is_file()
+
+    def built_in(self, slug: str) -> bool:
+        """Whether ``slug`` is the built-in demo: its corpus is fixed and it has no roles of its own."""
+        return slug == DEMO
+
+    def name(self, slug: str) -> str:
+        """How project ``slug`` is shown ("Demo" for the built-in one)."""
+        return "Demo" if slug == DEMO else self.names().get(slug, slug)
+
+    def bundle_versions(self, slug: str) -> list[str]:
+        """The bundle versions project ``slug`` keeps on disk (none for the demo, whose bundles are
+        the cache's)."""
+        folder = self.folder(slug) / "bundles"
+        return sorted(path.name for path in folder.iterdir() if path.is_dir()) if slug != DEMO and folder.is_dir() else []
+
     def names(self) -> dict[str, str]:
         """Slug -> name of every project on disk, by name."""
         found = {}
@@ -110,7 +121,7 @@ class Projects:
         says until an encoder is trained; returns its slug. Refuses a taken or empty name."""
         name = (name or "").strip()
         slug = slug_of(name)
-        if not slug or len(name) > MAX_NAME:
+        if not slug or len(name) > MAX_NAME or len(slug) > MAX_SLUG:
             raise QPRError(f"name the project: 1 to {MAX_NAME} characters with at least one letter or digit")
         if slug == DEMO:
             raise QPRError("'demo' is the built-in demo project; choose another name")

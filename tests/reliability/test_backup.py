@@ -40,7 +40,7 @@ def _writing(store, stop: threading.Event, acknowledged: list[int]) -> threading
 def test_backup_while_writing_is_consistent_and_restores_equal(scratch_dir):
     url = f"sqlite:///{scratch_dir / 'live.db'}"
     out = scratch_dir / "backups" / "b1.db"
-    with open_store(url) as store:
+    with open_store(url, project="demo") as store:
         store.register_corpus("v1", make_corpus())
         stop, acknowledged = threading.Event(), []
         thread = _writing(store, stop, acknowledged)
@@ -65,18 +65,18 @@ def test_backup_while_writing_is_consistent_and_restores_equal(scratch_dir):
 
     restored_url = f"sqlite:///{scratch_dir / 'restored.db'}"
     assert restore(out, restored_url).judgments == len(copied)
-    with open_store(restored_url) as store:
+    with open_store(restored_url, project="demo") as store:
         frame = store.judgments(current_only=False)
     assert frame["id"].tolist() == copied
 
 
 def test_restore_refuses_an_existing_database_unless_asked(scratch_dir):
     live, other = scratch_dir / "live.db", scratch_dir / "other.db"
-    with open_store(f"sqlite:///{live}") as store:
+    with open_store(f"sqlite:///{live}", project="demo") as store:
         store.register_corpus("v1", make_corpus())
         store.record("alice", 2, "same", "v1", query_qid=1)
     backup(f"sqlite:///{live}", scratch_dir / "b.db")
-    with open_store(f"sqlite:///{other}") as store:  # a database in use, with other judgments
+    with open_store(f"sqlite:///{other}", project="demo") as store:  # a database in use, with other judgments
         store.register_corpus("v1", make_corpus())
         for qid in (3, 4, 5):
             store.record("bob", qid, "different", "v1", query_qid=1)
@@ -93,7 +93,7 @@ def test_restore_refuses_an_existing_database_unless_asked(scratch_dir):
 
 def test_bad_backups_and_targets_are_refused_with_one_line(scratch_dir):
     live = scratch_dir / "live.db"
-    with open_store(f"sqlite:///{live}") as store:
+    with open_store(f"sqlite:///{live}", project="demo") as store:
         store.register_corpus("v1", make_corpus())
     (scratch_dir / "notes.txt").write_text("not a database")
     (scratch_dir / "taken.db").write_text("someone's file")
@@ -115,7 +115,7 @@ def test_bad_backups_and_targets_are_refused_with_one_line(scratch_dir):
 
 def test_cli_backup_and_restore(scratch_dir, capsys):
     url = f"sqlite:///{scratch_dir / 'live.db'}"
-    with open_store(url) as store:
+    with open_store(url, project="demo") as store:
         store.register_corpus("v1", make_corpus())
         store.record("alice", 2, "same", "v1", query_qid=1)
     out = scratch_dir / "b.db"
@@ -133,7 +133,7 @@ def test_postgres_backup_is_a_pg_dump_archive(postgres_url, tmp_path, monkeypatc
     monkeypatch.setenv("QPR_CACHE_DIR", str(tmp_path / "cache"))  # where the last backup is noted
     if shutil.which("pg_restore") is None:
         pytest.fail("PostgreSQL's client tools (pg_dump, pg_restore) are not installed")
-    with open_store(postgres_url) as store:
+    with open_store(postgres_url, project="demo") as store:
         store.register_corpus("v1", make_corpus())
         store.record("alice", 2, "same", "v1", query_qid=1)
     done = backup(postgres_url, tmp_path / "pg.dump")
@@ -145,7 +145,7 @@ def test_postgres_backup_is_a_pg_dump_archive(postgres_url, tmp_path, monkeypatc
 
 def test_the_app_header_shows_the_last_backup(bundle, scratch_dir):
     url = f"sqlite:///{scratch_dir / 'app.db'}"
-    with open_store(url) as store:
+    with open_store(url, project="demo") as store:
         page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=scratch_dir))
         page.build()
         assert "No backup" in page.backup_status()

@@ -162,7 +162,7 @@ def test_cli_names_the_problem_in_one_line_and_changes_nothing(world, argv, mess
 
 def test_annotations_export_refuses_a_folder_and_an_unwritable_path(world, capsys):
     url = f"sqlite:///{world / 'db' / 'a.db'}"
-    with open_store(url) as store:
+    with open_store(url, project="demo") as store:
         store.register_corpus("v1", make_corpus())
     (world / "out.csv").mkdir()
     before = snapshot(world)
@@ -172,7 +172,7 @@ def test_annotations_export_refuses_a_folder_and_an_unwritable_path(world, capsy
         err = capsys.readouterr().err
         assert err.startswith("error: ") and message in err and err.count("\n") == 1, err
     assert snapshot(world) == before
-    with open_store(url) as store, store.engine.connect() as connection:
+    with open_store(url, project="demo") as store, store.engine.connect() as connection:
         assert connection.exec_driver_sql("SELECT COUNT(*) FROM exports").scalar() == 0
 
 
@@ -238,7 +238,7 @@ def test_file_readers_raise_one_clear_error_and_change_nothing(world, reader, na
     ({"annotator": "ann\tbob"}, "control character U+0009"),
 ])
 def test_store_refuses_bad_text_and_writes_nothing(tmp_path, kwargs, message):
-    with open_store(f"sqlite:///{tmp_path / 'a.db'}") as store:
+    with open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo") as store:
         store.register_corpus("v1", make_corpus())
         args = {"annotator": "ann", "candidate_qid": 2, "label": "same", "bundle_version": "v1"} | kwargs
         if "query_text" not in args:

@@ -191,7 +191,7 @@ def test_fuzzed_queries_get_hits_or_a_clear_error(retrievers, query, k):
 
 @pytest.fixture(scope="module")
 def store(scratch):
-    with open_store(f"sqlite:///{scratch / 'fuzz.db'}") as opened:
+    with open_store(f"sqlite:///{scratch / 'fuzz.db'}", project="demo") as opened:
         opened.register_corpus("v1", make_corpus())
         yield opened
 

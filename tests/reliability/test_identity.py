@@ -21,7 +21,7 @@ VERSION = "v1"
 
 @pytest.fixture
 def store(db_url):
-    with open_store(db_url) as opened:
+    with open_store(db_url, project="demo") as opened:
         opened.register_corpus(VERSION, make_corpus())
         yield opened
 
@@ -129,7 +129,7 @@ def test_upgrading_merges_annotators_that_were_one_person(db_url):
             "(4, 3, 'old', 1, 2, 'qid:1:2', 'different', CURRENT_TIMESTAMP, TRUE), "
             "(5, 3, 'old', 1, 4, 'qid:1:4', 'same', CURRENT_TIMESTAMP, TRUE)"))
     engine.dispose()
-    with open_store(db_url) as store:
+    with open_store(db_url, project="demo") as store:
         assert store.annotators() == ["alice", "bob"]
         history = store.judgments(current_only=False).set_index("id")
         assert len(history) == 5  # no judgment lost

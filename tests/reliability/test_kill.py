@@ -110,7 +110,7 @@ def commit(self):
     real_commit(self)
 
 os.replace, qpr.fsutil.file_group.FileGroup.publish, qpr.fsutil.file_group.FileGroup.commit = replace, publish, commit
-store = open_store(url)
+store = open_store(url, project="demo")
 version, corpus = store.corpus("v1")
 export(store, corpus, "csv", out, bundle_version=version)
 """
@@ -124,7 +124,7 @@ def exports_recorded(store) -> list[tuple[int, str]]:
 @pytest.mark.parametrize("point, recovered_to", [("cluster-placed", "old"), ("published", "old"), ("recorded", "new")])
 def test_kill_during_an_export_shows_no_partial_export(tmp_path, point, recovered_to):
     url, out, corpus = f"sqlite:///{tmp_path / 'a.db'}", tmp_path / "corrected.csv", make_corpus()
-    with open_store(url) as store:
+    with open_store(url, project="demo") as store:
         store.register_corpus(VERSION, corpus)
         store.record("ann", 2, "same", VERSION, query_qid=1)
         first = check_export(export(store, corpus, "csv", out, bundle_version=VERSION))
@@ -132,7 +132,7 @@ def test_kill_during_an_export_shows_no_partial_export(tmp_path, point, recovere
 
     run_until_killed(EXPORTER, [point, url, str(out)], tmp_path / "marker")
 
-    with open_store(url) as store:
+    with open_store(url, project="demo") as store:
         # Right after the kill: a manifest is only ever beside the files it describes.
         if manifest_path(out).exists():
             check_export(out)
@@ -169,7 +169,7 @@ def commit(self, *args, **kwargs):
     return real_commit(self, *args, **kwargs)
 
 SessionTransaction.commit = commit
-store = open_store(url)
+store = open_store(url, project="demo")
 items = [(1, c) for c in range(2, 6)] + [(1, 3), (1, 4), (6, 7), (1, 3)]
 for number, (query, candidate) in enumerate(items):
     state["item"] = number
@@ -180,14 +180,14 @@ for number, (query, candidate) in enumerate(items):
 
 def test_kill_of_a_writer_mid_batch_loses_no_judgment_and_half_writes_none(tmp_path):
     url = f"sqlite:///{tmp_path / 'a.db'}"
-    with open_store(url) as store:
+    with open_store(url, project="demo") as store:
         store.register_corpus(VERSION, make_corpus())
     stop = 5  # the re-judgment of (1, 4)
     _, _, output = run_until_killed(WRITER, [url, str(stop)], tmp_path / "marker")
     recorded = [int(line) for line in output.split() if line.isdigit()]
     assert len(recorded) == stop
 
-    with open_store(url) as store:
+    with open_store(url, project="demo") as store:
         with store.engine.connect() as connection:
             assert connection.exec_driver_sql("PRAGMA integrity_check").scalar() == "ok"
         history = store.judgments(current_only=False)
