@@ -1,6 +1,6 @@
 """Export corrected clusters for retraining: a cluster file, training pairs, and a manifest.
 
-``write_export(store, corpus, "parquet", "corrected.parquet")`` writes, as one change:
+``write_export(store, corpus, "parquet", "corrected.parquet", version)`` writes, as one change:
 
 - ``corrected.parquet``: the corpus with corrected clusters in the cluster-file format
   (qid, question, cluster, split) that ``qpr.data.corpus.read_cluster_file`` and ``python -m qpr train``
@@ -102,19 +102,16 @@ def cluster_counts(before: pd.DataFrame, after: pd.DataFrame) -> dict:
     }
 
 
-def export(
-    store: AnnotationStore, corpus: pd.DataFrame, fmt: str, out: str | Path, bundle_version: str | None = None
-) -> Path:
+def export(store: AnnotationStore, corpus: pd.DataFrame, fmt: str, out: str | Path, bundle_version: str) -> Path:
     """``write_export``, returning the cluster file's path only."""
     return write_export(store, corpus, fmt, out, bundle_version).path
 
 
-def write_export(
-    store: AnnotationStore, corpus: pd.DataFrame, fmt: str, out: str | Path, bundle_version: str | None = None
-) -> Export:
+def write_export(store: AnnotationStore, corpus: pd.DataFrame, fmt: str, out: str | Path, bundle_version: str) -> Export:
     """Write the corrected clusters of ``corpus`` to ``out`` (plus pairs and manifest, see the
     module doc) and record the export in ``store``; returns the export, in memory too.
-    ``bundle_version`` names the bundle whose corpus this is, for the record.
+    ``bundle_version`` names the bundle whose corpus this is: one of the store's project's, whose
+    judgments alone the export reads and to which it is recorded.
 
     All or nothing (``qpr.fsutil.file_group.atomic_files``): the three files are written beside ``out`` in a
     staging folder, then moved into place with the manifest last (an earlier manifest is moved
@@ -129,8 +126,8 @@ def write_export(
     out = Path(out)
     if out.suffix.lower() != f".{fmt}":
         raise AnnotationError(f"{out}: a {fmt} export needs a file name ending in .{fmt}")
-    if bundle_version is not None and bundle_version not in store.bundle_versions()["version"].tolist():
-        raise AnnotationError(f"bundle version {bundle_version!r} is not registered in the annotation database")
+    if bundle_version not in store.bundle_versions()["version"].tolist():
+        raise AnnotationError(f"bundle version {bundle_version!r} is not registered in project {store.project!r}")
     result = corrected_clusters(store, corpus)
     # In read_cluster_file's dtypes: what a caller trains on is what a reader of the file would get.
     corrected = check_corpus(result.corpus, out)

@@ -2,7 +2,7 @@
 
     python -m bench.demo_quality [--seeds 0 1 2]
 
-Trains ``ui.demo``'s settings (``DEMO_TRAIN`` with each seed, ``DEMO_TEXT``, ``DEMO_ENCODER``) on
+Trains the tutorial's settings (``workflows.project.SMALL_CORPUS``, its training seed varied) on
 ``ui/demo_corpus.tsv`` and reports H@1, H@10 and MRR on its val and test queries, dense and hybrid
 (as served), each seed's and their mean with a 95% t-interval. The fastest quality check there
 is (about 15 s a seed on one thread): re-run it after a change that should not move quality.
@@ -24,7 +24,8 @@ from bench.common import ROOT, machine, markdown_table, replace_marked_section, 
 from qpr.bundles.training import train_bundle
 from qpr.data.corpus import read_cluster_file
 from qpr.research.confidence import mean_ci
-from ui.demo import DEMO_CORPUS, DEMO_ENCODER, DEMO_TEXT, DEMO_TRAIN
+from ui.demo import DEMO_CORPUS
+from workflows.project import SMALL_CORPUS
 
 RESULTS = ROOT / "bench" / "results" / "demo_quality.json"
 DOC = ROOT / "docs" / "QUALITY.md"
@@ -36,7 +37,7 @@ def measure(seeds: list[int]) -> dict:
     runs = []
     for seed in seeds:
         start = time.perf_counter()
-        bundle = train_bundle(corpus, replace(DEMO_TRAIN, seed=seed), DEMO_TEXT, DEMO_ENCODER, data=str(DEMO_CORPUS), progress=False)
+        bundle = train_bundle(corpus, replace(SMALL_CORPUS.train, seed=seed), SMALL_CORPUS.text, SMALL_CORPUS.encoder, data=str(DEMO_CORPUS), progress=False)
         seconds = time.perf_counter() - start
         for system, key in SYSTEMS.items():
             for split, metrics in (bundle.manifest.get(key) or {}).items():

@@ -39,7 +39,7 @@ from qpr.serving.projects import Projects
 from qpr.serving.served_model import ServedModel
 from qpr.model.text import tokenize
 from qpr.data.upload import read_upload
-from ui.demo import DEMO_ENCODER, DEMO_TEXT, DEMO_TRAIN
+from workflows.project import SMALL_CORPUS
 
 RESULTS = Path(__file__).resolve().parent / "results" / "own_data.json"
 DOC = Path(__file__).resolve().parents[1] / "docs" / "OWN_DATA.md"
@@ -99,7 +99,7 @@ def main() -> int:
         job = TrainingJob(projects.folder("banking77") / "training")
         corpus = served.current().bundle.corpus
         start = time.perf_counter()
-        job.start(corpus, replace(DEMO_TRAIN, max_epochs=args.epochs), DEMO_TEXT, DEMO_ENCODER, None, {}, "bench")
+        job.start(corpus, replace(SMALL_CORPUS.train, max_epochs=args.epochs), SMALL_CORPUS.text, SMALL_CORPUS.encoder, None, {}, "bench")
         searches, failures, slowest = 0, 0, 0.0
         while job.status()["state"] in ("starting", "running"):
             for query in QUERIES:
@@ -129,7 +129,7 @@ def main() -> int:
         "browser_test": BROWSER_TEST,
         "details": {
             "training_state": status["state"], "training_message": status.get("message"), "epochs": args.epochs,
-            "train_settings": "ui.demo DEMO_TRAIN/DEMO_TEXT/DEMO_ENCODER", "searches_during_training": searches,
+            "train_settings": "workflows.project SMALL_CORPUS", "searches_during_training": searches,
             "failed_searches": failures, "slowest_search_ms": round(1000 * slowest, 1),
             "comparison_before_after": comparison, "banking77_refused_as_is": refused,
             "banking77_rows_imported_after_dropping_repeats": int(len(deduplicated)),

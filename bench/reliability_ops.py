@@ -65,7 +65,7 @@ def csv_payloads(tmp: Path) -> dict:
     with open_store(f"sqlite:///{tmp / 'csv.db'}", project="demo") as store:
         store.register_corpus("v1", corpus)
         store.record("alice", 3, "same", "v1", query_qid=1)  # a merge, so the pairs file holds payloads too
-        out = export(store, corpus, "csv", tmp / "export" / "clusters.csv")
+        out = export(store, corpus, "csv", tmp / "export" / "clusters.csv", "v1")
     files = [(out, ","), (pairs_path(out), ","), (write_table(corpus, tmp / "table.tsv"), "\t")]
     live = {cell for path, sep in files for cell in live_cells(path, sep)}
     back = read_table(out).set_index("qid")["question"]

@@ -72,7 +72,7 @@ def run_load(url: str, writers: int = 32, per_writer: int = 100, export_to: Path
             while writing.is_set():
                 start = time.perf_counter()
                 try:
-                    export(store, corpus, "csv", export_to / "clusters.csv")
+                    export(store, corpus, "csv", export_to / "clusters.csv", VERSION)
                     exports.append(time.perf_counter() - start)
                 except Exception as err:  # counted, reported
                     with lock:

@@ -288,10 +288,12 @@ def server(app_cache, tmp_path):
 
 
 # The visible tables' headers, how their headers may break, and their text's fonts (issue 38, bug 9).
-TABLES_JS = """() => Array.from(document.querySelectorAll('table')).filter(t => t.offsetParent).map(t => ({
-    headers: Array.from(t.querySelectorAll('th')).map(h => h.innerText.trim()),
-    breaks: Array.from(t.querySelectorAll('th *')).map(e => getComputedStyle(e).wordBreak + '/' + getComputedStyle(e).overflowWrap),
-    fonts: Array.from(t.querySelectorAll('td *, th *, td, th')).filter(e => e.childNodes.length && Array.from(e.childNodes)
+# Every visible table, drawn as <table> or as a grid of div[role=gridcell] (issue 54, item 4).
+TABLES_JS = """() => Array.from(document.querySelectorAll('table, [role=grid]')).filter(t => t.offsetParent).map(t => ({
+    headers: Array.from(t.querySelectorAll('th, [role=columnheader]')).map(h => h.innerText.trim()),
+    breaks: Array.from(t.querySelectorAll('th *, [role=columnheader] *')).map(e => getComputedStyle(e).wordBreak + '/' + getComputedStyle(e).overflowWrap),
+    fonts: Array.from(t.querySelectorAll('td *, th *, td, th, [role=gridcell], [role=gridcell] *, [role=columnheader] *'))
+        .filter(e => e.childNodes.length && Array.from(e.childNodes)
         .some(n => n.nodeType === 3 && n.textContent.trim())).map(e => getComputedStyle(e).fontFamily)}))"""
 
 

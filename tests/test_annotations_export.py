@@ -99,7 +99,7 @@ def test_export_writes_cluster_file_pairs_and_manifest_and_records_them(store, c
 
 def test_exported_clusters_train_without_conversion(store, corpus, tmp_path):
     judge_some(store, corpus)
-    out = export(store, corpus, "parquet", tmp_path / "corrected.parquet")
+    out = export(store, corpus, "parquet", tmp_path / "corrected.parquet", VERSION)
     retrain = read_cluster_file(out)
     result = train(retrain, TrainConfig(batch_size=16, max_epochs=1), progress=False)
     assert len(result.history) == 1 and 0.0 <= result.best_auc <= 1.0
@@ -107,9 +107,9 @@ def test_exported_clusters_train_without_conversion(store, corpus, tmp_path):
 
 def test_bad_export_requests_write_nothing(store, corpus, tmp_path):
     with pytest.raises(AnnotationError, match="unknown export format 'xlsx'"):
-        export(store, corpus, "xlsx", tmp_path / "out.xlsx")
+        export(store, corpus, "xlsx", tmp_path / "out.xlsx", VERSION)
     with pytest.raises(AnnotationError, match=r"needs a file name ending in \.csv"):
-        export(store, corpus, "csv", tmp_path / "out.parquet")
+        export(store, corpus, "csv", tmp_path / "out.parquet", VERSION)
     with pytest.raises(AnnotationError, match="not registered"):
         export(store, corpus, "csv", tmp_path / "out.csv", bundle_version="v-unknown")
     assert not list(tmp_path.glob("out*"))
@@ -119,9 +119,9 @@ def test_bad_export_requests_write_nothing(store, corpus, tmp_path):
 
 def test_exporting_again_replaces_files_and_manifest(store, corpus, tmp_path):
     out = tmp_path / "corrected.csv"
-    first = json.loads(manifest_path(export(store, corpus, "csv", out)).read_text())
+    first = json.loads(manifest_path(export(store, corpus, "csv", out, VERSION)).read_text())
     judge_some(store, corpus)
-    second = json.loads(manifest_path(export(store, corpus, "csv", out)).read_text())
+    second = json.loads(manifest_path(export(store, corpus, "csv", out, VERSION)).read_text())
     assert second["export_id"] == first["export_id"] + 1
     assert first["judgment_ids"] == [] and len(second["judgment_ids"]) == 5
     assert read_cluster_file(out)["cluster"].nunique() == second["clusters_after"] < first["clusters_after"]
@@ -174,7 +174,7 @@ def test_a_file_that_is_no_database_is_refused(tmp_path, capsys):
 def test_cli_errors_on_an_empty_database_or_unknown_version(db_url, store, tmp_path, capsys):
     empty = f"sqlite:///{tmp_path / 'empty.db'}"
     assert main(["export", "--db", empty, "--format", "csv", "--out", str(tmp_path / "x.csv")]) == 2
-    assert "no corpus is registered" in capsys.readouterr().err
+    assert "no corpus of project 'demo' is registered" in capsys.readouterr().err
     assert main(["export", "--db", db_url, "--bundle-version", "v7", "--format", "csv", "--out", str(tmp_path / "x.csv")]) == 2
     assert "'v7' is not registered" in capsys.readouterr().err
 
@@ -195,7 +195,7 @@ def test_the_manifest_counts_add_up_and_a_different_distractor_gets_no_cluster(s
     a = first_qids(corpus, "train")[0]
     lonely = int(corpus.loc[corpus["cluster"].isna(), "qid"].iloc[1])
     store.record("ann", lonely, "different", VERSION, query_qid=a)
-    manifest = json.loads(manifest_path(export(store, corpus, "csv", tmp_path / "c.csv")).read_text())
+    manifest = json.loads(manifest_path(export(store, corpus, "csv", tmp_path / "c.csv", VERSION)).read_text())
     exported = read_cluster_file(tmp_path / "c.csv").set_index("qid")
     assert pd.isna(exported.loc[lonely, "cluster"]) and exported.loc[lonely, "split"] == "none"
     assert manifest["clusters_after"] == manifest["clusters_before"] - manifest["clusters_absorbed"] + manifest["clusters_formed"]
@@ -209,7 +209,7 @@ def test_an_export_carries_splits_in_its_clusters_manifest_and_decision_records(
     outsider = int(corpus.loc[(corpus["cluster"] == cluster_a) & (corpus["qid"] != a), "qid"].iloc[0])
     voted_out = store.record("ann", outsider, "different", VERSION, query_qid=a)  # a false positive in a's cluster
     joined = store.record("ann", b, "same", VERSION, query_qid=outsider)  # ... that belongs with b
-    manifest = json.loads(manifest_path(export(store, corpus, "jsonl", tmp_path / "s.jsonl")).read_text())
+    manifest = json.loads(manifest_path(export(store, corpus, "jsonl", tmp_path / "s.jsonl", VERSION)).read_text())
     exported = read_cluster_file(tmp_path / "s.jsonl").set_index("qid")
     cluster_b = corpus.set_index("qid").loc[b, "cluster"]
     assert exported.loc[outsider, "cluster"] == cluster_b and exported.loc[a, "cluster"] == cluster_a

@@ -27,7 +27,7 @@ def bare_page(bundle, tmp_path):
     page.build()
     path = tmp_path / "inbox.csv"
     topics_corpus()[["question"]].to_csv(path, index=False)
-    page.projects.create(str(path), "questions", "Inbox", "", "", "", "ann")
+    page.projects.create(str(path), "questions", "Inbox", "", "", "", False, "ann")
     yield page
     store.close()
 

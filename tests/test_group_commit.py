@@ -127,7 +127,7 @@ def test_a_failed_group_transaction_falls_back_to_one_by_one(store, monkeypatch)
 
 def test_group_commit_off_keeps_one_transaction_per_call(tmp_path):
     with open_store(f"sqlite:///{tmp_path / 'b.db'}", project="demo") as store:
-        direct = annotations.store.AnnotationStore(store.engine, "annotations_write", group_commit=False)
+        direct = annotations.store.AnnotationStore(store.engine, "annotations_write", "demo", group_commit=False)
         direct.register_corpus(VERSION, make_corpus())
         assert direct.record("ann", 2, "same", VERSION, query_qid=1) > 0 and direct.writer._thread is None
 

@@ -21,7 +21,8 @@ from qpr.bundles.bundle import Bundle
 from qpr.model.encoder import EncoderConfig
 from qpr.errors import QPRError
 from qpr.retrieval.index import IndexConfig
-from qpr.serving.projects import DEMO, Projects, stable_qids
+from qpr.serving.projects import Projects, stable_qids
+from qpr.serving.slugs import DEMO
 from qpr.serving.served_model import ServedModel
 from qpr.model.text import TextConfig
 from qpr.training.train import TrainConfig, train
@@ -29,7 +30,9 @@ from qpr.data.upload import read_upload
 from ui.common import AppContext
 from ui.page import QPRPage
 from ui.search_tab import labels_of
+import workflows.project
 from workflows.cluster_marks import representative
+from workflows.project import SMALL_CORPUS, TrainingDefaults
 
 
 def upload_of(tmp_path, corpus, kind="clusters", name="faq.csv"):
@@ -52,7 +55,7 @@ def create_faq(page, tmp_path, name="FAQ", corpus=None) -> dict:
     """Create a project from a clustered file of ``corpus`` (make_corpus by default) as "ann"."""
     path = tmp_path / "faq.csv"
     (make_corpus() if corpus is None else corpus)[["question", "cluster"]].to_csv(path, index=False)
-    return page.projects.create(str(path), "clusters", name, "", "", "", "ann")
+    return page.projects.create(str(path), "clusters", name, "", "", "", False, "ann")
 
 
 def wait_for(job, states, limit=300):
@@ -152,10 +155,8 @@ def test_the_worker_reports_progress_refuses_a_second_training_and_is_found_dead
 
 
 def test_a_project_trains_in_the_background_and_swaps_only_on_confirm(app_page, tmp_path, monkeypatch):
-    import ui.projects_tab as projects_tab
 
-    monkeypatch.setattr(projects_tab, "DEMO_TRAIN", TINY_TRAIN)
-    monkeypatch.setattr(projects_tab, "DEMO_ENCODER", _small_encoder())
+    monkeypatch.setattr(workflows.project, "SMALL_CORPUS", TrainingDefaults(TINY_TRAIN, SMALL_CORPUS.text, _small_encoder()))
     page = app_page
     tab = page.projects
     shown = create_faq(page, tmp_path, "My FAQ")
@@ -227,7 +228,7 @@ def test_with_a_general_bundle_bare_questions_are_grouped_by_its_encoder(general
         page.build()
         path = tmp_path / "inbox.csv"
         make_corpus()[["question"]].to_csv(path, index=False)
-        page.projects.create(str(path), "questions", "Inbox", "", "", "", "ann")
+        page.projects.create(str(path), "questions", "Inbox", "", "", "", False, "ann")
         served = page.ctx.model.current()
         assert not served.bundle.lexical and served.dense is not served.bm25  # the general encoder, beside BM25
         shown = page.annotate.start_cluster("", "ann", None, None)  # "Next cluster": a group of near questions
@@ -241,22 +242,21 @@ def test_with_a_general_bundle_bare_questions_are_grouped_by_its_encoder(general
 
 def test_handlers_refuse_without_a_name_or_a_file(app_page, tmp_path):
     page = app_page
-    assert page.projects.create(None, "clusters", "x", "", "", "", "ann") == gr.skip()
-    assert page.projects.create(None, "clusters", "x", "", "", "", "") == gr.skip()
-    assert page.projects.new_version(None, "clusters", "", "", "", "ann") == gr.skip()  # the demo is fixed
+    assert page.projects.create(None, "clusters", "x", "", "", "", False, "ann") == gr.skip()
+    assert page.projects.create(None, "clusters", "x", "", "", "", False, "") == gr.skip()
+    assert page.projects.new_version(None, "clusters", "", "", "", False, "ann") == gr.skip()  # the demo is fixed
     assert not (tmp_path / "projects").exists() or not list((tmp_path / "projects").glob("*/project.json"))
 
 
 def test_a_cold_start_project_trains_on_the_clusters_its_annotators_built_and_survives_a_restart(app_page, bundle, tmp_path,
                                                                                                  monkeypatch):
-    import ui.projects_tab as projects_tab
 
-    monkeypatch.setattr(projects_tab, "DEMO_TRAIN", TINY_TRAIN)
-    monkeypatch.setattr(projects_tab, "DEMO_ENCODER", _small_encoder())
-    page, store = app_page, app_page.ctx.store
+    monkeypatch.setattr(workflows.project, "SMALL_CORPUS", TrainingDefaults(TINY_TRAIN, SMALL_CORPUS.text, _small_encoder()))
+    page = app_page
     path = tmp_path / "bare.csv"
     make_corpus()[["question"]].to_csv(path, index=False)
-    page.projects.create(str(path), "questions", "Bare", "", "", "", "ann")
+    page.projects.create(str(path), "questions", "Bare", "", "", "", False, "ann")
+    store = page.ctx.store  # the project's, now open on the page
     assert page.projects.start(3, "ann") == gr.skip()  # no clusters yet: told to judge first
     served = page.ctx.model.current().bundle
     topic = served.corpus["question"].str.extract(r"(\w+) (?:quickly )?\?$")[0]
@@ -285,7 +285,7 @@ def test_a_model_trained_on_an_older_version_is_never_offered(app_page, tmp_path
     (job.folder / "status.json").write_text(json.dumps({"state": "done", "version": "v-old", "by": "ann"}))
     path = tmp_path / "faq-v2.csv"
     make_corpus(n_topics=20)[["question", "cluster"]].to_csv(path, index=False)
-    shown = page.projects.new_version(str(path), "clusters", "", "", "", "bob")
+    shown = page.projects.new_version(str(path), "clusters", "", "", "", False, "bob")
     assert "Version 2" in shown[page.projects.note] and "110 question(s) kept (their judgments still apply), 0 new, 50 gone" in shown[page.projects.note]
     assert job.status()["state"] == "decided" and "version 2 was uploaded by bob" in job.status()["message"]
     assert page.ctx.model.candidate() is None
@@ -322,7 +322,7 @@ def test_a_refused_upload_lists_one_problem_per_line_in_the_page(app_page, tmp_p
     path = tmp_path / "bad.csv"
     path.write_text("question,cluster\n,a\n<b>x</b>,b\n<b>x</b>,c\n")
     with pytest.warns(UserWarning) as caught:
-        page.projects.create(str(path), "clusters", "Bad", "", "", "", "ann")
+        page.projects.create(str(path), "clusters", "Bad", "", "", "", False, "ann")
     # The page's warning, not another one emitted meanwhile (a ResourceWarning when the garbage
     # collector happens to finalise an earlier test's event loop inside this block).
     message = str(next(w.message for w in caught if w.category is UserWarning))

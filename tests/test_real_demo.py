@@ -77,9 +77,9 @@ def test_the_demo_answers_by_bm25_then_serves_the_encoder_trained_in_the_backgro
     bundle, examples = served_bundle()
     assert bundle.lexical and examples == EXAMPLES and len(bundle.corpus) == len(hub_banking77)
     model, store = ServedModel(bundle), open_store(f"sqlite:///{tmp_path / 'annotations.db'}", project="demo")
-    page = QPRPage(AppContext(model, store, "name", examples, cache=tmp_path / "cache")).build()
-    assert any("BANKING77" in str(getattr(block, "value", "")) and "CC BY 4.0" in str(block.value)
-               for block in page.blocks.values()), "the page credits the data set"
+    page = QPRPage(AppContext(model, store, "name", examples, cache=tmp_path / "cache"))
+    page.build()
+    assert "BANKING77" in page.credit() and "CC BY 4.0" in page.credit(), "the page credits the data set"
     assert model.current().default.search(examples[0], 3)  # BM25 answers before any training
 
     start_training(model, store, tmp_path / "cache", SHORT, log=lambda _: None).join()

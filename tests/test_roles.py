@@ -15,7 +15,7 @@ from annotations.errors import AnnotationError
 from annotations.models import Judgment, ProjectRole
 from conftest import make_corpus
 from qpr.errors import QPRError
-from qpr.serving.projects import DEMO
+from qpr.serving.slugs import DEMO
 from qpr.serving.served_model import ServedModel
 from ui.common import AppContext, reviewer
 from ui.page import QPRPage
@@ -52,7 +52,7 @@ def logins(bundle, tmp_path):
     page.build()
     path = tmp_path / "faq.csv"
     make_corpus()[["question", "cluster"]].to_csv(path, index=False)
-    page.projects.create(str(path), "clusters", "FAQ", "", "", "", None, login("ann"))
+    page.projects.create(str(path), "clusters", "FAQ", "", "", "", False, None, login("ann"))
     yield page
     store.close()
 
@@ -99,9 +99,9 @@ def test_only_an_owner_uploads_a_new_version_and_the_upload_is_recorded(logins, 
     make_corpus(n_topics=18)[["question", "cluster"]].to_csv(path, index=False)
     before = ctx.model.current().bundle.version
     with pytest.warns(UserWarning, match="To upload a new version of this project in project 'FAQ' you need the role owner"):
-        logins.projects.new_version(str(path), "clusters", "", "", "", None, login("bob"))
+        logins.projects.new_version(str(path), "clusters", "", "", "", False, None, login("bob"))
     assert ctx.model.current().bundle.version == before
-    logins.projects.new_version(str(path), "clusters", "", "", "", None, login("ann"))
+    logins.projects.new_version(str(path), "clusters", "", "", "", False, None, login("ann"))
     assert ctx.model.current().bundle.version != before
     assert store.actions("faq")[["annotator", "role", "action"]].values.tolist()[-1] == [
         "ann", "owner", "upload a new version of this project"]

@@ -12,7 +12,7 @@ from gradio.context import LocalContext
 from annotations.db import open_store
 from conftest import make_corpus
 from qpr.data.upload import read_upload
-from qpr.serving.projects import DEMO
+from qpr.serving.slugs import DEMO
 from qpr.serving.served_model import Served, ServedModel
 from qpr.serving.workspaces import Workspaces, estimated_mb
 from ui.common import AppContext
@@ -134,7 +134,7 @@ def test_a_refusal_names_the_action_and_stays_until_closed(bundle, tmp_path, mon
     page.build()
     page.retrain.confirm("", None, None)
     page.projects.start(1, "", None, None)
-    page.projects.new_version(None, "clusters", "", "", "", "ann")
+    page.projects.new_version(None, "clusters", "", "", "", False, "ann")
     assert [message.split(": ")[0] for message, _ in shown] == [
         "Could not use the trained model", "Could not start training", "Could not upload a new version"]
     assert "To use or discard a trained model, type your name" in shown[0][0]

@@ -74,8 +74,9 @@ class AnnotateTab:
                         done = gr.Button("Done with this queue", elem_id="judge-done", interactive=False, scale=2)
             with gr.Accordion("Guidelines: when two questions mean the same", open=False):
                 guidelines_panel(self.ctx.store)
-            self.queue = gr.Dataframe(label=f"The next {SHOWN_AHEAD} in the queue, most suspicious first (same meaning: the encoder's estimated probability, 0 "
-                                            "to 1; suspicion: how much closer than the query's own cluster-mates)",
+            self.queue = gr.Dataframe(label=f"The next {SHOWN_AHEAD} in the queue, most suspicious first (same meaning: the "
+                                            "estimated probability, 0 to 1, else the retriever's own score or distance, as "
+                                            "the header says; suspicion: how much closer than the query's own cluster-mates)",
                                       value=pd.DataFrame(columns=QUEUE_COLUMNS), datatype=["str"] * 3 + ["number"] * 2, interactive=False, wrap=True)
             self.ticket = gr.HTML(elem_id="annotate-ticket", container=False)  # renewed by every answer (ui/shortcuts.js)
         self.buttons = [*label_buttons.values(), skip, block_button, done, undo]
@@ -216,20 +217,19 @@ class AnnotateTab:
             return shown | {self.query: "", self.candidate: "", self.details: finished, self.queue: pd.DataFrame(columns=QUEUE_COLUMNS)}
         queue = session.queue
         served = self.ctx.model.current()
-        alike = served.probability(served.dense, queue["distance"])
+        scored, scores = served.readable(served.dense, queue["distance"])
         text = served.bundle.corpus.set_index("qid")["question"]
-        queue = queue.assign(**{"same meaning": alike.round(2) if alike is not None else queue["distance"].round(3),
-                                "suspicion": queue["suspicion"].round(3),
+        queue = queue.assign(**{scored: scores.round(3), "suspicion": queue["suspicion"].round(3),
                                 "query": queue["query_qid"].map(text).where(queue["query_qid"].notna(), queue["query_text"])})
-        score = (f"same meaning (encoder) {queue['same meaning'].iloc[session.position]:.2f}" if alike is not None
-                 else f"distance {row['distance']:.3f}")
+        score = f"{scored} {scores[session.position]:.3f}"
         cluster = plain(row["cluster"]) if pd.notna(row["cluster"]) else "none"
         return shown | {
             self.query: row["query_text"] if pd.isna(row["query_qid"]) else self._question(int(row["query_qid"])),
             self.candidate: row["question"],
             self.details: f"Candidate {session.position + 1} of {len(queue)} · its cluster: **{cluster}** · "
                           f"rank {int(row['rank'])} · {score} · suspicion {row['suspicion']:.3f}",
-            self.queue: text_table(queue.iloc[session.position:session.position + SHOWN_AHEAD], QUEUE_COLUMNS),
+            self.queue: text_table(queue.iloc[session.position:session.position + SHOWN_AHEAD],
+                                   [*QUEUE_COLUMNS[:3], scored, QUEUE_COLUMNS[-1]]),
         }
 
     def _progress(self, session: AnnotateSession, who: str) -> str:

@@ -23,9 +23,9 @@ from qpr.data.corpus import fingerprint
 from qpr.serving.served_model import ServedModel
 from qpr.serving.slugs import DEMO
 from qpr.training.train import TrainConfig
-from ui.demo import DEMO_ENCODER, DEMO_TEXT, bundle_key, cache_dir, cached_bundle, log_demo
+from ui.demo import bundle_key, cache_dir, cached_bundle, log_demo
 from workflows import first_training
-from workflows.project import FolderHome, Project
+from workflows.project import SMALL_CORPUS, FolderHome, Project
 
 DATA = f"BANKING77 ({HUB_DATASET})"  # the lexical demo bundle's ``data``: what says a training is pending
 CARD = {"license": LICENSE, "datasets": [HUB_DATASET], "credit": CREDIT, "name": "qpr-banking77-demo"}
@@ -69,7 +69,8 @@ def start_training(model: ServedModel, store: AnnotationStore, cache: str | Path
 
     def trained() -> Bundle:
         start = time.perf_counter()
-        bundle = train_bundle(served.corpus, train, DEMO_TEXT, DEMO_ENCODER, data=DATA, progress=False).with_card(**CARD)
+        bundle = train_bundle(served.corpus, train, SMALL_CORPUS.text, SMALL_CORPUS.encoder, data=DATA,
+                              progress=False).with_card(**CARD)
         scores = bundle.manifest.get("hybrid_metrics") or bundle.manifest["metrics"]
         log(f"trained the BANKING77 demo in {time.perf_counter() - start:.0f} s ("
             + ", ".join(f"{split} H@1 {m['H1']:.2f}" for split, m in scores.items()) + ")")

@@ -64,8 +64,6 @@ EXAMPLE_QUERIES = (
     "<b>how</b> do I fall asleep faster?",
 )
 
-# The tutorial trains as any small project does (``workflows.project.SMALL_CORPUS``).
-DEMO_TRAIN, DEMO_TEXT, DEMO_ENCODER = SMALL_CORPUS.train, SMALL_CORPUS.text, SMALL_CORPUS.encoder
 
 
 def cache_dir() -> Path:
@@ -73,10 +71,11 @@ def cache_dir() -> Path:
     return settings().cache_dir
 
 
-def bundle_key(corpus_fingerprint: str, train: TrainConfig = DEMO_TRAIN) -> str:
+def bundle_key(corpus_fingerprint: str, train: TrainConfig = SMALL_CORPUS.train) -> str:
     """A short name that changes whenever the corpus, any demo training setting or the hybrid's
     features change."""
-    settings = {"data": corpus_fingerprint, "train": asdict(train), "text": asdict(DEMO_TEXT), "encoder": DEMO_ENCODER.to_dict(),
+    settings = {"data": corpus_fingerprint, "train": asdict(train), "text": asdict(SMALL_CORPUS.text),
+                "encoder": SMALL_CORPUS.encoder.to_dict(),
                 "fusion": list(FEATURES)}
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -115,7 +114,8 @@ def demo_bundle(
         return cached
     log(f"training the demo model on {len(corpus)} questions from {corpus_path} (first start only)...")
     start = time.perf_counter()
-    bundle = train_bundle(corpus, DEMO_TRAIN, DEMO_TEXT, DEMO_ENCODER, data=str(corpus_path), progress=progress)
+    bundle = train_bundle(corpus, SMALL_CORPUS.train, SMALL_CORPUS.text, SMALL_CORPUS.encoder, data=str(corpus_path),
+                          progress=progress)
     bundle.save(path)
     served = bundle.manifest.get("hybrid_metrics") or bundle.manifest["metrics"]
     metrics = ", ".join(f"{split} H@1 {m['H1']:.2f} MRR {m['MRR']:.2f}" for split, m in served.items())

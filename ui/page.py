@@ -55,9 +55,7 @@ class QPRPage:
         with gr.Blocks(title="Question paraphrase retrieval", fill_width=True) as demo:
             gr.Markdown("# Question paraphrase retrieval\nFind questions that mean the same, mark the ones filed "
                         "under the wrong cluster, retrain on the corrected clusters.")
-            credit = self.ctx.model.current().bundle.manifest.get("card", {}).get("credit")
-            if credit:  # the served corpus' source and license (the BANKING77 demo's: CC BY 4.0 asks for it)
-                gr.Markdown(credit)
+            credit = gr.Markdown(elem_id="page-credit")  # the page's project's source and license, once it is open
             with gr.Row():
                 name = gr.Textbox(label="Your name (needed to annotate)", visible=self.ctx.identity == "name", scale=2)
                 if self.ctx.identity == "oauth":
@@ -84,20 +82,34 @@ class QPRPage:
             demo.load(None, [remembered, name], [name], js="(saved, typed) => typed || saved")
             name.change(lambda typed: typed, [name], [remembered])
             opened = demo.load(self.open_page, None, [project])
+            opened.then(self.credit, None, [credit])
             if self.ctx.identity != "name":
                 opened.then(self.ctx.whoami, [name], [who])
+                opened.then(self.backup_status, [name], [backup])
+            else:
+                name.change(self.backup_status, [name], [backup])
             # The tabs show the page's project: only once it is open.
             opened.then(self.search.relabel, [self.search.shown, self.search.compare], self.search.relabelled)
             opened.then(self.retrain.restore, None, self.retrain.decision_outputs)
             opened.then(self.projects.listed, None, self.projects.listing)
             project.input(None, [project], None, js=OPEN_JS)
-            demo.load(self.backup_status, None, [backup])
             demo.unload(self.ctx.close_page)
         return demo
 
-    def backup_status(self) -> str:
-        """The header's line about the annotation database's last backup (``annotations.backup``)."""
-        return backup_line(self.ctx.store.engine.url)
+    def credit(self) -> str:
+        """The page's project's source and license where its bundle names them (the BANKING77
+        demo's: CC BY 4.0 asks for it); nothing for a project of the user's own."""
+        return self.ctx.model.current().bundle.manifest.get("card", {}).get("credit", "")
+
+    def backup_status(self, name: str | None, request: gr.Request = None, profile: gr.OAuthProfile | None = None) -> str:
+        """The header's line about the annotation database's last backup (``annotations.backup``),
+        for whoever may act on it: the database holds every project, so in login mode only the
+        page project's owners and the app's admins see it; with typed names, whoever typed one."""
+        try:
+            self.ctx.allowed("see the database's backups", ("owner",), name, request, profile, record=False)
+        except QPRError:
+            return ""
+        return backup_line(self.ctx.database.engine.url)
 
     @shows_errors(action="open the project")
     def open_page(self, request: gr.Request) -> dict:

@@ -65,6 +65,7 @@ class ProjectsTab:
                 with gr.Column():
                     kind = gr.Radio(KIND_LABELS, value="clusters", label="What the file holds", elem_id="project-kind")
                     project_name = gr.Textbox(label="New project's name", elem_id="project-name")
+                    drop = gr.Checkbox(label="Drop repeated questions (keep the first of each)", elem_id="project-drop-repeats")
             with gr.Accordion("Column names (when yours differ from question / cluster / answer)", open=False):
                 with gr.Row():
                     columns = [gr.Textbox(label=f"{role} column", placeholder=role, elem_id=f"project-col-{role}")
@@ -91,9 +92,9 @@ class ProjectsTab:
             self.timer = gr.Timer(POLL_S, active=False)
         shown = [self.active, self.progress, self.status, self.timer, self.use, self.drop] + self.retrain.decision_outputs
         self.shown, self.listing = shown, shown + [self.choice]  # what ``poll``, and ``listed``, update
-        create.click(self.create, [upload, kind, project_name, *columns, name], [self.note, self.report, self.opened] + self.listing
+        create.click(self.create, [upload, kind, project_name, *columns, drop, name], [self.note, self.report, self.opened] + self.listing
                      ).then(None, [self.opened], None, js=SHOW_URL_JS)
-        version.click(self.new_version, [upload, kind, *columns, name], [self.note, self.report] + self.listing)
+        version.click(self.new_version, [upload, kind, *columns, drop, name], [self.note, self.report] + self.listing)
         start.click(self.start, [epochs, name], shown)
         cancel.click(self.cancel, [name], shown)
         self.use.click(self.retrain.confirm, [name], self.retrain.decision_outputs).then(self.poll, None, shown)
@@ -115,20 +116,22 @@ class ProjectsTab:
 
     # -- importing -------------------------------------------------------------------------------
 
-    def _read(self, path: str | None, kind: str, question: str | None, cluster: str | None, answer: str | None):
-        """The validated upload at ``path``; the three names choose its columns where given."""
+    def _read(self, path: str | None, kind: str, question: str | None, cluster: str | None, answer: str | None,
+              drop: bool):
+        """The validated upload at ``path``; the three names choose its columns where given; ``drop``:
+        repeated questions are dropped (the first kept) instead of refusing the file."""
         if not path:
             raise QPRError("Choose a file to upload first.")
         columns = {"question": question, "cluster": cluster, "answer": answer}
-        return read_upload(path, kind, name=Path(path).name,
+        return read_upload(path, kind, name=Path(path).name, drop_repeats=bool(drop),
                            columns={role: column.strip() for role, column in columns.items() if column and column.strip()})
 
     @shows_errors(action="create the project")
-    def create(self, path: str | None, kind: str, project: str, question: str, cluster: str, answer: str,
+    def create(self, path: str | None, kind: str, project: str, question: str, cluster: str, answer: str, drop: bool,
                name: str | None, request: gr.Request = None, profile: gr.OAuthProfile | None = None) -> dict:
         """Validate the upload, create the project and open it on this page (BM25 until trained)."""
         who = identify(self.ctx.identity, name, request, profile, "create a project")  # needs no role in any project
-        upload = self._read(path, kind, question, cluster, answer)
+        upload = self._read(path, kind, question, cluster, answer, drop)
         slug = self.ctx.projects.create(project, upload, who)
         self.ctx.store.grant(slug, who, "owner", who)  # who creates a project owns it (roles apply with logins)
         self.ctx.open(slug)
@@ -137,13 +140,14 @@ class ProjectsTab:
         return self._imported_view(note, upload) | self.listed() | {self.opened: slug}
 
     @shows_errors(action="upload a new version")
-    def new_version(self, path: str | None, kind: str, question: str, cluster: str, answer: str, name: str | None,
+    def new_version(self, path: str | None, kind: str, question: str, cluster: str, answer: str, drop: bool,
+                    name: str | None,
                     request: gr.Request = None, profile: gr.OAuthProfile | None = None) -> dict:
         """Validate the upload and make it the served project's new corpus version; questions
         whose text is unchanged keep their qid, so their judgments still apply."""
         who = self.ctx.privileged("upload a new version of this project", name, request, profile)
         record, upload = add_version(self.ctx.projects, self.ctx.current(),
-                                     lambda: self._read(path, kind, question, cluster, answer), who, self.ctx.serve_new_version)
+                                     lambda: self._read(path, kind, question, cluster, answer, drop), who, self.ctx.serve_new_version)
         note = (f"Version {record['number']} of **{plain(self.ctx.project_name())}**: {record['kept']} question(s) kept "
                 f"(their judgments still apply), {record['new']} new, {record['dropped']} gone. " + self._imported(record))
         return self._imported_view(note, upload) | self.listed()
@@ -161,7 +165,7 @@ class ProjectsTab:
         return text
 
     def _imported_view(self, note: str, upload) -> dict:
-        note = f"{note} {upload.no_cluster}".strip()
+        note = f"{note} {upload.no_cluster} {upload.dropped}".strip()
         if upload.report is None:
             return {self.note: note, self.report: gr.Dataframe(value=pd.DataFrame(), visible=False)}
         sample = pd.concat([upload.kept_sample.assign(kept="kept"), upload.removed_sample.assign(kept="dropped")])

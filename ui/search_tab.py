@@ -29,8 +29,8 @@ ENCODER_NAMES = {"cnn-sdml": "SDML", "lstm": "LSTM", "film": "FiLM", "idf-embed"
                  "convrr": "ConvRR"}  # a bundle's ``system`` as the page names its encoder
 SCORE_NOTE = ("**same meaning**: the estimated probability, 0 to 1 (higher = more alike), that a result means the same "
               "as your question, fitted on this corpus' held-out clusters; the same scale in all three tables. Where it "
-              "cannot be fitted (no held-out clusters) the table shows each retriever's own distance instead (lower = "
-              "closer).")
+              "cannot be fitted (no held-out clusters) the table shows each retriever's own score instead (BM25's, "
+              "higher = more alike) or distance (the encoder's, lower = more alike), and its header says which.")
 
 
 def labels_of(served: Served) -> dict[str, str]:
@@ -149,11 +149,9 @@ def _empty() -> pd.DataFrame:
 
 
 def _table(served, retriever, query: str, k: int) -> pd.DataFrame:
-    """``retriever``'s top ``k`` for ``query`` as the tab's table: the probability of the same
-    meaning where ``served`` has a calibration for it, else the retriever's own distance."""
+    """``retriever``'s top ``k`` for ``query`` as the tab's table, its last column what
+    ``Served.readable`` shows (the probability of the same meaning where calibrated)."""
     results = served.results(query, k, retriever)
-    calibrated = served.calibrations.get(retriever.name) is not None
-    last = "same meaning" if calibrated else "distance"
-    rows = [[r["rank"], r["question"], r["cluster"] or "", round(r["same_meaning"] if calibrated else r["distance"], 3)]
-            for r in results]
+    last = results[0]["score_is"] if results else COLUMNS[-1]
+    rows = [[r["rank"], r["question"], r["cluster"] or "", round(r["score"], 3)] for r in results]
     return pd.DataFrame(rows, columns=[*COLUMNS[:3], last])

@@ -43,11 +43,14 @@ from workflows.served_pointer import remembered_bundle
 # The Annotate tab's keyboard shortcuts, and what holds them while an item loads.
 SHORTCUTS = f"<script>\n{(Path(__file__).with_name('shortcuts.js')).read_text()}</script>\n"
 # Questions are text to read: the tables' cells in the page's font, not Gradio's monospace (its
-# cells and headers hold their text in nested elements, which get it too); headers wrap between
-# words only (Gradio breaks them anywhere, "clus-ter" in a narrow column).
-CSS = (".gradio-container table td, .gradio-container table th, .gradio-container table td *, .gradio-container table th * "
-       "{ font-family: var(--font) !important; }\n"
-       ".gradio-container table th * { word-break: normal !important; overflow-wrap: normal !important; }")
+# cells and headers hold their text in nested elements, which get it too; a Dataframe draws its
+# cells as <td> or, in its grid view, as div[role=gridcell]); headers wrap between words only
+# (Gradio breaks them anywhere, "clus-ter" in a narrow column).
+CELLS = ("table td", "table th", "[role=gridcell]", "[role=columnheader]")
+CSS = (", ".join(f".gradio-container {cell}, .gradio-container {cell} *" for cell in CELLS)
+       + " { font-family: var(--font) !important; }\n"
+       ".gradio-container table th *, .gradio-container [role=columnheader] * "
+       "{ word-break: normal !important; overflow-wrap: normal !important; }")
 
 
 def served_bundle() -> tuple[Bundle, tuple[str, ...]]:

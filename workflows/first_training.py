@@ -29,7 +29,7 @@ def serve_when_trained(target: Project, train: Callable[[], Bundle], log: Callab
     served = target.model.current()
     bundle = train()
     if target.model.candidate() is not None:
-        path = target.save(bundle)
+        path = target.home.save(bundle)
         log(f"trained the demo model {bundle.version} (saved in {path}); not served now: a retrained model waits "
             "for a decision")
         return None

@@ -124,5 +124,5 @@ def open_project(projects: Projects, cache: Path, slug: str, model: ServedModel,
     ``<projects>/<slug>/training``."""
     built_in = projects.built_in(slug)
     home = DemoHome(cache) if built_in else ProjectHome(projects, slug)
-    return Project(slug, projects.name(slug), model, store, home, training=TrainingJob(projects.folder(slug) / "training"),
-                   built_in=built_in)
+    return Project(slug, projects.name(slug), model, store, home, SMALL_CORPUS,
+                   TrainingJob(projects.folder(slug) / "training"), built_in)

@@ -128,9 +128,12 @@ class Bundle:
         """A bundle of ``corpus`` with no encoder (module doc); ``data`` names its source."""
         corpus = corpus[COLUMNS].reset_index(drop=True)
         created = datetime.now(timezone.utc)
+        # The source named too: two projects made from one file in the same second stay apart
+        # (a bundle version belongs to one project's judgments).
+        digest = hashlib.sha256(f"{fingerprint(corpus)}\n{data}".encode()).hexdigest()[:8]
         manifest = {
             "format_version": FORMAT_VERSION,
-            "version": f"{created:%Y%m%dT%H%M%SZ}-lex{fingerprint(corpus)[:8]}",
+            "version": f"{created:%Y%m%dT%H%M%SZ}-lex{digest}",
             "created": created.isoformat(timespec="seconds"),
             "lexical": True,
             "data": data,

@@ -60,6 +60,18 @@ class Upload:
     report: dict | None = None
     kept_sample: pd.DataFrame = field(default_factory=pd.DataFrame)
     removed_sample: pd.DataFrame = field(default_factory=pd.DataFrame)
+    repeats: list[str] = field(default_factory=list)  # repeated questions dropped (``read_upload``'s drop_repeats)
+
+    @property
+    def dropped(self) -> str:
+        """A sentence on the repeated questions dropped (the first of each kept), naming the rows
+        whose repeat was in another cluster; "" when none were."""
+        if not self.repeats:
+            return ""
+        conflicts = [line for line in self.repeats if "another cluster" in line]
+        listed = "; ".join(conflicts[:LISTED]) + (f"; ... and {len(conflicts) - LISTED} more" if len(conflicts) > LISTED else "")
+        return (f"{len(self.repeats)} repeated question(s) dropped, the first of each kept"
+                + (f"; {len(conflicts)} of them were in another cluster than the one kept ({listed})." if conflicts else "."))
 
     @property
     def no_cluster(self) -> str:
@@ -137,10 +149,9 @@ def encoding_problems(path: Path) -> list[str]:
     return problems
 
 
-def question_problems(questions: pd.Series, rows: Rows, duplicates: bool) -> list[str]:
-    """Rows whose question is missing, not text, unusable or (when ``duplicates``) a repeat of an
-    earlier row's question (the same words, as the encoder sees them)."""
-    problems, seen = [], {}
+def question_problems(questions: pd.Series, rows: Rows) -> list[str]:
+    """Rows whose question is missing, not text or unusable."""
+    problems = []
     for position, text in enumerate(questions):
         row = rows.name(position)
         if isinstance(text, (list, tuple, dict, np.ndarray)):
@@ -155,13 +166,33 @@ def question_problems(questions: pd.Series, rows: Rows, duplicates: bool) -> lis
         elif len(text) > MAX_QUERY_CHARS:
             problems.append(f"{row}: the question has {len(text):,} characters; shorten it to at most "
                             f"{MAX_QUERY_CHARS:,}")
-        elif duplicates:
-            key = " ".join(tokenize(text))
-            if key in seen:
-                problems.append(f"{row}: the same question as {seen[key]}; delete one of them")
-            else:
-                seen[key] = row
     return problems
+
+
+def repeated_rows(frame: pd.DataFrame, rows: Rows) -> dict[int, str]:
+    """Position -> what is wrong, for each row whose question repeats an earlier row's (the same
+    words, as the encoder sees them), saying so when the earlier one is in another cluster."""
+    found, first = {}, {}
+    clusters = frame["cluster"] if "cluster" in frame.columns else pd.Series([None] * len(frame))
+    for position, (text, cluster) in enumerate(zip(frame["question"], clusters)):
+        key = " ".join(tokenize(str(text)))
+        if key not in first:
+            first[key] = position
+            continue
+        earlier = first[key]
+        before = clusters.iloc[earlier]
+        where = ("" if _same_cluster(before, cluster) else
+                 f" in another cluster ({_label(cluster)}, not {_label(before)})")
+        found[position] = f"{rows.name(position)}: the same question as {rows.name(earlier)}{where}"
+    return found
+
+
+def _same_cluster(a: object, b: object) -> bool:
+    return (pd.isna(a) and pd.isna(b)) or (not pd.isna(a) and not pd.isna(b) and str(a) == str(b))
+
+
+def _label(cluster: object) -> str:
+    return "no cluster" if pd.isna(cluster) or not str(cluster).strip() else repr(str(cluster))
 
 
 def cluster_problems(clusters: pd.Series, rows: Rows) -> list[str]:
@@ -191,12 +222,15 @@ def refuse(source: str, problems: list[str], numbering: str = "") -> QPRError:
 
 
 def read_upload(path: str | Path, kind: str, name: str | None = None, columns: dict[str, str] | None = None,
-                seed: int = 0, min_coherence: float | None = None) -> Upload:
+                seed: int = 0, min_coherence: float | None = None, drop_repeats: bool = False) -> Upload:
     """Read and validate the upload ``path`` of ``kind`` (``KINDS``); ``name`` is how messages name
     the file (default: its file name); ``columns`` maps a role (question, cluster, answer) to the
     file's column when it is named otherwise (e.g. BANKING77's ``{"question": "text"}``). Raises
     one ``QPRError`` listing every problem; writes nothing. ``seed`` splits the clusters;
-    ``min_coherence`` is the qa-log coherence filter (``qpr.data.supervise``'s default when None)."""
+    ``min_coherence`` is the qa-log coherence filter (``qpr.data.supervise``'s default when None).
+    A repeated question (not in a qa-log, where a question may come with several answers) is a
+    problem, unless ``drop_repeats``: then the first of each is kept and the others dropped, and
+    ``Upload.dropped`` says how many, naming the rows whose repeat was in another cluster."""
     path = Path(path)
     source = name or path.name
     if kind not in KINDS:
@@ -228,13 +262,18 @@ def read_upload(path: str | Path, kind: str, name: str | None = None, columns: d
     frame = frame.drop(columns=[r for r, c in named.items() if c != r and r in frame.columns])
     frame = frame.rename(columns={c: r for r, c in named.items()})
     rows = Rows(path, fmt, len(frame))
-    problems = question_problems(frame["question"], rows, duplicates=kind != "qa-log")
+    problems = question_problems(frame["question"], rows)
     if kind == "clusters":
         problems += cluster_problems(frame["cluster"], rows)
+    repeated = {} if kind == "qa-log" or problems else repeated_rows(frame, rows)
+    if repeated and not drop_repeats:
+        problems += [f"{line}; delete one of them, or choose to drop repeated questions" for line in repeated.values()]
     if problems:
         raise refuse(source, problems, rows.numbering)
     if kind == "qa-log":
         return _supervised(path, source, named, len(frame), seed, min_coherence)
+    read = len(frame)
+    frame = frame.drop(index=frame.index[list(repeated)]).reset_index(drop=True)
     frame = frame.assign(qid=np.arange(1, len(frame) + 1), question=frame["question"].astype(str))
     if kind == "questions":
         frame = frame.assign(cluster=pd.NA, split="none")
@@ -245,7 +284,7 @@ def read_upload(path: str | Path, kind: str, name: str | None = None, columns: d
         problems = too_few_clusters(corpus, "clusters")
         if problems:
             raise refuse(source, problems)
-    return Upload(kind, corpus, len(frame))
+    return Upload(kind, corpus, read, repeats=list(repeated.values()))
 
 
 def _supervised(path: Path, source: str, named: dict[str, str], rows: int, seed: int,

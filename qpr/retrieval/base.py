@@ -27,10 +27,13 @@ class Hit:
 
 
 class Retriever:
-    """Base class: subclasses set ``name`` and ``corpus`` and implement ``search_ids``."""
+    """Base class: subclasses set ``name`` and ``corpus`` and implement ``search_ids``.
+    ``score``: None when a hit's ``distance`` is a distance (never negative); else the name of the
+    score it is minus (higher = more alike), as a person should be shown it (BM25's, a fusion's)."""
 
     name: str
     corpus: pd.DataFrame
+    score: str | None = None
 
     def search_ids(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """``(distances, qids)`` arrays of shape ``(len(queries), k)``; qid -1 where no hit."""

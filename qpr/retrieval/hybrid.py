@@ -106,6 +106,7 @@ class HybridRetriever(Retriever):
     already built over the same corpus, is reused."""
 
     name = "hybrid"
+    score = "fused score"
 
     def __init__(self, dense: DenseRetriever, fusion: Fusion, bm25: BM25Retriever | None = None) -> None:
         self.corpus = dense.corpus

@@ -22,6 +22,7 @@ class BM25Retriever(Retriever):
     docs/SCALE.md), or ``load``-ed as ``save`` wrote it, memory-mapped, which costs no time."""
 
     name = "bm25"
+    score = "BM25 score"
 
     def __init__(self, corpus: pd.DataFrame, index: bm25s.BM25 | None = None) -> None:
         self.corpus = corpus.reset_index(drop=True)

@@ -42,7 +42,7 @@ class CoalescedRetriever(Retriever):
 
     def __init__(self, inner: Retriever, max_batch: int = MAX_BATCH) -> None:
         self.inner = inner
-        self.name = inner.name
+        self.name, self.score = inner.name, inner.score
         self.corpus = inner.corpus
         self.max_batch = max_batch
         self._lock = threading.Lock()

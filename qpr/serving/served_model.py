@@ -32,6 +32,8 @@ from qpr.retrieval.lexical import BM25Retriever
 from qpr.serving.batching import CoalescedRetriever
 from qpr.settings import settings
 
+SAME_MEANING = "same meaning"  # the header of a calibrated probability, 0 to 1 (``Served.readable``)
+
 
 def serving_retriever(bundle: Bundle, bm25: BM25Retriever | None = None) -> Retriever:
     """What a bundle answers queries with: the hybrid when it carries a fitted fusion (measured
@@ -103,14 +105,32 @@ class Served:
     def results(self, query: str, k: int, retriever: Retriever | None = None) -> list[dict]:
         """The top ``k`` of ``retriever`` (default: the served one) for ``query``, best first: rank,
         qid, question, the served cluster (None outside clusters; corrections show at once),
-        distance, and the probability of the same meaning (None where uncalibrated). QPRError
+        distance (what it ranks by, lower first), the probability of the same meaning (None where
+        uncalibrated), and ``score`` as a person is shown it with what it is (``score_is``,
+        ``readable``). QPRError
         says what to change in a query no retriever can answer."""
         retriever = retriever or self.default
         hits = retriever.search(query, k)
-        probabilities = self.probability(retriever, [h.distance for h in hits])
+        distances = [h.distance for h in hits]
+        probabilities = self.probability(retriever, distances)
         same = [None] * len(hits) if probabilities is None else [float(p) for p in probabilities]
+        shown, scores = self.readable(retriever, distances)
         return [{"rank": h.rank, "qid": h.qid, "question": h.question, "cluster": cluster, "distance": h.distance,
-                 "same_meaning": p} for h, cluster, p in zip(hits, self.cluster_of([h.qid for h in hits]), same)]
+                 "same_meaning": p, "score": float(score), "score_is": shown}
+                for h, cluster, p, score in zip(hits, self.cluster_of([h.qid for h in hits]), same, scores)]
+
+    def readable(self, retriever: Retriever, distances) -> tuple[str, np.ndarray]:
+        """What a person is shown for ``retriever``'s ``distances``, with the header that says what
+        it is: the probability of the same meaning (0 to 1) where the retriever is calibrated;
+        else its own score (higher = more alike: BM25's, a fusion's) or distance (lower = more
+        alike), so no column ever shows a negative "distance" or a score under a probability's name."""
+        probabilities = self.probability(retriever, distances)
+        if probabilities is not None:
+            return SAME_MEANING, probabilities
+        distances = np.asarray(distances, dtype=float)
+        if retriever.score:
+            return f"{retriever.score} (higher = more alike)", -distances
+        return "distance (lower = more alike)", distances
 
     def probability(self, retriever: Retriever, distances) -> np.ndarray | None:
         """``retriever``'s distances as probabilities of the same meaning, or None if uncalibrated."""

@@ -148,9 +148,10 @@ def test_the_app_header_shows_the_last_backup(bundle, scratch_dir):
     with open_store(url, project="demo") as store:
         page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=scratch_dir))
         page.build()
-        assert "No backup" in page.backup_status()
+        assert "No backup" in page.backup_status("alice")
+        assert page.backup_status("") == "", "shown only to someone who may act on it (a name typed, here)"
         store.register_corpus("v1", make_corpus())
         store.record("alice", 2, "same", "v1", query_qid=1)
         done = backup(url, scratch_dir / "b.db")
-        line = page.backup_status()
+        line = page.backup_status("alice")
     assert done.at[:10] in line and "1 judgments" in line
