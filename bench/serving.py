@@ -5,6 +5,7 @@ app serving 1M / 10M questions. Each step merges its keys into bench/results/ser
     python -m bench.serving burst [--bundle B]               # 20 back-to-back clients, old path vs coalesced
     python -m bench.serving build --n 1000000 --out B1M      # a bundle over n questions (untrained weights)
     python -m bench.serving big --bundle B1M --key oneM      # startup, RSS, search p50/p99 through the app
+    python -m bench.serving gpu-merge FILE                   # bench.serving_gpu's file (a GPU machine's) as "gpu"
 
 ``tokenize``: every Quora-lite question from texts to padded id arrays, per CPU second of this
 process (``time.process_time``, so the other jobs on a shared machine do not count), today's path
@@ -31,6 +32,10 @@ deployment registers the corpus and fits the calibrations; a restart reuses both
 launch to the first search answered through Gradio's API for each, then the restarted server's
 resident memory and p50/p99 of ``--searches`` searches one at a time, each through Gradio's API and
 the app's HTTP search API (Quora-lite test questions).
+
+``gpu-merge``: the file ``python -m bench.serving_gpu`` wrote on a lent GPU machine (training and
+bulk encoding there, on CUDA and on its CPU: that module's doc) becomes the ``gpu`` row, and
+``gpu_reason`` null; a file measured without CUDA (a dry run) is refused.
 """
 
 from __future__ import annotations
@@ -262,6 +267,14 @@ def big(bundle: Path, searches: int) -> dict:
             "startup": "a restart on the same database and cache (first_start_s: the first start of a new deployment)"}
 
 
+def gpu_row(path: Path) -> dict:
+    """The ``gpu`` row from ``bench.serving_gpu``'s file ``path``; SystemExit if it was not measured on CUDA."""
+    measured = json.loads(path.read_text())
+    if measured.get("machine", {}).get("type") != "cuda":
+        raise SystemExit(f"{path} was not measured on a CUDA device (a --device cpu dry run?): nothing merged")
+    return measured
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="step", required=True)
@@ -280,6 +293,8 @@ def main() -> None:
     p.add_argument("--bundle", type=Path, required=True)
     p.add_argument("--key", choices=["oneM", "tenM"], required=True)
     p.add_argument("--searches", type=int, default=300)
+    p = sub.add_parser("gpu-merge")
+    p.add_argument("file", type=Path, help="the JSON file python -m bench.serving_gpu wrote")
     args = parser.parse_args()
     if args.step == "tokenize":
         print(merge(tokenize_rates(quora_questions(), args.repeats)))
@@ -290,6 +305,8 @@ def main() -> None:
         print(merge({key: measured | ({"questions": size} if size else {"corpus": "demo"})}, replace=True))
     elif args.step == "build":
         build(args.n, args.out, args.work)
+    elif args.step == "gpu-merge":
+        print(json.dumps(merge({"gpu": gpu_row(args.file), "gpu_reason": None}, replace=True)["gpu"], indent=2))
     else:
         print(merge({args.key: big(args.bundle, args.searches)}, replace=True))
 
