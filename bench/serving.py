@@ -5,6 +5,7 @@ app serving 1M / 10M questions. Each step merges its keys into bench/results/ser
     python -m bench.serving burst [--bundle B]               # 20 back-to-back clients, old path vs coalesced
     python -m bench.serving build --n 1000000 --out B1M      # a bundle over n questions (untrained weights)
     python -m bench.serving big --bundle B1M --key oneM      # startup, RSS, search p50/p99 through the app
+    python -m bench.serving gpu-merge FILE                   # bench.serving_gpu's file (a GPU machine's) as "gpu"
 
 ``tokenize``: every Quora-lite question from texts to padded id arrays, per CPU second of this
 process (``time.process_time``, so the other jobs on a shared machine do not count), today's path
@@ -31,6 +32,11 @@ deployment registers the corpus and fits the calibrations; a restart reuses both
 launch to the first search answered through Gradio's API for each, then the restarted server's
 resident memory and p50/p99 of ``--searches`` searches one at a time, each through Gradio's API and
 the app's HTTP search API (Quora-lite test questions).
+
+``gpu-merge``: the file ``python -m bench.serving_gpu`` wrote on a lent GPU machine (training and
+bulk encoding there, on CUDA and on its CPU: that module's doc) becomes the ``gpu`` row, and
+``gpu_reason`` null, and its table replaces docs/SERVING.md's ``gpu`` section; a file measured
+without CUDA (a dry run) is refused.
 """
 
 from __future__ import annotations
@@ -50,7 +56,7 @@ import pandas as pd
 
 import torch
 
-from bench.common import ROOT, machine, write_json
+from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
 from bench.scale import SHARD, Stacked, scale_corpus, shard_path, shards
 from bench.search_load import GradioClient, HttpClient, run_search_load
 from bench.startup import start_app, stop_app
@@ -262,6 +268,43 @@ def big(bundle: Path, searches: int) -> dict:
             "startup": "a restart on the same database and cache (first_start_s: the first start of a new deployment)"}
 
 
+def gpu_row(path: Path) -> dict:
+    """The ``gpu`` row from ``bench.serving_gpu``'s file ``path``; SystemExit if it was not measured on CUDA."""
+    measured = json.loads(path.read_text())
+    if measured.get("machine", {}).get("type") != "cuda":
+        raise SystemExit(f"{path} was not measured on a CUDA device (a --device cpu dry run?): nothing merged")
+    return measured
+
+
+def gpu_table(gpu: dict) -> str:
+    """docs/SERVING.md's table of the ``gpu`` row: each training epoch and each encoding, on CUDA
+    and on the same machine's CPU (a phase that failed or was cut short shows as such)."""
+    spec = gpu["machine"]
+    rows = []
+    for where, label in (("device", f"CUDA ({spec['name']})"), ("cpu", f"CPU ({spec['torch_threads']} torch threads)")):
+        train = gpu["train"].get(where, {})
+        note = " (cut short)" if train.get("partial") else ""
+        rows += [{"what": f"training epoch {row['epoch']}, {label}{note}", "seconds": row["epoch_s"], "rate": row["steps_per_s"],
+                  "unit": "steps/s", "val_auc": row["val_auc"], "validation_s": row["validation_s"]} for row in train.get("epochs", [])]
+        if "in_progress" in train:
+            rows.append({"what": f"training epoch {train['in_progress']['epoch']}, {label}, cut short at step "
+                                 f"{train['in_progress']['steps_done']} of {train['in_progress']['steps']}",
+                         "rate": train["in_progress"]["steps_per_s"], "unit": "steps/s"})
+    for key, value in gpu["encode"].items():
+        if "questions_per_s" in value:
+            where = f"CUDA ({spec['name']})" if key.startswith("device") else f"CPU ({spec['torch_threads']} torch threads)"
+            rows.append({"what": f"encode_texts of {value['questions']:,} questions, chunks of {value['chunk_size']}, {where}",
+                         "seconds": value["seconds"], "rate": value["questions_per_s"], "unit": "questions/s"})
+    table = markdown_table(rows, [("what", "what"), ("seconds", "seconds"), ("rate", "rate"), ("unit", "unit"),
+                                  ("val_auc", "val ROC AUC"), ("validation_s", "of which validation s")])
+    errors = "".join(f"\n- {phase} failed: {error}" for phase, error in gpu.get("errors", {}).items())
+    difference = gpu["encode"].get("vs_cpu", {}).get("max_abs_difference")
+    return (f"Measured {gpu['measured']} on {spec['name']} ({spec['memory_gb']:.0f} GB, CUDA {spec['cuda']}), torch {spec['torch']}, "
+            f"Python {spec['python']}, CPU {spec['cpu']} ({spec['usable_cpus']} usable of {spec['cpu_count']}); "
+            f"{gpu['corpus']['source']}: {gpu['corpus']['questions']:,} questions ({gpu['corpus']['train_questions']:,} train), "
+            f"{gpu['train_config']}; one run. Largest difference between CUDA's and the CPU's vectors: {difference}.{errors}\n\n{table}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="step", required=True)
@@ -280,6 +323,8 @@ def main() -> None:
     p.add_argument("--bundle", type=Path, required=True)
     p.add_argument("--key", choices=["oneM", "tenM"], required=True)
     p.add_argument("--searches", type=int, default=300)
+    p = sub.add_parser("gpu-merge")
+    p.add_argument("file", type=Path, help="the JSON file python -m bench.serving_gpu wrote")
     args = parser.parse_args()
     if args.step == "tokenize":
         print(merge(tokenize_rates(quora_questions(), args.repeats)))
@@ -290,6 +335,10 @@ def main() -> None:
         print(merge({key: measured | ({"questions": size} if size else {"corpus": "demo"})}, replace=True))
     elif args.step == "build":
         build(args.n, args.out, args.work)
+    elif args.step == "gpu-merge":
+        gpu = merge({"gpu": gpu_row(args.file), "gpu_reason": None}, replace=True)["gpu"]
+        replace_marked_section(ROOT / "docs" / "SERVING.md", "gpu", gpu_table(gpu))
+        print(gpu_table(gpu))
     else:
         print(merge({args.key: big(args.bundle, args.searches)}, replace=True))
 
