@@ -1,7 +1,8 @@
 """Exports pushed as Hub datasets (``workflows.hub_export``), to a local Hub layout offline as
 bundles are (``hub_layout.FakeHub``): they load with ``datasets.load_dataset`` as exported, the
-card's front matter is the Hub's, a second push is a second commit that says what changed; and a
-general bundle named by repository id starts the app offline."""
+card's front matter is the Hub's, a second push is a second commit that says what changed; a
+general bundle named by repository id starts the app offline, and its model card says what it was
+trained on and how it scored on each set."""
 
 from __future__ import annotations
 
@@ -14,7 +15,13 @@ from huggingface_hub import snapshot_download
 from annotations.db import open_store
 from conftest import make_corpus
 from hub_layout import FakeHub, cache_repo, offline_hub  # noqa: F401 (a fixture)
+from test_general import TINY
 from qpr.bundles import hub
+from qpr.bundles.bundle import Bundle
+from qpr.cli.main import main as qpr_main
+from qpr.data.corpus import write_cluster_file
+from qpr.bundles.general import build_general
+from qpr.data import sources
 from qpr.errors import QPRError
 from qpr.serving.served_model import ServedModel
 from ui.common import AppContext, identity_mode
@@ -167,3 +174,34 @@ def test_the_app_starts_from_a_general_bundle_named_by_repo_id_offline(tiny_bund
     monkeypatch.setenv("QPR_GENERAL", "someone/not-cached")
     with pytest.raises(QPRError, match="no Hub model repository of that name could be fetched"):
         general_bundle()
+    # `qpr rebase` takes the repository id too.
+    questions = write_cluster_file(make_corpus().assign(cluster=pd.NA), tmp_path / "mine.parquet")
+    assert qpr_main(["rebase", "someone/qpr-general", "--corpus", str(questions), "--out", str(tmp_path / "mine"),
+                     "--quiet"]) == 0
+    assert Bundle.load(tmp_path / "mine").manifest["general"]["from"] == tiny_bundle.version
+
+
+def topic(name: str) -> pd.DataFrame:
+    """A set of 20 clusters of 3 questions about ``name``, which ``sources.load_domain`` splits so
+    that some clusters are test clusters."""
+    rows = [(f"how do i {verb} my {name} {thing}", f"{name}-{thing}") for thing in range(20) for verb in ("reset", "change", "fix")]
+    frame = pd.DataFrame(rows, columns=["question", "cluster"])
+    frame.insert(0, "qid", range(1, len(frame) + 1))
+    return frame.assign(split="none")
+
+
+def test_a_general_bundles_card_says_what_it_was_trained_on_and_its_results_per_set(tmp_path, monkeypatch):
+    tiny_domains = ["banking77", "squad"]
+    for name in tiny_domains:
+        monkeypatch.setitem(sources.LOADERS, name, lambda name=name: topic(name))
+    general = build_general(domains=tiny_domains, teacher=False, config=TINY, progress=False)
+    assert set(general.manifest["domain_metrics"]) == set(tiny_domains)
+    card = (general.save(tmp_path / "general") / "README.md").read_text()
+    assert "## Trained on" in card and all(f"`{domain}`" in card for domain in tiny_domains)
+    assert "on their train clusters as labelled pairs (no teacher)" in card
+    reported = {(r["dataset"]["name"], m["type"]): m["value"]
+                for entry in front_matter(card)["model-index"] for r in entry["results"] for m in r["metrics"]}
+    for domain in tiny_domains:
+        scores = general.manifest["domain_metrics"][domain]["test"]
+        assert reported[(domain, "hit_at_1")] == pytest.approx(scores["H1"], abs=1e-4)
+        assert f"| {domain} | {scores['queries']} | {scores['H1']:.3f} |" in card
