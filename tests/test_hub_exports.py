@@ -6,6 +6,8 @@ trained on and how it scored on each set."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pandas as pd
 import pytest
 import yaml
@@ -25,6 +27,7 @@ from qpr.data import sources
 from qpr.errors import QPRError
 from qpr.serving.served_model import ServedModel
 from ui.common import AppContext, identity_mode
+from ui.page import QPRPage
 from ui.startup import general_bundle
 from workflows import hub_export
 from workflows.cli import main
@@ -149,6 +152,23 @@ def test_the_command_line_writes_and_pushes_the_dataset(store, corpus, fake_hub,
     assert main(["--db", db_url, "export", "--format", "parquet", "--out", str(tmp_path / "d.parquet"), "--push", "no id"]) == 2
     assert "give a Hub dataset repository id" in capsys.readouterr().err
     assert not (tmp_path / "d.parquet").exists()  # refused before anything was exported
+
+
+def test_an_owner_pushes_from_the_retrain_tab(tiny_bundle, fake_hub, tmp_path):
+    """The Retrain & export tab's *Push to the Hub*, in login mode: refused, before anything is
+    exported, to one who may not (in the demo project, only the app's admins) and for a bad
+    repository id; done for the app's admin."""
+    with open_store(f"sqlite:///{tmp_path / 'app.db'}") as store:
+        page = QPRPage(AppContext(ServedModel(tiny_bundle), store, "auth", cache=tmp_path, admins=frozenset({"root"})))
+        page.build()
+        with pytest.warns(UserWarning, match="Could not push to the Hub: Only the app.s admins \\(QPR_ADMINS\\) may push"):
+            page.retrain.push(REPO, None, SimpleNamespace(username="bob"))
+        with pytest.warns(UserWarning, match="Could not push to the Hub: 'no id' is not a Hub dataset repository id"):
+            page.retrain.push("no id", None, SimpleNamespace(username="root"))
+        assert fake_hub.commits == [] and not (tmp_path / "exports").exists()
+        note = page.retrain.push(f" {REPO} ", None, SimpleNamespace(username="root"))[page.retrain.export_note]
+    assert note.startswith("Pushed export #1 (0 judgment(s)) to the Hub dataset") and REPO in note
+    assert [commit[0] for commit in fake_hub.commits] == [REPO]
 
 
 def test_a_folder_it_did_not_write_is_not_replaced(store, corpus, tmp_path):

@@ -34,7 +34,7 @@ from huggingface_hub import DatasetCardData, HfApi
 from annotations.export import Export
 from annotations.st_export import training_tables
 from annotations.store import AnnotationStore
-from qpr.bundles.hub import fetch_file, upload
+from qpr.bundles.hub import fetch_file, is_repo_id, upload
 from qpr.errors import QPRError, one_line
 from qpr.fsutil.atomic import atomic_path
 from workflows.retraining import export_corrected
@@ -51,7 +51,9 @@ def push_corrected(store: AnnotationStore, corpus: pd.DataFrame, version: str, p
                    private: bool = False, api: HfApi | None = None) -> tuple[Export, str]:
     """Export ``corpus``'s corrected clusters (``workflows.retraining.export_corrected``, as
     Parquet into ``folder``) and push them to the Hub dataset ``repo``: the Retrain tab's push.
-    Returns the export and the commit's URL."""
+    Returns the export and the commit's URL; QPRError for a bad repository id, before exporting."""
+    if not is_repo_id(repo):
+        raise QPRError(f"{repo!r} is not a Hub dataset repository id: give owner/name, e.g. you/qpr-corrected")
     done = export_corrected(store, corpus, version, "parquet", folder=folder)
     return done, push_export(done, repo, project, private=private, api=api)
 
