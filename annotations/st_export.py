@@ -54,8 +54,9 @@ def training_tables(corpus: pd.DataFrame, pairs: pd.DataFrame) -> TrainingTables
     triplets, without_positive = [], 0
     for a, b in _once(_pairs(judged, 0)):
         for anchor, negative in ((a, b), (b, a)):
-            if mate.get(anchor, negative) != negative:
-                triplets.append((anchor, mate[anchor], negative))
+            positive = mate.get(anchor)
+            if positive is not None and positive != negative:  # a mate judged different is no positive
+                triplets.append((anchor, positive, negative))
                 break
         else:
             without_positive += 1

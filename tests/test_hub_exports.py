@@ -150,7 +150,7 @@ def test_the_command_line_writes_and_pushes_the_dataset(store, corpus, fake_hub,
     assert front_matter((folder / "README.md").read_text())["qpr"]["changed"]["judgments"] == [2, 2]
 
     assert main(["--db", db_url, "export", "--format", "parquet", "--out", str(tmp_path / "d.parquet"), "--push", "no id"]) == 2
-    assert "give a Hub dataset repository id" in capsys.readouterr().err
+    assert "'no id' is not a Hub dataset repository id" in capsys.readouterr().err
     assert not (tmp_path / "d.parquet").exists()  # refused before anything was exported
 
 
@@ -171,8 +171,13 @@ def test_an_owner_pushes_from_the_retrain_tab(tiny_bundle, fake_hub, tmp_path):
     assert [commit[0] for commit in fake_hub.commits] == [REPO]
 
 
-def test_a_folder_it_did_not_write_is_not_replaced(store, corpus, tmp_path):
-    done = export_corrected(store, corpus, VERSION, "parquet", folder=tmp_path / "exports")
+def test_a_folder_it_did_not_write_is_not_replaced_and_tables_without_rows_are_left_out(store, corpus, tmp_path):
+    done = export_corrected(store, corpus, VERSION, "parquet", folder=tmp_path / "exports")  # no judgments yet
+    folder = hub_export.write_dataset(done, "faq", tmp_path / "dataset")
+    configs = [c["config_name"] for c in front_matter((folder / "README.md").read_text())["configs"]]
+    assert configs == ["clusters", "anchor-positive"] and not (folder / "pairs").exists()
+    for config in configs:
+        assert len(load_dataset(str(folder), config, cache_dir=str(tmp_path / "datasets"))) >= 1
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("keep")

@@ -24,7 +24,6 @@ from annotations.errors import AnnotationError
 from annotations.export import FORMATS, manifest_path
 from annotations.simulation.strategies import STRATEGIES
 from qpr.bundles.bundle import Bundle, check_target
-from qpr.bundles.hub import is_repo_id
 from qpr.bundles.training import verdict
 from qpr.cli.main import run
 from qpr.data.corpus import data_dir, load_corpus
@@ -36,8 +35,8 @@ from workflows.simulated_loop import LoopConfig, run_loop
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    if args.push and not is_repo_id(args.push):  # before anything is exported
-        raise AnnotationError(f"--push {args.push!r}: give a Hub dataset repository id, owner/name")
+    if args.push:
+        hub_export.check_repo(args.push)  # before anything is exported
     with open_store(args.db) as store:
         version, corpus = store.corpus(args.bundle_version)
         done = retraining.export_corrected(store, corpus, version, args.format, out=args.out)

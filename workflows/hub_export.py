@@ -11,6 +11,7 @@ a Hub dataset repository, one configuration per table, Parquet files that
 - ``pairs``: the judged pairs in the Quora release layout (``is_duplicate`` 1 = same);
 - ``anchor-positive`` and ``triplets``: sentence-transformers' training format
   (``annotations.st_export``), for ``MultipleNegativesRankingLoss``;
+- (a table without rows is left out: ``datasets`` cannot read an empty Parquet file);
 - ``README.md``, the dataset card: Hub front matter (the configurations and their files,
   license, task, size, and under ``qpr`` the project, bundle version, export id, judgment count
   and ids, and what changed since the previous push) and a text saying the same;
@@ -52,10 +53,16 @@ def push_corrected(store: AnnotationStore, corpus: pd.DataFrame, version: str, p
     """Export ``corpus``'s corrected clusters (``workflows.retraining.export_corrected``, as
     Parquet into ``folder``) and push them to the Hub dataset ``repo``: the Retrain tab's push.
     Returns the export and the commit's URL; QPRError for a bad repository id, before exporting."""
-    if not is_repo_id(repo):
-        raise QPRError(f"{repo!r} is not a Hub dataset repository id: give owner/name, e.g. you/qpr-corrected")
+    check_repo(repo)
     done = export_corrected(store, corpus, version, "parquet", folder=folder)
     return done, push_export(done, repo, project, private=private, api=api)
+
+
+def check_repo(repo: str) -> None:
+    """QPRError unless ``repo`` is spelled as a Hub repository id: checked before an export is
+    made for it."""
+    if not is_repo_id(repo):
+        raise QPRError(f"{repo!r} is not a Hub dataset repository id: give owner/name, e.g. you/qpr-corrected")
 
 
 def push_export(export: Export, repo: str, project: str, private: bool = False, api: HfApi | None = None) -> str:
@@ -94,6 +101,8 @@ def dataset_files(export: Export, project: str, folder: Path, previous: dict | N
     configs = {"clusters": {split: rows for split, rows in export.corpus.groupby("split", sort=False)},
                "pairs": {"train": export.pairs}, "anchor-positive": {"train": tables.anchor_positive},
                "triplets": {"train": tables.triplets}}
+    # A table without rows is left out: datasets cannot read an empty Parquet file.
+    configs = {name: kept for name, splits in configs.items() if (kept := {s: rows for s, rows in splits.items() if len(rows)})}
     card_configs = []
     for name, splits in configs.items():
         files = []
@@ -157,6 +166,8 @@ annotation app (project `{record['project']}`, bundle `{record['bundle_version']
 front matter, `qpr.judgment_ids`). {since}
 
 ## Configurations
+
+A table without rows (no judged pairs yet, say) is left out.
 
 | configuration | splits (rows) |
 |---|---|
