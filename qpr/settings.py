@@ -76,7 +76,8 @@ class Settings(BaseSettings):
     """The app's demo when nothing else is served: BANKING77's real questions (served by BM25 at once while its
     encoder trains in the background), or the hand-written annotation tutorial (``ui.demo``)."""
     general: Path | None = Field(None, validation_alias="QPR_GENERAL")
-    """A general bundle that serves a project's upload until the project trains (docs/OUT_OF_DOMAIN.md)."""
+    """A general bundle (a folder, or a Hub repository id owner/name) that serves a project's upload until the
+    project trains (docs/OUT_OF_DOMAIN.md)."""
     auth: Annotated[list[tuple[str, str]] | None, NoDecode] = Field(None, validation_alias="QPR_AUTH")
     """The app's logins (user, password); None: no login (Hugging Face sign-in on a Space, else typed names)."""
     admins: Annotated[tuple[str, ...], NoDecode] = Field((), validation_alias="QPR_ADMINS")

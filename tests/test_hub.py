@@ -5,7 +5,6 @@ safetensors still load and are converted on the next save."""
 from __future__ import annotations
 
 import ast
-import inspect
 import json
 import shutil
 from pathlib import Path
@@ -13,9 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from huggingface_hub import HfApi
 
-from hub_layout import cache_repo, offline_hub  # noqa: F401 (a fixture)
+from hub_layout import FakeHub, cache_repo, offline_hub  # noqa: F401 (a fixture)
 from qpr import Retriever
 from qpr.bundles import hub
 from qpr.bundles.bundle import Bundle
@@ -103,28 +101,6 @@ def test_no_pickle_is_unpickled_on_the_load_path():
                 torch_loads.append(path.name)
                 assert keywords.get("weights_only") == "True", f"{path}: {ast.unparse(node)} without weights_only=True"
     assert torch_loads, "the check found no torch.load at all: it is looking in the wrong place"
-
-
-class FakeHub:
-    """``huggingface_hub.HfApi`` at its boundary: each call is checked against the real method's
-    signature, and what is uploaded lands in a local folder laid out as the Hub cache (so the test
-    loads it back by repository id). The network, tokens and the Hub's own handling of the commit
-    are not exercised."""
-
-    def __init__(self, cache: Path) -> None:
-        self.cache, self.created, self.commits = cache, [], []
-
-    def create_repo(self, *args, **kwargs):
-        call = inspect.signature(HfApi.create_repo).bind(self, *args, **kwargs).arguments
-        self.created.append((call["repo_id"], call["repo_type"], call["private"]))
-
-    def upload_folder(self, *args, **kwargs):
-        call = inspect.signature(HfApi.upload_folder).bind(self, *args, **kwargs).arguments
-        folder = Path(call["folder_path"])
-        self.commits.append((call["repo_id"], sorted(p.name for p in folder.iterdir()), call["delete_patterns"],
-                             call["commit_message"]))
-        cache_repo(self.cache, call["repo_id"], folder)
-        return f"https://huggingface.co/{call['repo_id']}/commit/0"
 
 
 def test_qpr_push_uploads_a_converted_bundle_that_loads_back_by_repo_id(tiny_bundle, tmp_path, offline_hub,

@@ -1,5 +1,6 @@
-"""The Retrain & export tab: export the corrected clusters; retrain on them, compare old and new
-on the same held-out clusters, and swap the new model in only when the user confirms.
+"""The Retrain & export tab: export the corrected clusters (to download, or pushed to a Hub
+dataset); retrain on them, compare old and new on the same held-out clusters, and swap the new
+model in only when the user confirms.
 
 The handlers read their inputs, call the retraining workflow (``workflows.retraining``: export,
 retrain, compare, confirm or discard, record, remember) and render what it returns.
@@ -17,7 +18,7 @@ from annotations.export import manifest_path, pairs_path
 from qpr.bundles.training import CHANGE_COLUMNS, METRIC_COLUMNS, verdict
 from ui.common import AppContext
 from ui.display import plain, shows_errors, text_table
-from workflows import judgment_effect, retraining
+from workflows import hub_export, judgment_effect, retraining
 
 
 def exports(ctx: AppContext) -> Path:
@@ -43,6 +44,9 @@ class RetrainTab:
             self.export_note = gr.Markdown()
             self.files = gr.File(label="Download", file_count="multiple", interactive=False, elem_id="export-files")
             with gr.Row():
+                repo = gr.Textbox(label="Hub dataset repository", placeholder="owner/name (the app's HF_TOKEN must write it)")
+                push_button = gr.Button("Push to the Hub")
+            with gr.Row():
                 epochs = gr.Slider(1, 20, value=5, step=1, label="Maximum epochs")
                 retrain_button = gr.Button("Retrain on corrected clusters", variant="primary")
             self.note = gr.Markdown(elem_id="retrain-note")
@@ -55,6 +59,7 @@ class RetrainTab:
                 self.confirm_button = gr.Button("Use the retrained model", interactive=False, variant="primary")
                 self.discard_button = gr.Button("Discard it", interactive=False)
         export_button.click(self.export_clusters, [fmt], [self.files, self.export_note])
+        push_button.click(self.push, [repo, name], [self.export_note])
         retrain_button.click(self.retrain, [epochs, name], self.decision_outputs, concurrency_limit=1, concurrency_id="retrain")
         self.confirm_button.click(self.confirm, [name], self.decision_outputs)
         self.discard_button.click(self.discard, [name], self.decision_outputs)
@@ -71,6 +76,17 @@ class RetrainTab:
                 f"{done['clusters_formed']} new one(s); {done['questions_moved']} question(s) changed cluster; "
                 f"{len(done['judgment_ids'])} judgment(s) included, {len(done['conflicts'])} conflict(s) left for review.")
         return {self.files: [str(out), str(pairs_path(out)), str(manifest_path(out))], self.export_note: note}
+
+    @shows_errors(action="push to the Hub")
+    def push(self, repo: str, name: str, request: gr.Request | None = None, profile: gr.OAuthProfile | None = None) -> dict:
+        """Export the corrected clusters and push them to a Hub dataset repository
+        (``workflows.hub_export``): publishing the project's data is an owner's action."""
+        self.ctx.privileged("push the corrected clusters to the Hub", name, request, profile)
+        bundle = self.ctx.model.current().bundle
+        done, url = hub_export.push_corrected(self.ctx.store, bundle.corpus, bundle.version, self.ctx.project,
+                                              repo.strip(), exports(self.ctx))
+        return {self.export_note: f"Pushed export #{done.manifest['export_id']} ({len(done.manifest['judgment_ids'])} "
+                                  f"judgment(s)) to the Hub dataset **{plain(repo.strip())}**: {plain(url)}"}
 
     @shows_errors
     def retrain(self, epochs: float, name: str, request: gr.Request | None = None, profile: gr.OAuthProfile | None = None,

@@ -5,7 +5,7 @@ The settings it reads (``qpr.settings``; the README's "Settings" says what each 
 project serves (else the last one confirmed in the Retrain tab, else the demo ``QPR_DEMO`` names:
 BANKING77, whose encoder ``main`` starts training in the background, or the tutorial) and where
 projects are kept; ``QPR_GENERAL`` the general bundle new projects
-start from; ``QPR_AUTH``, or a Hugging Face Space's ``SYSTEM``/``SPACE_ID``, how annotators
+start from (a folder or a Hub repository id too); ``QPR_AUTH``, or a Hugging Face Space's ``SYSTEM``/``SPACE_ID``, how annotators
 identify; ``QPR_DB_URL`` the annotation database (``annotations.db.open_store``);
 ``QPR_MAX_UPLOAD_MB`` the upload limit Gradio enforces (``launch_options``). A bad value, like
 any configuration error, prints one line and ``main`` returns 2.
@@ -82,9 +82,10 @@ def _last_confirmed() -> Bundle | None:
 
 
 def general_bundle() -> Bundle | None:
-    """``QPR_GENERAL``'s bundle, checked to be one a project can start from; None without it."""
+    """``QPR_GENERAL``'s bundle (a folder or a Hub repository id), checked to be one a project can
+    start from; None without it."""
     path = settings().general
-    return check_general(Bundle.load(path)) if path else None
+    return check_general(load_bundle(path)) if path else None
 
 
 def launch_options(auth: list[tuple[str, str]] | None, cache: Path, routes: Sequence[BaseRoute] = ()) -> dict:

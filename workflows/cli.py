@@ -1,7 +1,8 @@
 """``qpr-annotations`` (or ``python -m workflows``): export corrected clusters, retrain a bundle on them (compare,
 and with ``--confirm`` save and record the swap), summarise the annotation database, and measure the annotation loop
 with a simulated annotator (``loop``, see ``workflows.simulated_loop``). Export and retrain go through the app's
-retraining workflow (``workflows.retraining``). ``backup`` and ``restore`` copy the database while it is in
+retraining workflow (``workflows.retraining``); ``export --dataset``/``--push`` also write the export as a Hub
+dataset (``workflows.hub_export``). ``backup`` and ``restore`` copy the database while it is in
 use (``annotations.backup``).
 
 Errors a user must fix (bad URL, unreachable database, unknown bundle version, wrong file name)
@@ -29,12 +30,14 @@ from qpr.data.corpus import data_dir, load_corpus
 from qpr.serving.served_model import ServedModel
 from qpr.serving.slugs import DEMO
 from qpr.training.train import TrainConfig
-from workflows import retraining
+from workflows import hub_export, retraining
 from workflows.project import FolderHome, Project
 from workflows.simulated_loop import LoopConfig, run_loop
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.push:
+        hub_export.check_repo(args.push)  # before anything is exported
     with open_store(args.db, project=args.project) as store:
         version, corpus = store.corpus(args.bundle_version)
         done = retraining.export_corrected(store, corpus, version, args.format, out=args.out)
@@ -43,6 +46,12 @@ def cmd_export(args: argparse.Namespace) -> int:
           f"clusters ({len(manifest['merges'])} merges, {len(manifest['splits'])} splits, "
           f"{len(manifest['conflicts'])} conflicts for review) from "
           f"{len(manifest['judgment_ids'])} judgments on bundle {version}; manifest {manifest_path(out)}")
+    if args.dataset:
+        print(f"{hub_export.write_dataset(done, args.project, args.dataset)}: written as a Hub dataset folder")
+    if args.push:
+        url = hub_export.push_export(done, args.push, args.project, private=args.private)
+        print(f"pushed to the Hub dataset https://huggingface.co/datasets/{args.push} ({url}); load it with "
+              f"datasets.load_dataset({args.push!r}, 'clusters') (or 'pairs', 'anchor-positive', 'triplets')")
     return 0
 
 
@@ -131,6 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", required=True, choices=FORMATS)
     p.add_argument("--out", required=True, help="cluster file to write; its extension must match --format")
     p.add_argument("--bundle-version", help="whose registered corpus to correct (default: the newest registered)")
+    p.add_argument("--dataset", type=Path, metavar="DIR", help="also write the export as a Hub dataset folder (Parquet per "
+                   "split, sentence-transformers' anchor-positive and triplets tables, a dataset card) at DIR")
+    p.add_argument("--push", metavar="OWNER/NAME", help="also push that dataset to this Hub dataset repository (a new "
+                   "commit each time; needs a write token: huggingface-cli login, or HF_TOKEN)")
+    p.add_argument("--private", action="store_true", help="create the --push repository private")
+    p.add_argument("--project", default=argparse.SUPPRESS, help="the project (as above), also named in the dataset card")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("retrain", help="retrain a bundle on its corrected clusters, compare, and --confirm to save it",

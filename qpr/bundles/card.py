@@ -6,7 +6,9 @@ The front matter (``huggingface_hub.ModelCardData``) gives ``library_name: qpr``
 license and data sets the manifest's ``card`` entry names (``Bundle.with_card``; unset: license
 ``other``, for the license of the training data applies), and the bundle's measured H@1 and MRR as
 a ``model-index``, so the Hub lists them. The text says what the model is for, how to load it, how
-it was trained and what it scored.
+it was trained and what it scored. A general bundle's card (``qpr.bundles.general``) also says
+which question sets it was trained on and how, and its results on each set's test clusters
+(``domain_metrics``), in the text and in the ``model-index``.
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ def model_card(manifest: Mapping) -> str:
     name = card.get("name") or f"qpr-{manifest.get('system', 'bm25')}-{manifest['version']}"
     data = ModelCardData(library_name=LIBRARY, license=card.get("license", UNKNOWN_LICENSE), tags=list(TAGS),
                          datasets=datasets or None, model_name=name,
-                         eval_results=_eval_results(manifest, datasets[0] if datasets else "own-clusters") or None)
+                         eval_results=(_eval_results(manifest, datasets[0] if datasets else "own-clusters")
+                                       + _domain_results(manifest)) or None)
     return f"---\n{data.to_yaml()}\n---\n\n" + _text(manifest, name, card)
 
 
@@ -62,11 +65,46 @@ def _eval_results(manifest: Mapping, dataset: str) -> list[EvalResult]:
             for split, scores in metrics.items() for key, hub, shown in METRICS if key in scores]
 
 
+def _domain_results(manifest: Mapping) -> list[EvalResult]:
+    return [EvalResult(task_type="sentence-similarity", dataset_type=domain, dataset_name=domain, dataset_split=split,
+                       metric_type=hub, metric_name=shown, metric_value=round(float(scores[key]), 4))
+            for domain, splits in manifest.get("domain_metrics", {}).items() for split, scores in splits.items()
+            for key, hub, shown in METRICS if key in scores]
+
+
+def _rows(metrics: Mapping) -> str:
+    """Markdown table rows of ``metrics`` (row name -> scores), one per row, the columns of ``METRICS``."""
+    return "\n".join(f"| {row} | {scores.get('queries', '')} | "
+                     + " | ".join(f"{scores[key]:.3f}" if key in scores else "" for key, _, _ in METRICS) + " |"
+                     for row, scores in metrics.items())
+
+
+def _trained_on(manifest: Mapping) -> str:
+    """A general bundle's section on what it was trained on and how it scored on each set; "" for others."""
+    training = manifest.get("training", {})
+    if training.get("kind") != "general":
+        return ""
+    teacher = training.get("teacher")
+    how = (f"distilled from {teacher} on their questions (no labels)" if teacher
+           else "on their train clusters as labelled pairs (no teacher)")
+    rows = _rows({domain: splits["test"] for domain, splits in manifest.get("domain_metrics", {}).items() if "test" in splits})
+    table = ("Scored as the encoder alone on each set's test clusters (labels it never trained on), each set searched "
+             "alone, top 20:\n\n| set | queries | H@1 | H@10 | MRR |\n|---|---|---|---|---|\n" + rows) if rows else (
+             "Its results per set were not recorded in this bundle.")
+    return f"""
+
+## Trained on
+
+A general bundle (`qpr general`), the cold start of new projects (`QPR_GENERAL`, `qpr rebase`):
+trained on the question sets {", ".join(f"`{domain}`" for domain in training.get("domains", []))}, {how}.
+How it does on a set it never saw at all is measured in docs/OUT_OF_DOMAIN.md of the project.
+
+{table}"""
+
+
 def _text(manifest: Mapping, name: str, card: Mapping) -> str:
     what, metrics = _served_metrics(manifest)
-    rows = "\n".join(f"| {split} | {scores.get('queries', '')} | "
-                     + " | ".join(f"{scores[key]:.3f}" if key in scores else "" for key, _, _ in METRICS) + " |"
-                     for split, scores in metrics.items())
+    rows = _rows(metrics)
     table = (f"Scored as {what}, each question of a held-out cluster a query with itself removed, top 20:\n\n"
              "| split | queries | H@1 | H@10 | MRR |\n|---|---|---|---|---|\n" + rows) if rows else "No held-out metrics were measured."
     training = manifest.get("training", {})
@@ -97,7 +135,7 @@ retriever.search("how do I reset my password?", k=5)
 
 ## Results
 
-{table}
+{table}{_trained_on(manifest)}
 
 ## Training
 

@@ -17,6 +17,8 @@ MiniLM is the teacher only, never served, and comes from the benchmark extra
 pairs alone. Teacher vectors are cached per set under ``cache`` (they take most of the time), so
 a build stopped while the teacher encodes goes on from the last set it finished; with
 ``progress`` each step says what it does as it starts, the teacher's encoding with a bar.
+The bundle records the encoder's results on each set's test clusters (``domain_results``), which
+its model card shows (``qpr.bundles.card``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from qpr.training.distill import GeneralConfig, GeneralResult, Unlabelled, train
 from qpr.model.device import current_device
 from qpr.model.encoder import EncoderConfig, QuestionEncoder
 from qpr.errors import QPRError
+from qpr.evaluation.metrics import evaluate
 from qpr.fsutil.atomic import atomic_path, check_writable
 from qpr.retrieval.fusion_choice import choose_fusion
 from qpr.retrieval.hybrid import Fusion, RankFusion
@@ -263,4 +266,17 @@ def build_general(
     if progress:
         tqdm.write(f"general: indexing {len(corpus):,} questions", file=sys.stderr)
     bundle = Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("auto"), train_info=info)
+    if progress:
+        tqdm.write("general: scoring the encoder on each set's test clusters", file=sys.stderr)
+    bundle.manifest["domain_metrics"] = domain_results(bundle, sources)
     return bundle.with_fusion((fusion or (FUSION if teacher else RANK_FUSION)).to_dict())
+
+
+def domain_results(general: Bundle, sources: dict[str, pd.DataFrame]) -> dict:
+    """H@1 / H@10 / MRR (``qpr.evaluation.metrics.evaluate``) of ``general``'s encoder on the test
+    clusters of each set of ``sources`` (name -> corpus) that has some, each set searched alone
+    (its own index): clusters whose labels the encoder never trained on (a teacher saw their
+    questions, without labels). How it does on sets it never saw at all is docs/OUT_OF_DOMAIN.md."""
+    return {name: {"test": evaluate(Bundle.create(general.encoder, general.vocab, corpus, IndexConfig("auto")).dense_retriever(),
+                                    corpus, "test")}
+            for name, corpus in sources.items() if (corpus["split"] == "test").any()}

@@ -5,7 +5,9 @@ the model card ``README.md``: ``qpr.bundles.card``), so the Hub holds it as it i
 ``bundle_folder(name)`` is the folder ``name`` names, else the local snapshot of the Hub model
 repository ``owner/name`` (``huggingface_hub.snapshot_download``: downloaded once into the Hub
 cache; offline, with ``HF_HUB_OFFLINE=1``, read from that cache). ``push`` uploads a bundle,
-written afresh first so that it carries safetensors and a card whatever version saved it.
+written afresh first so that it carries safetensors and a card whatever version saved it;
+``upload`` is the one commit of a folder to a repository, for bundles and for exports pushed as
+Hub datasets (``workflows.hub_export``).
 ``huggingface_hub`` reads its own variables (``HF_TOKEN``, ``HF_HUB_CACHE``, ``HF_HUB_OFFLINE``).
 """
 
@@ -16,7 +18,8 @@ import tempfile
 from pathlib import Path
 
 from huggingface_hub import HfApi, snapshot_download
-from huggingface_hub.errors import HfHubHTTPError, HFValidationError, LocalEntryNotFoundError
+from huggingface_hub.errors import (EntryNotFoundError, HfHubHTTPError, HFValidationError, LocalEntryNotFoundError,
+                                    RepositoryNotFoundError)
 
 from qpr.bundles.bundle import Bundle
 from qpr.errors import QPRError, one_line
@@ -50,21 +53,44 @@ def load_bundle(name: str | Path) -> Bundle:
 
 
 def push(bundle: str | Path, repo: str, private: bool = False, api: HfApi | None = None) -> str:
-    """Upload the bundle folder ``bundle`` to the Hub model repository ``repo`` (created if new,
-    ``private`` then), as one commit that replaces whatever the repository held; returns the
-    commit's URL. The bundle is loaded (checked) and saved into a temporary folder first: an older
-    bundle goes up converted (safetensors, a model card). QPRError for a bad repository id, or
-    when the Hub refuses (e.g. no token: ``huggingface-cli login`` or ``HF_TOKEN``)."""
+    """Upload the bundle folder ``bundle`` to the Hub model repository ``repo`` (``upload``: one
+    commit replacing what it held; returns the commit's URL). The bundle is loaded (checked) and
+    saved into a temporary folder first: an older bundle goes up converted (safetensors, a model
+    card). QPRError for a bad repository id (before the bundle is loaded), or when the Hub refuses."""
     if not is_repo_id(repo):
         raise QPRError(f"--repo {repo!r}: give a Hub repository id, owner/name")
     loaded = Bundle.load(bundle)
-    api = api or HfApi()
     with tempfile.TemporaryDirectory(prefix="qpr-push-") as tmp:
         folder = loaded.save(Path(tmp) / "bundle")
-        try:
-            api.create_repo(repo, repo_type="model", private=private, exist_ok=True)
-            commit = api.upload_folder(folder_path=folder, repo_id=repo, repo_type="model", delete_patterns=["*"],
-                                       commit_message=f"qpr bundle {loaded.version}")
-        except HUB_ERRORS as err:
-            raise QPRError(f"pushing {bundle} to {repo} failed: {one_line(err)}") from err
+        return upload(folder, repo, "model", f"qpr bundle {loaded.version}", private=private, api=api)
+
+
+def upload(folder: Path, repo: str, repo_type: str, message: str, private: bool = False, api: HfApi | None = None) -> str:
+    """Commit the files of ``folder`` to the Hub repository ``repo`` of ``repo_type`` ("model",
+    "dataset"; created if new, ``private`` then) as one commit with ``message`` that replaces
+    whatever the repository held (its ``.gitattributes`` stays); returns the commit's URL.
+    QPRError for a bad repository id, or when the Hub refuses (e.g. no token:
+    ``huggingface-cli login`` or ``HF_TOKEN``)."""
+    if not is_repo_id(repo):
+        raise QPRError(f"{repo!r}: give a Hub repository id, owner/name")
+    api = api or HfApi()
+    try:
+        api.create_repo(repo, repo_type=repo_type, private=private, exist_ok=True)
+        commit = api.upload_folder(folder_path=folder, repo_id=repo, repo_type=repo_type, delete_patterns=["*"],
+                                   commit_message=message)
+    except HUB_ERRORS as err:
+        raise QPRError(f"pushing to the Hub {repo_type} repository {repo} failed: {one_line(err)}") from err
     return str(getattr(commit, "commit_url", commit))
+
+
+def fetch_file(repo: str, filename: str, repo_type: str, api: HfApi | None = None) -> Path | None:
+    """The local copy of ``filename`` as the Hub repository ``repo`` of ``repo_type`` holds it
+    now (downloaded into the Hub cache; offline, read from it); None when the repository or the
+    file is not there (or, offline, not in the cache). QPRError when the Hub refuses otherwise."""
+    api = api or HfApi()
+    try:
+        return Path(api.hf_hub_download(repo_id=repo, filename=filename, repo_type=repo_type))
+    except (EntryNotFoundError, RepositoryNotFoundError):
+        return None
+    except HUB_ERRORS as err:
+        raise QPRError(f"reading {filename} from the Hub {repo_type} repository {repo} failed: {one_line(err)}") from err

@@ -193,7 +193,7 @@ def cmd_general(args: argparse.Namespace) -> int:
 
 def cmd_rebase(args: argparse.Namespace) -> int:
     check_target(args.out)  # before the adaptation
-    general = Bundle.load(args.general)
+    general = load_bundle(args.general)
     corpus = load_corpus(args.corpus)
     adapt = {"views": ADAPT, "teacher": TEACH, "none": None}[args.adapt]
     bundle = rebase(general, corpus, adapt=adapt, teacher=args.adapt == "teacher", cache=args.teacher_cache,

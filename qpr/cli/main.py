@@ -189,7 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "encoder to the corpus's questions without labels: 'none' (default), 'teacher' (distilled from "
                        "all-MiniLM-L6-v2 on them; needs the bench extra) or 'views' (self-supervised). "
                        "docs/OUT_OF_DOMAIN.md measures each.")
-    p.add_argument("general", type=Path, help="a bundle built by `python -m qpr general`")
+    p.add_argument("general", type=Path, help="a bundle built by `python -m qpr general`: its folder, or a Hub repository "
+                   "id (owner/name) it was pushed to")
     p.add_argument("--corpus", type=Path, required=True, help="your questions (a cluster file; clusters may be empty)")
     p.add_argument("--out", type=Path, required=True, help="the new bundle's directory")
     p.add_argument("--adapt", choices=["none", "teacher", "views"], default="none")
