@@ -50,7 +50,7 @@ def db_url(tmp_path):
 
 @pytest.fixture
 def store(db_url, corpus):
-    with open_store(db_url) as opened:
+    with open_store(db_url, project="demo") as opened:
         opened.register_corpus(VERSION, corpus)
         yield opened
 
@@ -140,7 +140,7 @@ def test_the_command_line_writes_and_pushes_the_dataset(store, corpus, fake_hub,
     judge(store, corpus)
     folder = tmp_path / "dataset"
     argv = ["--db", db_url, "export", "--format", "parquet", "--out", str(tmp_path / "c.parquet"), "--dataset", str(folder),
-            "--push", REPO, "--project", "faq"]
+            "--push", REPO, "--project", "demo"]
     assert main(argv) == 0
     assert f"https://huggingface.co/datasets/{REPO}" in capsys.readouterr().out
     assert len(fake_hub.commits) == 1
@@ -158,7 +158,7 @@ def test_an_owner_pushes_from_the_retrain_tab(tiny_bundle, fake_hub, tmp_path):
     """The Retrain & export tab's *Push to the Hub*, in login mode: refused, before anything is
     exported, to one who may not (in the demo project, only the app's admins) and for a bad
     repository id; done for the app's admin."""
-    with open_store(f"sqlite:///{tmp_path / 'app.db'}") as store:
+    with open_store(f"sqlite:///{tmp_path / 'app.db'}", project="demo") as store:
         page = QPRPage(AppContext(ServedModel(tiny_bundle), store, "auth", cache=tmp_path, admins=frozenset({"root"})))
         page.build()
         with pytest.warns(UserWarning, match="Could not push to the Hub: Only the app.s admins \\(QPR_ADMINS\\) may push"):
@@ -193,7 +193,7 @@ def test_the_app_starts_from_a_general_bundle_named_by_repo_id_offline(tiny_bund
     monkeypatch.setenv("QPR_GENERAL", "someone/qpr-general")
     general = general_bundle()
     assert general.version == tiny_bundle.version
-    with open_store(f"sqlite:///{tmp_path / 'app.db'}") as store:
+    with open_store(f"sqlite:///{tmp_path / 'app.db'}", project="demo") as store:
         ctx = AppContext(ServedModel(tiny_bundle), store, identity_mode(None), (), tmp_path / "cache", general=general)
         assert ctx.general is general
     monkeypatch.setenv("QPR_GENERAL", "someone/not-cached")

@@ -208,7 +208,7 @@ def test_with_a_general_bundle_a_new_project_is_served_by_it_and_trains_on_from_
     assert results["cluster"].iloc[0] == "c-chess"
     path = tmp_path / "faq-v2.csv"
     make_corpus(n_topics=20)[["question", "cluster"]].to_csv(path, index=False)
-    tab.new_version(str(path), "clusters", "", "", "", "bob")
+    tab.new_version(str(path), "clusters", "", "", "", False, "bob")
     second = page.ctx.model.current().bundle
     assert second.manifest["general"]["from"] == general.version and second.version != first.version
     assert Bundle.load(page.ctx.projects.bundle_path("my-faq", first.version)).version == first.version  # version 1 kept

@@ -49,7 +49,7 @@ def export(tmp_path):
     and two judged the same."""
     corpus = make_corpus()
     heads = corpus[(corpus["split"] == "train") & corpus["cluster"].notna()].groupby("cluster", sort=True)["qid"].first().tolist()
-    with open_store(f"sqlite:///{tmp_path / 'annotations.db'}") as store:
+    with open_store(f"sqlite:///{tmp_path / 'annotations.db'}", project="demo") as store:
         store.register_corpus(VERSION, corpus)
         for a, b in zip(heads[:4], heads[1:5]):
             store.record("ann", b, "different", VERSION, query_qid=a)

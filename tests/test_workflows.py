@@ -325,7 +325,7 @@ def test_cli_retrain_refuses_bad_input_in_one_line(tiny_bundle, retrain_cli, scr
         store.register_corpus(few_bundle.version, few)
     (tmp_path / "notes.txt").write_text("mine")
     cases = [
-        ([*argv, "--db", f"sqlite:///{scratch_dir / 'empty.db'}"], "is not registered in the annotation database"),
+        ([*argv, "--db", f"sqlite:///{scratch_dir / 'empty.db'}"], "is not registered in project 'demo'"),
         ([*argv, "--bundle", str(tmp_path / "nowhere")], "no bundle directory there"),
         ([*argv, "--db", few_url, "--bundle", str(bundle)], "Only 3 cluster(s) of 2 or more questions"),
         ([*argv, "--epochs", "0"], "--epochs must be 1 or more"),

@@ -171,11 +171,14 @@ def question_problems(questions: pd.Series, rows: Rows) -> list[str]:
 
 def repeated_rows(frame: pd.DataFrame, rows: Rows) -> dict[int, str]:
     """Position -> what is wrong, for each row whose question repeats an earlier row's (the same
-    words, as the encoder sees them), saying so when the earlier one is in another cluster."""
+    words, as the encoder sees them), saying so when the earlier one is in another cluster. Rows
+    whose question is no usable text are ``question_problems``' and left out here."""
     found, first = {}, {}
     clusters = frame["cluster"] if "cluster" in frame.columns else pd.Series([None] * len(frame))
     for position, (text, cluster) in enumerate(zip(frame["question"], clusters)):
-        key = " ".join(tokenize(str(text)))
+        key = " ".join(tokenize(text)) if isinstance(text, str) and not text_problem(text) else ""
+        if not key:
+            continue
         if key not in first:
             first[key] = position
             continue
@@ -265,7 +268,7 @@ def read_upload(path: str | Path, kind: str, name: str | None = None, columns: d
     problems = question_problems(frame["question"], rows)
     if kind == "clusters":
         problems += cluster_problems(frame["cluster"], rows)
-    repeated = {} if kind == "qa-log" or problems else repeated_rows(frame, rows)
+    repeated = {} if kind == "qa-log" else repeated_rows(frame, rows)
     if repeated and not drop_repeats:
         problems += [f"{line}; delete one of them, or choose to drop repeated questions" for line in repeated.values()]
     if problems:
