@@ -22,7 +22,8 @@ from qpr.errors import QPRError
 from qpr.bundles.general import build_general, general_material, minilm_vectors, rebase
 from qpr.retrieval.fusion_choice import FusionChoice
 from qpr.retrieval.hybrid import HybridRetriever, RankFusion, RankFusionRetriever
-from qpr.serving.served_model import Served, serving_retriever
+from qpr.bundles.bundle import serving_retriever
+from qpr.serving.served_model import Served
 from ui.search_tab import labels_of
 
 TINY = GeneralConfig(per_source=50, unlabelled_per_epoch=40, epochs=1, batch_size=16)

@@ -14,7 +14,6 @@ from sklearn.metrics import roc_auc_score
 
 from qpr.model.encoder import QuestionEncoder, encode_texts
 from qpr.errors import QPRError
-from qpr.retrieval.index import VectorIndex
 from qpr.model.text import Vocabulary
 
 TOP = 20
@@ -89,8 +88,9 @@ def nearest_neighbour_accuracy(vectors: np.ndarray, owner: np.ndarray) -> float:
     return float(np.mean(owner[scores.argmax(axis=1)] == owner))
 
 
-def index_recall(approximate: VectorIndex, exact: VectorIndex, queries: np.ndarray, k: int = TOP) -> float:
-    """Mean share of the exact top-``k`` ids that the approximate index also returns."""
+def index_recall(approximate, exact, queries: np.ndarray, k: int = TOP) -> float:
+    """Mean share of the exact top-``k`` ids that the approximate index also returns (each
+    anything with ``search(vectors, k)`` -> (distances, ids): a ``VectorIndex``)."""
     _, want = exact.search(queries, k)
     _, got = approximate.search(queries, k)
     return float(np.mean([len(np.intersect1d(w, g)) / len(w) for w, g in zip(want, got)]))
