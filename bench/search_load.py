@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.startup import start_app, stop_app
+from harness.app_process import start_app, stop_app
 
 QUERIES = ["how do i learn python", "what is the best way to lose weight", "how can i improve my english",
            "why is the sky blue", "how to make money online", "what is machine learning"]

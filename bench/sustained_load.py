@@ -41,7 +41,7 @@ from annotations.db import open_store
 from bench.common import ROOT, machine, write_json
 from bench.reliability import postgres_url
 from bench.search_load import QUERIES, _Client
-from bench.startup import start_app, stop_app
+from harness.app_process import start_app, stop_app
 
 RECORDED = re.compile(r"Recorded judgment #(\d+)")
 # (action, weight) once a queue has an item to judge; without one the annotator takes a queue.

@@ -1,9 +1,10 @@
 """The project's map, checked from the source with ``ast`` (nothing is imported), so a new module is
 checked as soon as it exists.
 
-- Data flows app -> ui -> workflows -> annotations -> qpr, never upward; bench may import all of
-  them and nothing imports bench: not the product, not the tests (bench's own tests live in
-  bench/tests/).
+- Data flows app -> ui -> workflows -> annotations -> qpr, never upward; harness/ (the app as a
+  process, outages, hostile files: what the tests and bench both drive the product with) sits
+  above them; bench may import all of them and nothing imports bench: not the product, not
+  harness, not the tests (bench's own tests live in bench/tests/).
 - No import circle between modules, and no import of the project's own modules inside a function
   (the way a circle is usually dodged); a function may import an optional extra (gensim, MiniLM,
   sentence-transformers, matplotlib, playwright) so that the product runs without it.
@@ -26,12 +27,14 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 ROOT = Path(__file__).resolve().parents[1]
-PROJECT = ("qpr", "annotations", "workflows", "ui", "bench")
+PROJECT = ("qpr", "annotations", "workflows", "ui", "harness", "bench")
+# harness/ drives the product from outside for the tests and bench: above the product, below both.
 FORBIDDEN = {
-    "qpr": {"annotations", "workflows", "ui", "app", "bench"},
-    "annotations": {"workflows", "ui", "app", "bench"},
-    "workflows": {"ui", "app", "bench"},
-    "ui": {"app", "bench"},
+    "qpr": {"annotations", "workflows", "ui", "app", "harness", "bench"},
+    "annotations": {"workflows", "ui", "app", "harness", "bench"},
+    "workflows": {"ui", "app", "harness", "bench"},
+    "ui": {"app", "harness", "bench"},
+    "harness": {"app", "bench", "tests"},
 }
 MAX_LINES = {"qpr": 400, "annotations": 400, "workflows": 400, "ui": 250}
 # Research protocols and the command line that runs them (``qpr experiment``) may use qpr.research;
@@ -39,7 +42,7 @@ MAX_LINES = {"qpr": 400, "annotations": 400, "workflows": 400, "ui": 250}
 RESEARCH = "qpr.research"
 MAY_USE_RESEARCH = ("qpr/research/", "qpr/cli/", "bench/")
 # Nothing imports bench but bench itself (its own tests included).
-NOT_BENCH = ("qpr", "annotations", "workflows", "ui", "tests")
+NOT_BENCH = ("qpr", "annotations", "workflows", "ui", "harness", "tests")
 # qpr's parts, lowest first: a part imports only parts before it. errors and settings are read by
 # all; the model's tokenizer and the evaluation's metrics by every stage that measures itself
 # (training's validation, a system's early stopping, the hybrid's fit on the protocol's queries),
@@ -206,7 +209,8 @@ def test_each_rule_fails_on_a_module_that_breaks_it(tmp_path):
     """Each checker above, run on a small tree with one module breaking its rule and one keeping it."""
     sources = {
         "tests/test_x.py": "from bench.startup import start_app\n",
-        "tests/test_y.py": "import qpr.bundles.bundle\n",
+        "tests/test_y.py": "import qpr.bundles.bundle\nfrom harness.app_process import start_app\n",
+        "harness/timing.py": "import bench.common\n",
         "qpr/bundles/training.py": "from qpr.serving.served_model import ServedModel\nfrom qpr.retrieval import hybrid\n",
         "qpr/serving/projects.py": "from qpr.bundles.bundle import Bundle\n",
         "qpr/newpart/thing.py": "from qpr.errors import QPRError\n",
@@ -221,7 +225,8 @@ def test_each_rule_fails_on_a_module_that_breaks_it(tmp_path):
     for name, text in sources.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
-    assert bench_importers(tmp_path) == {"tests/test_x.py": ["bench.startup", "bench.startup.start_app"]}
+    assert bench_importers(tmp_path) == {"tests/test_x.py": ["bench.startup", "bench.startup.start_app"],
+                                         "harness/timing.py": ["bench.common"]}
     assert back_arrows(tmp_path) == {"qpr/bundles/training.py": ["serving"], "qpr/newpart/thing.py": ["errors"]}
     assert environment_readers(tmp_path) == {"qpr/training/distributed.py": [4], "workflows/worker.py": [2],
                                              "annotations/space.py": [1]}
