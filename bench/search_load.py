@@ -1,7 +1,7 @@
 """Concurrent searches against the running app: a lone search, then C clients at once.
 
-Starts ``python app.py`` (the demo corpus) with ``bench.startup.start_app`` and calls the Search
-tab's endpoint through Gradio's API (``gradio_client``): first one client searching alone, then
+Starts ``python app.py`` (the demo corpus) with ``harness.app_process.start_app`` and calls the
+Search tab's endpoint through Gradio's API (``gradio_client``): first one client searching alone, then
 ``clients`` threads each searching ``per_client`` times, back to back (a burst) or after a think
 time. Latency is what a client waits from submitting to the result.
 
