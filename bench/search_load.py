@@ -1,7 +1,7 @@
 """Concurrent searches against the running app: a lone search, then C clients at once.
 
-Starts ``python app.py`` (the demo corpus) with ``bench.startup.start_app`` and calls the Search
-tab's endpoint through Gradio's API (``gradio_client``): first one client searching alone, then
+Starts ``python app.py`` (the demo corpus) with ``harness.app_process.start_app`` and calls the
+Search tab's endpoint through Gradio's API (``gradio_client``): first one client searching alone, then
 ``clients`` threads each searching ``per_client`` times, back to back (a burst) or after a think
 time. Latency is what a client waits from submitting to the result.
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.startup import start_app, stop_app
+from harness.app_process import start_app, stop_app
 
 QUERIES = ["how do i learn python", "what is the best way to lose weight", "how can i improve my english",
            "why is the sky blue", "how to make money online", "what is machine learning"]

@@ -59,7 +59,7 @@ import torch
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
 from bench.scale import SHARD, Stacked, scale_corpus, shard_path, shards
 from bench.search_load import GradioClient, HttpClient, run_search_load
-from bench.startup import start_app, stop_app
+from harness.app_process import start_app, stop_app
 from qpr.bundles.bundle import Bundle
 from qpr.data.corpus import load_corpus
 from qpr.data.corpus_file import corpus_path, read_corpus_file

@@ -1,6 +1,6 @@
 """Many annotators against the running app for minutes: errors, judgments kept, latency, memory.
 
-Starts ``python app.py`` (the demo corpus, ``bench.startup.start_app``) on SQLite or PostgreSQL
+Starts ``python app.py`` (the demo corpus, ``harness.app_process.start_app``) on SQLite or PostgreSQL
 and runs ``annotators`` simulated annotators for ``minutes``, spread over worker processes (threads
 in each), each with its own Gradio session and name, calling the app's HTTP API as the page's
 buttons do (``bench.search_load._Client``: Gradio's plain ``/gradio_api/call`` API; Python's
@@ -41,7 +41,7 @@ from annotations.db import open_store
 from bench.common import ROOT, machine, write_json
 from bench.reliability import postgres_url
 from bench.search_load import QUERIES, _Client
-from bench.startup import start_app, stop_app
+from harness.app_process import start_app, stop_app
 
 RECORDED = re.compile(r"Recorded judgment #(\d+)")
 # (action, weight) once a queue has an item to judge; without one the annotator takes a queue.

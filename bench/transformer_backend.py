@@ -213,7 +213,7 @@ import sys, torch
 torch.set_num_threads(1)
 from bench.common import peak_rss_mb
 from qpr.bundles.bundle import Bundle
-from qpr.serving.served_model import serving_retriever
+from qpr.bundles.bundle import serving_retriever
 if sys.argv[1:]:
     bundle = Bundle.load(sys.argv[1])
     retriever = serving_retriever(bundle)

@@ -16,22 +16,13 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from annotations.db import open_store
 from annotations.export import export
 from annotations.models import Judgment
-
-VERSION = "load-v1"
-
-
-def _corpus(n: int = 400) -> pd.DataFrame:
-    return pd.DataFrame({
-        "qid": np.arange(n, dtype="int64"), "question": [f"how do i do thing number {i}?" for i in range(n)],
-        "cluster": [str(i // 4) for i in range(n)], "split": ["train"] * n,
-    })
+from harness.db_outages import VERSION, small_corpus
 
 
 def run_load(url: str, writers: int = 32, per_writer: int = 100, export_to: Path | None = None) -> dict:
@@ -39,7 +30,7 @@ def run_load(url: str, writers: int = 32, per_writer: int = 100, export_to: Path
     with ``export_to`` (a folder) merge and export there in a loop while the writers run."""
     store = open_store(url, project="demo")
     try:
-        corpus = _corpus()
+        corpus = small_corpus()
         store.register_corpus(VERSION, corpus)
         barrier = threading.Barrier(writers)
         latencies: list[float] = []

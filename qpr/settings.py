@@ -13,6 +13,7 @@ does this for every ``monkeypatch.setenv`` and ``delenv``).
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -101,6 +102,8 @@ class Settings(BaseSettings):
     """Set by Hugging Face Spaces ("spaces" there); with ``space_id`` it decides the identity mode."""
     space_id: str | None = Field(None, validation_alias="SPACE_ID")
     """The Space's name (owner/name), set by Hugging Face Spaces."""
+    world_size: int = Field(1, validation_alias="WORLD_SIZE")
+    """The number of training workers, set by ``torchrun`` (``qpr.training.distributed``); 1 outside it."""
 
     @property
     def space(self) -> str | None:
@@ -173,6 +176,12 @@ def settings() -> Settings:
         return Settings()
     except ValidationError as err:
         raise SettingsError("\n".join(_problem(e) for e in err.errors())) from None
+
+
+def environment(**overrides: str) -> dict[str, str]:
+    """This process' whole environment with ``overrides``: what a worker process the product starts
+    (``workflows.background_training``) is handed, so that it reads the same settings."""
+    return dict(os.environ) | overrides
 
 
 def _problem(error: dict) -> str:

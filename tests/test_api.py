@@ -12,7 +12,7 @@ from conftest import make_corpus
 from qpr import QPRError, Retriever
 from qpr.bundles.bundle import Bundle
 from qpr.retrieval.lexical import BM25Retriever
-from qpr.serving.served_model import serving_retriever
+from qpr.bundles.bundle import serving_retriever
 
 
 def test_search_answers_as_the_served_retrievers_one_query_or_a_batch(tiny_bundle):

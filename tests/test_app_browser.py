@@ -1,7 +1,7 @@
 """The app in headless Chromium: search, annotate a false negative (by keyboard), find the judgment
 in the database, see the proposed merge, download an export with the merged cluster, retrain.
 
-Starts ``python app.py`` (``bench.startup.start_app``) on the demo corpus on a free localhost port
+Starts ``python app.py`` (``harness.app_process.start_app``) on the demo corpus on a free localhost port
 with a temporary SQLite database and bundle cache, and saves a screenshot of each tab to ``test-artifacts/``.
 """
 

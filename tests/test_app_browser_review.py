@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from annotations.db import open_store
-from bench.startup import start_app, stop_app
+from harness.app_process import start_app, stop_app
 from qpr.data.corpus import read_cluster_file
 from conftest import shot
 from ui.demo import DEMO_CORPUS, SPLIT_PARAPHRASES

@@ -30,7 +30,7 @@ def beta_corpus():
 @pytest.fixture
 def two_projects(app_cache, tmp_path):
     """The app serving two projects made before it started: (url, {slug: served bundle})."""
-    from bench.startup import start_app, stop_app
+    from harness.app_process import start_app, stop_app
 
     projects, bundles = Projects(app_cache / "projects"), {}
     for name, corpus in (("Alpha", make_corpus()), ("Beta", beta_corpus())):

@@ -16,7 +16,8 @@ from qpr.errors import QPRError
 from qpr.retrieval.hybrid import HybridRetriever
 from qpr.bundles.training import compare_bundles, held_out_splits, retrain_bundle, train_bundle
 from qpr.retrieval.dense import DenseRetriever
-from qpr.serving.served_model import ServedModel, serving_retriever
+from qpr.bundles.bundle import serving_retriever
+from qpr.serving.served_model import ServedModel
 from qpr.training.train import TrainConfig
 from conftest import make_corpus
 

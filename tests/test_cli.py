@@ -34,7 +34,7 @@ def test_eval_reports_the_served_hybrid_and_each_part(trained, capsys):
     for extra in ([], ["--dense"], ["--bm25"]):
         assert main(["eval", str(trained / "bundle"), "--split", "val", *extra]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [r["system"] for r in rows] == ["hybrid", "sdml", "bm25"] and all(r["queries"] > 0 for r in rows)
+    assert [r["system"] for r in rows] == ["hybrid", "cnn-sdml", "bm25"] and all(r["queries"] > 0 for r in rows)
     with pytest.raises(SystemExit):  # one retriever at a time
         main(["eval", str(trained / "bundle"), "--dense", "--bm25"])
     assert "not allowed with" in capsys.readouterr().err

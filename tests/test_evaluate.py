@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from qpr.evaluation.metrics import TOP, evaluate, rank_metrics
+from qpr.evaluation.metrics import TOP, evaluate, hits_of, query_set, rank_metrics, ranked_qids
 
 
 def test_rank_metrics_by_hand():
@@ -46,3 +46,15 @@ def test_query_is_removed_from_its_own_results_and_only_its_split_is_queried():
     assert metrics["queries"] == 2
     assert metrics["H1"] == 0.5  # "b" finds "a" at rank 1 once itself is removed
     assert metrics["MRR"] == pytest.approx((1 / 2 + 1) / 2)
+
+
+def test_ranked_lists_drop_the_query_and_pad_and_their_hits_are_its_cluster_s_questions():
+    corpus = pd.DataFrame({"qid": [1, 2, 3, 4, 5], "question": ["a", "b", "c", "d", "e"],
+                           "cluster": pd.array(["x", "x", "y", "y", None], dtype="string"), "split": "test"})
+    queries = query_set(corpus, "test")  # the four clustered questions
+    retriever = FixedRetriever({"a": [1, 5, 2], "b": [3, 2, 1], "c": [4], "d": []})
+    qids = ranked_qids(retriever, queries)
+    assert qids.shape == (4, TOP) and qids[:, :3].tolist() == [[5, 2, -1], [3, 1, -1], [4, -1, -1], [-1, -1, -1]]
+    hits = hits_of(qids, corpus, queries)
+    assert hits[:, :3].tolist() == [[False, True, False], [False, True, False], [True, False, False], [False] * 3]
+    assert not hits[:, 3:].any()  # padding is never a hit

@@ -12,7 +12,7 @@ from qpr.evaluation.metrics import query_set
 from qpr.retrieval.hybrid import (FEATURES, SIGNS, Fusion, HybridRetriever, RankFusion, RankFusionRetriever, fit_fusion, fit_rows,
                          fusion_rows, rank_fuse)
 from qpr.retrieval.lexical import BM25Retriever
-from qpr.serving.served_model import serving_retriever
+from qpr.bundles.bundle import serving_retriever
 
 
 def hybrid_of(bundle, bm25=None):
@@ -146,7 +146,7 @@ def test_a_fusion_fitted_per_query_ranks_where_one_level_for_all_queries_cannot(
 def test_cli_fuses_a_bundle_then_searches_and_evaluates_with_it(tiny_bundle, tmp_path, capsys):
     path = tiny_bundle.save(tmp_path / "b")
     assert main(["eval", str(path), "--split", "val"]) == 0  # no fusion yet: the encoder serves
-    assert json.loads(capsys.readouterr().out)["system"] == "sdml"
+    assert json.loads(capsys.readouterr().out)["system"] == "cnn-sdml"  # the encoder named by its system
     assert main(["fuse", str(path)]) == 0
     assert set(json.loads(capsys.readouterr().out)["fusion"]) == set(FEATURES)
     assert main(["search", str(path), "how do i learn golf ?", "-k", "3", "--json"]) == 0

@@ -122,7 +122,7 @@ def test_python_app_py_serves_bm25_then_the_trained_encoder(hub_banking77, offli
     """``python app.py`` as a fresh clone runs it (no cache; the data set from the Hub cache,
     offline, through the real environment variables): its first search answers, then it logs the
     trained encoder served; what the bench times (bench/startup.py), here on the small stand-in."""
-    from bench.startup import TRAINED, cold_start
+    from harness.app_process import TRAINED, cold_start
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(offline_hub))

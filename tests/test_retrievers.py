@@ -53,3 +53,13 @@ def test_bm25_returns_nothing_for_a_query_sharing_no_word(tiny_bundle):
 def test_k_larger_than_the_corpus_returns_the_whole_corpus(retriever, tiny_bundle):
     hits = retriever.search("learn", k=999)
     assert 0 < len(hits) <= len(tiny_bundle.corpus)
+
+
+def test_rows_of_gives_each_qid_s_corpus_row_and_minus_one_for_an_unknown_one(retriever):
+    corpus = retriever.corpus
+    qids = corpus["qid"].to_numpy()[[4, 0, 2]]
+    assert retriever.rows_of([*qids, corpus["qid"].max() + 1]).tolist() == [4, 0, 2, -1]
+
+
+def test_the_encoder_s_retriever_is_named_by_its_system(tiny_bundle):
+    assert tiny_bundle.dense_retriever().name == tiny_bundle.manifest["system"] == "cnn-sdml"

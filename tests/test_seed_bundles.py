@@ -17,7 +17,8 @@ from qpr.cli.main import main
 from qpr.errors import QPRError
 from qpr.retrieval.index import IndexConfig
 from qpr.systems.seed_encoders import SYSTEMS, SeedSettings
-from qpr.serving.served_model import ServedModel, serving_retriever
+from qpr.bundles.bundle import serving_retriever
+from qpr.serving.served_model import ServedModel
 
 SMALL = SeedSettings(film_rank=8, film_iterations=20, word_dim=16, epochs=4, patience=2)
 SERVED = SYSTEMS + ("transformer",)
@@ -68,7 +69,9 @@ def test_a_seed_bundle_loads_as_saved_and_finds_a_training_question_s_paraphrase
     np.testing.assert_allclose(loaded.encode(texts[:1])[0], loaded.encode(texts[:20])[0], atol=1e-6)
     assert set(loaded.manifest["metrics"]) == {"val", "test"}
     train = loaded.corpus[loaded.corpus["split"] == "train"].iloc[0]
-    hits = loaded.dense_retriever().search(train["question"], 3)
+    dense = loaded.dense_retriever()
+    assert dense.name == system  # results and calibrations say which system ranked them
+    hits = dense.search(train["question"], 3)
     assert hits[0].qid == train["qid"]  # itself first
     assert hits[1].cluster == train["cluster"]  # then a paraphrase it was trained on
 

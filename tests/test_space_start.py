@@ -9,7 +9,7 @@ import http.client
 import urllib.request
 from urllib.parse import urlsplit
 
-from bench.startup import start_app, stop_app
+from harness.app_process import start_app, stop_app
 
 # What a Space with `hf_oauth: true` sets (dummy values: nothing is contacted until someone signs in).
 SPACE_VARIABLES = {

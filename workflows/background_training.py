@@ -42,6 +42,7 @@ from qpr.data.corpus import split_clusters
 from qpr.model.encoder import EncoderConfig
 from qpr.errors import QPRError
 from qpr.fsutil.atomic import atomic_path
+from qpr.settings import environment
 from qpr.model.text import TextConfig
 from qpr.training.train import TrainConfig
 from workflows.training_steps import continue_training, train_new
@@ -142,7 +143,7 @@ class TrainingJob:
         status = {"state": "starting", "by": by, "started": time.time(), "epoch": 0, "max_epochs": train.max_epochs,
                   "message": "starting the worker"}
         _write(self.folder / STATUS, status)
-        env = os.environ | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        env = environment(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
         with (self.folder / LOG).open("ab") as log:
             child = subprocess.Popen([sys.executable, "-m", "workflows.background_training", str(self.folder.resolve())],
                                      stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,

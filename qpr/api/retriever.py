@@ -22,12 +22,11 @@ from typing import Literal, Sequence
 import numpy as np
 import pandas as pd
 
-from qpr.bundles.bundle import Bundle
+from qpr.bundles.bundle import Bundle, serving_retriever
 from qpr.bundles.hub import load_bundle, push
 from qpr.errors import QPRError
 from qpr.retrieval.base import Hit
 from qpr.retrieval.base import Retriever as Searcher
-from qpr.serving.served_model import serving_retriever
 
 Method = Literal["served", "dense", "bm25"]
 METHODS = ("served", "dense", "bm25")

@@ -52,7 +52,9 @@ from qpr.model.encoder import QuestionEncoder, encode_texts
 from qpr.errors import QPRError
 from qpr.fsutil.atomic import atomic_path
 from qpr.fsutil.leftovers import recover
+from qpr.retrieval.base import Retriever
 from qpr.retrieval.dense import DenseRetriever
+from qpr.retrieval.hybrid import fused_retriever
 from qpr.retrieval.index import IndexConfig, VectorIndex
 from qpr.retrieval.lexical import BM25Retriever
 from qpr.model.text import Vocabulary
@@ -149,8 +151,9 @@ class Bundle:
         return _encode(self.encoder, self.vocab, texts)
 
     def dense_retriever(self) -> DenseRetriever:
-        """This bundle's encoder over its index and corpus (a lexical bundle has none to search with)."""
-        return DenseRetriever(self.encode, self.index, self.corpus)
+        """This bundle's encoder over its index and corpus, named by its system (a lexical bundle
+        has none to search with)."""
+        return DenseRetriever(self.encode, self.index, self.corpus, system_of(self.encoder))
 
     @classmethod
     def create(
@@ -312,3 +315,12 @@ def _corpus_matches(file: Path, corpus: pd.DataFrame, manifest: dict) -> bool:
     if isinstance(recorded, str):
         return _file_sha256(file) == recorded
     return fingerprint(corpus) == manifest["data_fingerprint"]
+
+
+def serving_retriever(bundle: Bundle, bm25: BM25Retriever | None = None) -> Retriever:
+    """What a bundle answers queries with: the hybrid when it carries a fitted fusion (measured
+    better than either part: docs/QUALITY.md; or the rank fusion of a general bundle,
+    docs/OUT_OF_DOMAIN.md), else the encoder alone; BM25 for a lexical bundle (no encoder yet)."""
+    if bundle.lexical:
+        return bm25 or bundle.bm25
+    return fused_retriever(bundle.dense_retriever(), bundle.manifest, bm25) if "fusion" in bundle.manifest else bundle.dense_retriever()

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from qpr.bundles.bundle import Bundle
+from qpr.bundles.bundle import Bundle, serving_retriever
 from qpr.model.encoder import EncoderConfig, QuestionEncoder
 from qpr.errors import QPRError
 from qpr.evaluation.metrics import evaluate, h1_change, hit_matrix, query_set, rank_metrics
@@ -33,7 +33,6 @@ from qpr.retrieval.lexical import BM25Retriever
 from qpr.systems.question_encoder import EncoderSettings
 from qpr.systems.registry import DEFAULT, Run, system_named
 from qpr.systems.seed_encoders import SeedSettings
-from qpr.serving.served_model import serving_retriever
 from qpr.model.text import TextConfig, Vocabulary
 from qpr.training.train import TrainConfig
 from qpr.systems.transformer import SYSTEM as TRANSFORMER, TransformerEncoder, TransformerSettings

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from qpr.training import distributed
-from qpr.bundles.bundle import Bundle, check_target
+from qpr.bundles.bundle import Bundle, check_target, serving_retriever
 from qpr.bundles.hub import load_bundle, push
 from qpr.data.corpus import CLUSTER_FORMATS, load_corpus, write_cluster_file
 from qpr.errors import QPRError
@@ -28,7 +28,6 @@ from qpr.data.qalogs import read_log
 from qpr.bundles.training import train_system_bundle
 from qpr.retrieval.lexical import BM25Retriever
 from qpr.systems.registry import DEFAULT, Run, System, system_named, train_options
-from qpr.serving.served_model import serving_retriever
 from qpr.data.supervise import supervise
 from qpr.data.supervise_report import write_report
 from qpr.model.text import check_text

@@ -14,7 +14,6 @@ from sklearn.metrics import roc_auc_score
 
 from qpr.model.encoder import QuestionEncoder, encode_texts
 from qpr.errors import QPRError
-from qpr.retrieval.index import VectorIndex
 from qpr.model.text import Vocabulary
 
 TOP = 20
@@ -41,17 +40,31 @@ def query_set(corpus: pd.DataFrame, split: str) -> pd.DataFrame:
     return queries
 
 
-def hit_matrix(retriever, corpus: pd.DataFrame, queries: pd.DataFrame, batch: int = 4096) -> np.ndarray:
-    """``(len(queries), TOP)`` hits of ``retriever`` (anything with ``search_ids``), self removed."""
-    cluster_of = pd.Series(corpus["cluster"].to_numpy(), index=corpus["qid"].to_numpy())
-    out = np.zeros((len(queries), TOP), dtype=bool)
-    texts, qids, clusters = queries["question"].tolist(), queries["qid"].to_numpy(), queries["cluster"].to_numpy()
+def ranked_qids(retriever, queries: pd.DataFrame, batch: int = 4096) -> np.ndarray:
+    """``(len(queries), TOP)`` qids that ``retriever`` (anything with ``search_ids``) ranks first for
+    each query, best first, the query itself removed; -1 pads a shorter list. Kept apart from
+    ``hits_of`` so that ranked lists can be fused before they are scored (bench/out_of_domain.py)."""
+    out = np.full((len(queries), TOP), -1, dtype=np.int64)
+    texts, qids = queries["question"].tolist(), queries["qid"].to_numpy()
     for start in range(0, len(texts), batch):
         _, found = retriever.search_ids(texts[start : start + batch], TOP + 1)
         for row, (own, retrieved) in enumerate(zip(qids[start : start + batch], found)):
             retrieved = retrieved[(retrieved != own) & (retrieved >= 0)][:TOP]
-            out[start + row, : len(retrieved)] = cluster_of.reindex(retrieved).to_numpy() == clusters[start + row]
+            out[start + row, : len(retrieved)] = retrieved
     return out
+
+
+def hits_of(qids: np.ndarray, corpus: pd.DataFrame, queries: pd.DataFrame) -> np.ndarray:
+    """Where each of ``ranked_qids``'s lists holds a question of its query's cluster (a boolean
+    matrix of the same shape; padding is never a hit)."""
+    cluster_of = pd.Series(corpus["cluster"].astype(object).to_numpy(), index=corpus["qid"].to_numpy())
+    found = cluster_of.reindex(qids.ravel()).to_numpy().reshape(qids.shape)
+    return (found == queries["cluster"].astype(object).to_numpy()[:, None]) & (qids >= 0)
+
+
+def hit_matrix(retriever, corpus: pd.DataFrame, queries: pd.DataFrame, batch: int = 4096) -> np.ndarray:
+    """``(len(queries), TOP)`` hits of ``retriever`` (anything with ``search_ids``), self removed."""
+    return hits_of(ranked_qids(retriever, queries, batch), corpus, queries)
 
 
 def evaluate(retriever, corpus: pd.DataFrame, split: str = "test") -> dict:
@@ -89,8 +102,9 @@ def nearest_neighbour_accuracy(vectors: np.ndarray, owner: np.ndarray) -> float:
     return float(np.mean(owner[scores.argmax(axis=1)] == owner))
 
 
-def index_recall(approximate: VectorIndex, exact: VectorIndex, queries: np.ndarray, k: int = TOP) -> float:
-    """Mean share of the exact top-``k`` ids that the approximate index also returns."""
+def index_recall(approximate, exact, queries: np.ndarray, k: int = TOP) -> float:
+    """Mean share of the exact top-``k`` ids that the approximate index also returns (each
+    anything with ``search(vectors, k)`` -> (distances, ids): a ``VectorIndex``)."""
     _, want = exact.search(queries, k)
     _, got = approximate.search(queries, k)
     return float(np.mean([len(np.intersect1d(w, g)) / len(w) for w, g in zip(want, got)]))

@@ -1,1 +1,2 @@
-"""Research protocols the product never calls: experiment arms, adversarial transfer, cluster quality, confidence intervals."""
+"""Research protocols that only the benchmarks and ``qpr experiment`` run, never the library:
+experiment arms, adversarial transfer, cluster quality, confidence intervals."""

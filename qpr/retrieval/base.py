@@ -61,6 +61,11 @@ class Retriever:
         ]
         return results[0] if single else results
 
+    def rows_of(self, qids) -> np.ndarray:
+        """The positions in ``corpus`` of the questions ``qids`` (-1 for a qid not in it): how a
+        retriever that combines others (``qpr.retrieval.hybrid``) reads their corpus by row."""
+        return self._lookup[0].get_indexer(qids)
+
     @functools.cached_property
     def _lookup(self) -> tuple[pd.Index, pd.api.extensions.ExtensionArray, pd.api.extensions.ExtensionArray]:
         # The qid index is built once: rebuilding it per query cost more (about 20 ms on

@@ -14,15 +14,18 @@ from qpr.retrieval.index import VectorIndex
 
 
 class DenseRetriever(Retriever):
-    """An encoder (the CNN, the LSTM or a seed system) + the FAISS index of its vectors of ``corpus``.
+    """An encoder (the CNN, the LSTM, a seed system or a transformer) + the FAISS index of its
+    vectors of ``corpus``.
 
     ``encode(texts)`` returns the vectors ``index`` was built from, one row per text; ``index``
-    holds every corpus question under its qid. A bundle builds its own: ``Bundle.dense_retriever``.
+    holds every corpus question under its qid; ``name`` is the encoder's system (its name in
+    ``qpr.systems.registry``, e.g. "cnn-sdml", "film"), which results and calibrations are listed
+    under. A bundle builds its own: ``Bundle.dense_retriever``.
     """
 
-    name = "sdml"
-
-    def __init__(self, encode: Callable[[Sequence[str]], np.ndarray], index: VectorIndex, corpus: pd.DataFrame) -> None:
+    def __init__(self, encode: Callable[[Sequence[str]], np.ndarray], index: VectorIndex, corpus: pd.DataFrame,
+                 name: str) -> None:
+        self.name = name
         self.encode = encode
         self.index = index
         self.corpus = corpus

@@ -127,7 +127,7 @@ class HybridRetriever(Retriever):
         distances, qids = self.dense.index.search(vectors, depth)
         lists = []  # per query: candidate rows, their index distances (dense hits only), BM25 scores
         for text, qid_row, dist_row in zip(queries, qids, distances):
-            dense_rows = self._lookup[0].get_indexer(qid_row[qid_row >= 0])
+            dense_rows = self.dense.rows_of(qid_row[qid_row >= 0])
             scores = self.bm25.scores(text)  # one BM25 pass gives the top rows and every candidate's score
             rows = np.concatenate([dense_rows, np.setdiff1d(_top(scores, depth), dense_rows)])
             lists.append((rows, dist_row[qid_row >= 0], scores[rows]))
@@ -273,14 +273,14 @@ def fusion_rows(dense: DenseRetriever, queries: pd.DataFrame, depth: int = DEPTH
     placeholder = Fusion(mean=(0.0,) * len(FEATURES), scale=(1.0,) * len(FEATURES), coef=(0.0,) * len(FEATURES),
                          intercept=0.0, depth=depth)
     hybrid = HybridRetriever(dense, placeholder, bm25)
-    row_of = hybrid._lookup[0]
+    own_rows = dense.rows_of(queries["qid"].to_numpy())
     cluster = dense.corpus["cluster"].to_numpy(dtype=object, na_value=None)
     tables, labels, owners = [np.empty((0, len(FEATURES)))], [np.empty(0, dtype=bool)], [np.empty(0, dtype=np.int64)]
-    for position, ((qid, own_cluster), (rows, table)) in enumerate(zip(
-        queries[["qid", "cluster"]].itertuples(index=False),
+    for position, (own_row, own_cluster, (rows, table)) in enumerate(zip(
+        own_rows, queries["cluster"].to_numpy(dtype=object, na_value=None),
         hybrid.candidates(queries["question"].tolist(), depth),
     )):
-        keep = rows != row_of.get_loc(qid)
+        keep = rows != own_row
         tables.append(table[keep])
         labels.append(cluster[rows[keep]] == own_cluster if positives is None else rows[keep] == positives[position])
         owners.append(np.full(int(keep.sum()), position))

@@ -28,14 +28,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from qpr.bundles.bundle import Bundle
+from qpr.bundles.bundle import Bundle, serving_retriever
 from qpr.bundles.training import held_out_splits
 from qpr.evaluation.metrics import evaluate
 from qpr.retrieval.lexical import BM25Retriever
 from qpr.errors import QPRError
 from qpr.fsutil.atomic import atomic_path
 from qpr.bundles.general import rebase
-from qpr.serving.served_model import serving_retriever
 from qpr.serving.slugs import DEMO, MAX_NAME, MAX_SLUG, slug_of
 from qpr.data.upload import Upload
 

@@ -22,10 +22,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from qpr.bundles.bundle import Bundle
+from qpr.bundles.bundle import Bundle, serving_retriever
 from qpr.retrieval.calibration import Calibration, kept_calibrations
 from qpr.errors import QPRError
-from qpr.retrieval.hybrid import fused_retriever
 from qpr.retrieval.base import Retriever
 from qpr.retrieval.dense import DenseRetriever
 from qpr.retrieval.lexical import BM25Retriever
@@ -33,15 +32,6 @@ from qpr.serving.batching import CoalescedRetriever
 from qpr.settings import settings
 
 SAME_MEANING = "same meaning"  # the header of a calibrated probability, 0 to 1 (``Served.readable``)
-
-
-def serving_retriever(bundle: Bundle, bm25: BM25Retriever | None = None) -> Retriever:
-    """What a bundle answers queries with: the hybrid when it carries a fitted fusion (measured
-    better than either part: docs/QUALITY.md; or the rank fusion of a general bundle,
-    docs/OUT_OF_DOMAIN.md), else the encoder alone; BM25 for a lexical bundle (no encoder yet)."""
-    if bundle.lexical:
-        return bm25 or bundle.bm25
-    return fused_retriever(bundle.dense_retriever(), bundle.manifest, bm25) if "fusion" in bundle.manifest else bundle.dense_retriever()
 
 
 def calibration_key(bundle: Bundle) -> str:

@@ -18,19 +18,19 @@ in the environment, or 1) nothing here does anything: ``world()`` is ``(0, 1)``.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import torch
 import torch.distributed as dist
 import torch.distributed.nn.functional as dist_fn
 from torch import nn
 
+from qpr.settings import settings
+
 
 def init_from_env() -> None:
     """Join the process group ``torchrun`` describes (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` ...)
     when there is more than one worker; a no-op otherwise or when already joined."""
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
+    if settings().world_size > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
 
 

@@ -1,14 +1,15 @@
 """Uploads built to exhaust the server are refused before they are parsed, each with a clear message.
 
-The files come from the bench's generators at a small scale (each still over the bound it
-tests); ``python -m bench.hostile_uploads`` runs them at full size and measures memory and time.
+The files come from the generators of ``harness.hostile_files`` at a small scale (each still over
+the bound it tests); ``python -m bench.hostile_uploads`` runs them at full size and measures memory
+and time.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from bench.hostile_uploads import HOSTILE
+from harness.hostile_files import HOSTILE
 from qpr.data.upload import read_upload
 from qpr.errors import QPRError
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 import annotations.writer as writer
-from bench.db_outages import _postgres_bin, postgres_restart, sqlite_disk_full
+from harness.db_outages import postgres_bin, postgres_restart, sqlite_disk_full
 
 
 @pytest.fixture(autouse=True)
@@ -30,7 +30,7 @@ def check(run: dict, message: str) -> None:
 
 
 def test_postgres_restarted_mid_session():
-    if _postgres_bin() is None:
+    if postgres_bin() is None:
         pytest.skip("PostgreSQL's server programs are not installed (bash .ci/run installs them)")
     run = postgres_restart(down_s=3.0)
     check(run, "the annotation database cannot be reached")

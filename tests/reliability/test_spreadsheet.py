@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.reliability_ops import OWASP_PAYLOADS, live_cells
+from harness.formula_payloads import OWASP_PAYLOADS, live_cells
 from qpr.data.corpus import read_cluster_file, read_table, write_cluster_file, write_table
 from qpr.data.spreadsheet import TRIGGERS, neutralise, restore
 

@@ -1,9 +1,10 @@
 """The seed-systems benchmark's helpers (the stages themselves need the shared data)."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from bench.seed_systems import comparable, own_ranks, quora_slice, render_tables, row
+from bench.seed_systems import aggregate, comparable, own_ranks, quora_slice, render_tables, row
 
 
 def test_rows_carry_the_paper_value_only_where_the_text_gives_one():
@@ -35,16 +36,17 @@ def test_own_ranks_count_ties_against_the_true_column():
     assert own_ranks(scores, np.array([0, 1])).tolist() == [1, 2]
 
 
-def test_quora_slice_keeps_the_chosen_train_clusters_and_every_other_split(tiny_corpus):
-    sliced = quora_slice(tiny_corpus, clusters=5, seed=0)
+def test_quora_slice_keeps_the_chosen_train_clusters_and_every_other_split():
+    # 20 train clusters of two questions, then 5 val and 5 test clusters.
+    corpus = pd.DataFrame({"qid": range(60), "question": [f"question {i}" for i in range(60)],
+                           "cluster": [f"c{i // 2}" for i in range(60)], "split": ["train"] * 40 + ["val"] * 10 + ["test"] * 10})
+    sliced = quora_slice(corpus, clusters=5, seed=0)
     assert sliced.loc[sliced["split"] == "train", "cluster"].nunique() == 5
-    assert (sliced["split"] == "val").sum() == (tiny_corpus["split"] == "val").sum()
-    assert len(sliced) == len(tiny_corpus)
+    assert (sliced["split"] == "val").sum() == (corpus["split"] == "val").sum()
+    assert len(sliced) == len(corpus)
 
 
 def test_render_puts_each_protocol_in_a_table_with_the_paper_value_beside_ours():
-    from bench.seed_systems import render_tables
-
     runs = [row("film", "quora-pairs", "accuracy", 0.79, 400.0, split="test", rule="threshold on val"),
             row("tfidf", "quora-pairs", "accuracy", 0.8, 1.0, split="test", rule="threshold on val"),
             row("cnn-sdml", "transfer-auc05", "auc05", 0.05, 60.0, target="banking77-same-intent",
@@ -58,8 +60,6 @@ def test_render_puts_each_protocol_in_a_table_with_the_paper_value_beside_ours()
 
 
 def test_seeds_of_one_run_pool_into_a_mean_with_its_t_interval():
-    from bench.seed_systems import aggregate
-
     base = {"system": "lstm", "protocol": "qpr-quora-lite", "metric": "H1", "split": "test", "train_data": "slice"}
     seed_runs = [base | {"value": v, "seed": s, "train_s": t, "stage": f"lstm-seed{s}"}
                  for v, s, t in ((0.58, 0, 100.0), (0.60, 1, 110.0), (0.62, 2, 120.0))]
@@ -73,16 +73,12 @@ def test_seeds_of_one_run_pool_into_a_mean_with_its_t_interval():
 
 
 def test_a_seed_measured_again_replaces_its_earlier_value():
-    from bench.seed_systems import aggregate
-
     base = {"system": "film", "protocol": "quora-pairs", "metric": "accuracy"}
     (run,) = aggregate([base | {"value": 0.7, "seed": 0}, base | {"value": 0.8, "seed": 0}])
     assert run["values"] == [0.8] and run["value"] == 0.8
 
 
 def test_render_shows_the_interval_and_the_seed_count():
-    from bench.seed_systems import render_tables
-
     run = row("lstm", "qpr-quora-lite", "H1", 0.6, 100.0, split="test") | {"seeds": [0, 1, 2], "ci95": [0.55, 0.65]}
     line = next(line for line in render_tables([run]).splitlines() if line.startswith("| lstm"))
     assert "0.600 ± 0.050" in line and "| 3 |" in line

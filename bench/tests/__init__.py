@@ -1,0 +1,1 @@
+"""The benchmarks' own tests: the pieces that decide what their numbers mean."""
