@@ -12,7 +12,6 @@ open-domain QA set and are compared in the doc's text only.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 
 import matplotlib

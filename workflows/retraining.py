@@ -37,14 +37,14 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from annotations.export import Export, write_export
 from annotations.store import AnnotationStore
-from qpr.bundles.bundle import Bundle
+from qpr.bundles.bundle import Bundle, serving_retriever
 from qpr.bundles.training import compare_bundles
 from qpr.data.upload import MIN_TRAIN_CLUSTERS
 from qpr.errors import QPRError, one_line
 from qpr.model.encoder import EncoderConfig
 from qpr.model.text import TextConfig
 from qpr.retrieval.lexical import BM25Retriever
-from qpr.serving.served_model import Candidate, ServedModel, serving_retriever
+from qpr.serving.served_model import Candidate, ServedModel
 from qpr.training.train import TrainConfig
 from workflows.training_steps import continue_training
 from workflows.background_training import ACTIVE, TrainingJob, describe

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
-import pandas as pd
 
 from qpr.errors import QPRError, one_line
 
