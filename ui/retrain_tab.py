@@ -22,8 +22,9 @@ from workflows import hub_export, judgment_effect, retraining
 
 
 def exports(ctx: AppContext) -> Path:
-    """Where the app writes exports: ``exports/`` under its cache."""
-    return ctx.cache / "exports"
+    """Where the app writes the page's project's exports: ``exports/<project>/`` under its cache
+    (one folder per project: a project's exports are its own)."""
+    return ctx.cache / "exports" / ctx.project
 
 
 class RetrainTab:

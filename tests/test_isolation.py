@@ -1,0 +1,87 @@
+"""One project's work stays in that project (issue 54, item 1), through the page's handlers: two
+projects imported from the same file (so their question ids coincide), judged by two annotators
+on overlapping pairs; every view of each shows its own judgments only. The browser walk of the
+same is tests/test_app_browser_isolation.py."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from annotations.db import open_store
+from annotations.export import manifest_path
+from conftest import make_corpus
+from qpr.serving.served_model import ServedModel
+from ui.common import AppContext
+from ui.page import QPRPage
+
+ALPHA, BETA = "zoe", "yuri"  # names that no other text of the page contains
+
+
+def text_of(output) -> str:
+    """Everything a handler's output shows, as text."""
+    if isinstance(output, dict):
+        return "\n".join(text_of(value) for value in output.values())
+    if isinstance(output, pd.DataFrame):
+        return output.to_string()
+    if isinstance(output, (list, tuple)):
+        return "\n".join(text_of(value) for value in output)
+    return str(getattr(output, "value", output))
+
+
+@pytest.fixture
+def two_projects(bundle, tmp_path):
+    """The page with projects Alpha and Beta made from one file; each judged by its own annotator
+    on the same question ids, with opposite labels: (page, {slug: (annotator, store)})."""
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo")
+    page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
+    page.build()
+    path = tmp_path / "same.csv"
+    make_corpus()[["question", "cluster"]].to_csv(path, index=False)
+    judged = {}
+    for name, who, label in (("Alpha", ALPHA, "same"), ("Beta", BETA, "different")):
+        page.projects.create(str(path), "clusters", name, "", "", "", False, who)
+        scoped, version = page.ctx.store, page.ctx.model.current().bundle.version
+        for query, candidate in ((1, 6), (1, 11), (2, 7), (16, 21)):  # across clusters c-python, c-guitar, ...
+            scoped.record(who, candidate, label, version, query_qid=query)
+        scoped.record(who, 3, "different", version, query_qid=1)  # within c-python
+        judged[name.lower()] = (who, scoped)
+    yield page, judged
+    store.close()
+
+
+def test_every_view_of_a_project_shows_its_own_judgments_only(two_projects):
+    page, judged = two_projects
+    for slug, (who, _) in judged.items():
+        other = next(name for s, (name, _) in judged.items() if s != slug)
+        page.ctx.open(slug)
+        views = {
+            "clusters": page.clusters.show_cluster("c-python"),
+            "annotate": page.annotate.start_cluster("c-python", who, None, None),
+            "my work": page.my_work.show("", True, other, None, None),
+            "metrics": page.metrics.metrics(),
+            "review": page.review.overview(),
+        }
+        for view, output in views.items():
+            assert other not in text_of(output), f"{view} of {slug} shows {other}'s judgments"
+        assert who in text_of(views["clusters"]), "the project's own judgments are shown"
+        assert "Judged today: **5**" in text_of(views["annotate"]) and "labelled in total: **5**" in text_of(views["annotate"])
+        assert next(iter(views["my work"].values())).empty, f"{other} has no work in {slug}"
+        done = page.retrain.export_clusters("csv")
+        manifest = json.loads(manifest_path(done[page.retrain.files][0]).read_text())
+        own = set(judged[slug][1].judgments()["id"])
+        assert set(manifest["judgment_ids"]) == own, "an export reads its project's judgments, all of them"
+        assert f"/exports/{slug}/" in done[page.retrain.files][0]
+
+
+def test_a_judgment_cannot_point_into_another_projects_bundle(two_projects):
+    page, judged = two_projects
+    (_, alpha), (_, beta) = judged["alpha"], judged["beta"]
+    alpha_version = alpha.bundle_versions()["version"].iloc[0]
+    with pytest.raises(Exception, match="not registered in this project"):
+        beta.record(BETA, 6, "same", alpha_version, query_qid=1)
+    assert set(alpha.judgments()["annotator"]) == {ALPHA} and set(beta.judgments()["annotator"]) == {BETA}
+    assert alpha.progress(BETA) == {"today": 0, "total": 0} and beta.progress(BETA)["total"] == 5
+    assert beta.annotators() == [BETA]
