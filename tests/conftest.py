@@ -16,7 +16,7 @@ import pytest
 
 # Strict mode's hooks and the real data's fixture, shared with bench/tests/.
 from harness.corpora import TEMPLATES, TOPICS, make_corpus  # noqa: F401  (tests import them from here)
-from harness.pytest_hooks import (data_dir, pytest_configure, pytest_make_collect_report,  # noqa: F401
+from harness.pytest_hooks import (CUDA_SKIP, data_dir, pytest_configure, pytest_make_collect_report,  # noqa: F401
                                   pytest_runtest_makereport)
 from qpr.settings import settings
 
