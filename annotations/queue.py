@@ -15,7 +15,7 @@ from annotations.assign import assign
 from annotations.errors import AnnotationError
 from annotations.store import AnnotationStore
 from qpr.retrieval.base import Retriever
-from qpr.model.text import check_queries
+from qpr.model.text import check_queries, tokenize
 from qpr.data.coherence import cluster_coherence
 
 QUEUE_COLUMNS = ["query_qid", "query_text", "candidate_qid", "question", "cluster", "distance", "rank", "suspicion"]
@@ -86,6 +86,8 @@ def spot_check(
     check_queries(texts, k)
     hits = hit_rows(queries, *retriever.search_ids(texts, k), corpus)
     own = hits["candidate_qid"].isin(member_qids).to_numpy(bool)
+    if query_text is not None:  # a case or punctuation variant of the typed query is no candidate for it
+        own = own | (hits["question"].map(_words) == _words(query_text)).to_numpy(bool)
     if own_cluster is not None and not pd.isna(own_cluster):
         own = own | hits["cluster"].eq(own_cluster).fillna(False).to_numpy(bool)
     reference = 0.0
@@ -173,3 +175,8 @@ def hit_rows(queries: pd.DataFrame, distances: np.ndarray, qids: np.ndarray, cor
     )
     known = corpus[["qid", "question", "cluster"]].rename(columns={"qid": "candidate_qid"})
     return hits.merge(known, on="candidate_qid", how="inner")  # drops qid -1 (no hit)
+
+
+def _words(text: str) -> str:
+    """``text`` as the encoder reads it (its tokens): case and punctuation set aside."""
+    return " ".join(tokenize(text.casefold()))

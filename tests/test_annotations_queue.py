@@ -35,6 +35,7 @@ RESULTS = {
     "d one": [(9, 0.0), (8, 0.05)],
     "loner": [(8, 0.0), (9, 0.05)],
     "typed query": [(4, 0.2), (1, 0.3)],
+    "B ONE?!": [(4, 0.05), (1, 0.3)],  # a case and punctuation variant of "b one"
 }
 A_OWN_DISTANCES = [0.4, 0.8, 0.4, 0.6, 0.6, 0.8]
 
@@ -171,6 +172,9 @@ def test_a_typed_query_that_is_a_corpus_question_is_that_question_never_its_own_
     assert queue["candidate_qid"].tolist() == [4, 8, 6]  # -distance order, as for any typed query
     free = spot_check(store, TableRetriever(), CORPUS, "ann", query_text="typed query")
     assert free["query_qid"].isna().all() and free["query_text"].eq("typed query").all()
+    # Issue 54: a case or punctuation variant of a corpus question is not offered that question.
+    variant = spot_check(store, TableRetriever(), CORPUS, "ann", query_text="B ONE?!")
+    assert variant["candidate_qid"].tolist() == [1]
 
 
 def test_an_empty_queue_says_why_and_never_blames_judgments_nobody_made(store):

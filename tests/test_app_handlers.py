@@ -603,9 +603,9 @@ def test_a_confirmed_model_is_served_again_after_a_restart(qpr_app, monkeypatch)
 
 
 def test_the_comparison_says_in_words_whether_the_new_model_is_better():
-    def table(change, low, high):
-        return pd.DataFrame([{"model": "current", "split": "test", "queries": 50},
-                             {"model": "retrained", "split": "test", "queries": 50, "H1_change": change,
+    def table(change, low, high, queries=50):
+        return pd.DataFrame([{"model": "current", "split": "test", "queries": queries},
+                             {"model": "retrained", "split": "test", "queries": queries, "H1_change": change,
                               "H1_change_low": low, "H1_change_high": high}])
 
     said, worse = verdict(table(0.06, 0.02, 0.10))
@@ -614,6 +614,9 @@ def test_the_comparison_says_in_words_whether_the_new_model_is_better():
     assert said.startswith("The retrained model is worse") and worse
     said, worse = verdict(table(0.02, -0.02, 0.06))
     assert said.startswith("No clear difference") and "includes zero" in said and not worse
+    # Issue 54: a comparison resting on 2 queries says it can tell nothing, even when "better".
+    said, worse = verdict(table(0.5, 0.5, 0.5, queries=2))
+    assert said.startswith("Too few held-out queries to judge: +50.0 points of H@1 on 2") and not worse
 
 
 def test_discard_is_the_primary_choice_when_the_new_model_is_worse(qpr_app, monkeypatch):

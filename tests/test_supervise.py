@@ -9,7 +9,7 @@ from qpr.data.corpus import read_cluster_file, read_table
 from qpr.errors import QPRError
 from qpr.data.qalogs import PRESETS, read_log, read_qa_log
 from qpr.data.coherence import cluster_coherence
-from qpr.data.supervise import group_by_answer, supervise, threshold_table
+from qpr.data.supervise import NAME_CHARS, cluster_name, group_by_answer, supervise, threshold_table
 from qpr.data.supervise_report import write_report
 from qpr.model.text import tokenize
 
@@ -59,9 +59,15 @@ def test_grouping_normalises_answers_merges_identical_questions_and_keeps_single
     corpus, answers, counts = group_by_answer(log)
     assert counts["empty_questions"] == 1 and counts["duplicate_questions"] == 1
     assert list(corpus["question"]) == ["How old is the moon?", "What is the age of the moon", "Who painted the Mona Lisa?", "What is love?"]
-    assert corpus["cluster"].iloc[0] == corpus["cluster"].iloc[1] == "1"
+    # Named by its first question (issue 54: a log's clusters were bare numbers), with its id.
+    assert corpus["cluster"].iloc[0] == corpus["cluster"].iloc[1] == "How old is the moon? (#1)"
     assert corpus["cluster"].iloc[2:].isna().all() and (corpus["split"] == "none").all()
     assert counts["answers"] == 2 and counts["questions_without_answer"] == 1
+
+
+def test_a_long_first_question_names_its_cluster_shortened_at_a_word():
+    name = cluster_name("how do I " + "really " * 20 + "reset my card's PIN?", 7)
+    assert name.endswith("… (#7)") and len(name) <= NAME_CHARS + len("… (#7)") and " reall…" not in name
 
 
 def test_several_answers_join_clusters_or_exclude_the_question():

@@ -184,6 +184,17 @@ class AppContext:
         return role_for(self.database, self.admins, project, self.project_name(project), who, ROLES, "record judgments",
                         self.projects.built_in(project))
 
+    def may_replace(self, request: gr.Request | None, profile: gr.OAuthProfile | None) -> bool:
+        """Whether the one behind ``request`` may use or discard a trained model here (``replacer``),
+        so that the page offers the buttons only to them; with typed names, anyone may."""
+        if self.identity == "name":
+            return True
+        try:
+            self.allowed("use or discard a trained model", ("owner",), None, request, profile, record=False)
+        except QPRError:
+            return False
+        return True
+
     def replacer(self, name: str | None, request: gr.Request | None = None, profile: gr.OAuthProfile | None = None) -> str:
         """Who may replace or discard the model the page's project serves (``privileged``)."""
         return self.privileged("use or discard a trained model", name, request, profile)
@@ -219,9 +230,9 @@ def reviewer(ctx: AppContext, name: str | None, request: gr.Request | None = Non
 
 
 def review_note(ctx: AppContext) -> str:
-    """What the page says about who may review."""
+    """What the page says about who may review: what ``reviewer`` enforces."""
     if ctx.identity == "name":
         return "Anyone who types a name may review here; **names are not verified**, so decisions are signed, not authenticated."
-    if ctx.admins:
-        return "Only the app's admins (QPR_ADMINS) may record decisions here."
-    return "Anyone signed in may record decisions here (set QPR_ADMINS to restrict it)."
+    admins = "the app's admins (QPR_ADMINS)" if ctx.admins else "anyone signed in (no QPR_ADMINS are set)"
+    return (f"Decisions here are recorded by a project's **owners and reviewers** (roles on the Team tab) and by the app's "
+            f"admins; in the demo project, which has no roles, by {admins}. Annotators judge, but do not decide.")

@@ -42,7 +42,7 @@ class MyWorkTab:
                 save = gr.Button("Save comment")
             self.status = gr.Markdown(elem_id="my-work-status")
         listing = [self.search, self.history, name]
-        gr.on([tab.select, show.click, self.search.submit], self.show, listing, [self.table])
+        gr.on([tab.select, show.click, self.search.submit], self.show, listing, [self.table, self.status])
         self.table.select(self.pick, None, [self.judgment, self.label, self.comment])
         relabel.click(self.rejudge, [self.judgment, self.label, *listing], [self.status, self.table])
         save.click(self.save_comment, [self.judgment, self.comment, *listing], [self.status, self.table])
@@ -64,8 +64,13 @@ class MyWorkTab:
 
     @shows_errors
     def show(self, search: str, history: bool, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
-        """My judgments matching ``search`` (all when empty), newest first."""
-        return {self.table: self._mine(self.ctx.annotator(name, request, profile), search, history)}
+        """My judgments matching ``search`` (all when empty), newest first; or, in the tab and not
+        as a pop-up (opening a tab is no action to refuse), why there are none to show."""
+        try:
+            who = self.ctx.annotator(name, request, profile)
+        except QPRError as err:
+            return {self.table: pd.DataFrame(columns=WORK_COLUMNS), self.status: str(err)}
+        return {self.table: self._mine(who, search, history), self.status: ""}
 
     def pick(self, event: gr.SelectData) -> dict:
         """The clicked judgment: its id, label and comment in the edit boxes."""

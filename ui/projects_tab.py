@@ -28,8 +28,9 @@ from qpr.serving.slugs import DEMO
 from ui.access import identify
 from ui.common import AppContext
 from ui.display import plain, shows_errors, text_table
+from ui.project_view import progress_bar, project_line, status_line
 from ui.retrain_tab import RetrainTab, exports
-from workflows.background_training import ACTIVE, TrainingJob, describe
+from workflows.background_training import ACTIVE, TrainingJob
 from workflows.project import SMALL_CORPUS
 from workflows.project_versions import add_version
 from workflows.retraining import offer_trained, start_training
@@ -137,7 +138,7 @@ class ProjectsTab:
         self.ctx.open(slug)
         record = self.ctx.projects.manifest(slug)["versions"][-1]
         note = f"Created **{plain(self.ctx.project_name(slug))}**, open on this page: " + self._imported(record)
-        return self._imported_view(note, upload) | self.listed() | {self.opened: slug}
+        return self._imported_view(note, upload) | self.listed(request, profile) | {self.opened: slug}
 
     @shows_errors(action="upload a new version")
     def new_version(self, path: str | None, kind: str, question: str, cluster: str, answer: str, drop: bool,
@@ -150,7 +151,7 @@ class ProjectsTab:
                                      lambda: self._read(path, kind, question, cluster, answer, drop), who, self.ctx.serve_new_version)
         note = (f"Version {record['number']} of **{plain(self.ctx.project_name())}**: {record['kept']} question(s) kept "
                 f"(their judgments still apply), {record['new']} new, {record['dropped']} gone. " + self._imported(record))
-        return self._imported_view(note, upload) | self.listed()
+        return self._imported_view(note, upload) | self.listed(request, profile)
 
     @staticmethod
     def _imported(record: dict) -> str:
@@ -183,34 +184,36 @@ class ProjectsTab:
         defaults = project.defaults
         start_training(project.model, project.store, project.training, exports(self.ctx),
                        replace(defaults.train, max_epochs=int(epochs)), defaults.text, defaults.encoder, who)
-        return self.poll()
+        return self.poll(request, profile)
 
     @shows_errors(action="cancel the training")
     def cancel(self, name: str | None, request: gr.Request = None, profile: gr.OAuthProfile | None = None) -> dict:
         """Stop the running training; the served model is untouched."""
         who = self.ctx.privileged("cancel this project's training", name, request, profile)
         self.ctx.current().training.cancel(who)
-        return self.poll()
+        return self.poll(request, profile)
 
-    def poll(self) -> dict:
+    def poll(self, request: gr.Request = None, profile: gr.OAuthProfile | None = None) -> dict:
         """The tab as the disk says: the served project, the training's progress, and a finished
-        model offered for a decision (compared once; a page reload or restart offers it again)."""
-        job = self.ctx.current().training
+        model offered for a decision (compared once; a page reload or restart offers it again),
+        its buttons on for whoever may take the decision (in login mode, an owner or admin)."""
+        project = self.ctx.current()
+        job = project.training
         status = job.status()
-        shown = {self.active: self._active_line(), self.progress: progress_bar(status), self.status: self._status_line(status),
+        shown = {self.active: project_line(project), self.progress: progress_bar(status), self.status: status_line(status),
                  self.timer: gr.Timer(active=status["state"] in ACTIVE)}
         if status["state"] == "done":
             with self._offering:  # pages poll at once: compare and propose a finished model once
-                shown |= self._offer(job, status)
-        waiting = self.ctx.model.candidate() is not None
+                shown |= self._offer(job, status, request, profile)
+        waiting = project.model.candidate() is not None and self.ctx.may_replace(request, profile)
         return shown | {self.use: gr.Button(interactive=waiting), self.drop: gr.Button(interactive=waiting)}
 
-    def listed(self) -> dict:
+    def listed(self, request: gr.Request = None, profile: gr.OAuthProfile | None = None) -> dict:
         """``poll`` with the project list re-read (on opening the page and after an import; not on
         every tick, which would reset a choice being made)."""
-        return self.poll() | self.choice_update()
+        return self.poll(request, profile) | self.choice_update()
 
-    def _offer(self, job: TrainingJob, status: dict) -> dict:
+    def _offer(self, job: TrainingJob, status: dict, request: gr.Request | None, profile: gr.OAuthProfile | None) -> dict:
         try:
             candidate = offer_trained(self.ctx.model, job, status.get("version"))
         except QPRError as err:  # a damaged result, or nothing held out to compare on
@@ -218,33 +221,4 @@ class ProjectsTab:
         said, _ = verdict(candidate.comparison)
         note = (f"Trained model **{plain(status['version'])}** is ready; nothing changes until someone uses it. {said} "
                 "The full comparison is on the Retrain & export tab.")
-        return self.retrain.restore() | {self.status: note}
-
-    def _active_line(self) -> str:
-        served = self.ctx.model.current().bundle
-        if served.lexical:
-            how = "BM25 only (no encoder trained yet)"
-        elif "general" in served.manifest:
-            how = f"the general model with BM25, not yet trained on its clusters ({plain(served.version)})"
-        else:
-            how = f"model {plain(served.version)}"
-        return (f"This page's project: **{plain(self.ctx.project_name())}**, {len(served.corpus):,} questions, "
-                f"{served.corpus['cluster'].nunique():,} clusters, {how}.")
-
-    @staticmethod
-    def _status_line(status: dict) -> str:
-        state = status["state"]
-        if state == "none":
-            return "No training yet."
-        if state in ACTIVE:
-            return f"Training (started by {plain(status.get('by', '?'))}): {plain(describe(status))}."
-        return f"Last training: {plain(state)}: {plain(describe(status))}."
-
-
-def progress_bar(status: dict) -> str:
-    """An HTML progress bar of a running training (empty otherwise)."""
-    if status["state"] not in ACTIVE:
-        return ""
-    steps, max_epochs = status.get("steps") or 0, status.get("max_epochs") or 1
-    share = ((status.get("epoch") or 1) - 1 + (status.get("step", 0) / steps if steps else 0)) / max_epochs
-    return f'<progress value="{100 * share:.0f}" max="100" style="width:100%"></progress> {100 * share:.0f}%'
+        return self.retrain.restore(request, profile) | {self.status: note}

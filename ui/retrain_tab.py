@@ -121,26 +121,26 @@ class RetrainTab:
         note += f"\n\n{judgment_effect.summary(proposal.changed)}"
         return self._waiting(note, proposal.candidate.comparison) | {self.changed: text_table(proposal.changed)}
 
-    def _waiting(self, note: str, comparison) -> dict:
+    def _waiting(self, note: str, comparison, may: bool = True) -> dict:
         """The tab while a retrained model waits: the comparison, what it says, the two choices
-        (discard first when the new model is worse beyond doubt)."""
+        (discard first when the new model is worse beyond doubt), on when the viewer ``may`` take them."""
         said, worse = verdict(comparison)
         return {self.comparison: text_table(comparison.round(3)), self.note: f"{note}\n\n{said}",
-                self.confirm_button: gr.Button(interactive=True, variant="secondary" if worse else "primary"),
-                self.discard_button: gr.Button(interactive=True, variant="primary" if worse else "secondary")}
+                self.confirm_button: gr.Button(interactive=may, variant="secondary" if worse else "primary"),
+                self.discard_button: gr.Button(interactive=may, variant="primary" if worse else "secondary")}
 
     @property
     def decision_outputs(self) -> list:
         return [self.comparison, self.changed, self.note, self.confirm_button, self.discard_button]
 
-    def restore(self) -> dict:
+    def restore(self, request: gr.Request = None, profile: gr.OAuthProfile | None = None) -> dict:
         """On page load: a retrained model still waiting for a decision (made before a reload,
-        or in another tab) is shown with its comparison and can be decided."""
+        or in another tab) is shown with its comparison, and can be decided by whoever may."""
         candidate = self.ctx.model.candidate()
         if candidate is None:
             return self._decided("")
-        note = f"A retrained model, **{plain(candidate.served.bundle.version)}**, is waiting for your decision."
-        return self._waiting(note, candidate.comparison)
+        note = f"A retrained model, **{plain(candidate.served.bundle.version)}**, is waiting for a decision."
+        return self._waiting(note, candidate.comparison, self.ctx.may_replace(request, profile))
 
     @shows_errors(action="use the trained model")
     def confirm(self, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from annotations.grouping import progress
 from annotations.store import AnnotationStore
 from qpr.bundles.bundle import Bundle
 from qpr.model.encoder import EncoderConfig
@@ -115,6 +116,11 @@ class Project:
     def versions(self) -> list[str]:
         """The project's bundle versions registered in the store: what its judgments point into."""
         return self.store.bundle_versions()["version"].tolist()
+
+    def clusters_formed(self) -> int:
+        """Clusters of 2+ questions the project's current judgments form over its served corpus
+        (what a training would get: ``annotations.grouping.progress``)."""
+        return progress(self.store, self.model.current().bundle.corpus)[0]
 
 
 def open_project(projects: Projects, cache: Path, slug: str, model: ServedModel, store: AnnotationStore) -> Project:

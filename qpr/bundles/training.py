@@ -213,6 +213,11 @@ def compare_bundles(old: Bundle, new: Bundle, corpus: pd.DataFrame, bm25: BM25Re
     return pd.DataFrame(rows, columns=METRIC_COLUMNS + CHANGE_COLUMNS)
 
 
+# Held-out queries under which a comparison says nothing either way: one query is then 5 points
+# of H@1 or more, and the bootstrap interval of so few is itself unreliable.
+FEW_QUERIES = 20
+
+
 def verdict(comparison: pd.DataFrame) -> tuple[str, bool]:
     """In words, whether the retrained model of ``compare_bundles``' table is better on held-out
     data and by how much (test split, else val), and whether it is worse beyond doubt."""
@@ -221,6 +226,10 @@ def verdict(comparison: pd.DataFrame) -> tuple[str, bool]:
     row = retrained.loc[split]
     change, low, high = (100 * row[key] for key in CHANGE_COLUMNS)
     span = f"{change:+.1f} points of H@1 on {int(row['queries'])} held-out {split} queries (95% interval {low:+.1f} to {high:+.1f})"
+    if row["queries"] < FEW_QUERIES:
+        return (f"Too few held-out queries to judge: {span}. With under {FEW_QUERIES} queries a single one moves H@1 by "
+                f"{100 / max(int(row['queries']), 1):.0f} points or more; add clusters (or questions to them) before "
+                "trusting any difference."), False
     if low > 0:
         return f"The retrained model is better: {span}.", False
     if high < 0:

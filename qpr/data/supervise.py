@@ -36,6 +36,7 @@ from qpr.model.text import tokenize, words
 DEFAULT_MIN_COHERENCE = 0.1
 THRESHOLDS = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5)
 MULTI_ANSWER = ("join", "exclude")
+NAME_CHARS = 60  # of a cluster's name: its first question, shortened
 
 
 def normalise_answer(answer: str) -> str:
@@ -48,7 +49,8 @@ def group_by_answer(log: pd.DataFrame, multi_answer: str = "join") -> tuple[pd.D
 
     A question with several answers joins their clusters or stays out of all (``multi_answer``
     "join" | "exclude", see the module doc). Returns the corpus (qid 1..N in log order, cluster =
-    smallest qid of its component, <NA> for a question alone in its component, split "none"),
+    named by its first question, ``cluster_name``; <NA> for a question alone in its component;
+    split "none"),
     each question's normalised answers, and counts of what was dropped or merged on the way.
     """
     has_tokens = log["question"].map(lambda q: bool(tokenize(q)))
@@ -74,7 +76,8 @@ def group_by_answer(log: pd.DataFrame, multi_answer: str = "join") -> tuple[pd.D
     _, component = connected_components(graph, directed=False)
     component = component[:n]
     sizes = np.bincount(component)[component]
-    label = unique.groupby(component)["qid"].transform("min").astype(str)
+    first = unique.groupby(component)["qid"].transform("min")
+    label = pd.Series([cluster_name(unique["question"].iloc[q - 1], q) for q in first], index=unique.index)
     unique["cluster"] = pd.array(label.where(sizes >= 2), dtype="string")
     unique["split"] = "none"
     counts = {
@@ -87,6 +90,15 @@ def group_by_answer(log: pd.DataFrame, multi_answer: str = "join") -> tuple[pd.D
         "answers": len({a for items in unique["answers"] for a in items}),
     }
     return unique[COLUMNS], unique.set_index("qid")["answers"], counts
+
+
+def cluster_name(question: str, qid: int, width: int = NAME_CHARS) -> str:
+    """A cluster's name as people read it: its first question (shortened to ``width`` characters
+    at a word), and that question's id, which keeps two names with the same start apart."""
+    text = " ".join(question.split())
+    if len(text) > width:
+        text = text[:width].rsplit(" ", 1)[0] + "…"
+    return f"{text} (#{qid})"
 
 
 def cluster_table(corpus: pd.DataFrame, answers: pd.Series) -> pd.DataFrame:
