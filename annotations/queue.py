@@ -15,7 +15,7 @@ from annotations.assign import assign
 from annotations.errors import AnnotationError
 from annotations.store import AnnotationStore
 from qpr.retrieval.base import Retriever
-from qpr.model.text import check_queries, tokenize
+from qpr.model.text import check_queries, words
 from qpr.data.coherence import cluster_coherence
 
 QUEUE_COLUMNS = ["query_qid", "query_text", "candidate_qid", "question", "cluster", "distance", "rank", "suspicion"]
@@ -178,5 +178,5 @@ def hit_rows(queries: pd.DataFrame, distances: np.ndarray, qids: np.ndarray, cor
 
 
 def _words(text: str) -> str:
-    """``text`` as the encoder reads it (its tokens): case and punctuation set aside."""
-    return " ".join(tokenize(text.casefold()))
+    """``text``'s words (``qpr.model.text.words``): case and punctuation set aside."""
+    return " ".join(words(text))
