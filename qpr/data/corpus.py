@@ -19,7 +19,7 @@ from scipy.sparse.csgraph import connected_components
 
 from qpr.errors import QPRError, one_line
 from qpr.fsutil.atomic import atomic_path
-from qpr.data.spreadsheet import neutralise_frame, restore_frame
+from qpr.data.spreadsheet import restore_frame, write_csv
 from qpr.model.text import text_problem, tokenize
 from qpr.settings import settings
 
@@ -73,9 +73,7 @@ def write_table(frame: pd.DataFrame, path: str | Path) -> Path:
     fmt = _format_of(path)
     with atomic_path(path) as tmp:
         if fmt in ("csv", "tsv"):
-            # RFC 4180's CRLF line ends: the csv writer quotes a cell holding any character of the
-            # line terminator, so a lone CR inside a question is quoted instead of ending the row.
-            neutralise_frame(frame).to_csv(tmp, sep="\t" if fmt == "tsv" else ",", index=False, lineterminator="\r\n")
+            write_csv(frame, tmp, sep="\t" if fmt == "tsv" else ",")
         elif fmt == "jsonl":
             frame.to_json(tmp, orient="records", lines=True, force_ascii=False)
         else:
