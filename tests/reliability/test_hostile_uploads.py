@@ -13,7 +13,12 @@ from qpr.data.upload import read_upload
 from qpr.errors import QPRError
 
 EXPECTED = {
-    "parquet_bomb": "decodes to more than 50 MB",
+    "parquet_bomb": "data decodes to more than 50 MB",
+    "parquet_dictionary_100kb": "data decodes to more than 50 MB",
+    "parquet_dictionary_256kb": "record 1: its question takes 262,144 bytes, more than 131,072",
+    "parquet_dictionary_1mb": "record 1: its question takes 1,048,576 bytes, more than 131,072",
+    "parquet_many_rows": "declares 4,000,000 rows",
+    "parquet_huge_value": "declares 1 rows and 60 MB of data once uncompressed",
     "parquet_many_columns": "columns, more than 1,000",
     "csv_million_columns": "line 1 has 10,002 columns, more than 1,000",
     "csv_huge_field": "the row starting on line 2 has a field longer than 131,072 characters",
