@@ -6,17 +6,19 @@ constraint changed by a few bytes, a table set from elsewhere, rows its constrai
 (written with ``PRAGMA ignore_check_constraints`` or through ``writable_schema``). So, in order,
 the first problem found is reported in one line:
 
-- integrity: ``PRAGMA integrity_check`` (a damaged file), then a file SQLite cannot read at all;
+- integrity: ``PRAGMA integrity_check`` (damaged pages, index entries that disagree with their
+  table or repeat a unique value), and a file SQLite cannot read at all;
 - revision: ``alembic_version`` holds exactly this version's head revision;
 - schema: every table, index, trigger and view in ``sqlite_master`` is one the migrations make
   and is defined exactly as they define it, and none is missing. The reference is built by
   running the migrations into a new SQLite file (once per process); definitions are compared as
   SQL tokens, so whitespace, identifier quoting and keyword case do not matter but every literal
   (the labels a CHECK allows) does;
-- rows: foreign keys (``PRAGMA foreign_key_check``); every NOT NULL, CHECK and UNIQUE constraint
-  of the models (``annotations.models``) evaluated on the rows; and the judgments' history
-  (``JUDGMENT_RULES``): a judgment out of force was replaced or withdrawn, and what replaced it is
-  a later judgment of the same annotator on the same item.
+- rows: foreign keys (``PRAGMA foreign_key_check``); every NOT NULL and CHECK constraint of the
+  models (``annotations.models``) evaluated on the rows (UNIQUE ones are indexes, which the
+  integrity check verifies); and the judgments' history (``JUDGMENT_RULES``): a judgment out of
+  force was replaced or withdrawn, and what replaced it is a later judgment of the same annotator
+  on the same item.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from contextlib import closing
 from pathlib import Path
 
 from alembic.script import ScriptDirectory
-from sqlalchemy import CheckConstraint, Index, UniqueConstraint
+from sqlalchemy import CheckConstraint
 
 from annotations.db import alembic_config, make_engine, migrate
 from annotations.errors import AnnotationError
@@ -50,8 +52,6 @@ JUDGMENT_RULES = [
      "superseded_by IS NOT NULL AND NOT EXISTS (SELECT 1 FROM judgments AS later WHERE later.id = judgments.superseded_by "
      "AND later.id > judgments.id AND later.annotator_id = judgments.annotator_id AND later.item_key = judgments.item_key)"),
 ]
-
-
 ANOTHER = "restore another backup, one written by `qpr-annotations backup`"
 
 
@@ -159,22 +159,15 @@ def _foreign_keys(connection: sqlite3.Connection) -> str | None:
 
 
 def _constraints(connection: sqlite3.Connection) -> str | None:
-    """The first constraint of the models that some rows break (they may have been written around it)."""
+    """The first NOT NULL or CHECK constraint of the models that some rows break (they may have been
+    written around it), counted in one pass over each table. UNIQUE ones need no pass: SQLite keeps
+    them as indexes, whose entries ``PRAGMA integrity_check`` verifies ("non-unique entry")."""
     for table in Base.metadata.sorted_tables:
         tests = [(f"{column.name} IS NULL", f"lack a {column.name}") for column in table.columns if not column.nullable]
-        for constraint in table.constraints:
-            if isinstance(constraint, CheckConstraint):
-                tests.append((f"NOT ({constraint.sqltext})", f"break {constraint.name} ({constraint.sqltext})"))
-        unique = [c for c in table.constraints if isinstance(c, UniqueConstraint)] + [table.primary_key]
-        unique += [i for i in table.indexes if isinstance(i, Index) and i.unique]
-        for group in unique:
-            names = [column.name for column in group.columns]
-            listed = ", ".join(names)
-            doubled = (f"rowid IN (SELECT rowid FROM {table.name} WHERE ({listed}) IN (SELECT {listed} FROM {table.name} "
-                       f"WHERE {' AND '.join(f'{n} IS NOT NULL' for n in names)} GROUP BY {listed} HAVING COUNT(*) > 1))")
-            tests.append((doubled, f"repeat ({listed}), which must be unique"))
-        for where, what in tests:
-            count = connection.execute(f"SELECT COUNT(*) FROM {table.name} WHERE {where}").fetchone()[0]
+        tests += [(f"NOT ({check.sqltext})", f"break {check.name} ({check.sqltext})")
+                  for check in table.constraints if isinstance(check, CheckConstraint)]
+        counts = connection.execute(f"SELECT {', '.join(f'SUM({where})' for where, _ in tests)} FROM {table.name}").fetchone()
+        for count, (_, what) in zip(counts, tests):
             if count:
                 return f"has {count} row(s) in {table.name} that {what}"
     return None

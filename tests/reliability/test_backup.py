@@ -13,9 +13,10 @@ import subprocess
 import threading
 
 import pytest
+from alembic import command
 
 from annotations.backup import backup, judgment_ids, last_backup, restore
-from annotations.db import open_store
+from annotations.db import alembic_config, make_engine, open_store
 from annotations.errors import AnnotationError
 from bench.tampered_backups import TAMPERS, good_backup, tampered, try_restore
 from conftest import make_corpus
@@ -138,6 +139,22 @@ def test_a_backup_that_is_not_ours_is_refused_before_the_live_database_is_touche
     with pytest.raises(AnnotationError, match="nothing was changed"):  # nor is a new database made from it
         restore(scratch_dir / f"{name}.db", f"sqlite:///{scratch_dir / 'new.db'}")
     assert not (scratch_dir / "new.db").exists()
+
+
+def test_an_older_backup_is_refused_until_a_copy_is_upgraded_as_the_message_says(scratch_dir):
+    old = scratch_dir / "old.db"
+    engine = make_engine(f"sqlite:///{old}")
+    config = alembic_config()
+    with engine.begin() as connection:  # a database as the previous version left it
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0007")
+    engine.dispose()
+    with pytest.raises(AnnotationError, match="is at schema revision 0007, an older one") as err:
+        restore(old, f"sqlite:///{scratch_dir / 'new.db'}")
+    assert "qpr-annotations --db sqlite:///COPY stats" in str(err.value)
+    shutil.copyfile(old, scratch_dir / "copy.db")
+    assert annotations_main(["--db", f"sqlite:///{scratch_dir / 'copy.db'}", "stats"]) == 0
+    assert restore(scratch_dir / "copy.db", f"sqlite:///{scratch_dir / 'new.db'}").judgments == 0
 
 
 def test_the_good_backup_the_tampers_start_from_restores(scratch_dir):
