@@ -114,7 +114,8 @@ def _cell_bytes(array: pa.Array) -> np.ndarray:
     stays read once), a list or struct as the sum of its parts, anything else as its width."""
     kind = array.type
     if pa.types.is_dictionary(kind):
-        return _cell_bytes(array.dictionary)[array.indices.fill_null(0).to_numpy(zero_copy_only=False)]
+        lengths = np.append(_cell_bytes(array.dictionary), 0)  # a null cell points at the 0 appended
+        return lengths[array.indices.fill_null(len(array.dictionary)).to_numpy(zero_copy_only=False)]
     if pa.types.is_string(kind) or pa.types.is_binary(kind) or pa.types.is_large_string(kind) or pa.types.is_large_binary(kind):
         return pc.binary_length(array).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):

@@ -6,10 +6,13 @@ tests); ``python -m bench.hostile_uploads`` runs them at full size and measures 
 
 from __future__ import annotations
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from bench.hostile_uploads import HOSTILE
 from qpr.data.upload import read_upload
+from qpr.data.upload_limits import MAX_CELL_BYTES, parquet_problems
 from qpr.errors import QPRError
 
 EXPECTED = {
@@ -43,3 +46,26 @@ def test_the_field_bound_holds_when_the_size_limit_is_raised(tmp_path, monkeypat
     path, kind = HOSTILE["csv_huge_field"](tmp_path, scale=0.05)
     with pytest.raises(QPRError, match="field longer than"):
         read_upload(path, kind)
+
+
+@pytest.mark.parametrize("store_schema", [True, False])
+def test_parquet_shapes_a_real_file_has_pass_the_bounds(tmp_path, store_schema):
+    """Nulls (a column of nothing but nulls too), lists of answers, structs, dictionary-encoded
+    text with nulls, numbers: within bounds, with or without pyarrow's Arrow schema."""
+    texts = pa.array(["how do i cook rice", None, "x" * (MAX_CELL_BYTES - 1)] * 100)
+    table = pa.table({"question": texts, "cluster": pa.array([None] * 300, pa.string()),
+                      "answer": pa.array([["boil it", "steam it"], [], None] * 100),
+                      "meta": pa.array([{"source": "faq", "rank": 1}, None, {"source": None, "rank": 2}] * 100),
+                      "label": texts.dictionary_encode(), "qid": pa.array(range(300))})
+    pq.write_table(table, tmp_path / "real.parquet", store_schema=store_schema)
+    assert parquet_problems(tmp_path / "real.parquet", 50_000_000) == []
+    assert parquet_problems(tmp_path / "real.parquet", None) == []
+
+
+def test_the_row_of_an_oversized_cell_is_named_past_nulls_and_batches(tmp_path):
+    texts = [None] * 5000 + ["y" * (MAX_CELL_BYTES + 1)]
+    pq.write_table(pa.table({"question": pa.array(texts).dictionary_encode()}), tmp_path / "late.parquet",
+                   store_schema=False)
+    assert parquet_problems(tmp_path / "late.parquet", None) == [
+        f"record 5001: its question takes {MAX_CELL_BYTES + 1:,} bytes, more than {MAX_CELL_BYTES:,} (a question has at "
+        "most 2,000 characters); shorten it"]
