@@ -118,14 +118,19 @@ def _cell_bytes(array: pa.Array) -> np.ndarray:
         return lengths[array.indices.fill_null(len(array.dictionary)).to_numpy(zero_copy_only=False)]
     if pa.types.is_string(kind) or pa.types.is_binary(kind) or pa.types.is_large_string(kind) or pa.types.is_large_binary(kind):
         return pc.binary_length(array).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+    if pa.types.is_map(kind):  # a list of key-value structs (the list kernels do not take maps: they abort)
+        return _cell_bytes(array.cast(pa.list_(pa.struct([kind.key_field, kind.item_field]))))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
         parents = pc.list_parent_indices(array).to_numpy(zero_copy_only=False)
         children = _cell_bytes(pc.list_flatten(array))
         return np.bincount(parents, weights=children, minlength=len(array)).astype(np.int64)
     if pa.types.is_struct(kind):
-        return sum((_cell_bytes(array.field(i)) for i in range(kind.num_fields)), np.zeros(len(array), dtype=np.int64))
-    width = kind.bit_width // 8 if hasattr(kind, "bit_width") else 8
-    return np.full(len(array), max(width, 1), dtype=np.int64)
+        return sum((_cell_bytes(child) for child in array.flatten()), np.zeros(len(array), dtype=np.int64))
+    try:
+        width = max(kind.bit_width // 8, 1)
+    except ValueError:  # another variable-width type (none that Parquet stores): its bytes shared out over its rows
+        width = array.nbytes // max(len(array), 1)
+    return np.full(len(array), width, dtype=np.int64)
 
 
 def parquet_problems(path: Path, limit_bytes: int | None) -> list[str]:

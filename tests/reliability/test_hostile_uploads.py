@@ -50,22 +50,27 @@ def test_the_field_bound_holds_when_the_size_limit_is_raised(tmp_path, monkeypat
 
 @pytest.mark.parametrize("store_schema", [True, False])
 def test_parquet_shapes_a_real_file_has_pass_the_bounds(tmp_path, store_schema):
-    """Nulls (a column of nothing but nulls too), lists of answers, structs, dictionary-encoded
+    """Nulls (a column of nothing but nulls too), lists of answers, structs, maps, dictionary-encoded
     text with nulls, numbers: within bounds, with or without pyarrow's Arrow schema."""
     texts = pa.array(["how do i cook rice", None, "x" * (MAX_CELL_BYTES - 1)] * 100)
     table = pa.table({"question": texts, "cluster": pa.array([None] * 300, pa.string()),
                       "answer": pa.array([["boil it", "steam it"], [], None] * 100),
                       "meta": pa.array([{"source": "faq", "rank": 1}, None, {"source": None, "rank": 2}] * 100),
+                      "tags": pa.array([[("lang", "en")], None, []] * 100, pa.map_(pa.string(), pa.string())),
                       "label": texts.dictionary_encode(), "qid": pa.array(range(300))})
     pq.write_table(table, tmp_path / "real.parquet", store_schema=store_schema)
     assert parquet_problems(tmp_path / "real.parquet", 50_000_000) == []
     assert parquet_problems(tmp_path / "real.parquet", None) == []
 
 
-def test_the_row_of_an_oversized_cell_is_named_past_nulls_and_batches(tmp_path):
-    texts = [None] * 5000 + ["y" * (MAX_CELL_BYTES + 1)]
-    pq.write_table(pa.table({"question": pa.array(texts).dictionary_encode()}), tmp_path / "late.parquet",
-                   store_schema=False)
+@pytest.mark.parametrize("column", ["question", "answer", "tags"])
+def test_the_row_of_an_oversized_cell_is_named_past_nulls_and_batches(tmp_path, column):
+    """A text, a list of texts or a map over the cell bound, in record 5,001 (the second batch)."""
+    big = "y" * (MAX_CELL_BYTES + 1)
+    values = {"question": pa.array([None] * 5000 + [big]).dictionary_encode(),
+              "answer": pa.array([None] * 5000 + [["a", big[1:]]]),
+              "tags": pa.array([None] * 5000 + [[("k", big[1:])]], pa.map_(pa.string(), pa.string()))}
+    pq.write_table(pa.table({column: values[column]}), tmp_path / "late.parquet", store_schema=False)
     assert parquet_problems(tmp_path / "late.parquet", None) == [
-        f"record 5001: its question takes {MAX_CELL_BYTES + 1:,} bytes, more than {MAX_CELL_BYTES:,} (a question has at "
+        f"record 5001: its {column} takes {MAX_CELL_BYTES + 1:,} bytes, more than {MAX_CELL_BYTES:,} (a question has at "
         "most 2,000 characters); shorten it"]
