@@ -37,6 +37,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from qpr.errors import one_line
+
 MAX_COLUMNS = 1_000  # an upload needs two or three columns; a spreadsheet export rarely has more than a few dozen
 MAX_FOOTER_BYTES = 4_000_000  # Parquet metadata beyond this means absurdly many columns or row groups
 PARQUET_BATCH_ROWS = 4_096
@@ -160,14 +162,18 @@ def parquet_problems(path: Path, limit_bytes: int | None) -> list[str]:
                       "a real corpus this large reads as CSV or TSV")
     try:
         metadata = pq.ParquetFile(path).metadata
-        problems = _declared_problems(metadata, size, bound)
-        if problems:
-            return problems
-        texts = [metadata.schema.column(i).path for i in range(metadata.num_columns)
-                 if metadata.schema.column(i).physical_type == "BYTE_ARRAY"]
-        return _data_problems(pq.ParquetFile(path, read_dictionary=texts), size, bound)
     except (pa.ArrowException, OSError):
-        return []  # damaged: the reader refuses it with its own message
+        return []  # damaged metadata: the reader refuses it with its own message
+    problems = _declared_problems(metadata, size, bound)
+    if problems:
+        return problems
+    texts = [metadata.schema.column(i).path for i in range(metadata.num_columns)
+             if metadata.schema.column(i).physical_type == "BYTE_ARRAY"]
+    try:
+        return _data_problems(pq.ParquetFile(path, read_dictionary=texts), size, bound)
+    except (pa.ArrowException, OSError) as err:  # never handed on to a reader without bounds
+        return [f"the file's data cannot be read ({one_line(err)}); write it again (e.g. with pandas' to_parquet) or "
+                "upload it as CSV"]
 
 
 class Bound(NamedTuple):
@@ -184,9 +190,7 @@ def _declared_problems(metadata: pq.FileMetaData, size: int, bound: Bound) -> li
                 "question column (and cluster or answer): write it again without the others"]
     chunks = [metadata.row_group(g).column(c) for g in range(metadata.num_row_groups) for c in range(metadata.num_columns)]
     for chunk in chunks:
-        stats = chunk.statistics
-        longest = max((len(v) for v in (stats.min, stats.max) if isinstance(v, (str, bytes))), default=0) \
-            if stats is not None and stats.has_min_max else 0
+        longest = _longest_statistic(chunk)
         if longest > MAX_CELL_BYTES:
             return [f"column {chunk.path_in_schema} holds a value of {longest:,} bytes (its statistics say), more than "
                     f"{MAX_CELL_BYTES:,} (a question has at most 2,000 characters); shorten it"]
@@ -196,6 +200,16 @@ def _declared_problems(metadata: pq.FileMetaData, size: int, bound: Bound) -> li
         return [f"the file declares {metadata.num_rows:,} rows and {declared / 1e6:,.0f} MB of data once uncompressed "
                 f"(from a {size:,}-byte file), over {bound.what}; {bound.fix}"]
     return []
+
+
+def _longest_statistic(chunk: pq.ColumnChunkMetaData) -> int:
+    """The length of the longer text among a column chunk's recorded min and max (0 where none)."""
+    try:
+        stats = chunk.statistics
+        values = (stats.min, stats.max) if stats is not None and stats.has_min_max else ()
+    except (pa.ArrowException, ValueError):  # statistics pyarrow cannot decode: the data scan still bounds the cells
+        return 0
+    return max((len(v) for v in values if isinstance(v, (str, bytes))), default=0)
 
 
 def _data_problems(parquet: pq.ParquetFile, size: int, bound: Bound) -> list[str]:

@@ -74,3 +74,16 @@ def test_the_row_of_an_oversized_cell_is_named_past_nulls_and_batches(tmp_path, 
     assert parquet_problems(tmp_path / "late.parquet", None) == [
         f"record 5001: its {column} takes {MAX_CELL_BYTES + 1:,} bytes, more than {MAX_CELL_BYTES:,} (a question has at "
         "most 2,000 characters); shorten it"]
+
+
+def test_parquet_whose_data_cannot_be_scanned_is_refused_not_handed_on(tmp_path):
+    """Metadata intact, data pages scrambled: refused by the bounded scan (the unbounded reader never runs)."""
+    path = tmp_path / "scrambled.parquet"
+    pq.write_table(pa.table({"question": [f"question number {i}" for i in range(2000)], "cluster": ["a"] * 2000}), path,
+                   compression="zstd")
+    data = bytearray(path.read_bytes())
+    data[8:200] = bytes((b * 7 + 3) % 256 for b in data[8:200])  # the first data page, past the magic bytes
+    path.write_bytes(bytes(data))
+    with pytest.raises(QPRError, match="the file's data cannot be read") as err:
+        read_upload(path, "clusters")
+    assert str(err.value).startswith("scrambled.parquet: 1 problem(s), nothing was imported")
