@@ -10,9 +10,12 @@ moved into place (``qpr.fsutil.atomic.atomic_path``).
 PostgreSQL: ``backup`` runs ``pg_dump --format=custom`` when it is on the PATH (the same
 consistent snapshot, taken by the server); restoring it is ``pg_restore`` (docs/RELIABILITY.md).
 
-``restore`` (SQLite) copies a backup into the database with the same API: into a new file through
-a temporary sibling, or, with ``replace=True`` only, over an existing database in one SQLite
-transaction (a running app's next read sees the restored database whole; never half of it).
+``restore`` (SQLite) first copies the backup aside and checks that copy (``annotations.backup_check``:
+a file that is valid SQLite but not an annotation database of this version, whole and consistent,
+is refused before the live database is touched), then copies it into the database with the same
+API: into a new file through a temporary sibling, or, with ``replace=True`` only, over an existing
+database in one SQLite transaction (a running app's next read sees the restored database whole;
+never half of it).
 
 Each backup is noted beside the database (``last_backup``), for the app's status line.
 """
@@ -24,6 +27,7 @@ import json
 import shutil
 import sqlite3
 import subprocess
+import tempfile
 from contextlib import closing
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -33,7 +37,9 @@ from sqlalchemy import make_url
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import ArgumentError
 
+from annotations.backup_check import check_backup
 from annotations.errors import AnnotationError
+from qpr.errors import one_line
 from qpr.fsutil.atomic import atomic_path
 from qpr.settings import settings
 
@@ -118,8 +124,12 @@ def restore(backup_file: str | Path, url: str, replace: bool = False) -> Backup:
     """Restore the SQLite backup ``backup_file`` into the database at ``url``; returns what it holds.
 
     An existing database is replaced only with ``replace`` (its judgments are gone afterwards,
-    unless they are in the backup). The restored database holds exactly the backup's judgments:
-    checked after the copy."""
+    unless they are in the backup). Before anything is written the backup is copied aside and
+    that copy checked (``annotations.backup_check``: whole, this version's revision, its schema
+    exactly as the migrations make it, no trigger or view of its own, rows that keep every
+    constraint and a consistent judgment history): anything else is refused with one line and the
+    database is left as it was. The copy checked is the one restored, and the restored database
+    holds exactly its judgments: checked after the copy."""
     backup_file, parsed = Path(backup_file), _url(url)
     target = _sqlite_file(parsed)
     if target is None:
@@ -127,18 +137,27 @@ def restore(backup_file: str | Path, url: str, replace: bool = False) -> Backup:
                               "(see docs/RELIABILITY.md)")
     if not backup_file.is_file():
         raise AnnotationError(f"{backup_file}: no such backup file")
-    expected = judgment_ids(backup_file)
-    if target.exists() and target.stat().st_size > 0:
-        if not replace:
-            raise AnnotationError(f"{target} is an existing database (it may be in use); nothing was changed. "
-                                  "To replace it with the backup, run again with --replace")
+    existing = target.exists() and target.stat().st_size > 0
+    if existing and not replace:
+        raise AnnotationError(f"{target} is an existing database (it may be in use); nothing was changed. "
+                              "To replace it with the backup, run again with --replace")
+    with tempfile.TemporaryDirectory(prefix="qpr-restore-") as folder:
+        staged = Path(folder) / "backup.db"
         try:
-            _copy(backup_file, target, standalone=False)  # one SQLite transaction: readers see the old or the restored database
-        except sqlite3.Error as err:
-            raise AnnotationError(f"cannot restore into {target}: {err}; nothing was changed") from err
-    else:
-        with atomic_path(target) as tmp:
-            _copy(backup_file, tmp)
+            _copy(backup_file, staged)
+        except sqlite3.DatabaseError as err:
+            raise AnnotationError(f"{backup_file} is not an annotation database ({one_line(err)}); nothing was "
+                                  "changed: give a file written by `qpr-annotations backup`") from err
+        check_backup(staged, name=backup_file)
+        expected = judgment_ids(staged)
+        if existing:
+            try:
+                _copy(staged, target, standalone=False)  # one SQLite transaction: readers see the old or the restored database
+            except sqlite3.Error as err:
+                raise AnnotationError(f"cannot restore into {target}: {err}; nothing was changed") from err
+        else:
+            with atomic_path(target) as tmp:
+                _copy(staged, tmp)
     if judgment_ids(target) != expected:
         raise AnnotationError(f"the restored {target} does not hold the backup's judgments; restore again")
     return Backup(str(target), _now(), len(expected), expected[-1] if expected else None)

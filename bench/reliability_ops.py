@@ -8,6 +8,14 @@
   the backup started must be in it);
 - outages: ``bench.db_outages`` (PostgreSQL restarted, SQLite's disk full);
 - hostile: ``bench.hostile_uploads`` at full size;
+- restore: ``harness.tampered_backups``: backups that are valid SQLite but not ours (a trigger, a view,
+  a changed CHECK, a foreign table set, wrong revisions, a contradictory history, rows written
+  around a CHECK, a scrambled page) restored over a live database: refused in one line, the live
+  file untouched, the next judgment recorded;
+- parquet: ``bench.hostile_uploads --parquet``: Parquet bombs at full size, each in a fresh process
+  through ``read_upload``, the same with the app's modules loaded, and ``read_cluster_file``;
+- csvwriters: the places in the product's code that write CSV/TSV (``csv_writers``), and those
+  not through the spreadsheet-safe writer;
 - sustained: read from ``bench/results/sustained_<db>.json`` (``bench.sustained_load``, run apart:
   ten minutes per database).
 
@@ -32,14 +40,16 @@ from annotations.db import open_store
 from annotations.export import export, pairs_path
 from bench.common import ROOT, machine, replace_marked_section, write_json
 from bench.db_outages import run_outages
-from bench.hostile_uploads import run_hostile
+from bench.hostile_uploads import run_hostile, run_parquet_bombs
+from harness.csv_writers import PRODUCT, csv_writers
 from harness.formula_payloads import OWASP_PAYLOADS, live_cells
+from harness.tampered_backups import run_tampered
 from qpr.data.corpus import read_table, write_table
 
 RESULTS = ROOT / "bench" / "results" / "reliability.json"
 DETAIL = ROOT / "bench" / "results" / "reliability_ops_detail.json"
 DOC = ROOT / "docs" / "RELIABILITY.md"
-PARTS = ("csv", "backup", "outages", "hostile", "sustained")
+PARTS = ("csv", "backup", "outages", "hostile", "sustained", "restore", "parquet", "csvwriters")
 
 
 def csv_payloads(tmp: Path) -> dict:
@@ -134,6 +144,31 @@ def ops_section(ops: dict, detail: dict) -> str:
             first = case["message"].split("\n- ")[-1][:110]
             lines.append(f"| &nbsp; {name} ({case['file_mb']} MB file) | {case['outcome']} in {case['seconds']:.2f} s, "
                          f"{case['peak_rss_mb']:.0f} MB: {first} |")
+    tampered = detail.get("restore_tampered")
+    if tampered and "restore_tampered_tried" in ops:
+        lines.append(f"| tampered backups restored over a live database: tried / refused in one line with the live file "
+                     f"untouched and the next judgment recorded | {ops['restore_tampered_tried']} / "
+                     f"{ops['restore_tampered_refused']} |")
+        for name, case in tampered["cases"].items():
+            lines.append(f"| &nbsp; {name} | {case['outcome']}: {case['message'].split(' ', 1)[-1][:110]} |")
+    bombs = detail.get("parquet_bombs")
+    if bombs and "parquet_bombs_tried" in ops:
+        base = bombs["baseline_rss_mb"]
+        lines.append(f"| Parquet bombs tried / refused (runs) / largest peak RSS, any process / largest growth over the "
+                     f"process's own start (read_upload alone {base['upload']:.0f} MB, with the app's modules "
+                     f"{base['app']:.0f} MB) / slowest refusal | {bombs['tried']} / {bombs['refused']} ({bombs['runs']}) / "
+                     f"{bombs['peak_rss_mb']:.0f} MB / {bombs['max_growth_mb']:.0f} MB / {bombs['max_seconds']:.2f} s |")
+        for make in dict.fromkeys(key.split("/")[0] for key in bombs["cases"]):
+            runs = {key.split("/")[1]: case for key, case in bombs["cases"].items() if key.startswith(make + "/")}
+            first = next(iter(runs.values()))
+            reason = first["message"].split("\n- ")[-1]
+            lines.append(f"| &nbsp; {make} ({first['file_bytes']:,}-byte file) | "
+                         + ", ".join(f"{reader} {case['outcome']} in {case['seconds']:.3f} s, {case['rss_before_mb']:.0f} -> "
+                                     f"{case['peak_rss_mb']:.0f} MB" for reader, case in runs.items())
+                         + f": {reason[:110]} |")
+    if "csv_writers" in ops:
+        lines.append(f"| CSV/TSV writers in the product's code / not through the spreadsheet-safe writer | "
+                     f"{ops['csv_writers']} / {ops['csv_writers_unsafe']} |")
     for db, run in detail.get("sustained", {}).items():
         lines += ["", f"**Sustained load on {db}** ({run['annotators']} annotators, {run['minutes']:g} min, think time mean "
                   f"{run['think_s']:g} s, {run['date']}, {run['machine']}): errors {run['errors']}, judgments acknowledged "
@@ -179,10 +214,24 @@ def main() -> None:
             found = run_hostile()
             ops["hostile_uploads"] = {k: found[k] for k in ("tried", "refused_cleanly", "peak_rss_mb")}
             detail["hostile_uploads"] = found
+        if "restore" in parts:
+            found = run_tampered()
+            ops |= {"restore_tampered_tried": found["tried"], "restore_tampered_refused": found["refused"]}
+            detail["restore_tampered"] = found
+        if "parquet" in parts:
+            found = run_parquet_bombs()
+            ops |= {"parquet_bombs_tried": found["tried"], "parquet_bombs_peak_rss_mb": found["peak_rss_mb"]}
+            detail["parquet_bombs"] = found
+        if "csvwriters" in parts:
+            through, unsafe = csv_writers([ROOT / part for part in PRODUCT])
+            ops |= {"csv_writers": len(through) + len(unsafe), "csv_writers_unsafe": len(unsafe)}
+            detail["csv_writers"] = {"safe": through, "unsafe": unsafe}
     stamp = {"machine": machine(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
     for part in parts:
         detail.setdefault("measured", {})[part] = stamp
-    order = ["csv_payloads_tried", "csv_payloads_live", "backup_restored_equal", "sustained", "db_outages", "hostile_uploads"]
+    order = ["csv_payloads_tried", "csv_payloads_live", "backup_restored_equal", "sustained", "db_outages", "hostile_uploads",
+             "restore_tampered_tried", "restore_tampered_refused", "parquet_bombs_tried", "parquet_bombs_peak_rss_mb",
+             "csv_writers", "csv_writers_unsafe"]
     results["ops"] = {k: ops[k] for k in order if k in ops}
     write_json(results, RESULTS)
     write_json(detail, DETAIL)

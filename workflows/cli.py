@@ -178,8 +178,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("restore", help="restore a SQLite backup into the annotation database",
                        description="Copy a backup written by `backup` into --db: a new database, or with --replace an "
-                       "existing one (in one transaction; a running app then sees the restored database). Checks that "
-                       "the result holds exactly the backup's judgments. PostgreSQL dumps are restored with pg_restore.")
+                       "existing one (in one transaction; a running app then sees the restored database). First checks "
+                       "that the backup is an annotation database of this version (integrity, schema revision, every "
+                       "table, index and constraint as the migrations make them, no trigger or view of its own, rows "
+                       "that keep the constraints) and refuses it otherwise, changing nothing; afterwards, that the "
+                       "result holds exactly the backup's judgments. PostgreSQL dumps are restored with pg_restore.")
     p.add_argument("--db", default=argparse.SUPPRESS, help="database URL (as above)")
     p.add_argument("backup", type=Path, metavar="FILE", help="backup file written by `qpr-annotations backup`")
     p.add_argument("--replace", action="store_true", help="replace an existing database (its judgments not in the backup are lost)")

@@ -19,7 +19,8 @@ from scipy.sparse.csgraph import connected_components
 
 from qpr.errors import QPRError, one_line
 from qpr.fsutil.atomic import atomic_path
-from qpr.data.spreadsheet import neutralise_frame, restore_frame
+from qpr.data.spreadsheet import restore_frame, write_csv
+from qpr.data.upload_limits import jsonl_problems, parquet_problems
 from qpr.model.text import text_problem, tokenize
 from qpr.settings import settings
 
@@ -46,7 +47,9 @@ def read_table(path: str | Path, blank_lines: bool = False) -> pd.DataFrame:
     ``blank_lines`` keeps a CSV / TSV file's blank lines as rows of empty cells (so that row
     numbers match the file's lines), instead of skipping them. CSV / TSV text cells are restored
     from their spreadsheet-safe form (``qpr.data.spreadsheet.restore``: a leading quote before
-    ``= + - @``, a tab, a carriage return or another quote is dropped)."""
+    ``= + - @``, a tab, a carriage return or another quote is dropped). A JSONL line that is not an
+    object, or a Parquet cell over ``qpr.data.upload_limits.MAX_CELL_BYTES``, is refused first
+    (QPRError naming the line or record), within bounded memory."""
     path = Path(path)
     fmt = _format_of(path)
     if not path.is_file():
@@ -54,6 +57,9 @@ def read_table(path: str | Path, blank_lines: bool = False) -> pd.DataFrame:
     if path.stat().st_size == 0:
         what = "a header and at least one row" if fmt in ("csv", "tsv") else "at least one record"
         raise QPRError(f"{path}: the file is empty; give a {fmt.upper()} file with {what}")
+    problems = jsonl_problems(path) if fmt == "jsonl" else parquet_problems(path, None) if fmt == "parquet" else []
+    if problems:
+        raise QPRError(f"{path}: {problems[0]} (nothing was read)")
     try:
         if fmt in ("csv", "tsv"):
             return restore_frame(pd.read_csv(path, sep="\t" if fmt == "tsv" else ",", dtype=str,
@@ -73,9 +79,7 @@ def write_table(frame: pd.DataFrame, path: str | Path) -> Path:
     fmt = _format_of(path)
     with atomic_path(path) as tmp:
         if fmt in ("csv", "tsv"):
-            # RFC 4180's CRLF line ends: the csv writer quotes a cell holding any character of the
-            # line terminator, so a lone CR inside a question is quoted instead of ending the row.
-            neutralise_frame(frame).to_csv(tmp, sep="\t" if fmt == "tsv" else ",", index=False, lineterminator="\r\n")
+            write_csv(frame, tmp, sep="\t" if fmt == "tsv" else ",")
         elif fmt == "jsonl":
             frame.to_json(tmp, orient="records", lines=True, force_ascii=False)
         else:

@@ -8,11 +8,15 @@ from an upload or a typed query would become a live formula when an annotator op
 The rule is made reversible by quoting a text that already begins with a quote as well, so
 ``restore`` (strip one leading quote where it is followed by one of those characters or by a quote)
 gives back exactly the text that was written, whatever it was: ``restore(neutralise(s)) == s``.
-``qpr.data.corpus.write_table`` neutralises every text cell of a CSV/TSV file and
-``read_table`` restores them; JSONL and Parquet are not opened by spreadsheets and are left as is.
+``write_csv`` is the one writer of CSV/TSV files in the product (``qpr.data.corpus.write_table``,
+the supervision report's tables): it neutralises every text cell, and ``qpr.data.corpus.read_table``
+restores them; JSONL and Parquet are not opened by spreadsheets and are left as is.
+tests/reliability/test_spreadsheet.py finds any other CSV/TSV writer in the product's code.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pandas as pd
 
@@ -52,3 +56,11 @@ def neutralise_frame(frame: pd.DataFrame) -> pd.DataFrame:
 def restore_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """A copy of ``frame`` with every text cell restored (the inverse of ``neutralise_frame``)."""
     return _map_text(frame, restore)
+
+
+def write_csv(frame: pd.DataFrame, path: str | Path, sep: str = ",") -> None:
+    """Write ``frame`` (without its index) as CSV, or TSV with ``sep="\\t"``, every text cell neutralised.
+
+    RFC 4180's CRLF line ends: the csv writer quotes a cell holding any character of the line
+    terminator, so a lone CR inside a question is quoted instead of ending the row."""
+    neutralise_frame(frame).to_csv(path, sep=sep, index=False, lineterminator="\r\n")

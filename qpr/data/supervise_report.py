@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from qpr.fsutil.atomic import atomic_path
+from qpr.data.spreadsheet import write_csv
 from qpr.data.supervise import Supervision, threshold_table
 
 if TYPE_CHECKING:
@@ -194,9 +195,9 @@ def write_report(result: Supervision, directory: str | Path, name: str, samples:
     with atomic_path(directory, directory=True, replaceable=is_report, what="report of `qpr supervise`") as tmp:
         (tmp / "summary.json").write_text(json.dumps(info, indent=2, ensure_ascii=False))
         (tmp / "report.md").write_text(render_markdown(info, heading="#"))
-        threshold_table(result.clusters).to_csv(tmp / "thresholds.csv", index=False)
+        write_csv(threshold_table(result.clusters), tmp / "thresholds.csv")
         if samples:
-            sample_clusters(result, kept=True).to_csv(tmp / "kept_sample.csv", index=False)
-            sample_clusters(result, kept=False).to_csv(tmp / "removed_sample.csv", index=False)
+            write_csv(sample_clusters(result, kept=True), tmp / "kept_sample.csv")
+            write_csv(sample_clusters(result, kept=False), tmp / "removed_sample.csv")
         coherence_figure(result, name).savefig(tmp / "coherence.png", dpi=80)
     return Path(directory)

@@ -13,10 +13,12 @@ import subprocess
 import threading
 
 import pytest
+from alembic import command
 
 from annotations.backup import backup, judgment_ids, last_backup, restore
-from annotations.db import open_store
+from annotations.db import alembic_config, make_engine, open_store
 from annotations.errors import AnnotationError
+from harness.tampered_backups import TAMPERS, good_backup, tampered, try_restore
 from conftest import make_corpus
 from qpr.serving.served_model import ServedModel
 from ui.common import AppContext
@@ -111,6 +113,62 @@ def test_bad_backups_and_targets_are_refused_with_one_line(scratch_dir):
         assert "\n" not in str(err.value)
     assert (scratch_dir / "taken.db").read_text() == "someone's file"
     assert not (scratch_dir / "new.db").exists()
+
+
+TAMPERED = {
+    "trigger": "has a trigger keep_one of its own, which this version never makes",
+    "view": "has a view every_judgment of its own",
+    "changed_check": "defines the table judgments otherwise than this version's migrations: \"'DIFFERENT' , 'unsure'\" "
+                     "where they have \"'different' , 'unsure'\"",
+    "foreign_tables": "holds no schema revision (no alembic_version table): it is not an annotation database",
+    "older_revision": "is at schema revision 0007, an older one than this version's",
+    "unknown_revision": "has schema revision ffff9999, which this version does not know",
+    "broken_history": "judgment 30 is out of force but neither replaced nor withdrawn",
+    "rows_around_a_check": "has 1 row(s) in judgments that break ck_judgments_label",
+    "scrambled_page": "fails SQLite's integrity check (",
+}
+
+
+@pytest.mark.parametrize("name", sorted(TAMPERS))
+def test_a_backup_that_is_not_ours_is_refused_before_the_live_database_is_touched(name, scratch_dir):
+    url, good = good_backup(scratch_dir)
+    case = try_restore(url, scratch_dir / "live.db", tampered(scratch_dir, good, name))
+    assert case["outcome"] == "refused" and case["one_line"], case["message"]
+    assert TAMPERED[name] in case["message"] and "nothing was changed" in case["message"]
+    assert case["live_untouched"] and case["next_judgment_kept"]
+    with pytest.raises(AnnotationError, match="nothing was changed"):  # nor is a new database made from it
+        restore(scratch_dir / f"{name}.db", f"sqlite:///{scratch_dir / 'new.db'}")
+    assert not (scratch_dir / "new.db").exists()
+
+
+def test_an_older_backup_is_refused_until_a_copy_is_upgraded_as_the_message_says(scratch_dir):
+    old = scratch_dir / "old.db"
+    engine = make_engine(f"sqlite:///{old}")
+    config = alembic_config()
+    with engine.begin() as connection:  # a database as the previous version left it
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0007")
+    engine.dispose()
+    with pytest.raises(AnnotationError, match="is at schema revision 0007, an older one") as err:
+        restore(old, f"sqlite:///{scratch_dir / 'new.db'}")
+    assert "qpr-annotations --db sqlite:///COPY stats" in str(err.value)
+    shutil.copyfile(old, scratch_dir / "copy.db")
+    assert annotations_main(["--db", f"sqlite:///{scratch_dir / 'copy.db'}", "stats"]) == 0
+    assert restore(scratch_dir / "copy.db", f"sqlite:///{scratch_dir / 'new.db'}").judgments == 0
+
+
+def test_the_good_backup_the_tampers_start_from_restores(scratch_dir):
+    url, good = good_backup(scratch_dir)
+    case = try_restore(url, scratch_dir / "live.db", good)
+    assert case["outcome"] == "restored" and case["next_judgment_kept"]
+
+
+def test_cli_refuses_a_tampered_backup_in_one_line(scratch_dir, capsys):
+    url, good = good_backup(scratch_dir)
+    path = tampered(scratch_dir, good, "trigger")
+    assert annotations_main(["--db", url, "restore", str(path), "--replace"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has a trigger keep_one of its own" in err
 
 
 def test_cli_backup_and_restore(scratch_dir, capsys):

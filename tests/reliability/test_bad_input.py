@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 import qpr.cli.commands
+from harness.hostile_files import parquet_dictionary_1mb
 from workflows.cli import main as annotations_main
 from annotations.db import open_store
 from annotations.errors import AnnotationError
@@ -97,6 +98,9 @@ def world(tiny_bundle, tmp_path):
     (tmp_path / "pairs-nul.tsv").write_text(QUORA_HEADER + "1\t1\t2\tq\x00one\tq two\t1\n")
     (tmp_path / "log-nul.jsonl").write_text('{"question": "where\\u0000 is it", "answer": "x"}\n')
     (tmp_path / "log-header-only.csv").write_text("question,answer\n")
+    for name, line in NOT_RECORDS.items():  # a good record, then a line that is not one
+        (tmp_path / f"{name}.jsonl").write_text('{"question": "how do i learn chess", "cluster": "a"}\n' + line + "\n")
+    parquet_dictionary_1mb(tmp_path, scale=0.001)  # a few hundred bytes whose one dictionary text is 1 MB
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "thesis.txt").write_text("years of work")
     (tmp_path / "a-file").write_text("mine")
@@ -104,6 +108,10 @@ def world(tiny_bundle, tmp_path):
     (tmp_path / "vocab.json").write_text('["a list"]')
     return tmp_path
 
+
+NOT_RECORDS = {"null": "null", "number": "3.5", "true": "true", "list": '["how do i learn chess", "a"]'}
+NOT_RECORD = "line 2 is {}, not a JSON object; give one object per line"
+BOMB = "record 1: its question takes 1,048,576 bytes, more than 131,072"
 
 TRAIN = ["train", "--data", "{d}/clusters.jsonl", "--quiet", "--out"]
 CLI_CASES = [
@@ -124,6 +132,9 @@ CLI_CASES = [
     (["train", "--data", "{d}/nul.csv", "--out", "{d}/new"], "the question of qid 1 contains a NUL character"),
     (["train", "--data", "{d}/nul.parquet", "--out", "{d}/new"], "the question of qid 2 contains a NUL character"),
     (["train", "--data", "{d}/pairs-nul.tsv", "--out", "{d}/new"], "the question1 of pair id 1 contains a NUL"),
+    *[(["train", "--data", f"{{d}}/{name}.jsonl", "--out", "{d}/new"], NOT_RECORD.format(line).replace("{", "{{").replace("}", "}}"))
+      for name, line in NOT_RECORDS.items()],
+    (["train", "--data", "{d}/dict1m.parquet", "--out", "{d}/new"], BOMB),
     (["eval", "{d}/bundle", "--data", "{d}/nul.jsonl"], "contains a NUL character"),
     # queries
     (["search", "{d}/bundle", "how do i \udcff learn"], "the query contains a lone surrogate ('\\udcff')"),
@@ -184,6 +195,8 @@ READER_CASES = [
     (read_cluster_file, "nul.csv", "qid 1 contains a NUL character (\\x00) at position 8; remove it"),
     (read_cluster_file, "nul.jsonl", "contains a NUL character"),
     (read_cluster_file, "nul.parquet", "contains a NUL character"),
+    *[(read_cluster_file, f"{name}.jsonl", NOT_RECORD.format(line)) for name, line in NOT_RECORDS.items()],
+    (read_cluster_file, "dict1m.parquet", BOMB),
     (load_corpus, "pairs-header-only.tsv", "the file has no rows"),
     (load_corpus, "pairs-nul.tsv", "pair id 1 contains a NUL character"),
     (lambda p: read_quora_pairs(p), "pairs-nul.tsv", "NUL character"),
@@ -202,6 +215,9 @@ UPLOAD_CASES = [
     ("nul.jsonl", "questions", "- row 1: the question contains a NUL character"),
     ("nul.parquet", "clusters", "- row 2: the question contains a NUL character"),
     ("log-nul.jsonl", "qa-log", "- row 1: the question contains a NUL character"),
+    *[(f"{name}.jsonl", kind, "- " + NOT_RECORD.format(line)) for name, line in NOT_RECORDS.items()
+      for kind in ("clusters", "qa-log")],
+    ("dict1m.parquet", "questions", "- " + BOMB),
     ("log-header-only.csv", "qa-log", "- the file has no rows"),
     ("clusters.jsonl", "qa-log", "- missing column(s) answer (found: qid, question, cluster, split)"),
     ("vocab.json", "questions", "unknown file type '.json'"),

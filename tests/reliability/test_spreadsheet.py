@@ -13,9 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.csv_writers import PRODUCT, ROOT, csv_writers
 from harness.formula_payloads import OWASP_PAYLOADS, live_cells
 from qpr.data.corpus import read_cluster_file, read_table, write_cluster_file, write_table
 from qpr.data.spreadsheet import TRIGGERS, neutralise, restore
+from qpr.data.supervise import supervise
+from qpr.data.supervise_report import write_report
 
 
 @pytest.mark.parametrize("suffix, sep", [(".csv", ","), (".tsv", "\t")])
@@ -45,6 +48,33 @@ def test_jsonl_and_parquet_are_untouched(tmp_path):
     lines = [json.loads(line) for line in (tmp_path / "e.jsonl").read_text().splitlines()]
     assert [r["question"] for r in lines] == ["=1+1", "'x"]
     assert pd.read_parquet(write_table(frame, tmp_path / "e.parquet"))["question"].tolist() == ["=1+1", "'x"]
+
+
+def test_every_csv_writer_of_the_product_is_the_safe_one():
+    through, unsafe = csv_writers([ROOT / part for part in PRODUCT])
+    assert unsafe == []
+    assert {"qpr/data/corpus.py", "qpr/data/supervise_report.py"} <= {where.split(":")[0] for where in through}
+
+
+def test_the_scan_finds_each_kind_of_unsafe_writer(tmp_path):
+    (tmp_path / "module.py").write_text(
+        "import csv\nfrom csv import DictWriter\nimport numpy as np\n"
+        "def save(frame, handle, path):\n"
+        "    frame.to_csv(path)\n    csv.writer(handle).writerow([1])\n    np.savetxt(path, [1])\n"
+        "    frame.round(2).to_csv(path, sep='\\t')\n")
+    through, unsafe = csv_writers([tmp_path])
+    assert through == []
+    assert sorted(int(where.rsplit(":", 1)[1]) for where in unsafe) == [2, 5, 6, 7, 8]
+
+
+def test_the_supervision_reports_samples_are_spreadsheet_safe(tmp_path):
+    log = pd.DataFrame([(f"{payload} learning topic{i} {form}", [f"=answer {i}"]) for i, payload in enumerate(OWASP_PAYLOADS)
+                        for form in ("how", "tips for", "the best way")], columns=["question", "answers"])
+    folder = write_report(supervise(log, min_coherence=0.0), tmp_path / "report", "payloads")
+    for name in ("kept_sample.csv", "thresholds.csv"):
+        assert live_cells(folder / name, ",") == []
+    sample = read_table(folder / "kept_sample.csv")
+    assert sum(question.startswith(TRIGGERS) for question in sample["questions"]) >= 10  # held, read back, never live
 
 
 # Text a file can hold: any valid UTF-8 without NUL (refused on import anyway), weighted towards
