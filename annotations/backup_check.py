@@ -121,7 +121,10 @@ def _objects(connection: sqlite3.Connection) -> dict[tuple[str, str], list[str] 
 
 
 def _tokens(sql: str | None) -> list[str] | None:
-    """``sql`` as tokens: identifiers unquoted and lower-cased, keywords lower-cased, literals as written."""
+    """``sql`` as tokens: identifiers unquoted and lower-cased, keywords lower-cased, literals as
+    written; a table's columns and constraints (the items between its outer parentheses) in
+    sorted order, since a migration that copies a table (Alembic's batch mode) writes its
+    constraints in no fixed order, and the order means nothing to SQLite."""
     if sql is None:
         return None
     tokens = []
@@ -129,7 +132,20 @@ def _tokens(sql: str | None) -> list[str] | None:
         if token[0] in "\"`[" and re.fullmatch(r"\w+", token[1:-1]):
             token = token[1:-1]
         tokens.append(token if token.startswith("'") else token.lower())
-    return tokens
+    if tokens[:2] != ["create", "table"] or "(" not in tokens:
+        return tokens
+    start = tokens.index("(")
+    items, depth, item = [], 0, []
+    for token in tokens[start + 1:]:
+        depth += {"(": 1, ")": -1}.get(token, 0)
+        if depth < 0 or (depth == 0 and token == ","):
+            items.append(item)
+            item = []
+            if depth < 0:
+                break
+        else:
+            item.append(token)
+    return tokens[:start + 1] + [t for listed in sorted(items) for t in [*listed, ","]] + [")"]
 
 
 def _schema(connection: sqlite3.Connection) -> str | None:

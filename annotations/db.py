@@ -10,13 +10,15 @@ written by a newer version of this package (an unknown revision) is refused.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event, make_url, text
+from sqlalchemy import Connection, Engine, create_engine, event, make_url, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
@@ -117,7 +119,30 @@ def migrate(engine: Engine) -> str:
     config = alembic_config()
     script = ScriptDirectory.from_config(config)
     known = {rev.revision for rev in script.walk_revisions()}
-    with engine.execution_options(**{WRITE_OPTION: True}).begin() as connection:
+    with engine.connect() as connection:
+        with _foreign_keys_checked_at_the_end(connection):
+            _upgrade(engine, connection, config, script, known)
+    return script.get_current_head()
+
+
+@contextmanager
+def _foreign_keys_checked_at_the_end(connection: Connection) -> Iterator[None]:
+    """On SQLite, foreign keys off for the migration and checked once before it commits: a
+    migration that copies a table (Alembic's batch mode) drops the original while other tables'
+    rows point at it, and SQLite can only be told so outside a transaction (its own advice for
+    changing a table). Other databases check them as usual."""
+    if connection.dialect.name != "sqlite":
+        yield
+        return
+    connection.connection.driver_connection.execute("PRAGMA foreign_keys = OFF")
+    try:
+        yield
+    finally:
+        connection.connection.driver_connection.execute("PRAGMA foreign_keys = ON")
+
+
+def _upgrade(engine: Engine, connection: Connection, config: Config, script: ScriptDirectory, known: set[str]) -> None:
+    with connection.execution_options(**{WRITE_OPTION: True}).begin():
         if engine.dialect.name == "postgresql":
             # Several processes may open a fresh database at once; only one may create the tables.
             connection.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": MIGRATION_LOCK_ID})
@@ -131,7 +156,11 @@ def migrate(engine: Engine) -> str:
             )
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
-    return script.get_current_head()
+        if engine.dialect.name == "sqlite":
+            broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+            if broken:
+                raise AnnotationError(f"the annotation database {_safe(engine.url)} could not be upgraded: its table "
+                                      f"{broken[0][0]} has rows that point at missing rows of {broken[0][2]}; restore a backup")
 
 
 def database_url(url: str | None = None) -> str:

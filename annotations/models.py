@@ -107,8 +107,8 @@ class Judgment(Base):
     ``item_key`` names the item independently of the bundle ("qid:<query_qid>:<candidate_qid>" or
     "text:<sha256 of query_text>:<candidate_qid>"). ``is_current`` is True for the annotator's live
     label of the item and NULL (not False) otherwise, so the unique constraint on
-    (annotator, item_key, is_current) allows any amount of history but one current label, on every
-    database (NULLs never collide in a unique constraint).
+    (annotator, project, item_key, is_current) allows any amount of history but one current label
+    per project, on every database (NULLs never collide in a unique constraint).
     """
 
     __tablename__ = "judgments"
@@ -119,11 +119,15 @@ class Judgment(Base):
         CheckConstraint("(query_qid IS NULL) <> (query_text IS NULL)", name="ck_judgments_one_query"),
         CheckConstraint("is_current IS NULL OR (superseded_by IS NULL AND withdrawn_at IS NULL)", name="ck_judgments_current"),
         CheckConstraint(f"role IS NULL OR role IN ({', '.join(repr(role) for role in (*ROLES, 'admin'))})", name="ck_judgments_role"),
-        UniqueConstraint("annotator_id", "item_key", "is_current", name="uq_judgments_one_current"),
+        UniqueConstraint("annotator_id", "project", "item_key", "is_current", name="uq_judgments_one_current"),
+        Index("ix_judgments_project", "project"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"), index=True)
+    # Its bundle version's project, kept beside it: an item (the same qids) is another item in
+    # another project, so one current label per annotator, project and item.
+    project: Mapped[str] = mapped_column(String(MAX_PROJECT_CHARS), server_default=FIRST_PROJECT)
     bundle_version: Mapped[str] = mapped_column(String(100), ForeignKey("bundles.version"))
     query_qid: Mapped[int | None] = mapped_column(BigInteger)
     query_text: Mapped[str | None] = mapped_column(Text)

@@ -85,3 +85,57 @@ def test_a_judgment_cannot_point_into_another_projects_bundle(two_projects):
     assert set(alpha.judgments()["annotator"]) == {ALPHA} and set(beta.judgments()["annotator"]) == {BETA}
     assert alpha.progress(BETA) == {"today": 0, "total": 0} and beta.progress(BETA)["total"] == 5
     assert beta.annotators() == [BETA]
+
+
+def test_one_annotator_judges_the_same_item_in_two_projects_each_label_its_own(two_projects):
+    """The same qids in two projects are two items: one current label per annotator, project and item."""
+    page, judged = two_projects
+    (_, alpha), (_, beta) = judged["alpha"], judged["beta"]
+    beta.record(ALPHA, 6, "different", beta.bundle_versions()["version"].iloc[0], query_qid=1)
+    mine = {slug: store.judgments(annotator=ALPHA).query("candidate_qid == 6 and query_qid == 1")["label"].tolist()
+            for slug, store in (("alpha", alpha), ("beta", beta))}
+    assert mine == {"alpha": ["same"], "beta": ["different"]}
+
+
+def test_a_database_from_before_projects_upgrades_and_a_project_claims_its_versions(scratch_dir):
+    """Migration 0009 on a database of revision 0008 holding judgments, a comment, an export and an
+    adjudication: everything is the demo's until a project claims its bundle version (taking its
+    judgments and the adjudications of their items along), and nothing is lost on the way."""
+    from alembic import command
+    from sqlalchemy import text
+
+    from annotations.db import WRITE_OPTION, alembic_config, make_engine
+
+    url = f"sqlite:///{scratch_dir / 'old.db'}"
+    engine, config = make_engine(url), alembic_config()
+    with engine.execution_options(**{WRITE_OPTION: True}).begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0008")
+        for statement in (
+            "INSERT INTO bundles VALUES ('v-old', 'f', 3, '2026-01-01')",
+            "INSERT INTO corpus_questions VALUES ('v-old', 1, 'a', 'c', 'train'), ('v-old', 2, 'b', 'c', 'train'),"
+            " ('v-old', 3, 'c', NULL, 'none')",
+            "INSERT INTO annotators (id, name, name_key, created_at) VALUES (1, 'ann', 'ann', '2026-01-01')",
+            "INSERT INTO judgments (id, annotator_id, bundle_version, query_qid, candidate_qid, item_key, label, created_at,"
+            " is_current, superseded_by) VALUES (1, 1, 'v-old', 1, 3, 'qid:1:3', 'same', '2026-01-01', NULL, 2),"
+            " (2, 1, 'v-old', 1, 3, 'qid:1:3', 'different', '2026-01-02', 1, NULL)",
+            "INSERT INTO judgment_comments VALUES (1, 2, 1, 'not sure', '2026-01-02')",
+            "INSERT INTO exports (id, created_at, bundle_version, format, path, questions, clusters_before, clusters_after)"
+            " VALUES (1, '2026-01-02', 'v-old', 'csv', '/x.csv', 3, 1, 1)",
+            "INSERT INTO export_judgments VALUES (1, 2)",
+            "INSERT INTO adjudications (id, reviewer_id, kind, item_key, query_qid, candidate_qid, decision, created_at)"
+            " VALUES (1, 1, 'item', 'qid:1:3', 1, 3, 'different', '2026-01-03')",
+        ):
+            connection.execute(text(statement))
+    engine.dispose()
+    with open_store(url, project="demo") as demo:
+        assert demo.judgments(current_only=False)["id"].tolist() == [1, 2] and demo.comments().tolist() == ["not sure"]
+        project = demo.for_project("faq")
+        assert project.judgments().empty and project.adjudications().empty
+        assert project.claim_versions(["v-old", "v-unknown"]) == ["v-old"]
+        assert project.judgments(current_only=False)["id"].tolist() == [1, 2] and demo.judgments(current_only=False).empty
+        assert project.adjudications()["item_key"].tolist() == ["qid:1:3"] and demo.adjudications().empty
+        assert project.comments().tolist() == ["not sure"] and project.claim_versions(["v-old"]) == []
+        with demo.engine.connect() as connection:
+            assert connection.exec_driver_sql("SELECT COUNT(*) FROM export_judgments").scalar() == 1
+            assert connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall() == []

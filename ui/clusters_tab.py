@@ -68,7 +68,7 @@ class ClustersTab:
                 self.both = gr.Dataframe(pd.DataFrame(columns=["cluster", "qid", "question"]), label="Both clusters",
                                          datatype="str", interactive=False, wrap=True, elem_id="clusters-merge-both")
             self.touching = gr.Dataframe(pd.DataFrame(columns=JUDGMENT_COLUMNS), label="Judgments touching this cluster",
-                                         datatype="str", interactive=False, wrap=True)
+                                         datatype="str", interactive=False, wrap=True, elem_id="clusters-touching")
             self.merges = gr.Dataframe(pd.DataFrame(columns=MERGE_COLUMNS), label="Merges proposed by the current judgments",
                                        datatype="str", interactive=False, wrap=True, elem_id="clusters-merges")
             self.splits = gr.Dataframe(pd.DataFrame(columns=SPLIT_SHOWN), label="Splits proposed by the current judgments "

@@ -42,7 +42,7 @@ class RetrainTab:
             with gr.Row():
                 fmt = gr.Radio(["csv", "jsonl", "parquet"], value="csv", label="Export format")
                 export_button = gr.Button("Export corrected clusters", variant="primary")
-            self.export_note = gr.Markdown()
+            self.export_note = gr.Markdown(elem_id="export-note")
             self.files = gr.File(label="Download", file_count="multiple", interactive=False, elem_id="export-files")
             with gr.Row():
                 repo = gr.Textbox(label="Hub dataset repository", placeholder="owner/name (the app's HF_TOKEN must write it)")

@@ -78,9 +78,9 @@ class CorpusRepository(Repository):
             if not claimed:
                 return []
             session.execute(update(BundleVersion).where(BundleVersion.version.in_(claimed)).values(project=self.project))
+            session.execute(update(Judgment).where(Judgment.bundle_version.in_(claimed)).values(project=self.project))
             theirs = select(distinct(Judgment.item_key)).where(Judgment.bundle_version.in_(claimed))
-            elsewhere = (select(distinct(Judgment.item_key)).join(BundleVersion, BundleVersion.version == Judgment.bundle_version)
-                         .where(BundleVersion.project == FIRST_PROJECT))
+            elsewhere = select(distinct(Judgment.item_key)).where(Judgment.project == FIRST_PROJECT)
             session.execute(update(Adjudication).where(
                 Adjudication.project == FIRST_PROJECT, Adjudication.item_key.in_(theirs),
                 Adjudication.item_key.not_in(elsewhere)).values(project=self.project))

@@ -88,7 +88,7 @@ class JudgmentRepository(Repository):
                 previous.is_current = None  # before the insert: one current label per item
                 session.flush()
             judgment = Judgment(
-                annotator_id=person.id, bundle_version=version, query_qid=query_qid, query_text=query_text,
+                annotator_id=person.id, project=self.project, bundle_version=version, query_qid=query_qid, query_text=query_text,
                 candidate_qid=candidate_qid, item_key=key, label=label,
                 rank=None if rank is None else int(rank), distance=None if distance is None else float(distance), role=role,
             )
@@ -197,13 +197,13 @@ class JudgmentRepository(Repository):
     def annotators(self) -> list[str]:
         """Everyone who judged in this project, by the name they first wrote, alphabetically."""
         with Session(self.engine) as session:
-            return list(session.scalars(self._scoped(select(distinct(Annotator.name)))
-                                        .join(Annotator, Annotator.id == Judgment.annotator_id).order_by(Annotator.name)))
+            return list(session.scalars(self._scoped(select(distinct(Annotator.name))
+                                                     .join_from(Judgment, Annotator, Annotator.id == Judgment.annotator_id))
+                                        .order_by(Annotator.name)))
 
     def _scoped(self, statement: Select) -> Select:
         """``statement`` (over ``Judgment``) limited to this project's judgments."""
-        return statement.join_from(Judgment, BundleVersion, BundleVersion.version == Judgment.bundle_version).where(
-            BundleVersion.project == self.project)
+        return statement.where(Judgment.project == self.project)
 
     def display_name(self, annotator: str) -> str:
         """How the annotator ``annotator`` identifies is shown: the name they first wrote, or
