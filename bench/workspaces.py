@@ -18,6 +18,12 @@ corpus in the database, are reported apart. ``bare_to_trainable_judgments`` belo
 measurement (the bare-questions queue): it is kept as the file has it (0 when absent).
 
     python -m bench.workspaces [--projects 6] [--repeats 3]    # also rewrites the table in docs/WORKSPACES.md
+    python -m bench.workspaces --isolation                    # cross_project_leaks, views_checked
+
+``--isolation`` runs the browser walk of two projects imported from one file
+(tests/test_app_browser_isolation.py: two annotators judge overlapping pairs, every view of each
+page is read for the other project's judgments) and records what it counted:
+``cross_project_leaks`` (views that showed the other project's work) and ``views_checked``.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ import gc
 import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from datetime import datetime, timezone
@@ -49,6 +57,8 @@ from ui.common import AppContext
 
 RESULTS = Path(__file__).resolve().parent / "results" / "workspaces.json"
 DOC = Path(__file__).resolve().parents[1] / "docs" / "WORKSPACES.md"
+ISOLATION_TEST = "tests/test_app_browser_isolation.py"
+ISOLATION_REPORT = Path(__file__).resolve().parents[1] / "test-artifacts" / "isolation.json"
 BROWSER_TESTS = ["tests/test_app_browser_workspaces.py", "tests/test_app_browser_bare.py", "tests/test_app_browser_clusters.py"]
 QUERY = "my card has not arrived yet"
 
@@ -121,16 +131,33 @@ def measure(n_projects: int, repeats: int) -> dict:
             "projects_opened": n_projects, "reopens_per_project": repeats}
 
 
+def isolation() -> dict:
+    """The browser walk's counts (module doc), from a run of it now."""
+    ISOLATION_REPORT.unlink(missing_ok=True)
+    ran = subprocess.run([sys.executable, "-m", "pytest", ISOLATION_TEST, "-q", "-p", "no:cacheprovider"],
+                         cwd=ISOLATION_REPORT.parents[1])
+    counted = json.loads(ISOLATION_REPORT.read_text())
+    return {"cross_project_leaks": counted["cross_project_leaks"], "views_checked": counted["views_checked"],
+            "isolation_views": counted["views"], "isolation_test": ISOLATION_TEST,
+            "isolation_test_passed": ran.returncode == 0, "isolation_date": datetime.now(timezone.utc).strftime("%Y-%m-%d")}
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--projects", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--isolation", action="store_true", help="run the two-project browser walk only")
     args = parser.parse_args(argv)
-    measured = measure(args.projects, args.repeats)
     try:  # keep what another measurement wrote (bare_to_trainable_judgments)
         kept = json.loads(RESULTS.read_text())
     except (OSError, ValueError):
         kept = {}
+    if args.isolation:
+        result = kept | isolation()
+        write_json(result, RESULTS)
+        print(json.dumps({key: result[key] for key in ("cross_project_leaks", "views_checked")}))
+        return
+    measured = measure(args.projects, args.repeats)
     result = kept | measured | {"bare_to_trainable_judgments": kept.get("bare_to_trainable_judgments", 0),
                                 "browser_tests": BROWSER_TESTS, "machine": f"2-core CPU machine ({machine()})",
                                 "date": datetime.now(timezone.utc).strftime("%Y-%m-%d")}
