@@ -139,7 +139,7 @@ class RetrainTab:
         candidate = self.ctx.model.candidate()
         if candidate is None:
             return self._decided("")
-        note = f"A retrained model, **{plain(candidate.served.bundle.version)}**, is waiting for a decision."
+        note = f"A retrained model, **{plain(candidate.served.bundle.version)}**, is waiting for your decision."
         return self._waiting(note, candidate.comparison, self.ctx.may_replace(request, profile))
 
     @shows_errors(action="use the trained model")
