@@ -98,7 +98,7 @@ class SearchTab:
         found = {table: _table(served, parts[table], query, int(k)) if table in parts else _empty()
                  for table in (self.results, self.dense, self.bm25)}
         if found[self.results].empty:
-            gr.Info(f"No question of this project matches {query.strip()!r}: "
+            gr.Warning(f"No question of this project matches {query.strip()!r}: "
                     + ("BM25, which serves it until an encoder is trained, finds questions sharing a word with yours. "
                        if served.bundle.lexical else "") + "Try other words.")
         return found if shown is None else self._labelled(served, shown, compare, found)
