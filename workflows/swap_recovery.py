@@ -51,13 +51,17 @@ def reconcile(project: Project) -> str | None:
             bundle = Bundle.load(path)
         except QPRError as err:
             project.store.record_swap(RECOVERY, served, version, [])
-            repaired = (f"{project.slug}: the swap to {version} was recorded but its bundle not saved ({one_line(err)}); "
+            repaired = (f"{project.slug}: the swap to {version} was recorded but its bundle never saved ({one_line(err)}); "
                         f"recorded back to {served}, which is served")
         else:
             project.model.restart_with(bundle)
-            project.home.remember(path, last["annotator"])
-            repaired = f"{project.slug}: the swap to {version} was recorded but not remembered; serving it and remembered now"
             served = version
+            try:
+                project.home.remember(path, last["annotator"])
+                repaired = f"{project.slug}: the swap to {version} was recorded but not remembered; serving it, remembered now"
+            except (OSError, QPRError) as err:  # served all the same: the record stays the truth, and the next start repairs again
+                repaired = (f"{project.slug}: the swap to {version} was recorded but not remembered; serving it, but it could "
+                            f"not be remembered now ({one_line(err)})")
     if served == version:
         settle(project.training, version, f"put in service by {last['annotator']}")
     if repaired:
