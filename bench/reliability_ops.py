@@ -16,6 +16,10 @@
   through ``read_upload``, the same with the app's modules loaded, and ``read_cluster_file``;
 - csvwriters: the places in the product's code that write CSV/TSV (``csv_writers``), and those
   not through the spreadsheet-safe writer;
+- swapcrash: ``harness.swap_crashes``: a model swap (the demo's, an uploaded project's, the demo's
+  first training) SIGKILLed right after each of its steps, the app started again twice on the same
+  cache and database: points tried, and points where the model served is the last recorded swap's
+  and the trained model is offered again only where it is not served;
 - sustained: read from ``bench/results/sustained_<db>.json`` (``bench.sustained_load``, run apart:
   ten minutes per database).
 
@@ -43,13 +47,14 @@ from bench.db_outages import run_outages
 from bench.hostile_uploads import run_hostile, run_parquet_bombs
 from harness.csv_writers import PRODUCT, csv_writers
 from harness.formula_payloads import OWASP_PAYLOADS, live_cells
+from harness.swap_crashes import run_swap_crashes
 from harness.tampered_backups import run_tampered
 from qpr.data.corpus import read_table, write_table
 
 RESULTS = ROOT / "bench" / "results" / "reliability.json"
 DETAIL = ROOT / "bench" / "results" / "reliability_ops_detail.json"
 DOC = ROOT / "docs" / "RELIABILITY.md"
-PARTS = ("csv", "backup", "outages", "hostile", "sustained", "restore", "parquet", "csvwriters")
+PARTS = ("csv", "backup", "outages", "hostile", "sustained", "restore", "parquet", "csvwriters", "swapcrash")
 
 
 def csv_payloads(tmp: Path) -> dict:
@@ -166,6 +171,16 @@ def ops_section(ops: dict, detail: dict) -> str:
                          + ", ".join(f"{reader} {case['outcome']} in {case['seconds']:.3f} s, {case['rss_before_mb']:.0f} -> "
                                      f"{case['peak_rss_mb']:.0f} MB" for reader, case in runs.items())
                          + f": {reason[:110]} |")
+    crashes = detail.get("swap_crashes")
+    if crashes and "swap_crash_points_tried" in ops:
+        lines.append(f"| a model swap killed right after a step, the app started again: points tried / consistent (served = "
+                     f"last recorded swap, offered again only if not served) | {ops['swap_crash_points_tried']} / "
+                     f"{ops['swap_crash_consistent']} |")
+        for case in crashes["points"]:
+            step = {"recorded": "record", "save": "bundle save", "remember": "pointer write"}[case["point"]]
+            lines.append(f"| &nbsp; {case['scenario']}, killed right after the {step} | serves the {case['serves']} model, "
+                         f"{case['swaps_recorded']} swap(s) recorded, trained model offered again: "
+                         f"{'yes' if case['offered_again'] else 'no'}; {'consistent' if case['consistent'] else 'NOT consistent'} |")
     if "csv_writers" in ops:
         lines.append(f"| CSV/TSV writers in the product's code / not through the spreadsheet-safe writer | "
                      f"{ops['csv_writers']} / {ops['csv_writers_unsafe']} |")
@@ -226,12 +241,16 @@ def main() -> None:
             through, unsafe = csv_writers([ROOT / part for part in PRODUCT])
             ops |= {"csv_writers": len(through) + len(unsafe), "csv_writers_unsafe": len(unsafe)}
             detail["csv_writers"] = {"safe": through, "unsafe": unsafe}
+        if "swapcrash" in parts:
+            found = run_swap_crashes(tmp / "swaps")
+            ops |= {"swap_crash_points_tried": found["tried"], "swap_crash_consistent": found["consistent"]}
+            detail["swap_crashes"] = found
     stamp = {"machine": machine(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
     for part in parts:
         detail.setdefault("measured", {})[part] = stamp
     order = ["csv_payloads_tried", "csv_payloads_live", "backup_restored_equal", "sustained", "db_outages", "hostile_uploads",
              "restore_tampered_tried", "restore_tampered_refused", "parquet_bombs_tried", "parquet_bombs_peak_rss_mb",
-             "csv_writers", "csv_writers_unsafe"]
+             "csv_writers", "csv_writers_unsafe", "swap_crash_points_tried", "swap_crash_consistent"]
     results["ops"] = {k: ops[k] for k in order if k in ops}
     write_json(results, RESULTS)
     write_json(detail, DETAIL)

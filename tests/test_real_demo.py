@@ -103,19 +103,22 @@ def test_the_demo_answers_by_bm25_then_serves_the_encoder_trained_in_the_backgro
 
 def test_a_retrained_model_waiting_for_a_decision_is_not_pushed_aside(tiny_bundle, tmp_path):
     """When the first training ends while someone's retrained model waits to be confirmed, the
-    trained model is saved for the next start but not swapped in: that decision stays theirs."""
+    trained model is recorded and saved for the next start but not swapped in: that decision
+    stays theirs."""
     from qpr.bundles.bundle import Bundle
-    from workflows.first_training import serve_when_trained
+    from workflows.first_training import FIRST_TRAINING, serve_when_trained
     from workflows.project import FolderHome, Project
 
     model = ServedModel(Bundle.lexical_of(tiny_bundle.corpus))
     waiting = model.propose(tiny_bundle, pd.DataFrame())
     store, messages = open_store(f"sqlite:///{tmp_path / 'annotations.db'}", project="demo"), []
+    store.register_corpus(model.current().bundle.version, tiny_bundle.corpus)  # as the app does when it serves it
     target = Project("demo", "Demo", model, store, FolderHome(tmp_path / "trained"), built_in=True)
     assert serve_when_trained(target, lambda: tiny_bundle, messages.append) is None
     assert model.current().bundle.lexical and model.candidate() is waiting
     assert Bundle.load(tmp_path / "trained").version == tiny_bundle.version and "waits for a decision" in messages[0]
-    assert store.swaps().empty
+    swaps = store.swaps()[["annotator", "bundle_version", "replaced_version"]].values.tolist()
+    assert swaps == [[FIRST_TRAINING, tiny_bundle.version, model.current().bundle.version]], "what the next start serves"
 
 
 def test_python_app_py_serves_bm25_then_the_trained_encoder(hub_banking77, offline_hub, tmp_path, monkeypatch):

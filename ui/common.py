@@ -28,6 +28,7 @@ from ui.display import plain
 from ui.pages import PageProjects, example_queries
 from workflows.labels import serve_latest
 from workflows.project import Project, open_project
+from workflows.swap_recovery import reconcile
 
 # Name mode is one team's setting: typed names are trusted, so projects have no roles.
 NAME_MODE = "names are not verified: one team shares every project, with no roles; set QPR_AUTH for roles per project"
@@ -130,10 +131,12 @@ class AppContext:
 
     def _serve(self, slug: str, model: ServedModel, register: bool = True) -> None:
         """Give project ``slug`` its bundle versions kept on disk (those registered before the
-        store was scoped by project), register ``model``'s corpus in it (so judgments can point
+        store was scoped by project), repair a swap a crash cut short (``workflows.swap_recovery``),
+        register ``model``'s corpus in it (so judgments can point
         into it), serve its newest labels version, and (``register``) serve it for the project."""
         store = self.database.for_project(slug)
         store.claim_versions(self.projects.bundle_versions(slug))
+        reconcile(open_project(self.projects, self.cache, slug, model, store))  # a swap cut short by a crash
         served = model.current().bundle
         store.register_corpus(served.version, served.corpus, served.manifest["data_fingerprint"])
         serve_latest(model, store)

@@ -5,8 +5,10 @@ what is served on the same held-out clusters, saved, swapped in under ``ServedMo
 
 ``start`` runs it in a daemon thread, so the app answers from its first second; nobody has to
 press anything. If a retrained model is waiting for someone's decision when the training ends,
-that decision is not taken away: the trained model is saved (``Project.home``: the demo's cache,
-so the next start serves it) but not swapped in.
+that decision is not taken away: the trained model is recorded as served from the next start and
+saved (``Project.home``: the demo's cache, so the next start serves it) but not swapped in now.
+Either way the swap is recorded before the bundle is saved where a start finds it, so a start
+never serves a trained demo the record does not name (``workflows.swap_recovery``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from qpr.bundles.bundle import Bundle
 from qpr.bundles.training import compare_bundles
 from qpr.errors import QPRError
 from workflows.project import Project
-from workflows.retraining import Confirmed, confirm
+from workflows.retraining import Confirmed, confirm, retried
 
 FIRST_TRAINING = "the demo's first training"  # who the swap is recorded as decided by
 
@@ -29,9 +31,11 @@ def serve_when_trained(target: Project, train: Callable[[], Bundle], log: Callab
     served = target.model.current()
     bundle = train()
     if target.model.candidate() is not None:
+        target.store.register_corpus(bundle.version, bundle.corpus)
+        retried(lambda: target.store.record_swap(FIRST_TRAINING, bundle.version, served.bundle.version, []))
         path = target.home.save(bundle)
-        log(f"trained the demo model {bundle.version} (saved in {path}); not served now: a retrained model waits "
-            "for a decision")
+        log(f"trained the demo model {bundle.version} (saved in {path}, served from the next start); not served now: "
+            "a retrained model waits for a decision")
         return None
     comparison = compare_bundles(served.bundle, bundle, bundle.corpus, served.bm25)
     target.model.propose(bundle, comparison, served.bm25)

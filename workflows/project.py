@@ -50,7 +50,10 @@ SMALL_CORPUS = TrainingDefaults(
 
 
 class Home(Protocol):
-    """Where a project's decided bundles are saved, and how the one it serves is remembered."""
+    """Where a project's decided bundles are saved (``where``), and how the one it serves is
+    remembered."""
+
+    def where(self, version: str) -> Path: ...
 
     def save(self, bundle: Bundle) -> Path: ...
 
@@ -63,8 +66,11 @@ class DemoHome:
 
     cache: Path
 
+    def where(self, version: str) -> Path:
+        return self.cache / "bundles" / version
+
     def save(self, bundle: Bundle) -> Path:
-        return bundle.save(self.cache / "bundles" / bundle.version)
+        return bundle.save(self.where(bundle.version))
 
     def remember(self, path: Path, who: str) -> None:
         remember_served(self.cache, path)
@@ -77,8 +83,11 @@ class ProjectHome:
     projects: Projects
     slug: str
 
+    def where(self, version: str) -> Path:
+        return self.projects.bundle_path(self.slug, version)
+
     def save(self, bundle: Bundle) -> Path:
-        return bundle.save(self.projects.bundle_path(self.slug, bundle.version))
+        return bundle.save(self.where(bundle.version))
 
     def remember(self, path: Path, who: str) -> None:
         self.projects.serve(self.slug, path.name, who, f"put the trained model {path.name} in service")
@@ -90,6 +99,9 @@ class FolderHome:
     nothing is remembered."""
 
     folder: Path
+
+    def where(self, version: str) -> Path:
+        return self.folder
 
     def save(self, bundle: Bundle) -> Path:
         return bundle.save(self.folder)

@@ -12,11 +12,13 @@ record -> remember.
 3. **Compare** old and new on the same held-out clusters and hold the new model as the candidate
    (``ServedModel.propose``); nothing changes for searches yet. A worker's result is compared
    when it is offered (``offer_trained``).
-4. **Confirm** (``confirm``): save the bundle, swap it in, **record** the swap in the store and
-   **remember** it for a restart, in that order. A record or a remember that still fails after
-   ``ATTEMPTS`` tries takes the swap back (``ServedModel.undo``; a recorded swap is recorded back),
-   so the model served is always the one recorded and remembered; the candidate waits again
-   (``kept_or_taken_back``).
+4. **Confirm** (``confirm``): swap it in, **record** the swap in the store, save the bundle and
+   **remember** it for a restart, in that order. The record comes first because it is what a
+   restart goes by (``workflows.swap_recovery``): a process killed after it finds the pointer
+   repaired from the record at the next start if the bundle was saved, else the record taken
+   back. A record, save or remember that still fails after ``ATTEMPTS`` tries takes the swap back
+   (``ServedModel.undo``; a recorded swap is recorded back), so the model served is always the
+   one recorded and remembered; the candidate waits again (``kept_or_taken_back``).
    Or **discard** (``discard``): drop the candidate, the served model stays.
 
 Callers (the Retrain and Projects tabs, the simulated loop, the command line) read their inputs,
@@ -167,28 +169,31 @@ def offer_trained(model: ServedModel, job: TrainingJob, version: str) -> Candida
 
 
 def confirm(project: Project, who: str) -> Confirmed:
-    """Serve the project's candidate from now on, on ``who``'s decision: save it, register its
-    corpus, swap it in (refused, leaving everything as it was, if another confirmation or
-    retraining replaced the candidate meanwhile), record the swap with the judgments it learned
-    from, remember it for a restart and settle the background training it came from (if the
-    project has one). A record or remember that fails takes the swap back (module doc) and raises
-    a QPRError saying so."""
+    """Serve the project's candidate from now on, on ``who``'s decision: register its corpus,
+    swap it in (refused, leaving everything as it was, if another confirmation or retraining
+    replaced the candidate meanwhile), record the swap with the judgments it learned from, save
+    the bundle, remember it for a restart and settle the background training it came from (if
+    the project has one). A record, save or remember that fails takes the swap back (module doc)
+    and raises a QPRError saying so."""
     model, store = project.model, project.store
     candidate = model.candidate()
     if candidate is None:
         raise QPRError("No retrained model is waiting: press 'Retrain' first.")
     bundle = candidate.served.bundle
-    path = project.home.save(bundle)
     store.register_corpus(bundle.version, bundle.corpus)
     replaced = model.current().bundle.version
     model.confirm(bundle.version)
     judgment_ids = bundle.manifest.get("labels", {}).get("judgment_ids", [])
     kept_or_taken_back(model, bundle.version, replaced, "recorded",
                        lambda: store.record_swap(who, bundle.version, replaced, judgment_ids))
-    # Recorded as served by now: a swap taken back is recorded back, so the record says what is served.
+
+    def recorded_back() -> None:  # recorded as served by now: a swap taken back is recorded back too
+        store.record_swap(who, replaced, bundle.version, [])
+
+    path = kept_or_taken_back(model, bundle.version, replaced, "saved", lambda: project.home.save(bundle),
+                              undo=recorded_back)
     kept_or_taken_back(model, bundle.version, replaced, "remembered for a restart",
-                       lambda: project.home.remember(path, who),
-                       undo=lambda: store.record_swap(who, replaced, bundle.version, []))
+                       lambda: project.home.remember(path, who), undo=recorded_back)
     settle(project.training, bundle.version, f"put in service by {who}")
     return Confirmed(bundle, path, replaced, candidate.comparison)
 
@@ -213,13 +218,13 @@ def settle(training: TrainingJob | None, version: str, what: str) -> None:
 
 
 def kept_or_taken_back(model: ServedModel, version: str, replaced: str, what: str, action: Callable[[], object],
-                       undo: Callable[[], object] = lambda: None) -> None:
+                       undo: Callable[[], object] = lambda: None) -> object:
     """``action``, a step after the swap to ``version`` (``what``: the message's word for it, e.g.
-    "recorded"), retried; if it still fails, the swap is taken back (``ServedModel.undo``, then
-    ``undo``) and a QPRError says so. Anything else it raises (a bug) takes the swap back too and
-    keeps its traceback."""
+    "recorded"), retried; returns what it returned. If it still fails, the swap is taken back
+    (``ServedModel.undo``, then ``undo``) and a QPRError says so. Anything else it raises (a bug)
+    takes the swap back too and keeps its traceback."""
     try:
-        retried(action)
+        return retried(action)
     except BaseException as err:
         model.undo(version)
         undo()

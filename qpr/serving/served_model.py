@@ -201,6 +201,15 @@ class ServedModel:
             self._before = None
             return self._served
 
+    def restart_with(self, bundle: Bundle) -> Served:
+        """Serve ``bundle`` as if the app had been started with it: no candidate, no swap to show.
+        For a start that finds a recorded swap whose bundle was saved but never remembered
+        (``workflows.swap_recovery``)."""
+        served = Served.of(bundle)
+        with self._lock:
+            self._served, self._candidate, self._last_swap, self._before = served, None, None, None
+            return served
+
     def relabel(self, bundle_version: str, labels: pd.DataFrame, number: int) -> Served:
         """Serve ``labels`` (the served bundle's corpus with corrected clusters) as labels version
         ``number``, at once; refused if the bundle served by now is another one, or ``labels`` holds

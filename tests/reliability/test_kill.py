@@ -18,10 +18,10 @@ from annotations.db import open_store
 from annotations.errors import AnnotationError
 from annotations.export import check_export, export, manifest_path, recover_export
 from conftest import make_corpus
+from harness.killed_child import run_until_killed
 from qpr.bundles.bundle import Bundle
 from qpr.data.corpus import write_cluster_file
 from qpr.fsutil.leftovers import leftovers
-from reliability_support import run_until_killed
 
 VERSION = "v1"
 
