@@ -194,6 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--corpus", type=Path, required=True, help="your questions (a cluster file; clusters may be empty)")
     p.add_argument("--out", type=Path, required=True, help="the new bundle's directory")
     p.add_argument("--adapt", choices=["none", "teacher", "views"], default="none")
+    p.add_argument("--asymmetric", action="store_true", help="keep MiniLM's vectors of the corpus beside the encoder's and "
+                   "score queries (encoded by the fast encoder alone) against both; needs the bench extra to build and to "
+                   "add questions later (docs/OUT_OF_DOMAIN.md)")
     p.add_argument("--teacher-cache", type=Path, default=Path("runs/teacher"), help="where MiniLM's vectors are cached")
     p.add_argument("--quiet", action="store_true")
     _device_arg(p)
