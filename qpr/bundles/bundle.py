@@ -54,7 +54,7 @@ import pandas as pd
 from qpr.bundles.card import write_card
 from qpr.bundles.manifest import (BM25_FOLDER, FORMAT_VERSION, LEGACY_FILES, LEXICAL, LEXICAL_FILES, REBUILD, TEACHER_FILE, check_target,
                                   is_bundle, manifest_system, read_manifest)
-from qpr.bundles.teacher import TEACHER, minilm_vectors
+from qpr.training.teacher import TEACHER, minilm_vectors
 from qpr.data.corpus import COLUMNS, check_corpus, fingerprint
 from qpr.data.corpus_file import CORPUS_FILE, corpus_path, read_corpus_file, write_corpus_file
 from qpr.model.encoder import QuestionEncoder, encode_texts

@@ -34,7 +34,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from qpr.bundles.bundle import Bundle, encode_with
-from qpr.bundles.teacher import TEACHER, minilm_vectors, teacher_model
+from qpr.training.teacher import TEACHER, minilm_vectors, teacher_model
 from qpr.data.corpus import fingerprint
 from qpr.training.distill import GeneralConfig, GeneralResult, Unlabelled, train_general, word_student
 from qpr.model.encoder import EncoderConfig, QuestionEncoder
@@ -44,6 +44,7 @@ from qpr.retrieval.asymmetric import choose_weight
 from qpr.retrieval.fusion_choice import choose_fusion
 from qpr.retrieval.hybrid import Fusion, RankFusion
 from qpr.retrieval.index import IndexConfig
+from qpr.systems.static import StaticEncoder, static_student
 from qpr.data.sources import DOMAINS, EXTRA_QUESTIONS, domain_cap, extra_questions, load_domain
 from qpr.model.text import Vocabulary
 
@@ -94,6 +95,7 @@ TEACH = GeneralConfig(per_source=0, unlabelled_per_epoch=1_000_000, epochs=3, ba
 # each of three training seeds (+0.008, +0.012, +0.009), which brought its mean gap to MiniLM
 # from 0.056 to 0.046 (docs/OUT_OF_DOMAIN.md).
 STUDENT = EncoderConfig(pooling="max+mean")
+STUDENTS = ("cnn", "static")  # the CNN above, or the static student of qpr.systems.static
 
 
 def teacher_words() -> list[str]:
@@ -143,10 +145,21 @@ def general_material(domains: Sequence[str], teacher: bool, cache: Path | None,
 
 
 def check_general(bundle: Bundle) -> Bundle:
-    """``bundle``, if it can be rebased (a CNN's: ``python -m qpr general`` builds one); QPRError if not."""
-    if not isinstance(bundle.encoder, QuestionEncoder):  # distillation continues a QuestionEncoder and its vocabulary
+    """``bundle``, if it can be rebased (a CNN's or a static student's: ``python -m qpr general``
+    builds one); QPRError if not."""
+    if not isinstance(bundle.encoder, (QuestionEncoder, StaticEncoder)):  # distillation continues one of these
         raise QPRError(f"{bundle.version} is a {bundle.system} bundle: rebase needs a general bundle (python -m qpr general)")
     return bundle
+
+
+def _tokens(encoder, vocab: Vocabulary | None):
+    """What the distillation reads ``encoder``'s token ids with: the CNN's vocabulary, the static student's WordPiece."""
+    return encoder.tokenizer if isinstance(encoder, StaticEncoder) else vocab
+
+
+def _bundle_vocab(encoder, tokens) -> Vocabulary | None:
+    """The vocabulary a bundle of ``encoder`` holds: the CNN's; a static student keeps its tokenizer itself."""
+    return None if isinstance(encoder, StaticEncoder) else tokens
 
 
 def rebase(general: Bundle, corpus: pd.DataFrame, adapt: GeneralConfig | None = None, teacher: bool = False, cache: Path | None = None,
@@ -167,9 +180,10 @@ def rebase(general: Bundle, corpus: pd.DataFrame, adapt: GeneralConfig | None = 
                if asymmetric or (adapt is not None and teacher) else None)
     if adapt is not None:
         model = train_general({}, Unlabelled(questions, vectors if teacher else None), adapt,
-                              warm_start=(general.encoder, general.vocab), progress=progress)
-    student = encode_with(model.encoder, model.vocab, questions)
-    bundle = Bundle.create(model.encoder, model.vocab, corpus, IndexConfig("auto"), train_info=general.manifest.get("training"),
+                              warm_start=(general.encoder, _tokens(general.encoder, general.vocab)), progress=progress)
+    vocab = _bundle_vocab(model.encoder, model.vocab)
+    student = encode_with(model.encoder, vocab, questions)
+    bundle = Bundle.create(model.encoder, vocab, corpus, IndexConfig("auto"), train_info=general.manifest.get("training"),
                            vectors=student)
     # A version names its encoder's weights; without adaptation that is the general's, so the
     # corpus names it too (two projects' first versions built in the same second stay apart).
@@ -211,10 +225,17 @@ def build_general(
     config: GeneralConfig | None = None,
     fusion: Fusion | RankFusion | None = None,
     progress: bool = True,
+    student: str = "cnn",
 ) -> Bundle:
     """Train the general encoder on ``domains`` (module doc) and index ``corpus`` with it (default:
     the domains' own questions, so the bundle can be searched at once); ``fusion`` defaults to
-    ``FUSION`` with the teacher and ``RANK_FUSION`` without."""
+    ``FUSION`` with the teacher and ``RANK_FUSION`` without. ``student``: ``"cnn"`` (``STUDENT``) or
+    ``"static"`` (``qpr.systems.static``: needs the teacher; rank fusion by default, as ``FUSION``
+    was fitted to the CNN's distances)."""
+    if student not in STUDENTS:
+        raise QPRError(f"unknown student {student!r}; use one of {', '.join(STUDENTS)}")
+    if student == "static" and not teacher:
+        raise QPRError("the static student is distilled from MiniLM: build it with the teacher (drop --no-teacher)")
     unknown = [d for d in domains if d not in DOMAINS]
     if unknown:
         raise QPRError(f"unknown domain(s) {', '.join(unknown)}; use some of {', '.join(DOMAINS)}")
@@ -223,8 +244,13 @@ def build_general(
                    file=sys.stderr)
     sources, unlabelled = general_material(domains, teacher, cache, progress=progress)
     config = config or (BUILD if teacher else NO_TEACHER)
-    student = distilled_student(unlabelled.questions, cache, config.seed, progress=progress) if teacher else None
-    result = train_general(sources, unlabelled, config, warm_start=student, progress=progress)
+    start = None
+    if student == "static":
+        table = static_student(seed=config.seed, cache=cache, progress=progress)
+        start = (table, table.tokenizer)
+    elif teacher:
+        start = distilled_student(unlabelled.questions, cache, config.seed, progress=progress)
+    result = train_general(sources, unlabelled, config, warm_start=start, progress=progress)
     if corpus is None:
         frames = [c.assign(cluster=name + ":" + c["cluster"], split="none") for name, c in sources.items()]
         corpus = pd.concat(frames, ignore_index=True).drop_duplicates("question").reset_index(drop=True)
@@ -232,11 +258,11 @@ def build_general(
     info = training_info(config, result) | {"domains": list(domains), "teacher": TEACHER if teacher else None}
     if progress:
         tqdm.write(f"general: indexing {len(corpus):,} questions", file=sys.stderr)
-    bundle = Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("auto"), train_info=info)
+    bundle = Bundle.create(result.encoder, _bundle_vocab(result.encoder, result.vocab), corpus, IndexConfig("auto"), train_info=info)
     if progress:
         tqdm.write("general: scoring the encoder on each set's test clusters", file=sys.stderr)
     bundle.manifest["domain_metrics"] = domain_results(bundle, sources)
-    return bundle.with_fusion((fusion or (FUSION if teacher else RANK_FUSION)).to_dict())
+    return bundle.with_fusion((fusion or (FUSION if teacher and student == "cnn" else RANK_FUSION)).to_dict())
 
 
 def domain_results(general: Bundle, sources: dict[str, pd.DataFrame]) -> dict:

@@ -182,7 +182,7 @@ def cmd_general(args: argparse.Namespace) -> int:
     corpus = load_corpus(args.corpus, seed=args.seed) if args.corpus else None
     config = replace(NO_TEACHER if args.no_teacher else BUILD, epochs=args.epochs, seed=args.seed)
     bundle = build_general(corpus, args.domains, teacher=not args.no_teacher, cache=args.teacher_cache, config=config,
-                           progress=not args.quiet)
+                           progress=not args.quiet, student=args.student)
     bundle.save(args.out)
     run = bundle.manifest["training"]
     print(json.dumps({"bundle": str(args.out), "version": bundle.version, "questions": len(bundle.corpus),

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+import torch
 from tqdm.auto import tqdm
 
 from qpr.errors import QPRError
@@ -59,6 +60,40 @@ def minilm_vectors(texts: Sequence[str], cache: Path | None = None, progress: bo
                            show_progress_bar=progress)
     vectors = np.asarray(vectors, dtype=np.float32)
     if cache is not None:
+        with atomic_path(cache) as tmp, open(tmp, "wb") as out:
+            np.save(out, vectors)
+    return vectors
+
+
+def teacher_vocabulary() -> list[str]:
+    """MiniLM's WordPiece vocabulary (30,522 tokens, ``##`` continuations included), in id order."""
+    vocab = teacher_model().tokenizer.get_vocab()
+    return sorted(vocab, key=vocab.get)
+
+
+def token_vectors(cache: Path | None = None, progress: bool = False, batch_size: int = 1024) -> np.ndarray:
+    """MiniLM's vector of each vocabulary token alone (one row per id, as ``teacher_vocabulary``):
+    ``[CLS] token [SEP]`` through the model, mean-pooled as MiniLM pools a sentence; what a static
+    student's table is distilled from (Model2Vec's recipe, ``qpr.systems.static``). Cached in
+    ``cache`` (a .npy file) when given."""
+    if cache is not None and cache.is_file():
+        try:
+            return np.load(cache)
+        except (OSError, ValueError):  # a damaged cache is derived data: encode again
+            pass
+    model = teacher_model()
+    tokenizer, transformer = model.tokenizer, model[0].auto_model
+    ids = torch.arange(len(tokenizer.get_vocab()))
+    parts = []
+    with torch.inference_mode():
+        for start in tqdm(range(0, len(ids), batch_size), desc="teacher: each token alone", disable=not progress, leave=False):
+            chunk = ids[start:start + batch_size]
+            batch = torch.stack([torch.full_like(chunk, tokenizer.cls_token_id), chunk,
+                                 torch.full_like(chunk, tokenizer.sep_token_id)], dim=1).to(transformer.device)
+            parts.append(transformer(input_ids=batch).last_hidden_state.mean(dim=1).float().cpu().numpy())
+    vectors = np.concatenate(parts).astype(np.float32)
+    if cache is not None:
+        check_writable(cache)
         with atomic_path(cache) as tmp, open(tmp, "wb") as out:
             np.save(out, vectors)
     return vectors
