@@ -144,7 +144,7 @@ def exact_top(queries: np.ndarray, rows: np.ndarray, own: np.ndarray, qids: np.n
     """The top ``TOP`` corpus qids of each query by inner product (its own row left out), on ``device``."""
     q, c = torch.from_numpy(np.ascontiguousarray(queries)).to(device), torch.from_numpy(np.ascontiguousarray(rows)).to(device)
     scores = q @ c.T
-    scores[torch.arange(len(own)), torch.from_numpy(own).to(device)] = -float("inf")
+    scores[torch.arange(len(own)), torch.as_tensor(np.array(own, dtype=np.int64), device=device)] = -float("inf")
     return qids[scores.topk(TOP, dim=1).indices.cpu().numpy()]
 
 
@@ -181,7 +181,6 @@ def run(data: Path, out: Path, device: str, seeds: list[int], domains: list[str]
         epochs: int, per_domain: int = 0, token_cache: Path | None = None) -> None:
     """The ``run`` stage (module doc); ``per_domain`` (a test's size) keeps that many questions of each domain."""
     start = time.perf_counter()
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     use_device(device)
     material = pd.read_parquet(data)
     if per_domain:
