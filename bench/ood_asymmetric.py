@@ -168,6 +168,9 @@ class Memo:
     def encode_batch(self, texts) -> list[list[int]]:
         return [self.encode(text) for text in texts]
 
+    def __deepcopy__(self, memo: dict) -> "Memo":
+        return self  # the distillation copies its student: the copies share these ids
+
 
 def weight_of(system: str, chosen: float) -> float | None:
     """The teacher's weight a system's scores give (``static-asym[-rrf]``: the one chosen; None: symmetric)."""

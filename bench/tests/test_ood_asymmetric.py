@@ -4,6 +4,7 @@ on a lent machine, so it must not fail there for a reason found here."""
 
 from __future__ import annotations
 
+import copy
 import json
 
 import numpy as np
@@ -79,3 +80,4 @@ def test_the_weight_a_system_scores_with_and_the_kept_token_ids():
 
     memo = ood_asymmetric.Memo(Counting())
     assert memo.encode_batch(["a", "a", "b"]) == [[2], [2], [2]] and Counting.calls == 2
+    assert copy.deepcopy(memo).encode("a") == [2] and Counting.calls == 2  # a copied student shares them

@@ -175,20 +175,22 @@ class Bundle:
         vectors = encode_with(self.encoder, self.vocab, texts)
         return vectors if self.asymmetric is None else corpus_side(vectors, teacher, self.asymmetric)
 
-    def with_teacher(self, teacher: np.ndarray, choice: WeightChoice) -> "Bundle":
+    def with_teacher(self, teacher: np.ndarray, choice: WeightChoice, student: np.ndarray | None = None) -> "Bundle":
         """The asymmetric bundle of this one (module doc): ``teacher``, MiniLM's unit vectors of the
         corpus (row for row), beside the encoder's, weighted as ``choice`` chose
-        (``qpr.retrieval.asymmetric.choose_weight``); re-indexed with the same index settings.
+        (``qpr.retrieval.asymmetric.choose_weight``); re-indexed with the same index settings
+        (``student``: the encoder's vectors of the corpus when computed already; None: encoded here).
         QPRError if the encoder's vectors are not MiniLM's width or ``teacher`` not one per question."""
         if len(teacher) != len(self.corpus):
             raise QPRError(f"{len(teacher):,} teacher vectors for a corpus of {len(self.corpus):,} questions: one per question")
-        manifest = self.manifest | {"asymmetric": {"teacher": TEACHER, "weight": choice.weight, "choice": choice.to_dict()}}
-        bundle = Bundle(self.encoder, self.vocab, None, self.corpus, manifest, self._same_corpus(),
-                        np.ascontiguousarray(teacher, dtype=np.float32))
-        vectors = bundle._corpus_vectors(self.corpus["question"].tolist(), bundle.teacher_vectors)
-        bundle.index = VectorIndex.build(vectors, self.corpus["qid"].to_numpy(), self.index.config)
-        bundle.manifest["index"] = bundle.index.settings() | {"ntotal": len(bundle.index), "dim": bundle.index.dim}
-        return bundle
+        teacher = np.ascontiguousarray(teacher, dtype=np.float32)
+        if student is None:
+            student = encode_with(self.encoder, self.vocab, self.corpus["question"].tolist())
+        vectors = corpus_side(student, teacher, choice.weight)
+        index = VectorIndex.build(vectors, self.corpus["qid"].to_numpy(), self.index.config)
+        manifest = self.manifest | {"asymmetric": {"teacher": TEACHER, "weight": choice.weight, "choice": choice.to_dict()},
+                                    "index": index.settings() | {"ntotal": len(index), "dim": index.dim}}
+        return Bundle(self.encoder, self.vocab, index, self.corpus, manifest, self._same_corpus(), teacher)
 
     def dense_retriever(self) -> DenseRetriever:
         """This bundle's encoder over its index and corpus, named by its system (a lexical bundle

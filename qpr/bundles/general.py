@@ -193,7 +193,7 @@ def rebase(general: Bundle, corpus: pd.DataFrame, adapt: GeneralConfig | None = 
     if asymmetric:
         if progress:
             tqdm.write("rebase: choosing the teacher's weight by its neighbours", file=sys.stderr)
-        bundle = bundle.with_teacher(vectors, choose_weight(student, vectors))
+        bundle = bundle.with_teacher(vectors, choose_weight(student, vectors), student)
     carried = general.manifest.get("fusion") or RANK_FUSION.to_dict()
     if vectors is None or carried.get("kind") == "rrf":
         return bundle.with_fusion(carried)
