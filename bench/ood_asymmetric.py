@@ -13,7 +13,9 @@ Stages (``python -m bench.ood_asymmetric STAGE``):
           ``qpr general`` trains, ``BUILD``), searched symmetric and asymmetric (corpus rows hold
           its and MiniLM's vectors, ``qpr.retrieval.asymmetric``) at each weight and at the weight
           chosen without labels, each dense and fused with BM25 by the general's rank fusion;
-          MiniLM and BM25 once per domain. H@1 per query is kept, so ``merge`` pairs every system
+          MiniLM and BM25 once per domain; with ``--cnn`` the general CNN too, as ``qpr general``
+          builds it (systems ``cnn*``: the asymmetric index over the CNN as it is, the product's
+          ``rebase --asymmetric``). H@1 per query is kept, so ``merge`` pairs every system
           with MiniLM. The JSON is rewritten after every fold; past ``--budget`` seconds it stops
           between folds (``partial``).
   rates   (here, one thread) query encoding rates of every encoder on one sample of queries of
@@ -39,18 +41,19 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
-from qpr.bundles.general import BUILD, RANK_FUSION, STUDENT
+from qpr.bundles.general import BUILD, RANK_FUSION, STUDENT, distilled_student
 from qpr.data.sources import DOMAINS, EXTRA_QUESTIONS, domain_cap, domain_queries, extra_questions, load_domain
 from qpr.evaluation.metrics import TOP, hits_of
 from qpr.model.device import use_device
 from qpr.model.encoder import QuestionEncoder, encode_texts
 from qpr.model.text import Vocabulary
 from qpr.research.confidence import mean_ci
-from qpr.retrieval.asymmetric import WEIGHTS, choose_weight, corpus_side, query_side
+from qpr.retrieval.asymmetric import WEIGHTS, choose_weight, corpus_side, query_side, unit
 from qpr.retrieval.hybrid import rank_fuse
 from qpr.retrieval.lexical import BM25Retriever
 from qpr.systems.static import StaticSettings, WordPiece, distil, distilled_table
 from qpr.training import teacher
+from qpr.training.distill import Unlabelled, train_general
 
 RESULTS = ROOT / "bench" / "results" / "out_of_domain.json"
 DOC = ROOT / "docs" / "OUT_OF_DOMAIN.md"
@@ -173,16 +176,36 @@ class Memo:
 
 
 def weight_of(system: str, chosen: float) -> float | None:
-    """The teacher's weight a system's scores give (``static-asym[-rrf]``: the one chosen; None: symmetric)."""
-    if not system.startswith("static-asym"):
+    """The teacher's weight a system's scores give (``STUDENT-asym[-rrf]``: the one chosen; None: symmetric)."""
+    if "-asym" not in system:
         return None
-    named = system.removeprefix("static-asym").removesuffix("-rrf").lstrip("-")
+    named = system.split("-asym", 1)[1].removesuffix("-rrf").lstrip("-")
     return float(named) if named else chosen
 
 
+def static_vectors(tokens: list[str], token_vectors: np.ndarray, memo: Memo, questions: list[str], teacher_vectors: np.ndarray,
+                   corpus: pd.DataFrame, seed: int, epochs: int, device: str) -> np.ndarray:
+    """The static student of a fold (distilled on ``questions``) and its unit vectors of ``corpus``."""
+    table = distilled_table(tokens, token_vectors, seed=seed).to(device)
+    table.tokenizer = memo
+    settings = StaticSettings(epochs=epochs, batch_size=BUILD.batch_size, lr=BUILD.lr, seed=seed)
+    student, _ = distil(table, questions, teacher_vectors, settings)
+    return student.cpu().encode(corpus["question"].tolist())
+
+
+def cnn_vectors(questions: list[str], teacher_vectors: np.ndarray, corpus: pd.DataFrame, seed: int, epochs: int) -> np.ndarray:
+    """The general CNN of a fold, as ``qpr general`` builds it (``STUDENT`` started from MiniLM's
+    word vectors, ``BUILD``), and its unit vectors of ``corpus``."""
+    start = distilled_student(questions, None, seed)
+    result = train_general({}, Unlabelled(questions, teacher_vectors), replace(BUILD, seed=seed, epochs=epochs), warm_start=start,
+                           progress=False)
+    return unit(encode_texts(result.encoder, result.vocab, corpus["question"].tolist()))
+
+
 def run(data: Path, out: Path, device: str, seeds: list[int], domains: list[str], budget: float, max_queries: int,
-        epochs: int, per_domain: int = 0, token_cache: Path | None = None) -> None:
-    """The ``run`` stage (module doc); ``per_domain`` (a test's size) keeps that many questions of each domain."""
+        epochs: int, per_domain: int = 0, token_cache: Path | None = None, cnn: bool = False) -> None:
+    """The ``run`` stage (module doc); ``per_domain`` (a test's size) keeps that many questions of
+    each domain; ``cnn`` measures the general CNN the same way beside the static student."""
     start = time.perf_counter()
     use_device(device)
     material = pd.read_parquet(data)
@@ -221,29 +244,29 @@ def run(data: Path, out: Path, device: str, seeds: list[int], domains: list[str]
         fold = {"bm25": first_hits(bm25, corpus, queries),
                 "minilm": first_hits(exact_top(teacher_corpus[own], teacher_corpus, own, qids, device), corpus, queries)}
         training = material[~in_fold]
+        questions = training["question"].tolist()
         for seed in seeds:
-            table = distilled_table(tokens, token_vectors, seed=seed).to(device)
-            table.tokenizer = memo
-            settings = StaticSettings(epochs=epochs, batch_size=BUILD.batch_size, lr=BUILD.lr, seed=seed)
-            student, _ = distil(table, training["question"].tolist(), vectors[~in_fold], settings)
-            s = student.cpu().encode(corpus["question"].tolist())
-            choice = choose_weight(s, teacher_corpus, seed=seed)
-            lists = {"static": exact_top(s[own], s, own, qids, device)}
-            for w in WEIGHTS[1:]:
-                lists[f"static-asym-{w}"] = exact_top(query_side(s[own], w), corpus_side(s, teacher_corpus, w), own, qids, device)
-            lists["static-asym"] = lists[f"static-asym-{choice.weight}"] if choice.weight else lists["static"]
-            for system in ("static", "static-asym"):
-                lists[system + "-rrf"] = rank_fuse(lists[system], bm25, RANK_FUSION, TOP)[1]
-            for system, found in lists.items():
-                hits = first_hits(found, corpus, queries)
-                fold[f"{system}@{seed}"] = hits
-                payload["rows"].append({"left_out": name, "system": system, "seed": seed, "H1": round(float(hits.mean()), 4),
-                                        "queries": len(queries), "asymmetric": system.startswith("static-asym"),
-                                        "weight": weight_of(system, choice.weight)})
-            payload.setdefault("weights", {})[f"{name}@{seed}"] = choice.to_dict()
-            print(f"{name} seed {seed}: static {fold[f'static@{seed}'].mean():.3f} asym({choice.weight}) "
-                  f"{fold[f'static-asym@{seed}'].mean():.3f} minilm {fold['minilm'].mean():.3f} "
-                  f"({time.perf_counter() - start:.0f}s)", flush=True)
+            students = {"static": static_vectors(tokens, token_vectors, memo, questions, vectors[~in_fold], corpus, seed, epochs, device)}
+            if cnn:
+                students["cnn"] = cnn_vectors(questions, vectors[~in_fold], corpus, seed, epochs)
+            for student, s in students.items():
+                choice = choose_weight(s, teacher_corpus, seed=seed)
+                lists = {student: exact_top(s[own], s, own, qids, device)}
+                for w in WEIGHTS[1:]:
+                    lists[f"{student}-asym-{w}"] = exact_top(query_side(s[own], w), corpus_side(s, teacher_corpus, w), own, qids, device)
+                lists[f"{student}-asym"] = lists[f"{student}-asym-{choice.weight}"] if choice.weight else lists[student]
+                for system in (student, f"{student}-asym"):
+                    lists[system + "-rrf"] = rank_fuse(lists[system], bm25, RANK_FUSION, TOP)[1]
+                for system, found in lists.items():
+                    hits = first_hits(found, corpus, queries)
+                    fold[f"{system}@{seed}"] = hits
+                    payload["rows"].append({"left_out": name, "system": system, "seed": seed, "H1": round(float(hits.mean()), 4),
+                                            "queries": len(queries), "asymmetric": "-asym" in system,
+                                            "weight": weight_of(system, choice.weight)})
+                payload.setdefault("weights", {})[f"{student}:{name}@{seed}"] = choice.to_dict()
+                print(f"{name} seed {seed}: {student} {fold[f'{student}@{seed}'].mean():.3f} asym({choice.weight}) "
+                      f"{fold[f'{student}-asym@{seed}'].mean():.3f} minilm {fold['minilm'].mean():.3f} "
+                      f"({time.perf_counter() - start:.0f}s)", flush=True)
         payload["rows"] += [{"left_out": name, "system": system, "seed": None, "H1": round(float(fold[system].mean()), 4),
                              "queries": len(queries), "asymmetric": False} for system in ("bm25", "minilm")]
         payload["per_query"][name] = {system: hits.astype(int).tolist() for system, hits in fold.items()}
@@ -312,7 +335,7 @@ def merge(run_file: Path, rates_file: Path | None) -> None:
         "best_fast_system": best, "minilm_minus_best_fast": round(gaps[best]["mean"], 4),
         "minilm_minus_best_fast_ci95": [round(v, 4) for v in gaps[best]["ci95"]],
         "minilm_minus_fast_by_system": {s: round(g["mean"], 4) for s, g in gaps.items()},
-        "best_fast_encode_over_minilm": round(rate["static"] / rate["minilm"], 1) if rate else None,
+        "best_fast_encode_over_minilm": round(rate[best.split("-")[0]] / rate["minilm"], 1) if rate else None,
         "minilm_mean_H1_issue58": round(float(np.mean([np.mean(h["minilm"]) for h in per_query.values()])), 4)}
     if rate:
         results["rates_all_domains"] = rate
@@ -326,7 +349,7 @@ def merge(run_file: Path, rates_file: Path | None) -> None:
             f"{seeds}, at most {measured['max_queries']} queries per domain{' (partial: not every domain)' if measured['partial'] else ''}."
             f"\n\n**H@1**, mean over the seeds:\n\n{table}\n\nMiniLM minus the best fast system ({best}), mean over the domains: "
             f"{gaps[best]['mean']:+.3f} [95% t-interval over seeds {gaps[best]['ci95'][0]:+.3f}, {gaps[best]['ci95'][1]:+.3f}]"
-            + (f"; its query encoding {rate['static'] / rate['minilm']:.0f}x MiniLM's ({rate['questions']} queries of all seven "
+            + (f"; its query encoding {rate[best.split('-')[0]] / rate['minilm']:.0f}x MiniLM's ({rate['questions']} queries of all seven "
                f"domains, one thread: static {rate['static']:,.0f}/s, CNN {rate['cnn']:,.0f}/s, MiniLM {rate['minilm']:,.0f}/s)." if rate else "."))
     replace_marked_section(DOC, "asym", text)
 
@@ -344,6 +367,7 @@ def main() -> None:
     parser.add_argument("--max-queries", type=int, default=MAX_QUERIES)
     parser.add_argument("--epochs", type=int, default=BUILD.epochs)
     parser.add_argument("--token-cache", type=Path, help="MiniLM's token vectors cached here")
+    parser.add_argument("--cnn", action="store_true", help="run: the general CNN too (about 30 s more per fold and seed on a GPU)")
     parser.add_argument("--per-domain", type=int, default=0, help="run: keep this many questions of each domain (a test; 0: all)")
     parser.add_argument("--check", type=int, default=300, help="pack: questions to compare the carried MiniLM on")
     parser.add_argument("files", nargs="*", type=Path, help="merge: the run's JSON, then optionally the rates' JSON")
@@ -354,7 +378,7 @@ def main() -> None:
         print(f"pack: carried MiniLM's vectors against the real one's, mean cosine {check_pack(args.to, texts):.6f}")
     elif args.stage == "run":
         run(args.data, args.out, args.device, args.seeds, args.domains, args.budget, args.max_queries, args.epochs, args.per_domain,
-            args.token_cache)
+            args.token_cache, args.cnn)
     elif args.stage == "rates":
         write_json(rates(args.token_cache), args.out)
     else:
