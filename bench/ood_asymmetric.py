@@ -309,16 +309,39 @@ def rates(token_cache: Path | None) -> dict:
 
 # ---- merge (here) -------------------------------------------------------------------------------
 
-def paired(per_query: dict, system: str, seeds: list[int]) -> dict:
+def seeds_of(per_query: dict, system: str) -> list[int]:
+    """The seeds at which ``system`` was measured on every domain of ``per_query``."""
+    return sorted(set.intersection(*({int(key.split("@")[1]) for key in hits if key.split("@")[0] == system}
+                                     for hits in per_query.values())))
+
+
+def paired(per_query: dict, system: str) -> dict:
     """MiniLM minus ``system``, H@1 mean over the domains, per seed, and its t-interval over the seeds."""
     by_seed = {seed: float(np.mean([np.mean(np.asarray(hits["minilm"]) - np.asarray(hits[f"{system}@{seed}"]))
-                                    for hits in per_query.values()])) for seed in seeds}
-    mean, low, high = mean_ci(list(by_seed.values())) if len(by_seed) > 1 else (by_seed[seeds[0]],) * 3
+                                    for hits in per_query.values()])) for seed in seeds_of(per_query, system)}
+    values = list(by_seed.values())
+    mean, low, high = mean_ci(values) if len(values) > 1 else (values[0],) * 3
     return {"by_seed": by_seed, "mean": mean, "ci95": [low, high]}
 
 
-def merge(run_file: Path, rates_file: Path | None) -> None:
-    measured = json.loads(run_file.read_text())
+def combined(run_files: list[Path]) -> dict:
+    """The runs' files as one: each domain's per-query hits and rows, the first file's where two
+    measured the same system at the same seed (MiniLM and BM25 are the same in every file); the
+    domains all files measured."""
+    files = [json.loads(path.read_text()) for path in run_files]
+    measured = files[0] | {"partial": any(f["partial"] for f in files), "seeds": sorted({s for f in files for s in f["seeds"]})}
+    domains = [name for name in files[0]["per_query"] if all(name in f["per_query"] for f in files)]
+    measured["per_query"] = {name: {k: v for f in reversed(files) for k, v in f["per_query"][name].items()} for name in domains}
+    rows = {}
+    for f in reversed(files):
+        rows |= {(r["left_out"], r["system"], r["seed"]): r for r in f["rows"] if r["left_out"] in domains}
+    measured["rows"] = list(rows.values())
+    measured["weights"] = {k: v for f in reversed(files) for k, v in f.get("weights", {}).items()}
+    return measured
+
+
+def merge(run_files: list[Path], rates_file: Path | None) -> None:
+    measured = combined(run_files)
     results = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {"runs": [], "bar": {}}
     seeds, per_query = measured["seeds"], measured["per_query"]
     frame = pd.DataFrame(measured["rows"])
@@ -328,7 +351,7 @@ def merge(run_file: Path, rates_file: Path | None) -> None:
              "issue": 58} for r in static.itertuples()]
     results["runs"] = [r for r in results["runs"] if r.get("issue") != 58] + rows
     fast = sorted({r["system"] for r in rows})
-    gaps = {system: paired(per_query, system, seeds) for system in fast}
+    gaps = {system: paired(per_query, system) for system in fast}
     best = min(gaps, key=lambda s: gaps[s]["mean"])
     rate = json.loads(rates_file.read_text()) if rates_file else results.get("rates_all_domains", {})
     results["bar"] = results.get("bar", {}) | {
@@ -342,7 +365,7 @@ def merge(run_file: Path, rates_file: Path | None) -> None:
     results["asymmetric_run"] = {k: measured[k] for k in ("device", "gpu", "machine", "seeds", "epochs", "max_queries", "seconds",
                                                         "partial", "weights") if k in measured}
     write_json(results, RESULTS)
-    means = [{"left_out": name, **{s: float(np.mean([np.mean(hits[f"{s}@{seed}"]) for seed in seeds])) for s in fast},
+    means = [{"left_out": name, **{s: float(np.mean([np.mean(hits[f"{s}@{seed}"]) for seed in seeds_of(per_query, s)])) for s in fast},
               "minilm": float(np.mean(hits["minilm"])), "bm25": float(np.mean(hits["bm25"]))} for name, hits in per_query.items()]
     table = markdown_table(means, [("left_out", "left out"), *[(s, s) for s in fast], ("minilm", "MiniLM"), ("bm25", "BM25")])
     text = (f"Measured {time.strftime('%Y-%m-%d')} on {measured['gpu'] or measured['device']} ({measured['machine']}); seeds "
@@ -370,7 +393,8 @@ def main() -> None:
     parser.add_argument("--cnn", action="store_true", help="run: the general CNN too (about 30 s more per fold and seed on a GPU)")
     parser.add_argument("--per-domain", type=int, default=0, help="run: keep this many questions of each domain (a test; 0: all)")
     parser.add_argument("--check", type=int, default=300, help="pack: questions to compare the carried MiniLM on")
-    parser.add_argument("files", nargs="*", type=Path, help="merge: the run's JSON, then optionally the rates' JSON")
+    parser.add_argument("files", nargs="*", type=Path, help="merge: the runs' JSON files (the first wins where two measured the same)")
+    parser.add_argument("--rates", type=Path, help="merge: the rates' JSON (default: the results' rates_all_domains)")
     args = parser.parse_args()
     if args.stage == "pack":
         pack(args.to)
@@ -382,7 +406,7 @@ def main() -> None:
     elif args.stage == "rates":
         write_json(rates(args.token_cache), args.out)
     else:
-        merge(args.files[0], args.files[1] if len(args.files) > 1 else None)
+        merge(args.files, args.rates)
 
 
 if __name__ == "__main__":

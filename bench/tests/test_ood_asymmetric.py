@@ -54,7 +54,7 @@ def test_a_cpu_dry_run_measures_every_system_and_merges_with_paired_gaps(tmp_pat
     rates.write_text(json.dumps({"questions": 700, "static": 6000.0, "cnn": 2000.0, "minilm": 150.0}))
     monkeypatch.setattr(ood_asymmetric, "RESULTS", results)
     monkeypatch.setattr(ood_asymmetric, "DOC", doc)
-    ood_asymmetric.merge(out, rates)
+    ood_asymmetric.merge([out], rates)
     merged = json.loads(results.read_text())
     bar = merged["bar"]
     assert bar["kept"] == 1 and merged["runs"][0]["system"] == "bm25"  # what was there stays
@@ -67,6 +67,20 @@ def test_a_cpu_dry_run_measures_every_system_and_merges_with_paired_gaps(tmp_pat
     assert np.isclose(bar["minilm_minus_best_fast"], np.mean(gaps), atol=1e-4)
     assert bar["minilm_minus_best_fast_ci95"][0] <= bar["minilm_minus_best_fast"] <= bar["minilm_minus_best_fast_ci95"][1]
     assert bar["best_fast_encode_over_minilm"] == (40.0 if best.startswith("static") else 13.3) and "old" not in doc.read_text()
+
+    # A second run (another GPU call) adds its systems; where both measured one, the first file's stays.
+    more = dict(measured, seeds=[0], per_query={name: {"minilm": hits["minilm"], "bm25": hits["bm25"], "cnn-x@0": hits["minilm"],
+                                                       "static@0": [0] * 20} for name, hits in measured["per_query"].items()},
+                rows=[{"left_out": name, "system": "cnn-x", "seed": 0, "H1": 1.0, "asymmetric": False}
+                      for name in measured["per_query"]])
+    second = tmp_path / "run2.json"
+    second.write_text(json.dumps(more))
+    ood_asymmetric.merge([out, second], rates)
+    bar = json.loads(results.read_text())["bar"]
+    assert bar["best_fast_system"] == "cnn-x" and bar["minilm_minus_best_fast"] == 0.0 == bar["minilm_minus_best_fast_ci95"][0]
+    assert bar["minilm_minus_fast_by_system"]["static"] == round(float(np.mean(
+        [np.mean(np.subtract(hits["minilm"], hits[f"static@{seed}"])) for seed in (0, 1) for hits in measured["per_query"].values()])), 4)
+    assert bar["best_fast_encode_over_minilm"] == 13.3
 
 
 def test_the_weight_a_system_scores_with_and_the_kept_token_ids():
