@@ -13,8 +13,9 @@ MiniLM's space; the distillation (``qpr.training.distill.train_general``, ``1 - 
 then trains table and projection together.
 
 Its tokenizer is MiniLM's uncased WordPiece (``WordPiece``), written here so that serving needs no
-transformer library, with no padding and no length cut (MiniLM's packaged tokenizer pads to 128
-tokens; a question is as long as its tokens). A bundle of it holds ``static.safetensors`` (table
+transformer library, with no padding and no length cut (the packaged ``tokenizer.json``, which
+``tokenizers`` and Model2Vec read, pads and truncates to 128 tokens; here a question is as long
+as its tokens). A bundle of it holds ``static.safetensors`` (table
 and projection) and ``wordpiece.txt`` (the vocabulary, one token a line).
 """
 
