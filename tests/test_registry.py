@@ -20,7 +20,9 @@ from qpr.retrieval.index import IndexConfig
 from qpr.systems.question_encoder import EncoderSettings
 from qpr.bundles.manifest import BM25_FOLDER, CARD_FILES
 from qpr.systems.registry import REGISTRY, Run, system_named, train_options
+from qpr.systems import static
 from qpr.systems.seed_encoders import SeedSettings
+from qpr.systems.static import StaticSettings, distilled_table
 from qpr.systems.settings_dicts import dataclass_from, recorded_settings
 from qpr.training.train import TrainConfig
 
@@ -30,9 +32,18 @@ SEEDS = SeedSettings(film_rank=8, film_iterations=10, word_dim=16, epochs=2, pat
 SMALL = {
     "cnn-sdml": EncoderSettings(TRAIN, TextConfig(vocab_size=200), EncoderConfig(**LAYERS)),
     "lstm": EncoderSettings(TRAIN, TextConfig(vocab_size=200), EncoderConfig(**LAYERS, architecture="lstm", pooling="mean")),
-    "film": SEEDS, "idf-embed": SEEDS, "fcrr": SEEDS, "convrr": SEEDS,
+    "film": SEEDS, "idf-embed": SEEDS, "fcrr": SEEDS, "convrr": SEEDS, "static": StaticSettings(epochs=1, batch_size=16),
 }
 NEEDS = {"idf-embed": "gensim", "fcrr": "gensim", "convrr": "gensim", "transformer": "sentence_transformers"}
+
+
+@pytest.fixture
+def static_teacher(monkeypatch):
+    """The static student's teacher at a test's size: 6 tokens of the corpus's words and 8-d random vectors."""
+    rng = np.random.default_rng(0)
+    tokens = ["[PAD]", "[UNK]", "how", "do", "i", "what"]
+    monkeypatch.setattr(static, "static_student", lambda dims, seed, progress=False: distilled_table(tokens, rng.normal(size=(6, 8)), 4))
+    monkeypatch.setattr(static, "minilm_vectors", lambda texts, progress=False: rng.normal(size=(len(texts), 8)).astype(np.float32))
 
 
 def test_every_system_a_bundle_can_hold_is_registered():
@@ -43,6 +54,8 @@ def test_every_system_a_bundle_can_hold_is_registered():
 def test_every_registered_system_round_trips_through_save_and_load_with_its_own_files(name, request, tmp_path):
     if name in NEEDS:
         pytest.importorskip(NEEDS[name])
+    if name == "static":
+        request.getfixturevalue("static_teacher")
     system = system_named(name)
     settings = (tiny_transformer_settings(str(request.getfixturevalue("sentence_model"))) if name == "transformer"
                 else SMALL[name])

@@ -12,6 +12,14 @@ Layout::
                     (a bundle with an encoder)
     bm25/           the corpus' BM25 index (bm25s arrays), memory-mapped on load; derived from the
                     corpus, so a bundle without it (older ones) or with a damaged one builds it anew
+    teacher.npy     an asymmetric bundle's teacher (MiniLM) vectors of the corpus, row for row,
+                    memory-mapped on load (manifest ``asymmetric``: the teacher and its weight)
+
+An *asymmetric* bundle (``Bundle.asymmetric``, built by ``with_teacher``; ``qpr rebase
+--asymmetric``) searches with its fast encoder's vectors of a query against the corpus' vectors by
+both its encoder and the teacher (``qpr.retrieval.asymmetric``): its index holds the two side by
+side, ``encode`` gives the query side, and each question added later is encoded by the teacher
+too (``with_questions``; the benchmark extra must be installed where a bundle grows).
 
 ``version`` (creation time + a digest of the weights) is what annotation judgments refer to.
 
@@ -44,14 +52,16 @@ import numpy as np
 import pandas as pd
 
 from qpr.bundles.card import write_card
-from qpr.bundles.manifest import (BM25_FOLDER, FORMAT_VERSION, LEGACY_FILES, LEXICAL, LEXICAL_FILES, REBUILD, check_target, is_bundle,
-                                  manifest_system, read_manifest)
+from qpr.bundles.manifest import (BM25_FOLDER, FORMAT_VERSION, LEGACY_FILES, LEXICAL, LEXICAL_FILES, REBUILD, TEACHER_FILE, check_target,
+                                  is_bundle, manifest_system, read_manifest)
+from qpr.training.teacher import TEACHER, minilm_vectors
 from qpr.data.corpus import COLUMNS, check_corpus, fingerprint
 from qpr.data.corpus_file import CORPUS_FILE, corpus_path, read_corpus_file, write_corpus_file
 from qpr.model.encoder import QuestionEncoder, encode_texts
 from qpr.errors import QPRError
 from qpr.fsutil.atomic import atomic_path
 from qpr.fsutil.leftovers import recover
+from qpr.retrieval.asymmetric import WeightChoice, corpus_side, query_side
 from qpr.retrieval.base import Retriever
 from qpr.retrieval.dense import DenseRetriever
 from qpr.retrieval.hybrid import fused_retriever
@@ -93,6 +103,8 @@ class Bundle:
     manifest: dict = field(default_factory=dict)
     # BM25 over ``corpus`` read by ``load`` (the saved index) or built already (``with_bm25``).
     prebuilt_bm25: BM25Retriever | None = field(default=None, repr=False, compare=False)
+    # An asymmetric bundle's teacher vectors of ``corpus``, row for row (module doc); None: symmetric.
+    teacher_vectors: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @functools.cached_property
     def bm25(self) -> BM25Retriever:
@@ -109,7 +121,8 @@ class Bundle:
         index numbers the rows), to serve and save instead of building another; one over other
         rows is not taken."""
         same = len(bm25.corpus) == len(self.corpus) and (bm25.corpus["qid"].to_numpy() == self.corpus["qid"].to_numpy()).all()
-        return Bundle(self.encoder, self.vocab, self.index, self.corpus, self.manifest, bm25 if same else self._same_corpus())
+        return Bundle(self.encoder, self.vocab, self.index, self.corpus, self.manifest, bm25 if same else self._same_corpus(),
+                      self.teacher_vectors)
 
     @property
     def version(self) -> str:
@@ -146,9 +159,38 @@ class Bundle:
         }
         return cls(None, None, None, corpus, manifest)
 
+    @property
+    def asymmetric(self) -> float | None:
+        """The teacher's weight in an asymmetric bundle's scores (module doc); None for a symmetric one."""
+        return self.manifest["asymmetric"]["weight"] if "asymmetric" in self.manifest else None
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """``(len(texts), dim)`` float32 vectors of ``texts``, as the index holds the corpus'."""
-        return _encode(self.encoder, self.vocab, texts)
+        """``(len(texts), dim)`` float32 search vectors of ``texts``: for a symmetric bundle those
+        its index holds for the corpus; for an asymmetric one the query side (module doc)."""
+        vectors = encode_with(self.encoder, self.vocab, texts)
+        return vectors if self.asymmetric is None else query_side(vectors, self.asymmetric)
+
+    def _corpus_vectors(self, texts: Sequence[str], teacher: np.ndarray | None) -> np.ndarray:
+        """The index rows of the corpus questions ``texts`` (``teacher``: their teacher vectors, row for row)."""
+        vectors = encode_with(self.encoder, self.vocab, texts)
+        return vectors if self.asymmetric is None else corpus_side(vectors, teacher, self.asymmetric)
+
+    def with_teacher(self, teacher: np.ndarray, choice: WeightChoice, student: np.ndarray | None = None) -> "Bundle":
+        """The asymmetric bundle of this one (module doc): ``teacher``, MiniLM's unit vectors of the
+        corpus (row for row), beside the encoder's, weighted as ``choice`` chose
+        (``qpr.retrieval.asymmetric.choose_weight``); re-indexed with the same index settings
+        (``student``: the encoder's vectors of the corpus when computed already; None: encoded here).
+        QPRError if the encoder's vectors are not MiniLM's width or ``teacher`` not one per question."""
+        if len(teacher) != len(self.corpus):
+            raise QPRError(f"{len(teacher):,} teacher vectors for a corpus of {len(self.corpus):,} questions: one per question")
+        teacher = np.ascontiguousarray(teacher, dtype=np.float32)
+        if student is None:
+            student = encode_with(self.encoder, self.vocab, self.corpus["question"].tolist())
+        vectors = corpus_side(student, teacher, choice.weight)
+        index = VectorIndex.build(vectors, self.corpus["qid"].to_numpy(), self.index.config)
+        manifest = self.manifest | {"asymmetric": {"teacher": TEACHER, "weight": choice.weight, "choice": choice.to_dict()},
+                                    "index": index.settings() | {"ntotal": len(index), "dim": index.dim}}
+        return Bundle(self.encoder, self.vocab, index, self.corpus, manifest, self._same_corpus(), teacher)
 
     def dense_retriever(self) -> DenseRetriever:
         """This bundle's encoder over its index and corpus, named by its system (a lexical bundle
@@ -172,7 +214,7 @@ class Bundle:
         already (a large corpus encoded in parts, read as a memory map); None: encoded here."""
         corpus = corpus[COLUMNS].reset_index(drop=True)
         if vectors is None:
-            vectors = _encode(encoder, vocab, corpus["question"].tolist())
+            vectors = encode_with(encoder, vocab, corpus["question"].tolist())
         elif len(vectors) != len(corpus):
             raise QPRError(f"{len(vectors)} vectors given for {len(corpus)} corpus questions")
         index = VectorIndex.build(vectors, corpus["qid"].to_numpy(), index_config)
@@ -195,40 +237,45 @@ class Bundle:
 
     def with_index(self, index_config: IndexConfig) -> "Bundle":
         """The same bundle re-indexed with other settings (new index, same encoder and corpus)."""
-        vectors = self.encode(self.corpus["question"].tolist())
+        vectors = self._corpus_vectors(self.corpus["question"].tolist(), self.teacher_vectors)
         index = VectorIndex.build(vectors, self.corpus["qid"].to_numpy(), index_config)
         manifest = self.manifest | {"index": index.settings() | {"ntotal": len(index), "dim": index.dim}}
-        return Bundle(self.encoder, self.vocab, index, self.corpus, manifest, self._same_corpus())
+        return Bundle(self.encoder, self.vocab, index, self.corpus, manifest, self._same_corpus(), self.teacher_vectors)
 
     def with_questions(self, questions: pd.DataFrame, source: str = "new questions") -> "Bundle":
         """The bundle with ``questions`` (corpus rows: qid, question, cluster[, split]) added to its
         corpus and index without a rebuild: only they are encoded, and the index files them under
         its trained structure (``VectorIndex.add``). This bundle is left as it was (its index is
-        copied first, so a served copy keeps answering meanwhile). QPRError names bad rows or qids
-        the corpus already has."""
+        copied first, so a served copy keeps answering meanwhile). An asymmetric bundle encodes them
+        with the teacher too (the benchmark extra). QPRError names bad rows or qids the corpus
+        already has."""
         new = check_corpus(questions, source)
         known = new["qid"][new["qid"].isin(self.corpus["qid"])]
         if len(known):
             raise QPRError(f"{source}: qids already in the bundle's corpus: {known.tolist()[:5]}")
+        texts = new["question"].tolist()
+        teacher = None if self.asymmetric is None else minilm_vectors(texts)
         index = self.index.copy()
-        index.add(self.encode(new["question"].tolist()), new["qid"].to_numpy())
+        index.add(self._corpus_vectors(texts, teacher), new["qid"].to_numpy())
         corpus = pd.concat([self.corpus, new], ignore_index=True)
         manifest = self.manifest | {
             "index": index.settings() | {"ntotal": len(index), "dim": index.dim},
             "data_fingerprint": fingerprint(corpus), "corpus_size": len(corpus),
             "added_questions": self.manifest.get("added_questions", 0) + len(new),
         }
-        return Bundle(self.encoder, self.vocab, index, corpus, manifest)
+        return Bundle(self.encoder, self.vocab, index, corpus, manifest,
+                      teacher_vectors=None if teacher is None else np.concatenate([self.teacher_vectors, teacher]))
 
     def with_fusion(self, fusion: dict) -> "Bundle":
         """The same bundle carrying a fitted hybrid scorer (``qpr.retrieval.hybrid.Fusion.to_dict()``)."""
-        return Bundle(self.encoder, self.vocab, self.index, self.corpus, self.manifest | {"fusion": fusion}, self._same_corpus())
+        return Bundle(self.encoder, self.vocab, self.index, self.corpus, self.manifest | {"fusion": fusion}, self._same_corpus(),
+                      self.teacher_vectors)
 
     def with_card(self, **card) -> "Bundle":
         """The same bundle whose model card (``qpr.bundles.card``) says ``card``: ``license`` (a Hub
         license id), ``datasets`` (Hub data set ids), ``name``, ``credit`` (markdown)."""
         return Bundle(self.encoder, self.vocab, self.index, self.corpus, self.manifest | {"card": self.manifest.get("card", {}) | card},
-                      self._same_corpus())
+                      self._same_corpus(), self.teacher_vectors)
 
     def save(self, path: str | Path) -> Path:
         """Write the bundle to ``path`` atomically: after a crash or kill at any instant, ``path``
@@ -241,6 +288,8 @@ class Bundle:
             if not self.lexical:  # a lexical bundle is a corpus: no model to describe on the Hub
                 system_named(self.system).save(self.encoder, self.vocab, tmp)
                 self.index.save(tmp / "index.faiss")
+                if self.teacher_vectors is not None:
+                    np.save(tmp / TEACHER_FILE, np.asarray(self.teacher_vectors))
                 write_card(tmp, self.manifest)
             write_corpus_file(self.corpus, tmp / CORPUS_FILE)
             self.bm25.save(tmp / BM25_FOLDER)
@@ -283,7 +332,12 @@ class Bundle:
         index = VectorIndex.load(path / "index.faiss", manifest["index"])
         file = corpus_path(path)
         corpus = read_corpus_file(file, REBUILD)
-        problems = []
+        problems, teacher = [], None
+        if "asymmetric" in manifest:  # the index holds the encoder's and the teacher's vectors side by side
+            output_dim *= 2
+            teacher = _teacher_file(path)
+            if teacher is None or teacher.shape != (len(corpus), output_dim // 2):
+                problems.append(f"{TEACHER_FILE} does not hold one {output_dim // 2}-d teacher vector per corpus question")
         if index.dim != output_dim:
             problems.append(f"index vectors have {index.dim} dimensions, the encoder makes {output_dim}")
         if len(index) != len(corpus):
@@ -292,10 +346,19 @@ class Bundle:
             problems.append(f"{file.name} is not the corpus the manifest was built on (fingerprint differs)")
         if problems:
             raise QPRError(f"{path}: inconsistent bundle: " + "; ".join(problems) + ". Rebuild the index with `python -m qpr index`.")
-        return cls(encoder, vocab, index, corpus, manifest, BM25Retriever.load(path / BM25_FOLDER, corpus))
+        return cls(encoder, vocab, index, corpus, manifest, BM25Retriever.load(path / BM25_FOLDER, corpus), teacher)
 
 
-def _encode(encoder, vocab: Vocabulary | None, texts: Sequence[str]) -> np.ndarray:
+def _teacher_file(path: Path) -> np.ndarray | None:
+    """An asymmetric bundle's teacher vectors, memory-mapped; None if the file is missing or unreadable."""
+    try:
+        return np.load(path / TEACHER_FILE, mmap_mode="r")
+    except (OSError, ValueError):
+        return None
+
+
+def encode_with(encoder, vocab: Vocabulary | None, texts: Sequence[str]) -> np.ndarray:
+    """``encoder``'s float32 vectors of ``texts`` (its ``vocab`` for a ``QuestionEncoder``), one row each."""
     if isinstance(encoder, QuestionEncoder):
         return encode_texts(encoder, vocab, list(texts))
     return np.ascontiguousarray(encoder.encode(list(texts)), dtype=np.float32)

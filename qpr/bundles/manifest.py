@@ -29,9 +29,10 @@ LEXICAL_FIELDS = {"format_version": int, "version": str, "data_fingerprint": str
 INDEX_FIELDS = {"factory": str}  # search parameters (or, in older bundles, nprobe and ef_search) are checked by VectorIndex.load
 CARD_FILES = ("README.md", "config.json")  # the model card and config a bundle carries for the Hub (bundles/card.py)
 BM25_FOLDER = "bm25"  # the BM25 index of the corpus, saved so that a large corpus is not re-indexed at every start
+TEACHER_FILE = "teacher.npy"  # an asymmetric bundle's teacher vectors of the corpus (qpr.bundles.bundle)
 # Every name a bundle folder may hold: the files of every system (a model folder by its top name),
 # those older bundles hold in their place, the card and the BM25 index.
-ENTRIES = (frozenset(LEXICAL_FILES) | set(CARD_FILES) | {BM25_FOLDER} | {name.split("/")[0] for system in REGISTRY.values() for name in system.files}
+ENTRIES = (frozenset(LEXICAL_FILES) | set(CARD_FILES) | {BM25_FOLDER, TEACHER_FILE} | {name.split("/")[0] for system in REGISTRY.values() for name in system.files}
            | {old for legacy in (LEGACY_FILES, *(system.legacy for system in REGISTRY.values())) for names in legacy.values()
               for old in names})
 

@@ -182,7 +182,7 @@ def cmd_general(args: argparse.Namespace) -> int:
     corpus = load_corpus(args.corpus, seed=args.seed) if args.corpus else None
     config = replace(NO_TEACHER if args.no_teacher else BUILD, epochs=args.epochs, seed=args.seed)
     bundle = build_general(corpus, args.domains, teacher=not args.no_teacher, cache=args.teacher_cache, config=config,
-                           progress=not args.quiet)
+                           progress=not args.quiet, student=args.student)
     bundle.save(args.out)
     run = bundle.manifest["training"]
     print(json.dumps({"bundle": str(args.out), "version": bundle.version, "questions": len(bundle.corpus),
@@ -196,11 +196,11 @@ def cmd_rebase(args: argparse.Namespace) -> int:
     corpus = load_corpus(args.corpus)
     adapt = {"views": ADAPT, "teacher": TEACH, "none": None}[args.adapt]
     bundle = rebase(general, corpus, adapt=adapt, teacher=args.adapt == "teacher", cache=args.teacher_cache,
-                    progress=not args.quiet)
+                    progress=not args.quiet, asymmetric=args.asymmetric)
     bundle.save(args.out)
     print(json.dumps({"bundle": str(args.out), "version": bundle.version, "questions": len(bundle.corpus),
                       "from": general.version, "adapt": args.adapt, "fusion": bundle.manifest.get("fusion"),  # None: the dense part alone
-                      "fusion_choice": bundle.manifest.get("fusion_choice")}))
+                      "fusion_choice": bundle.manifest.get("fusion_choice"), "asymmetric": bundle.manifest.get("asymmetric")}))
     return 0
 
 

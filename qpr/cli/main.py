@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from qpr.bundles.general import BUILD
+from qpr.bundles.general import BUILD, STUDENTS
 from qpr.cli.commands import (cmd_add, cmd_eval, cmd_experiment, cmd_fuse, cmd_general, cmd_index, cmd_push,
                               cmd_rebase, cmd_search, cmd_supervise, cmd_train)
 from qpr.data.corpus import data_dir
@@ -177,6 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--corpus", type=Path, help="questions to index (a cluster file; clusters may be empty)")
     p.add_argument("--domains", nargs="+", default=list(DOMAINS), choices=DOMAINS, help="sets to train on (default: all)")
     p.add_argument("--no-teacher", action="store_true", help="labelled pairs only, no distillation (no MiniLM needed)")
+    p.add_argument("--student", choices=STUDENTS, default="cnn", help="the encoder distilled: the CNN (default) or the static "
+                   "student, token vectors averaged (faster, a little below the CNN; README: which to pick)")
     p.add_argument("--teacher-cache", type=Path, default=Path("runs/teacher"), help="where MiniLM's vectors are cached")
     p.add_argument("--epochs", type=int, default=BUILD.epochs)
     p.add_argument("--seed", type=int, default=0)
@@ -194,6 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--corpus", type=Path, required=True, help="your questions (a cluster file; clusters may be empty)")
     p.add_argument("--out", type=Path, required=True, help="the new bundle's directory")
     p.add_argument("--adapt", choices=["none", "teacher", "views"], default="none")
+    p.add_argument("--asymmetric", action="store_true", help="keep MiniLM's vectors of the corpus beside the encoder's and "
+                   "score queries (encoded by the fast encoder alone) against both; needs the bench extra to build and to "
+                   "add questions later (docs/OUT_OF_DOMAIN.md)")
     p.add_argument("--teacher-cache", type=Path, default=Path("runs/teacher"), help="where MiniLM's vectors are cached")
     p.add_argument("--quiet", action="store_true")
     _device_arg(p)

@@ -9,7 +9,8 @@ implements it).
 
 Registered: the CNN (``cnn-sdml``, the default) and the LSTM (``qpr.systems.question_encoder``),
 the other papers' systems (``film``, ``idf-embed``, ``fcrr``, ``convrr``:
-``qpr.systems.seed_encoders``) and the optional ``transformer`` (``qpr.systems.transformer``).
+``qpr.systems.seed_encoders``), the optional ``transformer`` (``qpr.systems.transformer``) and the
+``static`` student of MiniLM (``qpr.systems.static``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from qpr.systems import question_encoder
 from qpr.systems.seed_encoders import (ARRAYS, LEGACY_WEIGHTS, WEIGHTS, FilmEncoder, IdfEncoder, ResidualEncoder, SeedSettings,
                                        fit_film_encoder, fit_idf_encoder, fit_residual_encoder)
 from qpr.systems.settings_dicts import dataclass_from
+from qpr.systems import static
 from qpr.systems.transformer import (DEFAULT_BASE, EXTRA, FILES as TRANSFORMER_FILES, SYSTEM as TRANSFORMER,
                                      TransformerEncoder, TransformerSettings, fit_transformer)
 
@@ -171,6 +173,12 @@ REGISTRY: dict[str, System] = {system.name: system for system in (
                                                                              run.progress, run.on_batch)),
            _recorded(TransformerSettings, continues=True), _describe_text_encoder, _save_text_encoder,
            _loader(TransformerEncoder), _transformer_report),
+    System(static.SYSTEM, "a static student of MiniLM: token vectors averaged, the fastest encoder (needs the bench extra to "
+           "build, not to serve; docs/OUT_OF_DOMAIN.md)", ("epochs", "batch_size", "lr"), ENCODED + static.FILES, {"system": str},
+           lambda given: dataclass_from(static.StaticSettings, given, "the train options"),
+           _timed(static.SYSTEM, lambda corpus, settings, run: static.fit(corpus, settings, run.warm_start, run.progress)),
+           _recorded(static.StaticSettings, continues=True), _describe_text_encoder, _save_text_encoder,
+           _loader(static.StaticEncoder), lambda training: f"distilled the static student in {training['seconds']:.0f}s"),
 )}
 
 

@@ -223,7 +223,8 @@ def train_general(
     def step(batch: tuple[str, list, list, np.ndarray | None]) -> float:
         kind, anchors, positives, teacher = batch
         if kind == "distill":
-            loss = regression_loss(encode_ids(encoder, [vocab.encode(t) for t in anchors]), torch.from_numpy(teacher).float())
+            student = encode_ids(encoder, [vocab.encode(t) for t in anchors])
+            loss = regression_loss(student, torch.from_numpy(teacher).float().to(student.device))  # on the encoder's device
         else:
             if kind == "views":
                 first, second = view_pairs([vocab.encode(t) for t in anchors], config.view_dropout, rng)

