@@ -20,6 +20,9 @@
   first training) SIGKILLed right after each of its steps, the app started again twice on the same
   cache and database: points tried, and points where the model served is the last recorded swap's
   and the trained model is offered again only where it is not served;
+- access: ``harness.access_walk``: every path that reads a project's data walked as a login with
+  no role in it (written under ``access``, not ``ops``): paths checked, paths without a rule,
+  reads allowed, and how many of 200 wrong passwords were tried;
 - sustained: read from ``bench/results/sustained_<db>.json`` (``bench.sustained_load``, run apart:
   ten minutes per database).
 
@@ -45,16 +48,23 @@ from annotations.export import export, pairs_path
 from bench.common import ROOT, machine, replace_marked_section, write_json
 from bench.db_outages import run_outages
 from bench.hostile_uploads import run_hostile, run_parquet_bombs
+from harness.access_walk import walk
+from harness.corpora import make_corpus
 from harness.csv_writers import PRODUCT, csv_writers
 from harness.formula_payloads import OWASP_PAYLOADS, live_cells
 from harness.swap_crashes import run_swap_crashes
 from harness.tampered_backups import run_tampered
+from qpr.bundles.bundle import Bundle
+from qpr.bundles.training import train_bundle
 from qpr.data.corpus import read_table, write_table
+from qpr.model.encoder import EncoderConfig
+from qpr.model.text import TextConfig
+from qpr.training.train import TrainConfig
 
 RESULTS = ROOT / "bench" / "results" / "reliability.json"
 DETAIL = ROOT / "bench" / "results" / "reliability_ops_detail.json"
 DOC = ROOT / "docs" / "RELIABILITY.md"
-PARTS = ("csv", "backup", "outages", "hostile", "sustained", "restore", "parquet", "csvwriters", "swapcrash")
+PARTS = ("csv", "backup", "outages", "hostile", "sustained", "restore", "parquet", "csvwriters", "swapcrash", "access")
 
 
 def csv_payloads(tmp: Path) -> dict:
@@ -71,6 +81,13 @@ def csv_payloads(tmp: Path) -> dict:
     restored = sum(back.loc[str(q)] == text for q, text in zip(corpus["qid"], corpus["question"]))
     return {"tried": len(OWASP_PAYLOADS), "live": len(live), "read_back_equal": restored,
             "files": [str(p.name) for p, _ in files]}
+
+
+def access_bundle(tmp: Path) -> Bundle:
+    """A small trained bundle for the access walk's demo (its data is beside the point)."""
+    (tmp / "access").mkdir()
+    return train_bundle(make_corpus(), TrainConfig(batch_size=16, max_epochs=1), TextConfig(), EncoderConfig(
+        embedding_dim=32, windows=(1,), channels=32, output_dim=32), progress=False)
 
 
 def backup_check(tmp: Path) -> dict:
@@ -241,6 +258,11 @@ def main() -> None:
             through, unsafe = csv_writers([ROOT / part for part in PRODUCT])
             ops |= {"csv_writers": len(through) + len(unsafe), "csv_writers_unsafe": len(unsafe)}
             detail["csv_writers"] = {"safe": through, "unsafe": unsafe}
+        if "access" in parts:
+            found = walk(access_bundle(tmp), tmp / "access")
+            results["access"] = results.get("access", {}) | {k: found[k] for k in (
+                "paths_checked", "paths_without_rule", "foreign_reads_allowed", "login_guesses_per_minute_allowed")}
+            detail["access_walk"] = found
         if "swapcrash" in parts:
             found = run_swap_crashes(tmp / "swaps")
             ops |= {"swap_crash_points_tried": found["tried"], "swap_crash_consistent": found["consistent"]}

@@ -12,6 +12,7 @@ from annotations.db import open_store
 from qpr.serving.served_model import ServedModel
 from ui.common import AppContext
 from ui.http_api import PATH, search_routes
+from ui.logins import Logins
 from ui.page import QPRPage
 from ui.search_tab import _table
 from ui.startup import launch_options, serve
@@ -26,7 +27,8 @@ def app(request, tiny_bundle, tmp_path):
     store = open_store(f"sqlite:///{tmp_path / 'annotations.db'}", project="demo")
     ctx = AppContext(ServedModel(tiny_bundle), store, "name" if logins is None else "auth", cache=tmp_path)
     demo = QPRPage(ctx).build()
-    serve(demo, launch_options(logins, tmp_path, search_routes(ctx, logins)), block=False)
+    checked = Logins(logins) if logins else None
+    serve(demo, launch_options(checked, tmp_path, search_routes(ctx, checked)), block=False)
     try:
         yield demo.local_url.rstrip("/"), ctx, logins
     finally:

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import gradio as gr
 
-from annotations.models import ROLES
 from annotations.names import annotator_key, annotator_name
 from annotations.store import AnnotationStore
 from annotations.task import TASK_SIZE
@@ -22,7 +21,7 @@ from qpr.serving.served_model import ServedModel
 from qpr.serving.slugs import DEMO
 from qpr.serving.workspaces import Workspaces
 from qpr.settings import settings
-from ui.access import identify, role_for
+from ui.access import ProjectAccess, identify, no_project
 from ui.demo import cache_dir
 from ui.display import plain
 from ui.pages import PageProjects, example_queries
@@ -35,7 +34,7 @@ NAME_MODE = "names are not verified: one team shares every project, with no role
 NAME_PROMPT = f"Anyone can search; type your name to annotate ({NAME_MODE})."
 
 
-class AppContext:
+class AppContext(ProjectAccess):
     """What the handlers act on. ``identity`` is how annotators are known: "name" (typed),
     "auth" (``QPR_AUTH`` login) or "oauth" (Hugging Face sign-in on Spaces); ``examples`` are
     the demo's queries for the Search tab (a project's are drawn from its questions);
@@ -103,11 +102,15 @@ class AppContext:
             self._examples[key] = example_queries(bundle)
         return self._examples[key]
 
-    def open(self, slug: str | None) -> str:
-        """Open project ``slug`` (the demo when empty) on the current page, loading it if no
-        page has it open, and return its slug; other pages keep theirs. Outside a page, it
-        becomes the default project."""
+    def open(self, slug: str | None, request: gr.Request | None = None, profile: gr.OAuthProfile | None = None) -> str:
+        """Open project ``slug`` (the demo when empty) on the current page for the one behind
+        ``request``, loading it if no page has it open, and return its slug; other pages keep
+        theirs. Outside a page, it becomes the default project. Every tab acts on the page's
+        project only, so this is where a page's access to a project is decided: one it may not
+        read (``may_read``) is refused as one that does not exist."""
         slug = (slug or DEMO).strip()
+        if not self.may_read(slug, self.who(request, profile)):
+            raise QPRError(no_project(slug))
         self.model_of(slug)
         self.pages.set(slug)
         return slug
@@ -116,8 +119,7 @@ class AppContext:
         """The served model of project ``slug`` (loaded if no page has it open); QPRError if there
         is no such project."""
         if not self.projects.exists(slug):
-            raise QPRError(f"There is no project {slug!r}: choose one in the Project list at the top of the page "
-                           "(or create it on the Projects tab).")
+            raise QPRError(no_project(slug))
         return self.served.get(slug)
 
     def close_page(self) -> None:
@@ -151,56 +153,6 @@ class AppContext:
         """After an upload to project ``slug``: serve its new bundle to every page that has it
         open; a model still waiting for a decision there is dropped."""
         self._serve(slug, ServedModel(self.projects.served_bundle(slug)))
-
-    def annotator(self, name: str | None, request: gr.Request | None = None, profile: gr.OAuthProfile | None = None,
-                  action: str = "record judgments") -> str:
-        """Who may ``action`` (judge, by default) in the page's project: anyone identified, with
-        any role there in login mode (``ui.access``)."""
-        return self.allowed(action, ROLES, name, request, profile, record=False)
-
-    def privileged(self, action: str, name: str | None, request: gr.Request | None = None,
-                   profile: gr.OAuthProfile | None = None, roles: tuple[str, ...] = ("owner",)) -> str:
-        """Who may ``action`` in the page's project (upload, train, use a model): in login mode,
-        one holding one of ``roles`` there, and the action is recorded with that role."""
-        return self.allowed(action, roles, name, request, profile)
-
-    def allowed(self, action: str, roles: tuple[str, ...], name: str | None, request: gr.Request | None = None,
-                profile: gr.OAuthProfile | None = None, record: bool = True) -> str:
-        """The person doing ``action``, identified, and in login mode holding one of ``roles`` in
-        the page's project (``ui.access``; ``record``: the action is logged with the role); name
-        mode checks and records no role (one team)."""
-        who = identify(self.identity, name, request, profile, action)
-        if self.identity != "name":
-            project = self.project
-            role = role_for(self.database, self.admins, project, self.project_name(project), who, roles, action,
-                            self.projects.built_in(project))
-            if record:
-                self.database.record_action(project, who, role, action)
-        return who
-
-    def role_of(self, who: str) -> str | None:
-        """The role ``who`` judges under in the page's project, which each judgment records (login
-        mode; ``ui.access``); None with typed names, which carry no role."""
-        if self.identity == "name":
-            return None
-        project = self.project
-        return role_for(self.database, self.admins, project, self.project_name(project), who, ROLES, "record judgments",
-                        self.projects.built_in(project))
-
-    def may_replace(self, request: gr.Request | None, profile: gr.OAuthProfile | None) -> bool:
-        """Whether the one behind ``request`` may use or discard a trained model here (``replacer``),
-        so that the page offers the buttons only to them; with typed names, anyone may."""
-        if self.identity == "name":
-            return True
-        try:
-            self.allowed("use or discard a trained model", ("owner",), None, request, profile, record=False)
-        except QPRError:
-            return False
-        return True
-
-    def replacer(self, name: str | None, request: gr.Request | None = None, profile: gr.OAuthProfile | None = None) -> str:
-        """Who may replace or discard the model the page's project serves (``privileged``)."""
-        return self.privileged("use or discard a trained model", name, request, profile)
 
     def whoami(self, name: str | None, request: gr.Request | None, profile: gr.OAuthProfile | None) -> str:
         """The page header's line about who is annotating (``name``: the 'Your name' box)."""

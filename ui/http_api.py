@@ -9,15 +9,16 @@ runs the search alone, and concurrent searches are still answered together
 (``qpr.serving.batching``).
 
 It is open as the Search tab is: to anyone with typed names or Hugging Face sign-in, and with
-``QPR_AUTH`` logins to a login's HTTP Basic credentials only. A query no retriever can answer is
-a 400 and an unknown project a 404, each with ``detail`` saying what to change.
+``QPR_AUTH`` logins to a login's HTTP Basic credentials only (checked by ``ui.logins``, which
+holds wrong passwords to a few a minute), for the projects that login may read
+(``AppContext.may_read``: the same rule as the page's). A query no retriever can answer is a 400;
+an unknown project, and one the login may not read, a 404 that says the same, so a project leaves
+no trace to those outside it.
 """
 
 from __future__ import annotations
 
-import secrets
-
-from fastapi import Depends, HTTPException, Query
+from fastapi import Depends, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPBasic, HTTPBasicCredentials
@@ -26,23 +27,28 @@ from qpr.errors import QPRError
 from qpr.model.text import MAX_K
 from qpr.serving.slugs import DEMO
 from ui.common import AppContext
+from ui.logins import Logins
 
 PATH = "/api/search"
 
 
-def search_routes(ctx: AppContext, logins: list[tuple[str, str]] | None) -> list[APIRoute]:
-    """The API's routes over ``ctx``'s projects; with ``logins`` (``QPR_AUTH``'s pairs), each
-    request must carry one of them."""
-    def signed_in(credentials: HTTPBasicCredentials = Depends(HTTPBasic(realm="qpr"))) -> None:
-        if not any(
-                secrets.compare_digest(credentials.username.encode(), user.encode())
-                & secrets.compare_digest(credentials.password.encode(), password.encode()) for user, password in logins):
-            raise HTTPException(401, "unknown user name or password", headers={"WWW-Authenticate": "Basic"})
+def search_routes(ctx: AppContext, logins: Logins | None) -> list[APIRoute]:
+    """The API's routes over ``ctx``'s projects; with ``logins`` (``QPR_AUTH``'s), each request
+    must carry one of them, and reads only the projects it may."""
+    def signed_in(request: Request, credentials: HTTPBasicCredentials = Depends(HTTPBasic(realm="qpr"))) -> str:
+        address = request.client.host if request.client else "?"
+        if not logins.check(credentials.username, credentials.password, address):
+            raise HTTPException(401, "unknown user name or password (or too many wrong ones lately: wait a minute)",
+                                headers={"WWW-Authenticate": "Basic"})
+        return credentials.username
 
     def search(q: str = Query(description="the question"),
                k: int = Query(10, ge=1, le=MAX_K, description="how many results"),
-               project: str = Query(DEMO, description="the project's slug")) -> JSONResponse:
+               project: str = Query(DEMO, description="the project's slug"),
+               who: str | None = Depends(signed_in) if logins is not None else None) -> JSONResponse:
         try:
+            if not ctx.may_read(project, who):
+                raise QPRError(f"There is no project {project!r} you may read.")
             model = ctx.model_of(project)
         except QPRError as err:
             raise HTTPException(404, str(err)) from None
@@ -55,6 +61,4 @@ def search_routes(ctx: AppContext, logins: list[tuple[str, str]] | None) -> list
         return JSONResponse({"project": project, "model": served.bundle.version, "retriever": served.default.name,
                              "results": results})
 
-    # Without logins nothing is checked, and no dependency is resolved per request.
-    return [APIRoute(PATH, search, methods=["GET"], dependencies=[Depends(signed_in)] if logins is not None else [],
-                     summary="The served model's top k for a question")]
+    return [APIRoute(PATH, search, methods=["GET"], summary="The served model's top k for a question")]

@@ -112,11 +112,12 @@ class QPRPage:
         return backup_line(self.ctx.database.engine.url)
 
     @shows_errors(action="open the project")
-    def open_page(self, request: gr.Request) -> dict:
-        """Open the project the page's URL names (``?project=``), else the default one."""
+    def open_page(self, request: gr.Request, profile: gr.OAuthProfile | None = None) -> dict:
+        """Open the project the page's URL names (``?project=``), else the default one, for the
+        one behind ``request`` (``AppContext.open``: a project they may not read is refused)."""
         try:
-            slug = self.ctx.open(request.query_params.get("project") if request else None)
+            slug = self.ctx.open(request.query_params.get("project") if request else None, request, profile)
         except QPRError:
-            self.ctx.open(self.ctx.pages.default)  # the page still opens, on the default project; then the reason
+            self.ctx.open(self.ctx.pages.default, request, profile)  # the page opens on the default project; then why
             raise
-        return self.projects.choice_update(slug)
+        return self.projects.choice_update(slug, request, profile)

@@ -24,7 +24,6 @@ import pandas as pd
 from qpr.bundles.training import verdict
 from qpr.data.upload import max_upload_bytes, megabytes, read_upload
 from qpr.errors import QPRError
-from qpr.serving.slugs import DEMO
 from ui.access import identify
 from ui.common import AppContext
 from ui.display import plain, shows_errors, text_table
@@ -103,17 +102,21 @@ class ProjectsTab:
         self.timer.tick(self.poll, None, shown, show_progress="hidden")
 
     def render_choice(self) -> gr.Dropdown:
-        """The header's list of projects (the page's project chosen), laid out where it is called."""
-        self.choice = gr.Dropdown(label="Project (this page only)", choices=self._choices(), value=self.ctx.project,
+        """The header's list of projects (the page's project chosen), laid out where it is called;
+        built with the projects anyone may read (with logins, the demo: the page's config and API
+        description show no other), and filled for each page as it opens (``choice_update``)."""
+        self.choice = gr.Dropdown(label="Project (this page only)", choices=self._choices(None, None), value=self.ctx.project,
                                   elem_id="page-project", scale=2)
         return self.choice
 
-    def choice_update(self, slug: str | None = None) -> dict:
-        """The project list re-read, with the page's project (or ``slug``) chosen."""
-        return {self.choice: gr.Dropdown(choices=self._choices(), value=slug or self.ctx.project)}
+    def choice_update(self, slug: str | None = None, request: gr.Request | None = None,
+                      profile: gr.OAuthProfile | None = None) -> dict:
+        """The list of the projects the one behind ``request`` may read, re-read, with the page's
+        project (or ``slug``) chosen."""
+        return {self.choice: gr.Dropdown(choices=self._choices(request, profile), value=slug or self.ctx.project)}
 
-    def _choices(self) -> list[tuple[str, str]]:
-        return [(self.ctx.projects.name(DEMO), DEMO)] + [(name, slug) for slug, name in self.ctx.projects.names().items()]
+    def _choices(self, request: gr.Request | None, profile: gr.OAuthProfile | None) -> list[tuple[str, str]]:
+        return [(name, slug) for slug, name in self.ctx.readable(request, profile).items()]
 
     # -- importing -------------------------------------------------------------------------------
 
@@ -135,7 +138,7 @@ class ProjectsTab:
         upload = self._read(path, kind, question, cluster, answer, drop)
         slug = self.ctx.projects.create(project, upload, who)
         self.ctx.store.grant(slug, who, "owner", who)  # who creates a project owns it (roles apply with logins)
-        self.ctx.open(slug)
+        self.ctx.open(slug, request, profile)
         record = self.ctx.projects.manifest(slug)["versions"][-1]
         note = f"Created **{plain(self.ctx.project_name(slug))}**, open on this page: " + self._imported(record)
         return self._imported_view(note, upload) | self.listed(request, profile) | {self.opened: slug}
@@ -211,7 +214,7 @@ class ProjectsTab:
     def listed(self, request: gr.Request = None, profile: gr.OAuthProfile | None = None) -> dict:
         """``poll`` with the project list re-read (on opening the page and after an import; not on
         every tick, which would reset a choice being made)."""
-        return self.poll(request, profile) | self.choice_update()
+        return self.poll(request, profile) | self.choice_update(None, request, profile)
 
     def _offer(self, job: TrainingJob, status: dict, request: gr.Request | None, profile: gr.OAuthProfile | None) -> dict:
         try:

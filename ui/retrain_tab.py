@@ -8,6 +8,7 @@ retrain, compare, confirm or discard, record, remember) and render what it retur
 
 from __future__ import annotations
 
+import secrets
 import time
 from pathlib import Path
 
@@ -59,17 +60,22 @@ class RetrainTab:
             with gr.Row():
                 self.confirm_button = gr.Button("Use the retrained model", interactive=False, variant="primary")
                 self.discard_button = gr.Button("Discard it", interactive=False)
-        export_button.click(self.export_clusters, [fmt], [self.files, self.export_note])
+        export_button.click(self.export_clusters, [fmt, name], [self.files, self.export_note])
         push_button.click(self.push, [repo, name], [self.export_note])
         retrain_button.click(self.retrain, [epochs, name], self.decision_outputs, concurrency_limit=1, concurrency_id="retrain")
         self.confirm_button.click(self.confirm, [name], self.decision_outputs)
         self.discard_button.click(self.discard, [name], self.decision_outputs)
 
-    @shows_errors
-    def export_clusters(self, fmt: str) -> dict:
-        """Corrected clusters (plus training pairs and the manifest) as files to download."""
+    @shows_errors(action="export the corrected clusters")
+    def export_clusters(self, fmt: str, name: str | None = None, request: gr.Request | None = None,
+                        profile: gr.OAuthProfile | None = None) -> dict:
+        """Corrected clusters (plus training pairs and the manifest) as files to download, for one
+        who may read the project (``AppContext.reader``), in a folder of their own whose name
+        nobody can guess (the files are served by their path to the page that asked)."""
+        self.ctx.reader("export the corrected clusters", name, request, profile)
         bundle = self.ctx.model.current().bundle
-        export = retraining.export_corrected(self.ctx.store, bundle.corpus, bundle.version, fmt, folder=exports(self.ctx))
+        folder = exports(self.ctx) / secrets.token_urlsafe(16)
+        export = retraining.export_corrected(self.ctx.store, bundle.corpus, bundle.version, fmt, folder=folder)
         out, done = export.path, export.manifest
         note = (f"Exported {done['questions']} questions: {done['clusters_before']} clusters before, "
                 f"{done['clusters_after']} after {len(done['merges'])} merge(s) and {len(done['splits'])} split(s), which "

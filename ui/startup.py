@@ -21,6 +21,7 @@ from pathlib import Path
 
 import gradio as gr
 import torch
+from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
 from annotations.db import open_store
@@ -36,6 +37,7 @@ from ui.banking_demo import EXAMPLES as BANKING_EXAMPLES, banking_demo, start_tr
 from ui.common import AppContext, identity_mode
 from ui.demo import EXAMPLE_QUERIES, cache_dir, demo_bundle
 from ui.http_api import search_routes
+from ui.logins import ClientAddress, Logins
 from ui.page import QPRPage
 from ui.pages import example_queries
 from workflows.served_pointer import remembered_bundle
@@ -88,27 +90,31 @@ def general_bundle() -> Bundle | None:
     return check_general(load_bundle(path)) if path else None
 
 
-def launch_options(auth: list[tuple[str, str]] | None, cache: Path, routes: Sequence[BaseRoute] = ()) -> dict:
-    """What ``gr.Blocks.launch`` is given: the logins, the page's script and style, the exports
+def launch_options(auth: Logins | None, cache: Path, routes: Sequence[BaseRoute] = ()) -> dict:
+    """What ``gr.Blocks.launch`` is given: the logins (checked by ``ui.logins``), the page's script and style, the exports
     under ``cache`` as downloadable, the upload limit (``QPR_MAX_UPLOAD_MB``), which Gradio
     checks in the browser before sending and on the server while receiving, so an over-size
     file is never stored (``qpr.data.upload`` still checks files that reach it another way), and
     ``routes`` of the app's own beside the page (``ui.http_api``), given to the FastAPI app
     Gradio creates (its ``app_kwargs``), so they are matched before Gradio's."""
     return {"auth": auth, "head": SHORTCUTS, "css": CSS, "allowed_paths": [str(cache / "exports")],
-            "max_file_size": max_upload_bytes(), "app_kwargs": {"routes": list(routes)}}
+            "max_file_size": max_upload_bytes(),
+            # Logins are counted per client address (``ui.logins``); the API description stays
+            # unpublished (/openapi.json answered without a login; README documents the API).
+            "app_kwargs": {"routes": list(routes), "middleware": [Middleware(ClientAddress)], "openapi_url": None}}
 
 
 def main() -> int:
     """Serve the app; a configuration error prints one line and returns 2."""
     try:
         auth = settings().auth
+        logins = Logins(auth) if auth else None
         store = open_store(project=DEMO)  # the demo's view; each project's is AppContext's
         general = general_bundle()
         bundle, examples = served_bundle()
         model = ServedModel(bundle)
         ctx = AppContext(model, store, identity_mode(auth), examples, cache_dir(), general=general)
-        options = launch_options(auth, ctx.cache, search_routes(ctx, auth))
+        options = launch_options(logins, ctx.cache, search_routes(ctx, logins))
     except QPRError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
