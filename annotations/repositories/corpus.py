@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
-from sqlalchemy import distinct, insert, select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
 from annotations.errors import AnnotationError
@@ -79,8 +79,8 @@ class CorpusRepository(Repository):
                 return []
             session.execute(update(BundleVersion).where(BundleVersion.version.in_(claimed)).values(project=self.project))
             session.execute(update(Judgment).where(Judgment.bundle_version.in_(claimed)).values(project=self.project))
-            theirs = select(distinct(Judgment.item_key)).where(Judgment.bundle_version.in_(claimed))
-            elsewhere = select(distinct(Judgment.item_key)).where(Judgment.project == FIRST_PROJECT)
+            theirs = select(Judgment.item_key).where(Judgment.bundle_version.in_(claimed)).distinct()
+            elsewhere = select(Judgment.item_key).where(Judgment.project == FIRST_PROJECT).distinct()
             session.execute(update(Adjudication).where(
                 Adjudication.project == FIRST_PROJECT, Adjudication.item_key.in_(theirs),
                 Adjudication.item_key.not_in(elsewhere)).values(project=self.project))
