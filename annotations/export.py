@@ -29,7 +29,8 @@ from pathlib import Path
 import pandas as pd
 
 from annotations.errors import AnnotationError
-from annotations.merge import MergeResult, corrected_clusters
+from annotations.constraints import corrected_clusters
+from annotations.merge import MergeResult
 from annotations.models import utcnow
 from annotations.store import AnnotationStore
 from qpr.data.corpus import QUORA_COLUMNS, check_corpus, write_cluster_file, write_table

@@ -10,7 +10,7 @@ trains an encoder on that noisy copy. Then, each round:
    folder), as a person in the app would;
 3. the judgments are merged into corrected clusters and exported through the app's own export
    step (``workflows.retraining.export_corrected``, which applies
-   ``annotations.merge.corrected_clusters``), handed over in memory as the app's retraining gets
+   ``annotations.constraints.corrected_clusters``), handed over in memory as the app's retraining gets
    them (``annotations.export.Export``): the training data of the next model, whose bundle
    records the export as the app's does (``Export.labels``);
 4. the encoder is retrained on it through the workflow's steps (``workflows.training_steps``:
