@@ -10,6 +10,7 @@ import pandas as pd
 
 from annotations.constraints import constrained_clusters
 from annotations.pair_scores import DEFAULT_THRESHOLD, PairScorer, fit_threshold
+from annotations.purity import cluster_purity
 from annotations.repositories.review import ADJUDICATION_COLUMNS
 from qpr.retrieval.calibration import Calibration
 from tests.test_annotations_merge import hand_corpus
@@ -78,3 +79,12 @@ def test_the_threshold_separates_the_judged_pairs_and_waits_for_enough_of_each()
     cut = fit_threshold(probabilities, same)
     assert 0.4 < cut <= 0.7 and ((probabilities >= cut) == same).all()
     assert fit_threshold(probabilities[:8], same[:8]) == DEFAULT_THRESHOLD  # only 2 "same" pairs judged
+
+
+def test_a_cluster_audited_impure_weighs_less_and_a_cluster_of_verified_links_counts_whole():
+    judged = votes((1, 2, "different"), (1, 3, "different"), (4, 5, "same"), (11, 12, "same"))
+    result = constrained_clusters(hand_corpus(), judged, NONE)
+    purity, prior = cluster_purity(hand_corpus(), result)
+    assert prior == 1 / 3  # of the three audited pairs inside an imported cluster, one was the same
+    assert purity["A"] == (0 + 4 * prior) / (2 + 4) and purity["B"] == (1 + 4 * prior) / (1 + 4)
+    assert purity["C"] == purity["D"] == prior and purity["new-11"] == 1.0

@@ -38,6 +38,7 @@ import pandas as pd
 from annotations.db import open_store
 from annotations.errors import AnnotationError
 from annotations.export import Export
+from annotations.pair_scores import PairScorer
 from annotations.simulation.oracle import SimulatedAnnotator, precision, recall, reconnected
 from annotations.queue import judged_pairs
 from annotations.store import AnnotationStore
@@ -106,6 +107,7 @@ def fit(
     labels: dict | None = None,
     progress: bool = False,
     judged: pd.DataFrame | None = None,
+    cluster_weights: pd.Series | None = None,
 ) -> Model:
     """Train on ``corpus``' clusters (continuing ``warm_start`` if given, through the app's retrain
     step ``workflows.training_steps.continue_training``), behind an exact index, and score
@@ -113,13 +115,14 @@ def fit(
     is judged against the same clean queries and relevance. ``corpus`` holds the questions of
     ``clean`` (only clusters differ), so the index searches all of them. ``labels``: the export the
     corpus came from, for the bundle's manifest; ``judged``: its judged pairs (``Export.pairs``),
-    which a warm start trains on directly, as the app's retrain does."""
+    which a warm start trains on directly, as the app's retrain does, weighing clusters by
+    ``cluster_weights`` (``Export.purity``)."""
     common = {"labels": labels, "fuse": False, "progress": progress, "return_on_interrupt": False}
     if warm_start is None:
         bundle = train_new(corpus, config, text_config, encoder_config, index_config=IndexConfig("Flat"),
                            data="simulated loop", **common)
     else:
-        bundle = continue_training(warm_start.bundle, corpus, judged=judged, **common)
+        bundle = continue_training(warm_start.bundle, corpus, judged=judged, cluster_weights=cluster_weights, **common)
     return Model(bundle, evaluate(bundle.dense_retriever(), clean, "test"), bundle.manifest["training"])
 
 
@@ -154,11 +157,13 @@ def annotate(
     k: int = 20,
     seed: int = 0,
     pool: pd.DataFrame | None = None,
+    scorer: PairScorer | None = None,
 ) -> Round:
     """One round of annotation, without retraining: register ``corpus`` as the snapshot ``model``
     serves, let ``annotator`` judge the ``budget`` pairs ``strategy`` picks from ``pool``
     (default: ``model``'s candidate pool over ``corpus`` minus pairs the annotator judged
-    before), and export the corrected clusters to ``out`` (its extension names the format).
+    before), and export the corrected clusters to ``out`` (its extension names the format),
+    weighing ``scorer``'s pair probabilities as the app's retrain does (``workflows.retraining``).
     """
     version = model.bundle.version
     store.register_corpus(version, corpus)
@@ -167,7 +172,8 @@ def annotate(
     start = time.perf_counter()
     judged = annotator.judge(store, select(pool, strategy, budget, seed), version)
     seconds = time.perf_counter() - start
-    return Round(judged, export_corrected(store, corpus, version, Path(out).suffix.lstrip("."), out=out), seconds)
+    done = export_corrected(store, corpus, version, Path(out).suffix.lstrip("."), out=out, scorer=scorer)
+    return Round(judged, done, seconds)
 
 
 def measures(done: Round, judgments: pd.DataFrame, truth: pd.DataFrame, split: list[str]) -> dict:
