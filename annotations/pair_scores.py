@@ -13,6 +13,7 @@ close member cannot pull a question, or a cluster, into another.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -46,9 +47,12 @@ class PairScorer:
         vectors = np.asarray(encode(corpus["question"].tolist()), dtype=np.float64)
         return cls(corpus["qid"].to_numpy(dtype=np.int64), vectors, calibration)
 
+    @functools.cached_property
+    def _position(self) -> pd.Series:
+        return pd.Series(np.arange(len(self.qids)), index=self.qids)
+
     def _rows(self, qids: Iterable[int]) -> np.ndarray:
-        position = pd.Series(np.arange(len(self.qids)), index=self.qids)
-        return self.vectors[position.reindex(list(qids)).to_numpy(dtype=np.int64)]
+        return self.vectors[self._position.reindex(list(qids)).to_numpy(dtype=np.int64)]
 
     def pairs(self, a: Iterable[int], b: Iterable[int]) -> np.ndarray:
         """The probability of each pair (a[i], b[i])."""

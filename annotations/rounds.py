@@ -57,7 +57,7 @@ def queue_round(retriever, corpus: pd.DataFrame, calibration: Calibration, size:
     picked = pd.concat([uncertain.assign(kind="uncertain"), audit.assign(kind="audit"), random.assign(kind="random")],
                        ignore_index=True)[ROUND_COLUMNS]
     return picked.iloc[rng.permutation(len(picked))].reset_index(drop=True).astype(
-        {"query_qid": "int64", "candidate_qid": "int64", "rank": "int64"})
+        {"query_qid": "int64", "candidate_qid": "int64", "rank": "Int64"})
 
 
 def _retrieved(retriever, corpus: pd.DataFrame, k: int, done: set) -> pd.DataFrame:
@@ -115,7 +115,7 @@ def _audits(retriever, corpus: pd.DataFrame, judgments: pd.DataFrame, done: set,
     pairs = pd.DataFrame(rows[:n], columns=["query_qid", "candidate_qid"], dtype="int64")
     encode = getattr(retriever, "encode", None)
     if encode is None or pairs.empty:
-        return pairs.assign(rank=0, distance=np.nan)
+        return pairs.assign(rank=pd.NA, distance=np.nan)
     text = corpus.set_index("qid")["question"]
     a, b = (np.asarray(encode(text.reindex(pairs[col]).tolist()), dtype=float) for col in ("query_qid", "candidate_qid"))
-    return pairs.assign(rank=0, distance=((a - b) ** 2).sum(axis=1))
+    return pairs.assign(rank=pd.NA, distance=((a - b) ** 2).sum(axis=1))  # an audit pair was not retrieved: no rank
