@@ -160,7 +160,8 @@ def start_training(model: ServedModel, store: AnnotationStore, job: TrainingJob,
         raise QPRError(f"A training of this project is already running ({describe(status)}); it was started by "
                        f"{status.get('by', 'someone')}. Wait for it or cancel it.")
     served = model.current()
-    done = export_corrected(store, served.bundle.corpus, served.bundle.version, "parquet", folder=folder)
+    scorer = PairScorer.of(served.dense, served.bundle.corpus, served.calibrations.get(served.dense.name))
+    done = export_corrected(store, served.bundle.corpus, served.bundle.version, "parquet", folder=folder, scorer=scorer)
     check_clusters(done.corpus)
     base = None if served.bundle.lexical else served.bundle.save(job.folder / "base")
     return job.start(done.corpus, train, text, encoder, base, done.labels, who, judged=done.pairs)
