@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from annotations.rounds import PER_CLUSTER, queue_round
+from annotations.simulation.oracle import SimulatedAnnotator
 from qpr.retrieval.calibration import Calibration
 
 
@@ -68,3 +69,12 @@ def test_judged_pairs_are_not_asked_again_and_audits_follow_the_estimated_purity
     asked = {frozenset(p) for p in zip(judgments["query_qid"], judgments["candidate_qid"])}
     assert not asked & {frozenset(p) for p in zip(second["query_qid"], second["candidate_qid"])}
     assert "c19" in set(second.loc[second["kind"] == "audit", "query_qid"].map(cluster)), "the least pure is audited first"
+
+
+def test_the_simulated_annotator_errs_on_near_pairs():
+    truth = pd.DataFrame({"qid": np.arange(4000), "question": "q", "cluster": pd.array(["a"] * 4000, dtype="string"),
+                          "split": "train"})
+    annotator = SimulatedAnnotator(truth, error_rate=0.1, seed=0, near=True)
+    wrong = annotator.labels(np.arange(2000), np.arange(2000, 4000), np.arange(2000.0)) == "different"
+    assert abs(wrong.mean() - 0.1) < 0.02, "the rate on average"
+    assert wrong[:500].mean() > 3 * wrong[-500:].mean(), "mostly on the nearest pairs"
