@@ -50,7 +50,7 @@ from annotations.simulation.oracle import SimulatedAnnotator, label_errors, true
 from annotations.simulation.strategies import candidate_pool, within_pool
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
 from bench.feedback_loop import QUICK_ENCODER, quick_slice, singleton_share
-from bench.payoff import RETRAIN_BATCH, regime_rows
+from bench.payoff import DESIGNS, RETRAIN_BATCH, regime_rows
 from qpr.bundles.bundle import Bundle
 from qpr.research.cluster_quality import cluster_quality, errors_fixed
 from qpr.research.confidence import mean_ci, ratio_ci
@@ -444,6 +444,8 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=PRIMARY["budget"], help="judgments per draw in the payoff part")
     parser.add_argument("--errors", nargs="+", type=float, default=[0.05, 0.0, 0.10], help="annotator error rates, in order")
     parser.add_argument("--draws", type=int, default=3, help="draws of (clustering, noisy model, judged set)")
+    parser.add_argument("--designs", nargs="+", choices=list(DESIGNS), default=["product"],
+                        help="what the corrected arm trains on (bench.payoff.DESIGNS); product: the default retrain")
     parser.add_argument("--payoff-work", type=Path, default=ROOT / "runs" / "loop-payoff-57")
     parser.add_argument("--seeds", type=int, default=5, help="training seeds per model in the retraining part")
     parser.add_argument("--export-budgets", nargs="+", type=int, default=list(EXPORT_BUDGETS))
@@ -460,7 +462,7 @@ def main() -> None:
         start = time.perf_counter()
         log(f"payoff: {PRIMARY['regime']}, {args.budget} judgments, errors {args.errors}, {args.draws} draws x {args.seeds} seeds")
         for row in regime_rows(args.data.parent, args.payoff_work, PRIMARY["regime"], args.budget, args.errors, args.draws,
-                               args.seeds, log):
+                               args.seeds, log, tuple(args.designs)):
             results = with_payoff_row(args.results, row, round(time.perf_counter() - start))
             write_json(results, args.results)
             replace_marked_section(args.doc, PAYOFF_MARKER, payoff_markdown(results))

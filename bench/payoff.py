@@ -163,35 +163,45 @@ def bootstrap_ci(differences: np.ndarray, rng: np.random.Generator) -> list[floa
     return [float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))]
 
 
+# What the corrected arm trains on, per design: (labels: the export's or the uncorrected clusters,
+# the judged pairs, the purity weights). "product" is the default retrain; the others take one part away.
+DESIGNS = {"product": ("export", True, True), "no-purity": ("export", True, False),
+           "judged-on-uncorrected": ("uncorrected", True, True)}
+
+
 def regime_rows(data: Path, work: Path, regime: str, budget: int, errors: list[float], draws: int, seeds: int,
-                log: Callable[[str], None]) -> Iterator[dict]:
+                log: Callable[[str], None], designs: tuple[str, ...] = ("product",)) -> Iterator[dict]:
     """The rows of one regime (banking77-auto), yielded as they finish: one per annotator error
-    rate, in the order given (the primary endpoint's first), each over every draw and seed."""
+    rate and design, in the order given (the primary endpoint's first), each over every draw and seed."""
     for error in errors:
-        h1 = {arm: np.zeros((draws, seeds)) for arm in ARMS}
-        shapes, abouts = set(), []
-        for draw in range(draws):
-            clean, noisy = banking77_auto(data, seed=draw)
-            folder = work / regime / f"draw{draw}"
-            noisy_model = cell(folder, "noisy", noisy, clean, draw, log)
-            corrected, pairs, purity, about = judged_export(folder / f"export-j{budget}-e{error:g}", noisy_model, clean,
-                                                            noisy, budget, error, draw)
-            log(f"{regime} draw {draw} error {error:g}: {json.dumps(about)}")
-            abouts.append(about)
-            for seed in range(seeds):
+        for design in designs:
+            labels_from, use_pairs, use_purity = DESIGNS[design]
+            h1 = {arm: np.zeros((draws, seeds)) for arm in ARMS}
+            shapes, abouts = set(), []
+            for draw in range(draws):
+                clean, noisy = banking77_auto(data, seed=draw)
+                folder = work / regime / f"draw{draw}"
+                noisy_model = cell(folder, "noisy", noisy, clean, draw, log)
+                corrected, pairs, purity, about = judged_export(folder / f"export-j{budget}-e{error:g}", noisy_model,
+                                                                clean, noisy, budget, error, draw)
+                log(f"{regime} draw {draw} error {error:g} {design}: {json.dumps(about)}")
+                abouts.append(about)
+                name = "corrected" if design == "product" else design  # the product's models keep their first names
                 arms = {"uncorrected": (noisy, None, None, "uncorrected"), "ceiling": (clean, None, None, "ceiling"),
-                        "corrected": (corrected, pairs, purity, f"corrected-j{budget}-e{error:g}")}
-                for arm, (labels, judged, weights, name) in arms.items():
-                    model = cell(folder, f"{name}-s{seed}", labels, clean, seed, log, warm=noisy_model, judged=judged,
-                                 weights=weights)
-                    h1[arm][draw, seed] = model.test["H1"]
-                    shapes.add(tuple((row["steps"], row["batch_pairs"]) for row in model.training["history"]))
-        row = summary_row(regime, budget, error, h1, shapes, abouts)
-        log(json.dumps(row))
-        yield row
+                        "corrected": (corrected if labels_from == "export" else noisy, pairs if use_pairs else None,
+                                      purity if use_purity else None, f"{name}-j{budget}-e{error:g}")}
+                for seed in range(seeds):
+                    for arm, (labels, judged, weights, model_name) in arms.items():
+                        model = cell(folder, f"{model_name}-s{seed}", labels, clean, seed, log, warm=noisy_model,
+                                     judged=judged, weights=weights)
+                        h1[arm][draw, seed] = model.test["H1"]
+                        shapes.add(tuple((row["steps"], row["batch_pairs"]) for row in model.training["history"]))
+            row = summary_row(regime, design, budget, error, h1, shapes, abouts)
+            log(json.dumps(row))
+            yield row
 
 
-def summary_row(regime: str, budget: int, error: float, h1: dict, shapes: set, abouts: list[dict]) -> dict:
+def summary_row(regime: str, design: str, budget: int, error: float, h1: dict, shapes: set, abouts: list[dict]) -> dict:
     """One result row: means, the paired difference with its intervals, the ceiling and the share recovered."""
     rng = np.random.default_rng(0)
     gain = h1["corrected"] - h1["uncorrected"]
@@ -199,7 +209,7 @@ def summary_row(regime: str, budget: int, error: float, h1: dict, shapes: set, a
     per_draw = gain.mean(axis=1)
     t_half = {2: 4.303, 3: 3.182, 4: 2.776}.get(len(per_draw) - 1, 2.0) * per_draw.std(ddof=1) / np.sqrt(len(per_draw))
     return {
-        "part": "payoff", "regime": regime, "design": "product", "annotator_error": error, "budget": budget,
+        "part": "payoff", "regime": regime, "design": design, "annotator_error": error, "budget": budget,
         "judgments": budget, "draws": int(gain.shape[0]), "seeds": int(gain.shape[1]), "equal_steps": len(shapes) == 1,
         "steps_and_batch": [list(map(list, shape)) for shape in sorted(shapes)],
         "H1_uncorrected_mean": float(h1["uncorrected"].mean()), "H1_after_mean": float(h1["corrected"].mean()),
