@@ -329,7 +329,7 @@ class _Work:
         before = {q: self.group[q] for q in linked}
         if home is None:  # a new cluster: each link of a question from no cluster is a merge
             pairs = [(a, c) for a, c, _ in found if before[a] is None or before[c] is None]
-            names = [tuple(sorted((before[a] or _node(a), before[c] or _node(c)))) for a, c in pairs]
+            names = [tuple(sorted((_node(a), _node(c)))) for a, c in pairs]
         else:
             names = [tuple(sorted((into, _node(q)))) for q in linked if before[q] is None]
         for a, b in dict.fromkeys(names):
