@@ -51,6 +51,7 @@ def queue_round(retriever, corpus: pd.DataFrame, calibration: Calibration, size:
     taken = set(zip(uncertain["query_qid"], uncertain["candidate_qid"]))
     audit = _audits(retriever, corpus, judgments, done | taken | {(c, q) for q, c in taken}, shares[1], rng)
     audit = audit.assign(probability=calibration.probability(audit["distance"]) if len(audit) else [])
+    taken |= {pair for q, c in zip(audit["query_qid"], audit["candidate_qid"]) for pair in ((q, c), (c, q))}
     rest = pool[[(q, c) not in taken for q, c in zip(pool["query_qid"], pool["candidate_qid"])]]
     # the random share takes up what the other kinds could not fill
     random = rest.iloc[rng.permutation(len(rest))[:size - len(uncertain) - len(audit)]]

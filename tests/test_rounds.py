@@ -41,6 +41,7 @@ def test_a_round_mixes_uncertain_audit_and_random_pairs_a_few_per_cluster():
     calibration = Calibration(1.0, 4.0, 0)  # p = 0.5 at squared distance 4: pairs two apart are the least sure
     picked = queue_round(retriever, corpus, calibration, 20, seed=1)
     assert len(picked) == 20 and picked["kind"].value_counts().to_dict() == {"uncertain": 14, "audit": 4, "random": 2}
+    assert len({frozenset(p) for p in zip(picked["query_qid"], picked["candidate_qid"])}) == 20, "no pair asked twice"
     uncertain = picked[picked["kind"] == "uncertain"]
     assert (uncertain["distance"] == 4).all() and (abs(uncertain["probability"] - 0.5) < 1e-9).all()
     cluster = corpus.set_index("qid")["cluster"]
@@ -78,3 +79,9 @@ def test_the_simulated_annotator_errs_on_near_pairs():
     wrong = annotator.labels(np.arange(2000), np.arange(2000, 4000), np.arange(2000.0)) == "different"
     assert abs(wrong.mean() - 0.1) < 0.02, "the rate on average"
     assert wrong[:500].mean() > 3 * wrong[-500:].mean(), "mostly on the nearest pairs"
+
+
+def test_no_pair_is_asked_twice_in_a_round_even_when_audits_and_the_random_share_meet():
+    corpus = line()
+    picked = queue_round(LineRetriever(corpus), corpus, Calibration(1.0, 4.0, 0), 150, seed=3)
+    assert len({frozenset(p) for p in zip(picked["query_qid"], picked["candidate_qid"])}) == len(picked)
