@@ -5,8 +5,10 @@
 - ``store.AnnotationStore``: one project's corpus snapshots, ``record`` / ``undo_last`` / ``judgments`` / ``progress``.
 - ``queue``: what to judge next (``spot_check``, ``next_cluster``, ``least_coherent``).
 - ``grouping``: the cluster-building queue of a project of bare questions (``next_group``, ``progress``).
-- ``merge.corrected_clusters``: clusters joined by confirmed paraphrases and split by members
-  judged not to belong, conflicts reported.
+- ``constraints.corrected_clusters``: the imported clusters changed by the judgments as pair
+  constraints (and the model's pair probabilities, ``pair_scores``): questions moved, members voted
+  out, whole clusters merged only on evidence for the whole clusters, conflicts reported;
+  ``merge``: which judgments count and the item decisions.
 - ``corrections``: corrected clusters served at once as label versions; history, rollback, revert.
 - ``agreement.agreement``: percent agreement and Cohen's kappa per annotator pair.
 - ``export.export``: corrected clusters as a cluster file + training pairs + manifest.

@@ -1,6 +1,6 @@
 """Corrections served at once: label versions of a bundle's corpus, their history, rollbacks.
 
-A label version is the bundle's corpus with corrected clusters (``annotations.merge``), recorded
+A label version is the bundle's corpus with corrected clusters (``annotations.constraints``), recorded
 in the store (``label_versions``, ``label_changes``) so that a restart serves it again; the
 bundle on disk is never rewritten and retraining stays a separate, later step. Version 0 is the
 bundle's own corpus. Every change is a new version, by a named person:
@@ -8,7 +8,7 @@ bundle's own corpus. Every change is a new version, by a named person:
 - ``apply_corrections``: the corrected clusters of the judgments and adjudications now in force;
 - ``rollback``: the labels of an earlier version served again (the versions between stay);
 - ``revert_decision``: one merge or split undone for good, as a reviewer's "reject" of that
-  cluster pair (rule 0 of ``annotations.merge``, so later applications keep it undone), then applied.
+  cluster pair (rule 0 of ``annotations.constraints``, so later applications keep it undone), then applied.
 
 Nothing is deleted: the history (``history``) lists every version with who, when, what changed
 and from which judgments.
@@ -19,7 +19,8 @@ from __future__ import annotations
 import pandas as pd
 
 from annotations.errors import AnnotationError
-from annotations.merge import MergeResult, corrected_clusters
+from annotations.constraints import corrected_clusters
+from annotations.merge import MergeResult
 from annotations.store import AnnotationStore
 
 HISTORY_COLUMNS = ["version", "created_at", "annotator", "kind", "changes", "what", "judgments", "note"]

@@ -29,8 +29,11 @@ from pathlib import Path
 import pandas as pd
 
 from annotations.errors import AnnotationError
-from annotations.merge import MergeResult, corrected_clusters
+from annotations.constraints import corrected_clusters
+from annotations.merge import MergeResult
 from annotations.models import utcnow
+from annotations.pair_scores import PairScorer
+from annotations.purity import cluster_purity
 from annotations.store import AnnotationStore
 from qpr.data.corpus import QUORA_COLUMNS, check_corpus, write_cluster_file, write_table
 from qpr.errors import one_line
@@ -44,12 +47,15 @@ class Export:
     """One complete export: ``path`` (the cluster file; its pairs and manifest lie beside it),
     ``corpus`` (the corrected clusters as written, in the dtypes ``read_cluster_file`` gives) and
     ``manifest`` (as written in the manifest file) and ``pairs`` (the judged pairs as written in
-    the pairs file, which a retrain trains on directly: ``qpr.training.train.train``'s ``judged``)."""
+    the pairs file, which a retrain trains on directly: ``qpr.training.train.train``'s ``judged``)
+    and ``purity`` (each cluster's estimated purity, ``annotations.purity``: the retrain's
+    ``cluster_weights``)."""
 
     path: Path
     corpus: pd.DataFrame
     manifest: dict
     pairs: pd.DataFrame | None = None
+    purity: pd.Series | None = None
 
     @property
     def labels(self) -> dict:
@@ -107,11 +113,14 @@ def export(store: AnnotationStore, corpus: pd.DataFrame, fmt: str, out: str | Pa
     return write_export(store, corpus, fmt, out, bundle_version).path
 
 
-def write_export(store: AnnotationStore, corpus: pd.DataFrame, fmt: str, out: str | Path, bundle_version: str) -> Export:
+def write_export(store: AnnotationStore, corpus: pd.DataFrame, fmt: str, out: str | Path, bundle_version: str,
+                 scorer: PairScorer | None = None) -> Export:
     """Write the corrected clusters of ``corpus`` to ``out`` (plus pairs and manifest, see the
     module doc) and record the export in ``store``; returns the export, in memory too.
     ``bundle_version`` names the bundle whose corpus this is: one of the store's project's, whose
-    judgments alone the export reads and to which it is recorded.
+    judgments alone the export reads and to which it is recorded; ``scorer``: the served model's
+    pair probabilities, which the corrected clusters weigh beside the judgments
+    (``annotations.constraints``; None: the judgments alone).
 
     All or nothing (``qpr.fsutil.file_group.atomic_files``): the three files are written beside ``out`` in a
     staging folder, then moved into place with the manifest last (an earlier manifest is moved
@@ -128,7 +137,8 @@ def write_export(store: AnnotationStore, corpus: pd.DataFrame, fmt: str, out: st
         raise AnnotationError(f"{out}: a {fmt} export needs a file name ending in .{fmt}")
     if bundle_version not in store.bundle_versions()["version"].tolist():
         raise AnnotationError(f"bundle version {bundle_version!r} is not registered in project {store.project!r}")
-    result = corrected_clusters(store, corpus)
+    result = corrected_clusters(store, corpus, scorer)
+    purity, purity_prior = cluster_purity(corpus, result)
     # In read_cluster_file's dtypes: what a caller trains on is what a reader of the file would get.
     corrected = check_corpus(result.corpus, out)
     counts = cluster_counts(corpus, corrected)
@@ -156,6 +166,8 @@ def write_export(store: AnnotationStore, corpus: pd.DataFrame, fmt: str, out: st
                 "merges": result.merges.to_dict("records"),
                 "splits": result.splits.to_dict("records"),
                 "conflicts": result.conflicts.to_dict("records"),
+                "same_threshold": result.threshold,
+                "purity_prior": purity_prior,
             })
             group.path(manifest_path(out)).write_text(json.dumps(manifest, indent=2, ensure_ascii=False, default=int))
             group.publish({"export_id": export_id, "path": path, "created": created.isoformat()})
@@ -165,7 +177,7 @@ def write_export(store: AnnotationStore, corpus: pd.DataFrame, fmt: str, out: st
                             created=created, before_commit=place)
         group.commit()
     # The manifest as a reader of the file gets it (numpy numbers as plain ints, as written).
-    return Export(out, corrected, json.loads(json.dumps(manifest, default=int)), pairs)
+    return Export(out, corrected, json.loads(json.dumps(manifest, default=int)), pairs, purity)
 
 
 def recover_export(store: AnnotationStore, out: str | Path) -> list[Path]:

@@ -5,7 +5,7 @@ A project uploaded as bare questions has no cluster to spot-check and nothing to
 builds them: it proposes a *group*, a seed question that is in no cluster yet with its nearest
 questions under the served retriever (the general encoder when the app has one, else BM25), and
 the annotator confirms ("same meaning") or rejects ("different") each member. Those are ordinary
-judgments whose query is a corpus question, so ``annotations.merge`` forms the clusters from them:
+judgments whose query is a corpus question, so ``annotations.constraints`` forms the clusters from them:
 "same" links join questions into connected components (``new-<qid>``), "different" links are
 cannot-links, reviewers' decisions win, and ties are reported, by the numbered rules there.
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from annotations.merge import corrected_clusters
+from annotations.constraints import corrected_clusters
 from annotations.queue import QUEUE_COLUMNS, spot_check
 from annotations.store import AnnotationStore
 from qpr.data.upload import MIN_TRAIN_CLUSTERS

@@ -1,9 +1,12 @@
 """An annotator's time well spent: the corpus-wide task, the cut of negligible items, the pace.
 
-The **task** is the ``size`` pairs of training questions from two clusters that are most worth a
-judgment, over the whole corpus, in the order the feedback loop measured best
-(``TASK_STRATEGY``: docs/FEEDBACK_LOOP.md found ``suspicion`` 31-71x as precise as random picks,
-``nearest`` 20-38x). Progress counts the task's pairs the annotator has judged, wherever.
+The **task** is the ``size`` pairs of training questions most worth a judgment, over the whole
+corpus: with a calibrated encoder, one round of ``annotations.rounds`` (the pairs the model is
+least sure of, across and within clusters, audits of the likeliest impure clusters and a random
+share: issue 57, what a retrain learns from); on BM25 alone, cross-cluster pairs in the order the
+feedback loop measured best at finding false negatives (``TASK_STRATEGY``: docs/FEEDBACK_LOOP.md
+found ``suspicion`` 31-71x as precise as random picks). Progress counts the task's pairs the
+annotator has judged, wherever.
 
 The **cut**: a queue item whose probability of meaning the same (``qpr.retrieval.calibration``, fitted on
 the served corpus' held-out clusters) is below ``NEGLIGIBLE`` is not shown. The feedback loop
@@ -21,8 +24,10 @@ import numpy as np
 import pandas as pd
 
 from annotations.queue import QUEUE_COLUMNS, judged_pairs
+from annotations.rounds import queue_round
 from annotations.simulation.strategies import candidate_pool, select
 from qpr.retrieval.base import Retriever
+from qpr.retrieval.calibration import Calibration
 
 TASK_STRATEGY = "suspicion"
 TASK_SIZE = 2000
@@ -30,10 +35,18 @@ NEGLIGIBLE = 0.01
 BREAK_S = 300.0
 
 
-def build_task(retriever: Retriever, corpus: pd.DataFrame, size: int = TASK_SIZE, k: int = 20) -> pd.DataFrame:
-    """The task over ``corpus``: up to ``size`` pairs in ``TASK_STRATEGY`` order, as queue rows
-    (``annotations.queue.QUEUE_COLUMNS``, query = a corpus question)."""
-    pool = select(candidate_pool(retriever, corpus, k), TASK_STRATEGY, size)
+def build_task(retriever: Retriever, corpus: pd.DataFrame, size: int = TASK_SIZE, k: int = 20,
+               calibration: Calibration | None = None, judgments: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The task over ``corpus``: up to ``size`` pairs, as queue rows (``annotations.queue.QUEUE_COLUMNS``,
+    query = a corpus question). With the retriever's ``calibration``, one round of
+    ``annotations.rounds.queue_round`` (uncertain pairs across and within clusters, audits, a
+    random share; ``judgments`` so far are not asked again), ``suspicion`` = how near the pair's
+    probability is to 0.5 (0: on it); without one (BM25), cross-cluster pairs in ``TASK_STRATEGY`` order."""
+    if calibration is not None:
+        pool = queue_round(retriever, corpus, calibration, size, judgments)
+        pool = pool.assign(suspicion=-(pool["probability"] - 0.5).abs())
+    else:
+        pool = select(candidate_pool(retriever, corpus, k), TASK_STRATEGY, size)
     known = corpus.set_index("qid")
     task = pool.assign(query_text=pd.NA, question=pool["candidate_qid"].map(known["question"]),
                        cluster=pool["candidate_qid"].map(known["cluster"]))

@@ -29,7 +29,7 @@ from scipy import stats
 
 from annotations.db import open_store
 from annotations.grouping import next_group, progress
-from annotations.merge import corrected_clusters
+from annotations.constraints import corrected_clusters
 from annotations.simulation.oracle import SimulatedAnnotator
 from bench.common import ROOT, machine, write_json
 from qpr.data.sources import cap_corpus, load_domain

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import shutil
 import sys
 import time
@@ -44,16 +43,13 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
-from sklearn.cluster import KMeans
-from sklearn.decomposition import TruncatedSVD
-from sklearn.feature_extraction.text import TfidfVectorizer
-from sklearn.preprocessing import normalize
 
 from annotations.db import open_store
 from annotations.simulation.oracle import SimulatedAnnotator
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
 from bench.feedback_loop import quick_slice
 from bench.loop_payoff import DOC, RESULTS, Work, config_for, noisy_copy, suspects
+from bench.payoff import banking77_auto
 from qpr.data.corpus import data_dir, load_corpus
 from qpr.fsutil.atomic import atomic_path
 from qpr.research.cluster_quality import cluster_quality
@@ -69,32 +65,6 @@ REGIMES = ("banking77-auto", "banking77-auto-fine", "quora-fp-0.4")
 # negative as one more column of the whole unsmoothed softmax; its rows are kept under that name),
 # "-pair" the current one (own positive against the judged negative only).
 DESIGN = "-pair"
-
-
-def banking77_auto(data: Path, seed: int = 0, per_cluster: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(clean, noisy) BANKING77 corpora (from ``data``/intents/banking77): train.csv queries as
-    training questions, test.csv ones as val / test queries (half each, at random); clean clusters
-    are the intents, the noisy corpus's training clusters are k-means clusters of TF-IDF + LSA
-    vectors, no label used: k = sqrt(n), or n / ``per_cluster`` (small clusters, purer and more
-    split)."""
-    folder = data / "intents" / "banking77"
-    parts = [pd.read_csv(folder / f"{name}.csv").assign(source=name) for name in ("train", "test")]
-    frame = pd.concat(parts, ignore_index=True)
-    frame["text"] = frame["text"].astype(str).str.strip()
-    frame = frame.drop_duplicates("text").reset_index(drop=True)
-    rng = np.random.default_rng(seed)
-    held = np.where(rng.random(len(frame)) < 0.5, "val", "test")
-    clean = pd.DataFrame({"qid": np.arange(1, len(frame) + 1, dtype="int64"), "question": frame["text"],
-                          "cluster": frame["category"].astype("string"),
-                          "split": np.where(frame["source"] == "train", "train", held)})
-    train = (clean["split"] == "train").to_numpy()
-    vectors = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True).fit_transform(clean.loc[train, "question"])
-    vectors = normalize(TruncatedSVD(100, random_state=seed).fit_transform(vectors))
-    k = round(math.sqrt(train.sum())) if per_cluster is None else round(train.sum() / per_cluster)
-    labels = KMeans(k, n_init=3, random_state=seed).fit_predict(vectors)
-    noisy = clean.copy()
-    noisy.loc[train, "cluster"] = pd.array([f"auto-{label}" for label in labels], dtype="string")
-    return clean, noisy
 
 
 def regime_data(name: str, data: Path) -> tuple[pd.DataFrame, pd.DataFrame, str]:

@@ -50,6 +50,7 @@ from annotations.simulation.oracle import SimulatedAnnotator, label_errors, true
 from annotations.simulation.strategies import candidate_pool, within_pool
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
 from bench.feedback_loop import QUICK_ENCODER, quick_slice, singleton_share
+from bench.payoff import DESIGNS, RETRAIN_BATCH, regime_rows
 from qpr.bundles.bundle import Bundle
 from qpr.research.cluster_quality import cluster_quality, errors_fixed
 from qpr.research.confidence import mean_ci, ratio_ci
@@ -88,10 +89,16 @@ REGIMES = {
     ("fn", 0.4, "sdml", "random"): (("best", "scratch"),), ("fp", 0.4, "sdml", "neighbours"): (("best", "scratch"),),
     ("fn", 0.4, "triplet", "neighbours"): (("best", "scratch"),),
 }
-# Every row carries the issue's keys (None where that part did not measure it), for the dashboards.
+# Every row carries the issue's keys (None where that part did not measure it), for the dashboards;
+# the last six are issue 57's.
 ISSUE_KEYS = ("noise", "rate", "strategy", "budget", "precision_vs_random", "export_pair_f1_before", "export_pair_f1_after",
               "eval_error_before", "eval_error_after", "seeds", "H1_noisy_mean", "H1_after_mean", "H1_after_ci95",
-              "gap_recovered_mean", "gap_recovered_ci95")
+              "gap_recovered_mean", "gap_recovered_ci95", "design", "annotator_error", "draws", "equal_steps", "ceiling_h1",
+              "recovered_share")
+PAYOFF_MARKER = "loop-payoff-57"
+# The primary endpoint, fixed before the runs (docs/LOOP_PAYOFF.md): H@1 at 1,000 judgments on
+# banking77-auto, annotator error 5% on near pairs, the product's design; its row is run first.
+PRIMARY = {"regime": "banking77-auto", "budget": 1000, "annotator_error": 0.05, "design": "product"}
 MIN_HALF = 4  # split only clusters of 4+, so both halves keep 2+ questions (no singleton-half artefact)
 EPOCHS, BATCH = 3, 128
 
@@ -432,7 +439,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=data_dir() / "quora-lite")
     # Retraining first: it is the longest part, and it makes the export rows it needs itself.
-    parser.add_argument("--parts", nargs="+", choices=["export", "evaluation", "retrain"], default=["retrain", "evaluation", "export"])
+    parser.add_argument("--parts", nargs="+", choices=["payoff", "export", "evaluation", "retrain"], default=["payoff"],
+                        help="payoff: issue 57's paired, equal-step measurement (bench.payoff); the others: issue 21's")
+    parser.add_argument("--budget", type=int, default=PRIMARY["budget"], help="judgments per draw in the payoff part")
+    parser.add_argument("--errors", nargs="+", type=float, default=[0.05, 0.0, 0.10], help="annotator error rates, in order")
+    parser.add_argument("--draws", type=int, default=3, help="draws of (clustering, noisy model, judged set)")
+    parser.add_argument("--designs", nargs="+", choices=list(DESIGNS), default=["product"],
+                        help="what the corrected arm trains on (bench.payoff.DESIGNS); product: the default retrain")
+    parser.add_argument("--payoff-work", type=Path, default=ROOT / "runs" / "loop-payoff-57")
     parser.add_argument("--seeds", type=int, default=5, help="training seeds per model in the retraining part")
     parser.add_argument("--export-budgets", nargs="+", type=int, default=list(EXPORT_BUDGETS))
     parser.add_argument("--eval-budgets", nargs="+", type=int, default=list(EVAL_BUDGETS))
@@ -441,10 +455,21 @@ def main() -> None:
     parser.add_argument("--doc", type=Path, default=DOC)
     parser.add_argument("--render-only", action="store_true", help="only redo the doc section from --results")
     args = parser.parse_args()
+    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     if args.render_only:
         results = json.loads(args.results.read_text())
+    elif args.parts == ["payoff"]:
+        start = time.perf_counter()
+        log(f"payoff: {PRIMARY['regime']}, {args.budget} judgments, errors {args.errors}, {args.draws} draws x {args.seeds} seeds")
+        for row in regime_rows(args.data.parent, args.payoff_work, PRIMARY["regime"], args.budget, args.errors, args.draws,
+                               args.seeds, log, tuple(args.designs)):
+            results = with_payoff_row(args.results, row, round(time.perf_counter() - start))
+            write_json(results, args.results)
+            replace_marked_section(args.doc, PAYOFF_MARKER, payoff_markdown(results))
+        print(f"results {args.results}, doc {args.doc}", file=sys.stderr)
+        return
     else:
-        results = run(args, log=lambda line: print(line, file=sys.stderr, flush=True))
+        results = run(args, log=log)
         if args.results.is_file():
             # bench.loop_control's rows (part "control") and its notes live in the same file: kept.
             before = json.loads(args.results.read_text())
@@ -452,7 +477,48 @@ def main() -> None:
             results |= {k: before[k] for k in ("control",) if k in before}
         write_json(results, args.results)
     replace_marked_section(args.doc, MARKER, markdown(results))
+    if any(r.get("part") == "payoff" for r in results["runs"]):
+        replace_marked_section(args.doc, PAYOFF_MARKER, payoff_markdown(results))
     print(f"results {args.results}, doc {args.doc}", file=sys.stderr)
+
+
+def with_payoff_row(results_file: Path, row: dict, seconds: int) -> dict:
+    """The results file with ``row`` in place of an earlier payoff row of the same regime, budget,
+    error and design, every other row kept, and every row carrying ``ISSUE_KEYS``."""
+    results = json.loads(results_file.read_text()) if results_file.is_file() else {"runs": []}
+    same = ("regime", "budget", "annotator_error", "design")
+    kept = [r for r in results["runs"] if not (r.get("part") == "payoff" and all(r.get(k) == row[k] for k in same))]
+    results["runs"] = [dict.fromkeys(ISSUE_KEYS) | r for r in kept + [row]]
+    results["payoff"] = {"machine": machine(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                         "seconds": seconds, "primary": PRIMARY, "encoder_config": QUICK_ENCODER.to_dict()}
+    return results
+
+
+def payoff_markdown(results: dict) -> str:
+    """The generated section of issue 57's measurement: the setting and one row per regime, budget and error."""
+    about = results.get("payoff", {})
+    rows = [r for r in results["runs"] if r.get("part") == "payoff"]
+
+    def interval(pair) -> str:
+        return f"[{pair[0]:+.4f}, {pair[1]:+.4f}]"
+
+    table = markdown_table([r | {
+        "primary": "**yes**" if all(r.get(k) == v for k, v in PRIMARY.items()) else "",
+        "diff": f"{r['corrected_minus_uncorrected']:+.4f} {interval(r['corrected_minus_uncorrected_ci95'])}",
+        "draws_t": interval(r["corrected_minus_uncorrected_draws_t95"]),
+        "f1": f"{r['pair_f1_before']:.3f} -> {r['pair_f1_after']:.3f}",
+        "shape": "yes" if r["equal_steps"] else "NO",
+        "recovered": "" if r["recovered_share"] is None else f"{r['recovered_share']:.2f}"} for r in rows], [
+        ("regime", "regime"), ("design", "design"), ("budget", "judgments"), ("annotator_error", "annotator error"),
+        ("primary", "primary"), ("draws", "draws"), ("seeds", "seeds"), ("shape", "equal steps"), ("f1", "pair F1 of the labels"),
+        ("H1_uncorrected_mean", "H@1 uncorrected"), ("H1_after_mean", "H@1 corrected"), ("ceiling_h1", "H@1 clean ceiling"),
+        ("diff", "corrected - uncorrected [95% CI, draws x seeds]"), ("draws_t", "[95% t over draw means]"),
+        ("recovered", "share of the noise cost recovered")])
+    e = about.get("encoder_config", {})
+    return (f"Machine: {about.get('machine', '?')}; written {about.get('date', '?')}; {about.get('seconds', 0):,} s for the "
+            f"last invocation (cached cells not counted). Encoder: the quick {e.get('embedding_dim', '?')}-d CNN "
+            f"(`bench.feedback_loop.QUICK_ENCODER`), noisy model 3 epochs from scratch (batch 128), then every arm 3 warm "
+            f"epochs through the product's retrain (fixed-shape batches of {RETRAIN_BATCH} pairs).\n\n{table}")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from workflows.cli import main
 from annotations.db import open_store
 from annotations.errors import AnnotationError
 from annotations.export import export, manifest_path, pairs_path
-from annotations.merge import corrected_clusters
+from annotations.constraints import corrected_clusters
 from conftest import make_corpus
 from qpr.data.corpus import QUORA_COLUMNS, read_cluster_file, read_table
 from qpr.training.train import TrainConfig, train
@@ -51,11 +51,15 @@ def first_qids(corpus: pd.DataFrame, split: str) -> list[int]:
 
 
 def judge_some(store, corpus) -> dict[str, int]:
-    """Two train clusters judged the same, one pair judged different, a distractor joined, a tie."""
+    """Two train clusters judged the same (two independent links, which merge whole clusters), one
+    pair judged different, a distractor joined, a tie."""
     a, b, c, d = first_qids(corpus, "train")[:4]
+    a2, b2 = (int(corpus.loc[(corpus["cluster"] == corpus.set_index("qid").loc[q, "cluster"]) & (corpus["qid"] != q), "qid"].iloc[0])
+              for q in (a, b))
     distractor = int(corpus.loc[corpus["cluster"].isna(), "qid"].iloc[0])
     return {
         "same": store.record("ann", b, "same", VERSION, query_qid=a),
+        "same_too": store.record("ann", b2, "same", VERSION, query_qid=a2),
         "different": store.record("ann", d, "different", VERSION, query_qid=c),
         "distractor": store.record("ann", distractor, "same", VERSION, query_qid=c),
         "tie_ann": store.record("ann", d, "same", VERSION, query_qid=b),
@@ -77,7 +81,7 @@ def test_export_writes_cluster_file_pairs_and_manifest_and_records_them(store, c
     assert list(pairs.columns) == QUORA_COLUMNS
     judged = {(int(p.qid1), int(p.qid2)): int(p.is_duplicate) for p in pairs.itertuples()}
     texts = corpus.set_index("qid")["question"]
-    assert sorted(judged.values()) == [0, 1, 1] and len(judged) == 3  # the tie is no pair
+    assert sorted(judged.values()) == [0, 1, 1, 1] and len(judged) == 4  # the tie is no pair
     assert all(texts[int(p.qid1)] == p.question1 and texts[int(p.qid2)] == p.question2 for p in pairs.itertuples())
 
     manifest = json.loads(manifest_path(out).read_text())
@@ -85,7 +89,7 @@ def test_export_writes_cluster_file_pairs_and_manifest_and_records_them(store, c
     assert manifest["bundle_version"] == VERSION and manifest["format"] == fmt
     assert datetime.fromisoformat(manifest["created"]).tzinfo is not None
     assert (manifest["cluster_file"], manifest["pairs_file"]) == (out.name, pairs_path(out).name)
-    assert [m["judgment_ids"] for m in manifest["merges"]] == [[ids["same"]], [ids["distractor"]]]
+    assert [m["judgment_ids"] for m in manifest["merges"]] == [[ids["same"], ids["same_too"]], [ids["distractor"]]]
     assert [c["kind"] for c in manifest["conflicts"]] == ["tie"]
 
     with store.engine.connect() as connection:
@@ -123,7 +127,7 @@ def test_exporting_again_replaces_files_and_manifest(store, corpus, tmp_path):
     judge_some(store, corpus)
     second = json.loads(manifest_path(export(store, corpus, "csv", out, VERSION)).read_text())
     assert second["export_id"] == first["export_id"] + 1
-    assert first["judgment_ids"] == [] and len(second["judgment_ids"]) == 5
+    assert first["judgment_ids"] == [] and len(second["judgment_ids"]) == 6
     assert read_cluster_file(out)["cluster"].nunique() == second["clusters_after"] < first["clusters_after"]
 
 
@@ -144,8 +148,8 @@ def test_cli_export_uses_the_newest_registered_corpus_or_the_one_asked_for(store
     assert main(["stats", "--db", db_url]) == 0
     stats = json.loads(capsys.readouterr().out)
     assert stats["bundle_versions"] == ["v2", VERSION]
-    assert stats["judgments"] == {"recorded": 5, "current": 5}
-    assert stats["annotators"]["ann"]["total"] == 4 and stats["agreement"][0]["items"] == 1
+    assert stats["judgments"] == {"recorded": 6, "current": 6}
+    assert stats["annotators"]["ann"]["total"] == 5 and stats["agreement"][0]["items"] == 1
 
 
 @pytest.mark.parametrize(
@@ -215,11 +219,11 @@ def test_an_export_carries_splits_in_its_clusters_manifest_and_decision_records(
     assert exported.loc[outsider, "cluster"] == cluster_b and exported.loc[a, "cluster"] == cluster_a
     assert exported.loc[outsider, "split"] == corpus.set_index("qid").loc[outsider, "split"]
     assert [(s["cluster"], s["qid"], s["into"], s["judgment_ids"]) for s in manifest["splits"]] == [
-        (cluster_a, outsider, cluster_b, [voted_out])]
+        (cluster_a, outsider, cluster_b, [voted_out, joined])]
     assert manifest["questions_moved"] == 1 and manifest["clusters_after"] == manifest["clusters_before"]
     with store.engine.connect() as connection:
         rows = connection.execute(text("SELECT decision, cluster_a, cluster_b, judgment_ids FROM merge_decisions "
                                        "ORDER BY id")).all()
     recorded = {(d, x, y): json.loads(ids) if isinstance(ids, str) else ids for d, x, y, ids in rows}
-    assert recorded[("split", cluster_a, f"qid:{outsider}")] == [voted_out]
+    assert recorded[("split", cluster_a, f"qid:{outsider}")] == [voted_out, joined]
     assert recorded[("merged", cluster_b, f"qid:{outsider}")] == [joined]

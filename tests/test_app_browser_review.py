@@ -91,21 +91,23 @@ def test_two_annotators_tie_and_a_reviewer_adjudicates(page, server, tmp_path):
         decided = store.adjudications()
     assert decided[["reviewer", "kind", "item_key", "decision"]].values.tolist() == [["carol", "item", key, "same"]]
 
-    # The adjudicated conflict is a merge now: the Clusters tab proposes it, and the exported file
-    # holds the two questions' clusters under one id, as the screen said.
+    # The adjudicated conflict is a "same" now: one of its questions moves to the other's cluster
+    # (annotations.constraints: one link moves a question, not two whole clusters); the Clusters tab
+    # proposes the move, and the exported file holds the two questions in one cluster, as the screen said.
     page.get_by_role("tab", name="Clusters").click()
-    merges = page.locator("#clusters-merges")
-    expect(merges).to_contain_text(TWIN_A)
-    expect(merges).to_contain_text(TWIN_B)
+    moves = page.locator("#clusters-splits")
+    expect(moves).to_contain_text(TWIN_A)
+    expect(moves).to_contain_text(TWIN_B)
     page.get_by_role("tab", name="Retrain & export").click()
     page.get_by_role("button", name="Export corrected clusters").click()
-    expect(page.get_by_text("1 merge(s)")).to_be_visible()
+    expect(page.get_by_text("0 merge(s) and 1 split(s)")).to_be_visible()
     link = page.locator("#export-files tr").filter(has_text=".csv").filter(has_not_text="pairs").filter(has_not_text="manifest").locator("a")
     with page.expect_download() as download:
         link.click()
     exported = read_cluster_file(download.value.path().rename(tmp_path / "export.csv"))
-    twins = exported[exported["qid"].isin(corpus.loc[corpus["cluster"].isin([TWIN_A, TWIN_B]), "qid"])]
-    assert twins["cluster"].nunique() == 1 and twins["cluster"].iloc[0] in (TWIN_A, TWIN_B)
+    now = exported.set_index("qid")["cluster"]
+    judged = votes.iloc[0]
+    assert now[int(judged["query_qid"])] == now[int(judged["candidate_qid"])] in (TWIN_A, TWIN_B)
 
     # The reviewer writes guidelines; bob finds his judgment under My work and comments on it.
     page.get_by_role("tab", name="Guidelines").click()

@@ -249,9 +249,11 @@ def test_cluster_view_shows_members_coherence_and_judgments(qpr_app):
     assert set(members["qid"]) == set(expected["qid"])
     same = touching[touching["label"] == "same"]
     assert len(same) == 1 and same.iloc[0]["candidate_cluster"] == TWIN_B and same.iloc[0]["annotator"] == "ann"
-    weakest, merges, conflicts = shown(tab.overview(), tab.weakest, tab.merges, tab.conflicts)
+    weakest, merges, splits, conflicts = shown(tab.overview(), tab.weakest, tab.merges, tab.splits, tab.conflicts)
     assert weakest["coherence"].is_monotonic_increasing
-    assert {tuple(sorted(p)) for p in merges[["cluster_a", "cluster_b"]].values} == {tuple(sorted((TWIN_A, TWIN_B)))}
+    # one "same" moves one question (annotations.constraints), shown with its evidence
+    assert merges.empty and len(splits) == 1 and {splits.iloc[0]["cluster"], splits.iloc[0]["into"]} == {TWIN_A, TWIN_B}
+    assert "judged the same" in splits.iloc[0]["evidence"]
     assert conflicts.empty
     picked = tab.pick_cluster(gr.SelectData(None, {"index": [0, 0], "value": weakest.iloc[0, 0],
                                                   "row_value": list(weakest.iloc[0])}))
@@ -276,18 +278,20 @@ def test_conflicting_judgments_are_listed_for_review(qpr_app):
 
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
-def test_export_contains_the_merged_cluster(qpr_app, fmt):
+def test_export_contains_the_moved_question(qpr_app, fmt):
     view = judge_until(qpr_app, qpr_app.annotate.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
     qpr_app.annotate.judge("same", session(view), "ann", None, None)
     files, note = shown(qpr_app.retrain.export_clusters(fmt), qpr_app.retrain.files, qpr_app.retrain.export_note)
-    exported = read_cluster_file(files[0])
+    exported = read_cluster_file(files[0]).set_index("qid")["cluster"]
     corpus = qpr_app.ctx.model.current().bundle.corpus
-    twins = exported[exported["qid"].isin(corpus.loc[corpus["cluster"].isin([TWIN_A, TWIN_B]), "qid"])]
-    assert twins["cluster"].nunique() == 1
-    assert exported["cluster"].nunique() == corpus["cluster"].nunique() - 1
+    judgments = qpr_app.ctx.store.judgments()
+    judged = judgments[judgments["label"] == "same"].iloc[0]
+    # one "same" moves one of the two questions to the other (annotations.constraints), no whole clusters
+    assert exported[int(judged["query_qid"])] == exported[int(judged["candidate_qid"])]
+    assert exported.nunique() == corpus["cluster"].nunique()
     manifest = json.loads(open(files[2]).read())
     assert manifest["judgment_ids"] == sorted(qpr_app.ctx.store.judgments()["id"].tolist())
-    assert "1 merge(s)" in note
+    assert "0 merge(s) and 1 split(s)" in note and len(judgments[judgments["label"] == "same"]) == 1
 
 
 def test_export_refuses_an_unknown_format(qpr_app):
@@ -324,7 +328,8 @@ def test_retrain_compares_then_swaps_only_on_confirm(qpr_app):
     assert any(desc.startswith("Epoch 1 of at most 1 · 50% · about ") and "validation ROC AUC" in desc for _, desc in steps)
     assert all("it/s" not in desc for _, desc in steps), "the whole run, no library's inner steps"
     assert list(table["model"]) == ["current", "current", "retrained", "retrained"]
-    assert confirm.interactive and discard.interactive and "1 merge(s)" in note
+    judged = len(qpr_app.ctx.store.judgments())
+    assert confirm.interactive and discard.interactive and f"merge(s) from {judged} judgment(s)" in note
     assert qpr_app.ctx.model.current().bundle.version == old_version, "nothing changes before confirming"
     curves, _, bars, caption = metrics(qpr_app)
     assert set(bars["model"]) == {"before", "after"} and "Before and after" in caption
@@ -336,10 +341,12 @@ def test_retrain_compares_then_swaps_only_on_confirm(qpr_app):
     curves = metrics(qpr_app)[0]
     assert {m.split()[0] for m in curves["model"]} == {"replaced", "served"}
     assert served.version in set(qpr_app.ctx.store.bundle_versions()["version"])
-    twins = served.corpus[served.corpus["cluster"].isin([TWIN_A, TWIN_B])]
-    assert twins["cluster"].nunique() == 1, "the new bundle serves the corrected clusters"
-    results, *_ = search(qpr_app, twins["question"].iloc[0], 1, False)
-    assert results.loc[0, "cluster"] == twins["cluster"].iloc[0]
+    same = qpr_app.ctx.store.judgments().query("label == 'same'").iloc[0]
+    now = served.corpus.set_index("qid")["cluster"]
+    assert now[int(same["query_qid"])] == now[int(same["candidate_qid"])], "the new bundle serves the corrected clusters"
+    moved = served.corpus[served.corpus["qid"] == int(same["candidate_qid"])]
+    results, *_ = search(qpr_app, moved["question"].iloc[0], 1, False)
+    assert results.loc[0, "cluster"] == now[int(same["candidate_qid"])]  # the question itself, in its corrected cluster
 
 
 def test_an_unnamed_page_cannot_retrain(qpr_app, monkeypatch):
@@ -681,7 +688,9 @@ def test_the_corpus_wide_task_shows_progress_over_the_whole_task(qpr_app, monkey
     view = tab.start_task("ann", None, None)
     assert session(view).task_size == 30 and len(session(view).queue) == 30
     assert "Task: **0 of 30** judged" in view[tab.progress]
-    assert session(view).queue["suspicion"].is_monotonic_decreasing, "the measured best order: most suspicious first"
+    queue, corpus = session(view).queue, qpr_app.ctx.model.current().bundle.corpus
+    within = queue["query_qid"].astype(int).map(corpus.set_index("qid")["cluster"]).eq(queue["cluster"])
+    assert within.any() and (~within).any(), "a round of annotations.rounds asks across and within clusters"
     for _ in range(3):
         view = tab.judge("different", session(view), "ann", None, None)
     assert "Task: **3 of 30** judged" in view[tab.progress] and "min left at your pace" in view[tab.progress]

@@ -26,9 +26,11 @@ def cluster_of(labels: pd.DataFrame, qid: int):
 
 
 def a_merge_and_a_split(store, corpus) -> tuple[list[int], list[int]]:
-    """Clusters c-0 and c-1 of the corpus judged the same; a member of c-2 judged not to belong."""
+    """Clusters c-0 and c-1 of the corpus judged the same (two independent links: whole clusters
+    merge); a member of c-2 judged not to belong."""
     a, b, c = (members(corpus, name) for name in sorted(corpus["cluster"].dropna().unique())[:3])
     store.record("ann", b[0], "same", VERSION, query_qid=a[0])
+    store.record("ann", b[1], "same", VERSION, query_qid=a[1])
     store.record("ann", c[1], "different", VERSION, query_qid=c[0])
     return a, b, c
 

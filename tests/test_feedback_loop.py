@@ -208,8 +208,9 @@ def test_a_loop_round_reconnects_split_clusters_through_store_merge_export_and_r
     assert first["judgments"] == second["judgments"] == 30
     assert first["reconnected"] > 0  # the round merged split halves back together
     assert second["reconnected"] >= first["reconnected"] and second["recall"] >= first["recall"]
-    # a perfect annotator's confirmed pairs all merge: reconnected clusters match the recall
-    assert first["reconnected"] == round(first["recall"] * len(split))
+    # a confirmed pair moves one question; a split half rejoins whole only on two independent links
+    # (annotations.constraints), so reconnected clusters are at most those the recall touched
+    assert first["reconnected"] <= round(first["recall"] * len(split))
     exported = read_cluster_file(tmp_path / "run" / "round-2.parquet")
     assert reconnected(exported, clean, split) == second["reconnected"]
     assert exported[["qid", "question", "split"]].equals(clean[["qid", "question", "split"]])

@@ -11,7 +11,7 @@ import pytest
 
 from annotations.db import open_store
 from annotations.grouping import needs_clusters, next_group, progress
-from annotations.merge import corrected_clusters
+from annotations.constraints import corrected_clusters
 from annotations.simulation.oracle import SimulatedAnnotator
 from qpr.data.upload import MIN_TRAIN_CLUSTERS
 from qpr.retrieval.lexical import BM25Retriever

@@ -45,13 +45,17 @@ def test_a_tie_is_listed_and_a_reviewer_adjudicates_it(qpr_app):
 def test_a_proposed_merge_is_applied_with_its_judgments_one_click_away(qpr_app):
     store, version = qpr_app.ctx.store, qpr_app.ctx.model.current().bundle.version
     query, candidate = twin_pair(qpr_app)
-    judged = store.record("alice", candidate, "same", version, query_qid=query)
+    corpus = qpr_app.ctx.model.current().bundle.corpus
+    second = [int(corpus.loc[corpus["cluster"] == c, "qid"].iloc[1]) for c in (TWIN_A, TWIN_B)]
+    # Two independent links: evidence for the whole clusters (one link would move one question).
+    judged = [store.record("alice", candidate, "same", version, query_qid=query),
+              store.record("alice", second[1], "same", version, query_qid=second[0])]
     tab = qpr_app.review
     pairs = tab.overview()[tab.pairs]
     assert pairs["kind"].tolist() == ["merge"]
     picked = tab.pick_pair(select(pairs))
     assert {picked[tab.cluster_a], picked[tab.cluster_b]} == {TWIN_A, TWIN_B}
-    assert picked[tab.evidence]["id"].astype(int).tolist() == [judged]
+    assert picked[tab.evidence]["id"].astype(int).tolist() == judged
     out = tab.decide("", picked[tab.cluster_a], picked[tab.cluster_b], "reject", "", "carol", None, None)
     assert out[tab.pairs].iloc[0]["adjudicated"] == "reject"
     assert store.adjudications()["decision"].tolist() == ["reject"]

@@ -39,10 +39,12 @@ class Home:
 
 
 def judge_twins(store, bundle: Bundle) -> list[int]:
-    """Record that a question of each twin cluster means the same; the judgment ids."""
+    """Record that two questions of each twin cluster mean the same as two of the other (two
+    independent links: evidence for the whole clusters, annotations.constraints); the judgment ids."""
     corpus = bundle.corpus
-    first, second = (int(corpus.loc[corpus["cluster"] == cluster, "qid"].iloc[0]) for cluster in TWINS)
-    store.record("ann", second, "same", bundle.version, query_qid=first)
+    for row in (0, 1):
+        first, second = (int(corpus.loc[corpus["cluster"] == cluster, "qid"].iloc[row]) for cluster in TWINS)
+        store.record("ann", second, "same", bundle.version, query_qid=first)
     return sorted(store.judgments()["id"].tolist())
 
 

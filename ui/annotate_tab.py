@@ -144,7 +144,7 @@ class AnnotateTab:
     def _task(self) -> pd.DataFrame:
         served = self.ctx.model.current()
         if served.bundle.version not in self._tasks:
-            self._tasks[served.bundle.version] = build_task(served.dense, served.bundle.corpus, self.task_size)
+            self._tasks[served.bundle.version] = build_task(served.dense, served.bundle.corpus, self.task_size, calibration=served.calibrations.get(served.dense.name))
         return self._tasks[served.bundle.version]
 
     @shows_errors(keep=_keys_back)

@@ -5,7 +5,7 @@ apply the corrections at once, their history, roll a version back or revert one 
 
 One cluster's view is built by ``ui.cluster_view``. What the tab shows is the served labels
 (``Served.corpus``): after "Apply corrections" the corrected clusters, without retraining. The
-rules themselves run over the bundle's own corpus (``annotations.merge``), so every application
+rules themselves run over the bundle's own corpus (``annotations.constraints``), so every application
 starts from the same ground and re-derives all.
 """
 
@@ -15,7 +15,8 @@ import gradio as gr
 import pandas as pd
 
 from annotations.corrections import HISTORY_COLUMNS, history
-from annotations.merge import CONFLICT_COLUMNS, MERGE_COLUMNS, corrected_clusters
+from annotations.constraints import corrected_clusters
+from annotations.merge import CONFLICT_COLUMNS, MERGE_COLUMNS
 from annotations.queue import least_coherent
 from qpr.errors import QPRError
 from qpr.serving.served_model import Served
@@ -26,7 +27,7 @@ from workflows.cluster_marks import mark, merge_clusters, merge_preview, where_w
 from workflows.labels import serve_corrections, serve_revert, serve_rollback
 
 
-SPLIT_SHOWN = ["cluster", "qid", "question", "into", "support", "judgment_ids", "decided_by"]  # a split, with its question
+SPLIT_SHOWN = ["cluster", "qid", "question", "into", "support", "judgment_ids", "decided_by", "evidence"]  # a split, with its question
 
 
 class ClustersTab:

@@ -8,7 +8,7 @@ import gradio as gr
 import pandas as pd
 
 from annotations.agreement import AGREEMENT_COLUMNS, agreement
-from annotations.merge import corrected_clusters
+from annotations.constraints import corrected_clusters
 from annotations.repositories.review import ADJUDICATION_COLUMNS
 from qpr.errors import QPRError
 from ui.common import AppContext, review_note, reviewer

@@ -63,7 +63,7 @@ def _write(path: Path, content: dict) -> None:
 def with_held_out(corpus: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     """``corpus`` as is when it has val clusters to stop training on, else its clusters split
     80:10:10 (``split_clusters``): clusters built by annotators from bare questions are all
-    "train" (``annotations.merge``), and training needs held-out clusters."""
+    "train" (``annotations.constraints``), and training needs held-out clusters."""
     if ((corpus["split"] == "val") & corpus["cluster"].notna()).any():
         return corpus
     return split_clusters(corpus, seed)

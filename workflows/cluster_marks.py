@@ -1,17 +1,18 @@
 """What the Clusters tab's marks record: one question moved, two whole clusters merged, and
 where the questions of a cluster that is no longer served went.
 
-The merge rules (``annotations.merge``) join whole groups on a "same" between them, and vote a
-member out of its cluster on a "different" against a member of that cluster (rule 3). So:
+The rules (``annotations.constraints``) move a question along its "same" links, and vote a member
+out of its cluster on a "different" against a member of that cluster (rule 2). So:
 
 - **B (belongs) on an outsider moves that one question** into the viewed cluster: two ordinary
   judgments by the annotator, "same" against the viewed cluster's representative and "different"
   against the representative of the cluster the question is filed in (its bundle's own cluster).
-  Rule 3 votes it out of its cluster, rule 5 joins it, alone, to the viewed one. An outsider in no
+  Rule 2 votes it out of its cluster, rule 4 moves it, alone, to the viewed one. An outsider in no
   cluster needs only the "same".
-- **X (does not belong) on a member** is one "different" against the representative (rule 3).
+- **X (does not belong) on a member** is one "different" against the representative (rule 2).
 - **Merging two whole clusters** is its own action (``merge_clusters``): a "same" between the two
-  representatives, which rule 5 turns into one cluster (unless a cannot-link forbids it).
+  representatives and the decision to merge the pair (an applied cluster pair, rule 0 of
+  ``annotations.constraints``: one "same" alone would move one question, not the clusters).
 
 Nothing is served until "Apply corrections" (``workflows.labels``).
 """
@@ -108,6 +109,10 @@ def merge_clusters(store: AnnotationStore, served: Served, who: str, cluster: st
     a, b = (both[both["cluster"] == c] for c in both["cluster"].unique())
     rep_a, rep_b = representative(served, a), representative(served, b)
     store.record(who, rep_b, "same", served.bundle.version, query_qid=rep_a, role=role)
+    # One "same" moves one question (annotations.constraints): the decision about the whole clusters,
+    # taken with both in view, is recorded as such.
+    store.record_adjudication(who, "apply", cluster_a=a["cluster"].iloc[0], cluster_b=b["cluster"].iloc[0],
+                              note="whole clusters merged on the Clusters tab")
     return (f"Recorded: the whole clusters {a['cluster'].iloc[0]} ({len(a)} questions) and {b['cluster'].iloc[0]} "
             f"({len(b)}) mean the same (their representatives {rep_a} and {rep_b}), by {store.display_name(who)}. "
             "Apply corrections to serve them as one cluster.")

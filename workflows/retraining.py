@@ -6,7 +6,8 @@ record -> remember.
    pairs, manifest; atomically, ``annotations.export``) and handed over in memory
    (``annotations.export.Export``): nothing is read back from disk.
 2. **Retrain** on them, in this process (``retrain``, through the step ``continue_training``: the
-   served encoder continued, training on the judged pairs themselves too) or in a background worker (``start_training``,
+   served encoder continued, training on the judged pairs themselves too and weighing each cluster
+   by its estimated purity) or in a background worker (``start_training``,
    ``workflows.background_training``). The new bundle's ``labels`` name the export it learned
    from, in one schema (``Export.labels``).
 3. **Compare** old and new on the same held-out clusters and hold the new model as the candidate
@@ -38,6 +39,7 @@ import pandas as pd
 from sqlalchemy.exc import SQLAlchemyError
 
 from annotations.export import Export, write_export
+from annotations.pair_scores import PairScorer
 from annotations.store import AnnotationStore
 from qpr.bundles.bundle import Bundle, serving_retriever
 from qpr.bundles.training import compare_bundles
@@ -81,17 +83,18 @@ class Confirmed:
 
 
 def export_corrected(store: AnnotationStore, corpus: pd.DataFrame, version: str, fmt: str, *, out: Path | None = None,
-                     folder: Path | None = None) -> Export:
+                     folder: Path | None = None, scorer: PairScorer | None = None) -> Export:
     """Export the corrected clusters of ``corpus`` (bundle ``version``'s, registered in ``store``)
     in format ``fmt``, recorded against that version: to the cluster file ``out`` (its name must
     end in ``.<fmt>``), or into ``folder`` under a time-stamped name (``corrected-<UTC
-    time>.<fmt>``). Give exactly one of ``out`` and ``folder``."""
+    time>.<fmt>``). Give exactly one of ``out`` and ``folder``. ``scorer``: the model's pair
+    probabilities the corrected clusters weigh beside the judgments (``annotations.constraints``)."""
     if (out is None) == (folder is None):
         raise TypeError("export_corrected needs exactly one of out (a cluster file) and folder")
     if out is None:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
         out = Path(folder) / f"corrected-{stamp}.{fmt}"
-    return write_export(store, corpus, fmt, out, bundle_version=version)
+    return write_export(store, corpus, fmt, out, bundle_version=version, scorer=scorer)
 
 
 def check_clusters(corpus: pd.DataFrame) -> None:
@@ -121,11 +124,12 @@ def retrain(model: ServedModel, store: AnnotationStore, folder: Path, max_epochs
         raise QPRError("This project has no encoder yet: train one first (on the Projects tab, where it trains in "
                        "the background while BM25 serves, or with `qpr train`).")
     on_stage("exporting")
-    done = export_corrected(store, served.bundle.corpus, served.bundle.version, fmt, folder=folder)
+    scorer = PairScorer.of(served.dense, served.bundle.corpus, served.calibrations.get(served.dense.name))
+    done = export_corrected(store, served.bundle.corpus, served.bundle.version, fmt, folder=folder, scorer=scorer)
     check_clusters(done.corpus)
     bm25 = BM25Retriever(done.corpus)
     new = continue_training(served.bundle, done.corpus, done.labels, max_epochs=max_epochs, bm25=bm25,
-                            progress=False, on_epoch=on_epoch, judged=done.pairs)
+                            progress=False, on_epoch=on_epoch, judged=done.pairs, cluster_weights=done.purity)
     on_stage("comparing")
     comparison = compare_bundles(served.bundle, new, done.corpus, bm25)
     changed = changed_top_results(serving_retriever(served.bundle, bm25), serving_retriever(new, bm25), done.corpus,
@@ -144,7 +148,8 @@ def start_training(model: ServedModel, store: AnnotationStore, job: TrainingJob,
         raise QPRError(f"A training of this project is already running ({describe(status)}); it was started by "
                        f"{status.get('by', 'someone')}. Wait for it or cancel it.")
     served = model.current()
-    done = export_corrected(store, served.bundle.corpus, served.bundle.version, "parquet", folder=folder)
+    scorer = PairScorer.of(served.dense, served.bundle.corpus, served.calibrations.get(served.dense.name))
+    done = export_corrected(store, served.bundle.corpus, served.bundle.version, "parquet", folder=folder, scorer=scorer)
     check_clusters(done.corpus)
     base = None if served.bundle.lexical else served.bundle.save(job.folder / "base")
     return job.start(done.corpus, train, text, encoder, base, done.labels, who, judged=done.pairs)

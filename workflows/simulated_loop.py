@@ -10,7 +10,7 @@ trains an encoder on that noisy copy. Then, each round:
    folder), as a person in the app would;
 3. the judgments are merged into corrected clusters and exported through the app's own export
    step (``workflows.retraining.export_corrected``, which applies
-   ``annotations.merge.corrected_clusters``), handed over in memory as the app's retraining gets
+   ``annotations.constraints.corrected_clusters``), handed over in memory as the app's retraining gets
    them (``annotations.export.Export``): the training data of the next model, whose bundle
    records the export as the app's does (``Export.labels``);
 4. the encoder is retrained on it through the workflow's steps (``workflows.training_steps``:
@@ -38,6 +38,7 @@ import pandas as pd
 from annotations.db import open_store
 from annotations.errors import AnnotationError
 from annotations.export import Export
+from annotations.pair_scores import PairScorer
 from annotations.simulation.oracle import SimulatedAnnotator, precision, recall, reconnected
 from annotations.queue import judged_pairs
 from annotations.store import AnnotationStore
@@ -107,6 +108,7 @@ def fit(
     labels: dict | None = None,
     progress: bool = False,
     judged: pd.DataFrame | None = None,
+    cluster_weights: pd.Series | None = None,
 ) -> Model:
     """Train on ``corpus``' clusters (continuing ``warm_start`` if given, through the app's retrain
     step ``workflows.training_steps.continue_training``), behind an exact index, and score
@@ -114,13 +116,14 @@ def fit(
     is judged against the same clean queries and relevance. ``corpus`` holds the questions of
     ``clean`` (only clusters differ), so the index searches all of them. ``labels``: the export the
     corpus came from, for the bundle's manifest; ``judged``: its judged pairs (``Export.pairs``),
-    which a warm start trains on directly, as the app's retrain does."""
+    which a warm start trains on directly, as the app's retrain does, weighing clusters by
+    ``cluster_weights`` (``Export.purity``)."""
     common = {"labels": labels, "fuse": False, "progress": progress, "return_on_interrupt": False}
     if warm_start is None:
         bundle = train_new(corpus, config, text_config, encoder_config, index_config=IndexConfig("Flat"),
                            data="simulated loop", **common)
     else:
-        bundle = continue_training(warm_start.bundle, corpus, judged=judged, **common)
+        bundle = continue_training(warm_start.bundle, corpus, judged=judged, cluster_weights=cluster_weights, **common)
     return Model(bundle, evaluate(bundle.dense_retriever(), clean, "test"), bundle.manifest["training"])
 
 
@@ -155,11 +158,13 @@ def annotate(
     k: int = 20,
     seed: int = 0,
     pool: pd.DataFrame | None = None,
+    scorer: PairScorer | None = None,
 ) -> Round:
     """One round of annotation, without retraining: register ``corpus`` as the snapshot ``model``
     serves, let ``annotator`` judge the ``budget`` pairs ``strategy`` picks from ``pool``
     (default: ``model``'s candidate pool over ``corpus`` minus pairs the annotator judged
-    before), and export the corrected clusters to ``out`` (its extension names the format).
+    before), and export the corrected clusters to ``out`` (its extension names the format),
+    weighing ``scorer``'s pair probabilities as the app's retrain does (``workflows.retraining``).
     """
     version = model.bundle.version
     store.register_corpus(version, corpus)
@@ -168,7 +173,8 @@ def annotate(
     start = time.perf_counter()
     judged = annotator.judge(store, select(pool, strategy, budget, seed), version)
     seconds = time.perf_counter() - start
-    return Round(judged, export_corrected(store, corpus, version, Path(out).suffix.lstrip("."), out=out), seconds)
+    done = export_corrected(store, corpus, version, Path(out).suffix.lstrip("."), out=out, scorer=scorer)
+    return Round(judged, done, seconds)
 
 
 def measures(done: Round, judgments: pd.DataFrame, truth: pd.DataFrame, split: list[str]) -> dict:

@@ -22,7 +22,7 @@ def continue_training(bundle: Bundle, corpus: pd.DataFrame, labels: dict | None 
     """A new bundle whose encoder continues ``bundle``'s on ``corpus``, with ``labels`` in its
     manifest. ``options`` are ``qpr.bundles.training.retrain_bundle``'s (``max_epochs``, ``bm25``,
     ``fuse``, ``progress``, ``on_epoch``, ``on_batch``, ``return_on_interrupt``, ``judged``: the
-    export's judged pairs, trained on directly)."""
+    export's judged pairs, trained on directly; ``cluster_weights``: its clusters' purity)."""
     return retrain_bundle(bundle, corpus, labels=labels, **options)
 
 

@@ -40,18 +40,26 @@ def true_same(truth: pd.DataFrame, query_qids: Sequence[int], candidate_qids: Se
 class SimulatedAnnotator:
     """Answers from ground truth (see the module doc); ``seed`` fixes which answers are wrong."""
 
-    def __init__(self, truth: pd.DataFrame, name: str = "oracle", error_rate: float = 0.0, seed: int = 0) -> None:
+    def __init__(self, truth: pd.DataFrame, name: str = "oracle", error_rate: float = 0.0, seed: int = 0,
+                 near: bool = False) -> None:
         if not 0.0 <= error_rate <= 1.0:
             raise AnnotationError(f"the simulated annotator's error rate must be between 0 and 1, got {error_rate}")
         self.truth = truth
         self.name = name
         self.error_rate = error_rate
+        self.near = near
         self._rng = np.random.default_rng(seed)
 
-    def labels(self, query_qids: Sequence[int], candidate_qids: Sequence[int]) -> np.ndarray:
+    def labels(self, query_qids: Sequence[int], candidate_qids: Sequence[int], distances=None) -> np.ndarray:
         """"same" or "different" for each pair: the truth, flipped where a seeded draw falls
-        below ``error_rate``."""
-        wrong = self._rng.random(len(query_qids)) < self.error_rate
+        below ``error_rate``; with ``near`` and the pairs' ``distances``, the errors fall on the near
+        pairs (people confuse questions that look alike): the chance falls linearly with the pair's
+        distance rank, from twice the rate for the nearest to none for the farthest, the rate on average."""
+        chance = np.full(len(query_qids), self.error_rate)
+        if self.near and distances is not None and len(chance):
+            order = pd.Series(np.asarray(distances, dtype=float)).rank(pct=True, na_option="bottom").to_numpy()
+            chance = np.clip(2 * self.error_rate * (1 - order + 0.5 / len(chance)), 0.0, 1.0)
+        wrong = self._rng.random(len(query_qids)) < chance
         return np.where(true_same(self.truth, query_qids, candidate_qids) ^ wrong, "same", "different")
 
     def judge(self, store: AnnotationStore, candidates: pd.DataFrame, bundle_version: str) -> pd.DataFrame:
@@ -68,9 +76,10 @@ class SimulatedAnnotator:
             if pair in earlier or pair in seen:
                 raise AnnotationError(f"{self.name} already judged questions {pair[0]} and {pair[1]}: one judgment per item")
             seen |= {pair, pair[::-1]}
-        labels = self.labels(queries, shown)
+        labels = self.labels(queries, shown, candidates["distance"].to_numpy())
         ids = [
-            store.record(self.name, int(c), str(label), bundle_version, query_qid=int(q), rank=int(r), distance=float(d))
+            store.record(self.name, int(c), str(label), bundle_version, query_qid=int(q), rank=None if pd.isna(r) else int(r),
+                         distance=None if pd.isna(d) else float(d))
             for q, c, label, r, d in zip(queries, shown, labels, candidates["rank"], candidates["distance"])
         ]
         return candidates.assign(label=labels, true_same=true_same(self.truth, queries, shown), judgment_id=ids)

@@ -80,7 +80,7 @@ def within_pool(
     distance within the cluster (1: nearest) and ``suspicion = distance - median`` of the
     cluster's candidate distances: positive for members farther out than the cluster's typical
     one. A "different" judgment of such a pair names the candidate as the member that does not
-    belong (the split judgment of ``annotations.merge``). ``exclude`` as in ``candidate_pool``.
+    belong (the split judgment of ``annotations.constraints``). ``exclude`` as in ``candidate_pool``.
     """
     train = corpus[(corpus["split"] == "train") & corpus["cluster"].notna()]
     train = train[train.groupby("cluster")["qid"].transform("size") >= 3].sort_values(["cluster", "qid"])

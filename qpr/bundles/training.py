@@ -167,6 +167,7 @@ def retrain_bundle(
     return_on_interrupt: bool = True,
     on_batch: Callable[[int, int, int], None] | None = None,
     judged: pd.DataFrame | None = None,
+    cluster_weights: pd.Series | None = None,
 ) -> Bundle:
     """A new bundle whose encoder continues ``bundle``'s on ``corpus`` (e.g. corrected clusters),
     trained as its system retrains (``System.retrain`` in ``qpr.systems.registry``).
@@ -182,11 +183,13 @@ def retrain_bundle(
     continues from its own model with its recorded settings, ``max_epochs`` bounding its epochs;
     ``on_epoch`` does not apply. ``judged``: the judged pairs behind ``corpus`` (the export's pairs
     table), which a CNN / LSTM trains on directly (``qpr.training.train.train``); the other systems
-    learn from the corrected clusters only.
+    learn from the corrected clusters only. ``cluster_weights``: each cluster's estimated purity (by
+    name), which a CNN / LSTM retrain draws its clusters by (``qpr.training.fixed_shape``).
     """
     system = system_named(bundle.system)
     settings, warm_start = system.retrain(bundle.manifest, bundle.encoder, bundle.vocab, max_epochs)
-    run = Run("corrected clusters", warm_start, progress, on_epoch, on_batch, return_on_interrupt, judged=judged)
+    run = Run("corrected clusters", warm_start, progress, on_epoch, on_batch, return_on_interrupt, judged=judged,
+              cluster_weights=cluster_weights)
     return train_system_bundle(corpus, system.name, settings, bundle.index.config, run, labels, bm25, fuse)
 
 

@@ -71,7 +71,7 @@ def fit(corpus, settings: EncoderSettings, run) -> tuple[QuestionEncoder, Vocabu
     ``corpus``; returns it, its vocabulary and the manifest's ``training`` entry."""
     result = train(corpus, settings.train, settings.text, settings.encoder, warm_start=run.warm_start,
                    on_epoch=run.on_epoch, progress=run.progress, return_on_interrupt=run.return_on_interrupt,
-                   on_batch=run.on_batch, judged=run.judged)
+                   on_batch=run.on_batch, judged=run.judged, cluster_weights=run.cluster_weights)
     info = {"config": asdict(settings.train), "data": run.data, "warm_start": run.warm_start is not None}
     return result.encoder, result.vocab, info | result.summary()
 
@@ -80,12 +80,16 @@ def retrain(manifest: Mapping, encoder: QuestionEncoder, vocab: Vocabulary,
             max_epochs: int | None) -> tuple[EncoderSettings, tuple[QuestionEncoder, Vocabulary]]:
     """The settings a bundle's encoder was trained with, its manifest's ``retrain`` settings put
     over them (a general bundle's, ``qpr.bundles.general.training_info``) and ``max_epochs`` over
-    those; the same vocabulary and layers; and the encoder to continue from."""
+    those; the same vocabulary and layers; and the encoder to continue from. A retrain draws
+    fixed-shape batches (``qpr.training.fixed_shape``), so that what the corrections change is the
+    labels, never the number of steps or the batch size: neighbour batches and word-dropout views
+    of the first training are not used again."""
     training = manifest.get("training", {})
     config = dataclass_from(TrainConfig, training.get("config", {}) | training.get("retrain", {}),
                             "the manifest's training config")
     if max_epochs is not None:
         config = replace(config, max_epochs=max_epochs)
+    config = replace(config, batches="fixed", batching="random", pairs="partner", unlabeled_dropout=0.0)
     return EncoderSettings(config, vocab.config, encoder.config), (encoder, vocab)
 
 

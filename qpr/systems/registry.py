@@ -46,7 +46,8 @@ class Run:
     shows bars; ``on_epoch(row)`` and ``on_batch(epoch, done, total)`` follow the training (a
     background trainer's progress); ``return_on_interrupt`` keeps the best epoch on Ctrl-C
     (``qpr.training.train.train``); ``log(row)`` sees FILM's iterations; ``judged`` pairs are
-    trained on directly by the CNN / LSTM (``qpr.training.sampling.JudgedPairs``)."""
+    trained on directly by the CNN / LSTM (``qpr.training.sampling.JudgedPairs``), which also weigh
+    each cluster by ``cluster_weights`` (its estimated purity, ``qpr.training.fixed_shape``)."""
 
     data: str = ""
     warm_start: Any = None
@@ -56,6 +57,7 @@ class Run:
     return_on_interrupt: bool = True
     log: Callable[[dict], None] | None = None
     judged: Any = None  # annotators' judged pairs (the export's pairs table), for the systems that train on them
+    cluster_weights: Any = None  # each cluster's estimated purity (a Series by name), for the same systems
 
 
 @dataclass(frozen=True)

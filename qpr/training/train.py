@@ -24,6 +24,7 @@ from qpr.model.encoder import EncoderConfig, QuestionEncoder, encode_ids
 from qpr.errors import QPRError
 from qpr.evaluation.metrics import pair_auc
 from qpr.model.losses import judged_negative_loss, make_loss
+from qpr.training.fixed_shape import FixedShape
 from qpr.training.loop import FitResult, descend, fit, mean_loss
 from qpr.training.sampling import (
     JudgedPairs, all_pairs, cluster_disjoint_batches, cluster_members, epoch_pairs, neighbour_groups, unlabeled_rows, validation_pairs,
@@ -34,6 +35,12 @@ from qpr.model.word_vectors import word_vector_rows
 
 # The weight of the judged-negative term against the in-batch loss (docs/LOOP_PAYOFF.md measured it).
 JUDGED_WEIGHT = 1.0
+# How often a judged-same pair is drawn per epoch by the fixed-shape sampler: a verified positive
+# counts as much as two members of a cluster (a prior, not measured yet: docs/LOOP_PAYOFF.md).
+JUDGED_REPEAT = 2
+# Clusters whose estimated purity (annotations.purity) is below this are left out of a retrain while
+# enough others remain: more of their pairs are wrong than right (a prior, not measured yet).
+MIN_PURITY = 0.2
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,9 @@ class TrainConfig:
     unlabeled_dropout: float = 0.0
     word_vectors: bool = False
     judged_weight: float = JUDGED_WEIGHT
+    batches: str = "greedy"
+    judged_repeat: int = JUDGED_REPEAT
+    min_purity: float = MIN_PURITY
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -94,6 +104,13 @@ class TrainConfig:
             raise QPRError(f"unknown pairs {self.pairs!r}: use 'partner' or 'all'")
         if self.judged_weight < 0:
             raise QPRError(f"judged_weight must be 0 or more (0: judged pairs only relabel clusters), got {self.judged_weight}")
+        if self.batches not in ("greedy", "fixed"):
+            raise QPRError(f"unknown batches {self.batches!r}: use 'greedy' or 'fixed'")
+        if self.batches == "fixed" and (self.batching != "random" or self.pairs != "partner" or self.unlabeled_dropout):
+            raise QPRError("batches='fixed' draws partner pairs in random batches: use batching='random', pairs='partner' "
+                           "and no unlabeled_dropout with it")
+        if self.judged_repeat < 0 or not 0.0 <= self.min_purity <= 1.0:
+            raise QPRError(f"judged_repeat must be 0 or more and min_purity in [0, 1], got {self.judged_repeat}, {self.min_purity}")
         if not 0.0 <= self.unlabeled_dropout < 1.0:
             raise QPRError(f"unlabeled_dropout must be in [0, 1) (0: off), got {self.unlabeled_dropout}")
 
@@ -132,6 +149,7 @@ def train(
     return_on_interrupt: bool = True,
     on_batch: Callable[[int, int, int], None] | None = None,
     judged: pd.DataFrame | None = None,
+    cluster_weights: pd.Series | None = None,
 ) -> TrainResult:
     """Train an encoder on the ``train`` clusters of ``corpus``; early-stop on ``val`` ROC AUC.
 
@@ -148,6 +166,7 @@ def train(
     pairs (the export's pairs table: ``qid1``, ``qid2``, ``is_duplicate``), trained on directly
     (``qpr.training.sampling.JudgedPairs``): "same" pairs as positives, "different" ones never as
     positives and, weighted by ``config.judged_weight``, as each question's hard negative.
+    ``cluster_weights``: each training cluster's estimated purity (by name; ``batches="fixed"`` only).
     """
     clusters = cluster_members(corpus, "train")
     if not clusters:
@@ -188,6 +207,12 @@ def train(
     pairs_judged = JudgedPairs.of(corpus, judged)
     workers = distributed.world()[1]
     use_negatives = len(pairs_judged.different) > 0 and config.judged_weight > 0
+    shape = None
+    if config.batches == "fixed":
+        if batch_groups is not None:
+            raise QPRError("batch_groups need batches='greedy'")
+        shape = FixedShape.build(corpus, pairs_judged, config.batch_size, cluster_weights, config.judged_repeat,
+                                 config.min_purity)
 
     # Under torchrun: every worker draws the same global batches, encodes its share through DDP,
     # and the loss sees the gathered global batch (qpr.training.distributed).
@@ -200,6 +225,12 @@ def train(
 
     def epoch_batches(epoch: int) -> list[np.ndarray]:
         nonlocal anchor_ids, positive_ids, negative_ids, has_negative
+        if shape is not None:
+            anchors, positives, negatives, batches = shape.epoch(rng)
+            anchor_ids, positive_ids = [token_ids[i] for i in anchors], [token_ids[i] for i in positives]
+            has_negative = negatives >= 0
+            negative_ids = [token_ids[n if n >= 0 else a] for a, n in zip(anchors.tolist(), negatives.tolist())]
+            return batches
         if config.pairs == "all":
             anchors, positives, owner = all_pairs(clusters, config.batch_size, rng)
         else:
@@ -264,7 +295,9 @@ def train(
         return loss
 
     def report(batches: list, losses: list[float]) -> dict:
-        return mean_loss(batches, losses) | {"val_auc": pair_auc(encoder, vocab, val_a, val_b, val_labels)}
+        # steps and the largest batch, so that a comparison can check it trained alike
+        return mean_loss(batches, losses) | {"val_auc": pair_auc(encoder, vocab, val_a, val_b, val_labels),
+                                             "steps": len(batches), "batch_pairs": max((len(b) for b in batches), default=0)}
 
     fitted = fit(encoder, config.max_epochs, epoch_batches, step, report, score="val_auc", patience=config.patience,
                  shared=True, progress=progress, score_label="val ROC AUC", on_epoch=on_epoch, on_batch=on_batch,

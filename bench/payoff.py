@@ -1,0 +1,223 @@
+"""The honest measurement of what judgments buy (issue 57), the ``payoff`` part of
+``bench.loop_payoff``.
+
+Per regime and **draw** d (the automatic clustering, the noisy model and the judged set are drawn
+again for each d): the noisy corpus (``banking77_auto(seed=d)``: TF-IDF + LSA
+k-means, k = sqrt(n), scored against BANKING77's intents), a noisy model trained from scratch on
+it (seed d), and, per annotator error rate, ``budget`` judgments in ``ROUNDS`` rounds of the app's
+own queue (``annotations.rounds.queue_round`` through ``annotations.task``'s code path: uncertain
+pairs, audits, a random share; the threshold and purity re-scored between rounds by the export),
+judged by a simulated annotator whose errors fall on near pairs, exported by the product's export
+(``workflows.retraining.export_corrected`` with the noisy model's ``PairScorer``: constrained
+clustering, purity). Then per training **seed**, three warm starts from the draw's noisy model
+through the product's retrain path (``workflows.training_steps.continue_training``, fixed-shape
+batches of ``RETRAIN_BATCH`` pairs, the same steps for every arm):
+
+- ``uncorrected``: the noisy clusters, no judgments (the control);
+- ``corrected``: the export's clusters, judged pairs and purity weights (the product);
+- ``ceiling``: the clean clusters (what all the noise costs; ``recovered_share`` is the share of
+  ceiling - uncorrected that corrected - uncorrected recovers).
+
+Every model is cached under the work folder as it finishes (``cell``), so a run resumes; progress
+is printed from the start. Intervals are a two-level bootstrap (draws, then seeds within each)
+of the paired differences, as well as the mean over draws.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+import pandas as pd
+from sklearn.cluster import KMeans
+from sklearn.decomposition import TruncatedSVD
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.preprocessing import normalize
+
+from annotations.db import open_store
+from annotations.pair_scores import PairScorer
+from annotations.rounds import queue_round
+from annotations.simulation.oracle import SimulatedAnnotator
+from bench.feedback_loop import QUICK_ENCODER
+from qpr.bundles.bundle import Bundle
+from qpr.model.text import PAPER_TEXT
+from qpr.research.cluster_quality import cluster_quality
+from qpr.retrieval.calibration import calibrate
+from qpr.training.train import TrainConfig
+from workflows.retraining import export_corrected
+from workflows.simulated_loop import Model, fit
+
+ROUNDS = 2
+# Pairs per batch of every retrain: at most half the owners of every arm (qpr.training.fixed_shape), and
+# the clean arm has BANKING77's 77 intents, so 38 keeps every arm's shape the same.
+RETRAIN_BATCH = 38
+EPOCHS = 3
+BOOTSTRAP = 4000
+ARMS = ("uncorrected", "corrected", "ceiling")
+
+
+def banking77_auto(data: Path, seed: int = 0, per_cluster: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(clean, noisy) BANKING77 corpora (from ``data``/intents/banking77): train.csv queries as
+    training questions, test.csv ones as val / test queries (half each, at random); clean clusters
+    are the intents, the noisy corpus's training clusters are k-means clusters of TF-IDF + LSA
+    vectors, no label used: k = sqrt(n), or n / ``per_cluster`` (small clusters, purer and more
+    split)."""
+    folder = data / "intents" / "banking77"
+    parts = [pd.read_csv(folder / f"{name}.csv").assign(source=name) for name in ("train", "test")]
+    frame = pd.concat(parts, ignore_index=True)
+    frame["text"] = frame["text"].astype(str).str.strip()
+    frame = frame.drop_duplicates("text").reset_index(drop=True)
+    rng = np.random.default_rng(seed)
+    held = np.where(rng.random(len(frame)) < 0.5, "val", "test")
+    clean = pd.DataFrame({"qid": np.arange(1, len(frame) + 1, dtype="int64"), "question": frame["text"],
+                          "cluster": frame["category"].astype("string"),
+                          "split": np.where(frame["source"] == "train", "train", held)})
+    train = (clean["split"] == "train").to_numpy()
+    vectors = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True).fit_transform(clean.loc[train, "question"])
+    vectors = normalize(TruncatedSVD(100, random_state=seed).fit_transform(vectors))
+    k = round(math.sqrt(train.sum())) if per_cluster is None else round(train.sum() / per_cluster)
+    labels = KMeans(k, n_init=3, random_state=seed).fit_predict(vectors)
+    noisy = clean.copy()
+    noisy.loc[train, "cluster"] = pd.array([f"auto-{label}" for label in labels], dtype="string")
+    return clean, noisy
+
+
+def config(seed: int) -> TrainConfig:
+    """The noisy model's settings (docs/LOOP_PAYOFF.md's quick setting): SDML, batch 128, 3 epochs."""
+    return TrainConfig(batch_size=128, max_epochs=EPOCHS, patience=EPOCHS, seed=seed, smoothing=0.3)
+
+
+def cell(folder: Path, name: str, corpus: pd.DataFrame, clean: pd.DataFrame, seed: int, log: Callable[[str], None],
+         warm: Model | None = None, judged: pd.DataFrame | None = None, weights: pd.Series | None = None) -> Model:
+    """The model ``name`` (cached in ``folder``): from scratch, or a warm start from ``warm`` through
+    the product's retrain path with the seed ``seed``, batches of ``RETRAIN_BATCH`` pairs."""
+    path = folder / "models" / name
+    if (path / "manifest.json").is_file():
+        bundle = Bundle.load(path)
+        return Model(bundle, bundle.manifest["metrics"]["test"], bundle.manifest["training"])
+    log(f"training {name}")
+    if warm is not None:
+        # The warm start continues with the settings the noisy model was trained with; the retrain's
+        # seed and batch size are the only ones set here (the same for every arm).
+        warm.bundle.manifest["training"]["retrain"] = {"seed": seed, "batch_size": RETRAIN_BATCH}
+    model = fit(corpus, clean, config(seed), PAPER_TEXT, QUICK_ENCODER, warm_start=warm, judged=judged,
+                cluster_weights=weights)
+    model.bundle.manifest["metrics"]["test"] = model.test
+    shutil.rmtree(path, ignore_errors=True)
+    model.bundle.save(path)
+    log(f"{name}: H@1 {model.test['H1']:.4f} ({model.training['seconds']:.0f} s)")
+    return model
+
+
+def judged_export(folder: Path, model: Model, clean: pd.DataFrame, noisy: pd.DataFrame, budget: int, error: float,
+                  draw: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series, dict]:
+    """``budget`` judgments in ``ROUNDS`` rounds of the app's queue over ``noisy``, by an annotator
+    wrong on ``error`` of them (near pairs mostly), exported by the product with ``model``'s pair
+    scorer; (corrected corpus, judged pairs, purity, what was judged). Cached in ``folder``."""
+    done = folder / "export.json"
+    out = folder / "corrected.parquet"
+    if done.is_file():
+        about = json.loads(done.read_text())
+        purity = pd.Series(about.pop("purity"), dtype=float)
+        return pd.read_parquet(out), pd.read_parquet(folder / "pairs.parquet"), purity, about
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    calibration = calibrate(model.retriever, noisy)
+    scorer = PairScorer.of(model.retriever, noisy, calibration)
+    annotator = SimulatedAnnotator(clean, "oracle", error, seed=draw, near=True)
+    version = model.bundle.version
+    kinds, target = [], 0.5
+    with open_store(f"sqlite:///{(folder / 'annotations.db').resolve()}", project="demo") as store:
+        store.register_corpus(version, noisy)
+        for number in range(ROUNDS):
+            size = budget // ROUNDS + (budget % ROUNDS if number == ROUNDS - 1 else 0)
+            picked = queue_round(model.retriever, noisy, calibration, size, store.judgments(), target=target,
+                                 seed=draw * 100 + number)
+            judged = annotator.judge(store, picked, version)
+            kinds.append(judged.assign(round=number))
+            export = export_corrected(store, noisy, version, "parquet", out=out, scorer=scorer)
+            target = export.manifest["same_threshold"]
+    judged = pd.concat(kinds, ignore_index=True)
+    wrong = judged["true_same"].to_numpy() != (judged["label"] == "same").to_numpy()
+    about = {"judged": len(judged), "same": int((judged["label"] == "same").sum()), "wrong": int(wrong.sum()),
+             "kinds": judged["kind"].value_counts().to_dict(), "threshold": target,
+             "merges": len(export.manifest["merges"]), "splits": len(export.manifest["splits"]),
+             "pair_f1_before": cluster_quality(clean, noisy)["pair_f1"],
+             "pair_f1_after": cluster_quality(clean, export.corpus)["pair_f1"]}
+    export.pairs.to_parquet(folder / "pairs.parquet")
+    done.write_text(json.dumps(about | {"purity": export.purity.to_dict()}))
+    return export.corpus, export.pairs, export.purity, about
+
+
+def bootstrap_ci(differences: np.ndarray, rng: np.random.Generator) -> list[float]:
+    """95% interval of the mean of ``differences`` (draws x seeds), resampling draws, then seeds in each."""
+    draws, seeds = differences.shape
+    means = np.empty(BOOTSTRAP)
+    for b in range(BOOTSTRAP):
+        picked = differences[rng.integers(draws, size=draws)]
+        means[b] = np.take_along_axis(picked, rng.integers(seeds, size=(draws, seeds)), axis=1).mean()
+    return [float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))]
+
+
+# What the corrected arm trains on, per design: (labels: the export's or the uncorrected clusters,
+# the judged pairs, the purity weights). "product" is the default retrain; the others take one part away.
+DESIGNS = {"product": ("export", True, True), "no-purity": ("export", True, False),
+           "judged-on-uncorrected": ("uncorrected", True, True)}
+
+
+def regime_rows(data: Path, work: Path, regime: str, budget: int, errors: list[float], draws: int, seeds: int,
+                log: Callable[[str], None], designs: tuple[str, ...] = ("product",)) -> Iterator[dict]:
+    """The rows of one regime (banking77-auto), yielded as they finish: one per annotator error
+    rate and design, in the order given (the primary endpoint's first), each over every draw and seed."""
+    for error in errors:
+        for design in designs:
+            labels_from, use_pairs, use_purity = DESIGNS[design]
+            h1 = {arm: np.zeros((draws, seeds)) for arm in ARMS}
+            shapes, abouts = set(), []
+            for draw in range(draws):
+                clean, noisy = banking77_auto(data, seed=draw)
+                folder = work / regime / f"draw{draw}"
+                noisy_model = cell(folder, "noisy", noisy, clean, draw, log)
+                corrected, pairs, purity, about = judged_export(folder / f"export-j{budget}-e{error:g}", noisy_model,
+                                                                clean, noisy, budget, error, draw)
+                log(f"{regime} draw {draw} error {error:g} {design}: {json.dumps(about)}")
+                abouts.append(about)
+                name = "corrected" if design == "product" else design  # the product's models keep their first names
+                arms = {"uncorrected": (noisy, None, None, "uncorrected"), "ceiling": (clean, None, None, "ceiling"),
+                        "corrected": (corrected if labels_from == "export" else noisy, pairs if use_pairs else None,
+                                      purity if use_purity else None, f"{name}-j{budget}-e{error:g}")}
+                for seed in range(seeds):
+                    for arm, (labels, judged, weights, model_name) in arms.items():
+                        model = cell(folder, f"{model_name}-s{seed}", labels, clean, seed, log, warm=noisy_model,
+                                     judged=judged, weights=weights)
+                        h1[arm][draw, seed] = model.test["H1"]
+                        shapes.add(tuple((row["steps"], row["batch_pairs"]) for row in model.training["history"]))
+            row = summary_row(regime, design, budget, error, h1, shapes, abouts)
+            log(json.dumps(row))
+            yield row
+
+
+def summary_row(regime: str, design: str, budget: int, error: float, h1: dict, shapes: set, abouts: list[dict]) -> dict:
+    """One result row: means, the paired difference with its intervals, the ceiling and the share recovered."""
+    rng = np.random.default_rng(0)
+    gain = h1["corrected"] - h1["uncorrected"]
+    room = h1["ceiling"] - h1["uncorrected"]
+    per_draw = gain.mean(axis=1)
+    t_half = {2: 4.303, 3: 3.182, 4: 2.776}.get(len(per_draw) - 1, 2.0) * per_draw.std(ddof=1) / np.sqrt(len(per_draw))
+    return {
+        "part": "payoff", "regime": regime, "design": design, "annotator_error": error, "budget": budget,
+        "judgments": budget, "draws": int(gain.shape[0]), "seeds": int(gain.shape[1]), "equal_steps": len(shapes) == 1,
+        "steps_and_batch": [list(map(list, shape)) for shape in sorted(shapes)],
+        "H1_uncorrected_mean": float(h1["uncorrected"].mean()), "H1_after_mean": float(h1["corrected"].mean()),
+        "ceiling_h1": float(h1["ceiling"].mean()),
+        "corrected_minus_uncorrected": float(gain.mean()), "corrected_minus_uncorrected_ci95": bootstrap_ci(gain, rng),
+        "corrected_minus_uncorrected_draws_t95": [float(per_draw.mean() - t_half), float(per_draw.mean() + t_half)],
+        "recovered_share": float(gain.mean() / room.mean()) if room.mean() > 0 else None,
+        "H1_per_cell": {arm: values.tolist() for arm, values in h1.items()}, "judged": abouts,
+        "pair_f1_before": float(np.mean([a["pair_f1_before"] for a in abouts])),
+        "pair_f1_after": float(np.mean([a["pair_f1_after"] for a in abouts])),
+    }

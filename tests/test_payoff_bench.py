@@ -1,0 +1,46 @@
+"""The payoff bench's bookkeeping (issue 57): a row carries the issue's keys, the paired
+difference's intervals span draws and seeds, the shape check, and the results file keeps other rows."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from bench.loop_payoff import ISSUE_KEYS, payoff_markdown, with_payoff_row
+from bench.payoff import bootstrap_ci, summary_row
+
+
+def h1(gain: float) -> dict:
+    rng = np.random.default_rng(0)
+    uncorrected = 0.5 + rng.normal(0, 0.01, (3, 5))
+    return {"uncorrected": uncorrected, "corrected": uncorrected + gain + rng.normal(0, 0.005, (3, 5)),
+            "ceiling": uncorrected + 0.2}
+
+
+def test_a_payoff_row_has_the_issue_keys_intervals_and_the_share_recovered(tmp_path):
+    about = [{"pair_f1_before": 0.2, "pair_f1_after": 0.25}] * 3
+    row = summary_row("banking77-auto", "product", 1000, 0.05, h1(0.02), {((10, 8),)}, about)
+    low, high = row["corrected_minus_uncorrected_ci95"]
+    assert low > 0 and low < row["corrected_minus_uncorrected"] < high
+    assert row["equal_steps"] and row["draws"] == 3 and row["seeds"] == 5
+    assert abs(row["recovered_share"] - 0.1) < 0.01 and row["ceiling_h1"] > row["H1_after_mean"]
+    unequal = summary_row("banking77-auto", "product", 1000, 0.05, h1(0.0), {((10, 8),), ((11, 8),)}, about)
+    assert not unequal["equal_steps"]
+    results = tmp_path / "r.json"
+    results.write_text(json.dumps({"runs": [{"part": "retrain", "noise": "fp"}], "control": {"x": 1}}))
+    written = with_payoff_row(results, row, 5)
+    assert [r["part"] for r in written["runs"]] == ["retrain", "payoff"] and written["control"] == {"x": 1}
+    assert all(set(ISSUE_KEYS) <= set(r) for r in written["runs"])
+    results.write_text(json.dumps(written))
+    again = with_payoff_row(results, row | {"corrected_minus_uncorrected": 0.0}, 5)
+    assert len(again["runs"]) == 2, "the same regime, budget, error and design replace their row"
+    assert "| banking77-auto | product | 1000 | 0.050 | **yes** |" in payoff_markdown(again)
+
+
+def test_the_bootstrap_resamples_draws_as_well_as_seeds():
+    rng = np.random.default_rng(1)
+    seeds_only = np.tile(rng.normal(0, 1, 5), (3, 1))  # three identical draws
+    spread = seeds_only + np.array([[-2.0], [0.0], [2.0]])  # draws that disagree
+    narrow, wide = bootstrap_ci(seeds_only, rng), bootstrap_ci(spread, rng)
+    assert wide[1] - wide[0] > 2 * (narrow[1] - narrow[0])
