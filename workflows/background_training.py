@@ -44,6 +44,7 @@ from qpr.errors import QPRError
 from qpr.fsutil.atomic import atomic_path
 from qpr.settings import environment
 from qpr.model.text import TextConfig
+from qpr.training.loop import GAIN
 from qpr.training.train import TrainConfig
 from workflows.training_steps import continue_training, train_new
 
@@ -215,23 +216,24 @@ class Pace:
             self.validations.append(self.clock() - self._epoch_end)
             self._epoch_end = None
 
-    def eta_s(self, epoch: int, step: int, steps: int, max_epochs: int) -> float | None:
-        """Seconds left if every epoch up to ``max_epochs`` runs (early stopping can end sooner),
-        each with its validation; None until two batches have set a pace."""
+    def eta_s(self, epoch: int, step: int, steps: int, last_epoch: int) -> float | None:
+        """Seconds left if the run ends after epoch ``last_epoch`` (the current one at least),
+        each epoch with its validation; None until two batches have set a pace."""
         if not self.batches:
             return None
         per_batch = self.batch_s / self.batches
         per_validation = sum(self.validations) / len(self.validations) if self.validations else per_batch * steps / 10
-        batches_left = steps - step + (max_epochs - epoch) * steps
-        return batches_left * per_batch + (max_epochs - epoch + 1) * per_validation
+        epochs_after = max(last_epoch - epoch, 0)
+        return (steps - step + epochs_after * steps) * per_batch + (epochs_after + 1) * per_validation
 
 
 def describe(status: dict, now: float | None = None) -> str:
     """The status in words: epoch, step, time left, or the outcome. The time left is counted down
-    from when the worker wrote it (``updated``; ``now``: the time, a test gives its own) and is an
-    upper bound: all epochs, with their validations. Once it has run out, or in a phase that has
-    no ETA (validating, the final evaluation and comparison, saving), it says so, never a stale
-    number of seconds."""
+    from when the worker wrote it (``updated``; ``now``: the time, a test gives its own): the
+    likely time (``eta_s``: early stopping ends the run ``patience`` epochs after its best one,
+    unless a later one does better) and the most (``eta_max_s``: every epoch). Once it has run
+    out, or in a phase that has none (validating, the final evaluation, saving), it says so,
+    never a stale number of seconds."""
     state = status.get("state", "none")
     if state in ACTIVE:
         parts = [f"epoch {status.get('epoch') or 1} of at most {status.get('max_epochs', '?')}"]
@@ -239,8 +241,9 @@ def describe(status: dict, now: float | None = None) -> str:
             parts.append(f"step {status['step']} of {status['steps']}")
         if status.get("eta_s") is not None:
             waited = max(0.0, (time.time() if now is None else now) - status.get("updated", 0.0))
-            left = status["eta_s"] - waited
-            parts.append(f"at most about {left:.0f} s left (less if it stops early)" if left >= 1 else "finishing")
+            left, most = status["eta_s"] - waited, status.get("eta_max_s", status["eta_s"]) - waited
+            likely = f"about {left:.0f} s left" if left >= 1 else "finishing"
+            parts.append(likely + (f" if no later epoch does better (at most {most:.0f} s)" if most - left >= 1 else ""))
         return ", ".join(parts) + (f"; {status['message']}" if status.get("message") else "")
     return status.get("message") or state
 
@@ -259,23 +262,31 @@ def run(folder: Path) -> None:
         _write(folder / STATUS, status)
         last = time.monotonic()
 
+    patience, best = job["train"]["patience"], {"epoch": 0, "score": -1.0}
+
+    def times_left(epoch: int, step: int, steps: int) -> dict:
+        # Early stopping ends the run `patience` epochs after its best one, unless a later one does
+        # better (the first epoch always does); every epoch is the most it can take.
+        likely = min(status["max_epochs"], max(best["epoch"], 1) + patience)
+        return {"eta_s": pace.eta_s(epoch, step, steps, likely),
+                "eta_max_s": pace.eta_s(epoch, step, steps, status["max_epochs"])}
+
     def on_batch(epoch: int, step: int, steps: int) -> None:
         pace.batch(step, steps)
         if step == steps:  # the epoch's validation follows, then another epoch or the end
-            report(epoch=epoch, step=step, steps=steps, eta_s=pace.eta_s(epoch, step, steps, status["max_epochs"]),
-                   message=f"validating epoch {epoch}")
+            report(epoch=epoch, step=step, steps=steps, message=f"validating epoch {epoch}", **times_left(epoch, step, steps))
         elif time.monotonic() - last >= WRITE_EVERY_S:
-            report(epoch=epoch, step=step, steps=steps, eta_s=pace.eta_s(epoch, step, steps, status["max_epochs"]),
-                   message="training the encoder")
+            report(epoch=epoch, step=step, steps=steps, message="training the encoder", **times_left(epoch, step, steps))
 
     def on_epoch(row: dict) -> None:
         pace.validated()
-        epoch = status.get("epoch") or 1
+        if row["val_auc"] > best["score"] + GAIN:
+            best.update(epoch=row["epoch"], score=row["val_auc"])
         # Whether another epoch follows is the trainer's call (early stopping): no time is
         # promised until its first batch; after the last possible epoch, the end is near.
-        then = ("finishing: the index and the final evaluation on held-out questions"
-                if epoch >= status["max_epochs"] else f"epoch {epoch} checked; next, another epoch or the final evaluation")
-        report(last_val_auc=row["val_auc"], eta_s=None, message=then)
+        then = ("finishing: the index and the final evaluation on held-out questions" if row["epoch"] >= status["max_epochs"]
+                else f"epoch {row['epoch']} checked; next, another epoch or the final evaluation")
+        report(last_val_auc=row["val_auc"], best_epoch=best["epoch"], eta_s=None, eta_max_s=None, message=then)
 
     report(message="reading the corpus")
     try:
@@ -289,7 +300,7 @@ def run(folder: Path) -> None:
             bundle = train_new(corpus, TrainConfig(**job["train"]), TextConfig(**job["text"]),
                                EncoderConfig(**job["encoder"]), job["labels"], progress=False, on_epoch=on_epoch,
                                on_batch=on_batch)
-        report(message="saving the trained model", eta_s=None)
+        report(message="saving the trained model", eta_s=None, eta_max_s=None)
         bundle.save(folder / BUNDLE)
     except QPRError as err:
         report(state="failed", message=f"training stopped: {err}")
