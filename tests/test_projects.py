@@ -138,12 +138,12 @@ def test_the_worker_reports_progress_refuses_a_second_training_and_is_found_dead
     with pytest.raises(QPRError, match="already running \\(started by ann"):
         job.start(make_corpus(), slow, TextConfig(), _small_encoder(), None, {}, "bob")
     deadline = time.monotonic() + 120
-    while not job.status().get("step"):
+    while job.status().get("eta_s") is None:  # set once two batches have set a pace
         assert time.monotonic() < deadline, job.status()
         time.sleep(0.3)
     status = job.status()
     assert status["state"] == "running" and status["steps"] >= status["step"] >= 1
-    assert "of at most 200" in describe(status) and "s left" in describe(status)
+    assert "of at most 200" in describe(status) and "s left" in describe(status, now=status["updated"])
     os.killpg(status["pid"], signal.SIGKILL)  # the worker dies (killed, out of memory, ...)
     status = wait_for(job, {"failed"}, limit=30)
     assert "stopped without finishing" in status["message"]

@@ -14,12 +14,14 @@ from annotations.db import open_store
 from annotations.errors import AnnotationError
 from annotations.models import Judgment, ProjectRole
 from conftest import make_corpus
+from qpr.data.upload import read_upload
 from qpr.errors import QPRError
 from qpr.serving.slugs import DEMO
 from qpr.serving.served_model import ServedModel
 from ui.common import AppContext, reviewer
 from ui.page import QPRPage
 from workflows.cluster_marks import representative
+from workflows.ownership import ADOPTED
 
 
 def login(name: str) -> SimpleNamespace:
@@ -149,4 +151,33 @@ def test_name_mode_is_one_team_with_no_roles(bundle, tmp_path):
     cluster, qid = a_member_to_mark(page.ctx)
     page.clusters.mark("different", cluster, qid, "anyone")
     assert store.judgments()["role"].isna().all()  # typed names carry no role
+    store.close()
+
+
+def test_a_project_with_no_owner_is_owned_by_its_creator_once_logins_begin(bundle, tmp_path):
+    """Issue 54 item 6: a project made while names were typed (here by ``Projects.create``, as a
+    command or a version before roles made it: no role at all) gets its creator (``created_by``)
+    as owner when the app with logins first loads it, recorded as their action; one where anyone
+    holds a role keeps its roles as they are, even without an owner."""
+    path = tmp_path / "faq.csv"
+    make_corpus()[["question", "cluster"]].to_csv(path, index=False)
+    store = open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo")
+    typed = AppContext(ServedModel(bundle), store, "name", cache=tmp_path)
+    upload = read_upload(path, "clusters")
+    faq, owned, managed = (typed.projects.create(name, upload, "ann") for name in ("FAQ", "Owned", "Managed"))
+    store.grant(owned, "carol", "owner", "carol")
+    store.grant(managed, "ann", "reviewer", "carol")  # an owner who stepped down, say
+    typed.open(faq)
+    assert store.roles(faq).empty, "name mode grants no role"
+    ctx = AppContext(ServedModel(bundle), store, "auth", cache=tmp_path)
+    for slug in (faq, owned, managed):
+        ctx.open(slug)
+    assert store.roles(faq)[["annotator", "role"]].values.tolist() == [["ann", "owner"]]
+    assert store.actions(faq)[["annotator", "role", "action"]].values.tolist() == [["ann", "owner", ADOPTED]]
+    assert store.roles(owned)[["annotator", "role"]].values.tolist() == [["carol", "owner"]] and store.actions(owned).empty
+    assert store.roles(managed)[["annotator", "role"]].values.tolist() == [["ann", "reviewer"]]
+    ctx.open(faq)
+    assert ctx.privileged("train this project's model", None, login("ann")) == "ann"
+    with pytest.raises(QPRError, match="you need the role owner"):
+        ctx.privileged("train this project's model", None, login("bob"))
     store.close()

@@ -10,6 +10,7 @@ import pytest
 from gradio.context import LocalContext
 
 from annotations.db import open_store
+from annotations.repositories import corpus as corpus_repository
 from conftest import make_corpus
 from qpr.data.upload import read_upload
 from qpr.serving.slugs import DEMO
@@ -142,3 +143,25 @@ def test_a_refusal_names_the_action_and_stays_until_closed(bundle, tmp_path, mon
     assert not any("To record judgments" in message for message, _ in shown)
     assert {duration for _, duration in shown} == {None}  # stays until closed
     store.close()
+
+
+def test_a_restart_loads_no_project_and_registers_nothing_again(two_projects, bundle, monkeypatch):
+    """Issue 54 item 7: a restart with projects on disk does what a cold start does. No project is
+    loaded until a page opens it, and a corpus the database already holds is not hashed or
+    registered again (a warm start pays for neither, whatever the number of projects)."""
+    ctx, (alpha, beta) = two_projects
+    for n, slug in enumerate((alpha, beta)):  # the run before the restart opened both
+        as_page(f"page-{n}")
+        ctx.open(slug)
+    as_page(None)
+    hashed, loaded = [], []
+    fingerprint = corpus_repository.fingerprint
+    monkeypatch.setattr(corpus_repository, "fingerprint", lambda frame: hashed.append(len(frame)) or fingerprint(frame))
+    served_bundle = type(ctx.projects).served_bundle
+    monkeypatch.setattr(type(ctx.projects), "served_bundle", lambda self, slug: loaded.append(slug) or served_bundle(self, slug))
+    restarted = AppContext(ServedModel(bundle), ctx.database, "name", cache=ctx.cache)
+    assert restarted.served.loaded() == [DEMO] and loaded == []
+    as_page("page-1")
+    restarted.open(alpha)
+    assert loaded == [alpha] and restarted.served.loaded() == [DEMO, alpha]
+    assert hashed == [], "a registered corpus was hashed again"

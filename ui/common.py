@@ -26,6 +26,7 @@ from ui.demo import cache_dir
 from ui.display import plain
 from ui.pages import PageProjects, example_queries
 from workflows.labels import serve_latest
+from workflows.ownership import owner_from_creator
 from workflows.project import Project, open_project
 from workflows.swap_recovery import reconcile
 
@@ -127,6 +128,8 @@ class AppContext(ProjectAccess):
         self.pages.forget()
 
     def _load(self, slug: str) -> ServedModel:
+        if self.identity != "name":  # a project made with typed names gets its creator as owner
+            owner_from_creator(self.projects, self.database.for_project(slug), slug)
         model = ServedModel(self.projects.served_bundle(slug))
         self._serve(slug, model, register=False)
         return model

@@ -44,6 +44,7 @@ from qpr.errors import QPRError
 from qpr.fsutil.atomic import atomic_path
 from qpr.settings import environment
 from qpr.model.text import TextConfig
+from qpr.training.loop import GAIN
 from qpr.training.train import TrainConfig
 from workflows.training_steps import continue_training, train_new
 
@@ -184,15 +185,65 @@ class TrainingJob:
         _write(self.folder / STATUS, self.status() | {"state": "decided", "message": what})
 
 
-def describe(status: dict) -> str:
-    """The status in words: epoch, step, ETA, or the outcome."""
+class Pace:
+    """The measured pace of the current run, for its ETA: seconds per batch since its first
+    batch (reading the corpus before it is not training) and seconds per validation (from an
+    epoch's last batch to its check), the phase that made an ETA from batches alone too short.
+    ``clock``: seconds, monotonic (a test gives its own)."""
+
+    def __init__(self, clock=time.monotonic) -> None:
+        self.clock = clock
+        self.first_batch: float | None = None
+        self.batches = 0
+        self.batch_s = 0.0  # batch time: from the first batch, less the validations
+        self.validations: list[float] = []
+        self._epoch_end: float | None = None
+
+    def batch(self, step: int, steps: int) -> None:
+        """One batch done (``step`` of the epoch's ``steps``)."""
+        now = self.clock()
+        if self.first_batch is None:
+            self.first_batch = now
+        else:
+            self.batches += 1
+            self.batch_s = now - self.first_batch - sum(self.validations)
+        if step == steps:
+            self._epoch_end = now
+
+    def validated(self) -> None:
+        """An epoch's validation is done."""
+        if self._epoch_end is not None:
+            self.validations.append(self.clock() - self._epoch_end)
+            self._epoch_end = None
+
+    def eta_s(self, epoch: int, step: int, steps: int, last_epoch: int) -> float | None:
+        """Seconds left if the run ends after epoch ``last_epoch`` (the current one at least),
+        each epoch with its validation; None until two batches have set a pace."""
+        if not self.batches:
+            return None
+        per_batch = self.batch_s / self.batches
+        per_validation = sum(self.validations) / len(self.validations) if self.validations else per_batch * steps / 10
+        epochs_after = max(last_epoch - epoch, 0)
+        return (steps - step + epochs_after * steps) * per_batch + (epochs_after + 1) * per_validation
+
+
+def describe(status: dict, now: float | None = None) -> str:
+    """The status in words: epoch, step, time left, or the outcome. The time left is counted down
+    from when the worker wrote it (``updated``; ``now``: the time, a test gives its own): the
+    likely time (``eta_s``: early stopping ends the run ``patience`` epochs after its best one,
+    unless a later one does better) and the most (``eta_max_s``: every epoch). Once it has run
+    out, or in a phase that has none (validating, the final evaluation, saving), it says so,
+    never a stale number of seconds."""
     state = status.get("state", "none")
     if state in ACTIVE:
         parts = [f"epoch {status.get('epoch') or 1} of at most {status.get('max_epochs', '?')}"]
         if status.get("steps"):
             parts.append(f"step {status['step']} of {status['steps']}")
         if status.get("eta_s") is not None:
-            parts.append(f"about {status['eta_s']:.0f} s left")
+            waited = max(0.0, (time.time() if now is None else now) - status.get("updated", 0.0))
+            left, most = status["eta_s"] - waited, status.get("eta_max_s", status["eta_s"]) - waited
+            likely = f"about {left:.0f} s left" if left >= 1 else "finishing"
+            parts.append(likely + (f" if no later epoch does better (at most {most:.0f} s)" if most - left >= 1 else ""))
         return ", ".join(parts) + (f"; {status['message']}" if status.get("message") else "")
     return status.get("message") or state
 
@@ -203,7 +254,7 @@ def run(folder: Path) -> None:
     torch.set_num_threads(1)  # the worker's own threads: one, beside the app's
     job = json.loads((folder / JOB).read_text(encoding="utf-8"))
     status = json.loads((folder / STATUS).read_text(encoding="utf-8")) | {"state": "running", "pid": os.getpid()}
-    started, last = time.monotonic(), 0.0
+    started, last, pace = time.monotonic(), 0.0, Pace()
 
     def report(**fields) -> None:
         nonlocal last
@@ -211,17 +262,31 @@ def run(folder: Path) -> None:
         _write(folder / STATUS, status)
         last = time.monotonic()
 
+    patience, best = job["train"]["patience"], {"epoch": 0, "score": -1.0}
+
+    def times_left(epoch: int, step: int, steps: int) -> dict:
+        # Early stopping ends the run `patience` epochs after its best one, unless a later one does
+        # better (the first epoch always does); every epoch is the most it can take.
+        likely = min(status["max_epochs"], max(best["epoch"], 1) + patience)
+        return {"eta_s": pace.eta_s(epoch, step, steps, likely),
+                "eta_max_s": pace.eta_s(epoch, step, steps, status["max_epochs"])}
+
     def on_batch(epoch: int, step: int, steps: int) -> None:
-        if time.monotonic() - last < WRITE_EVERY_S and step != steps:
-            return
-        max_epochs = status["max_epochs"]
-        share = ((epoch - 1) + step / steps) / max_epochs
-        # Early stopping can end sooner: the ETA is an upper bound from the pace so far.
-        eta = (time.monotonic() - started) * (1 - share) / share if share > 0 else None
-        report(epoch=epoch, step=step, steps=steps, eta_s=eta, message="training the encoder")
+        pace.batch(step, steps)
+        if step == steps:  # the epoch's validation follows, then another epoch or the end
+            report(epoch=epoch, step=step, steps=steps, message=f"validating epoch {epoch}", **times_left(epoch, step, steps))
+        elif time.monotonic() - last >= WRITE_EVERY_S:
+            report(epoch=epoch, step=step, steps=steps, message="training the encoder", **times_left(epoch, step, steps))
 
     def on_epoch(row: dict) -> None:
-        report(last_val_auc=row["val_auc"])
+        pace.validated()
+        if row["val_auc"] > best["score"] + GAIN:
+            best.update(epoch=row["epoch"], score=row["val_auc"])
+        # Whether another epoch follows is the trainer's call (early stopping): no time is
+        # promised until its first batch; after the last possible epoch, the end is near.
+        then = ("finishing: the index and the final evaluation on held-out questions" if row["epoch"] >= status["max_epochs"]
+                else f"epoch {row['epoch']} checked; next, another epoch or the final evaluation")
+        report(last_val_auc=row["val_auc"], best_epoch=best["epoch"], eta_s=None, eta_max_s=None, message=then)
 
     report(message="reading the corpus")
     try:
@@ -235,7 +300,7 @@ def run(folder: Path) -> None:
             bundle = train_new(corpus, TrainConfig(**job["train"]), TextConfig(**job["text"]),
                                EncoderConfig(**job["encoder"]), job["labels"], progress=False, on_epoch=on_epoch,
                                on_batch=on_batch)
-        report(message="saving the trained model", eta_s=None)
+        report(message="saving the trained model", eta_s=None, eta_max_s=None)
         bundle.save(folder / BUNDLE)
     except QPRError as err:
         report(state="failed", message=f"training stopped: {err}")
