@@ -9,6 +9,7 @@ import gradio as gr
 import pytest
 
 from annotations.db import open_store
+from annotations.constraints import corrected_clusters
 from qpr.serving.served_model import ServedModel
 from workflows.cluster_marks import representative
 from ui.common import AppContext
@@ -156,3 +157,17 @@ def test_the_representative_cannot_be_marked(untouched_app):
     with pytest.warns(UserWarning, match="is the representative"):
         untouched_app.clusters.mark("different", TWIN_A, str(rep), "ann")
     assert untouched_app.ctx.store.judgments().empty
+
+
+def test_b_on_a_question_another_judged_different_says_where_it_really_goes(qpr_app):
+    """Issue 54: B on a question someone had judged different from the cluster said "only this
+    question moves", then left it in no cluster (the two judgments tie). It says so now."""
+    tab = qpr_app.clusters
+    view = tab.show_cluster(TWIN_A)
+    qid = int(view[tab.outsiders][view[tab.outsiders]["cluster"] == TWIN_B].iloc[0]["qid"])
+    rep = representative(qpr_app.ctx.model.current(), members_of(qpr_app, TWIN_A))
+    qpr_app.ctx.store.record("bob", qid, "different", qpr_app.ctx.model.current().bundle.version, query_qid=rep)
+    said = tab.mark("same", TWIN_A, str(qid), "ann")[tab.mark_status].replace("\\", "")
+    assert "only this question moves" not in said and "another judgment of the same pair disagrees" in said
+    placed = corrected_clusters(qpr_app.ctx.store, qpr_app.ctx.model.current().corpus).corpus.set_index("qid")["cluster"]
+    assert (f"would be **in {placed[qid]}**" if isinstance(placed[qid], str) else "would be **in no cluster**") in said

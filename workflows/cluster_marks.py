@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 from sklearn.feature_extraction.text import TfidfVectorizer
 
+from annotations.constraints import corrected_clusters
 from annotations.store import AnnotationStore
 from qpr.errors import QPRError
 from qpr.serving.served_model import Served
@@ -79,7 +80,22 @@ def mark(store: AnnotationStore, served: Served, who: str, cluster: str, selecte
         home, home_rep = leaving
         store.record(who, qid, "different", version, query_qid=home_rep, role=role)
         said += f" and no longer to {home} (different from its representative {home_rep})"
-    return f"{said}, by {name}. Apply corrections to serve the result: only this question moves."
+    return f"{said}, by {name}. {_outcome(store, served, qid, cluster, label)}"
+
+
+def _outcome(store: AnnotationStore, served: Served, qid: int, cluster: str, label: str) -> str:
+    """Where question ``qid`` is once corrections are applied, under every judgment in force (the
+    mark's and earlier ones, anyone's), said plainly when it is not what the mark asked for: an
+    earlier "different" by someone else ties with a "same", and the question then waits for a
+    reviewer in no cluster rather than moving."""
+    after = corrected_clusters(store, served.corpus).corpus.set_index("qid")["cluster"]
+    now = after.get(qid)
+    now = None if pd.isna(now) else str(now)
+    if (now == cluster) == (label == "same"):
+        return "Apply corrections to serve the result: only this question moves."
+    where = "in no cluster" if now is None else f"in {now}"
+    return (f"But under the judgments in force it would be **{where}**, not where this mark puts it: another judgment of "
+            "the same pair disagrees (see 'Judgments touching this cluster'); a reviewer decides such ties on the Review tab.")
 
 
 def _leaving(served: Served, members: pd.DataFrame, qid: int) -> tuple[str, int] | None:
