@@ -1,7 +1,8 @@
 """One project's work stays in that project, in headless Chromium (issue 54, item 1): two
 annotators on two projects imported from the *same* file, so their question ids coincide, judge
 overlapping pairs with opposite labels; then every view each page shows is read for the other
-project's judgments. The count of views read and of leaks found goes to
+project's judgments, and each trains its model (the background training's export) to see what it
+learned from. The count of views read and of leaks found goes to
 ``test-artifacts/isolation.json``, which ``python -m bench.workspaces isolation`` records as
 ``views_checked`` and ``cross_project_leaks`` in bench/results/workspaces.json."""
 
@@ -23,6 +24,7 @@ CLUSTER = "c-chess"
 # Each annotator and the keys they press on CLUSTER's queue: "1" same, "2" different.
 WORK = {"alpha": ("zoe", "112"), "beta": ("yuri", "221")}
 REPORT = ARTIFACTS / "isolation.json"
+TRAIN_LIMIT_MS = 240_000  # generous: only a guard against a training that never ends
 
 
 @pytest.fixture
@@ -101,6 +103,10 @@ def views(page) -> dict[str, str]:
     page.get_by_role("button", name="Export corrected clusters").click()
     expect(page.locator("#export-note")).to_contain_text("judgment(s) included")
     shown["export"] = page.locator("#export-note").inner_text()
+    page.get_by_role("tab", name="Projects").click()
+    page.get_by_role("button", name="Train in the background").click()
+    expect(page.locator("#train-status")).to_contain_text("is ready", timeout=TRAIN_LIMIT_MS)
+    shown["retrain"] = page.locator("#train-status").inner_text()
     return shown
 
 
@@ -137,6 +143,7 @@ def test_two_projects_from_one_file_never_show_each_others_judgments(same_file_p
         read(slug, "metrics", shown["metrics"], f"of {len(keys)} judgments")
         read(slug, "review", shown["review"], "")
         read(slug, "export", shown["export"], f"{len(keys)} judgment(s) included")
+        read(slug, "retrain", shown["retrain"], f"and {len(keys)} judgment(s)")
         checked.add("my work")
         if shown["my work"].count("current") != len(keys):
             leaks.append(f"{slug} / my work: {shown['my work'][:300]!r}")

@@ -222,6 +222,8 @@ class ProjectsTab:
         except QPRError as err:  # a damaged result, or nothing held out to compare on
             return {self.status: f"Training finished, but the model cannot be compared: {plain(err)}"}
         said, _ = verdict(candidate.comparison)
-        note = (f"Trained model **{plain(status['version'])}** is ready; nothing changes until someone uses it. {said} "
+        learned = len(candidate.served.bundle.manifest.get("labels", {}).get("judgment_ids", []))
+        note = (f"Trained model **{plain(status['version'])}** is ready, trained on this project's corrected clusters "
+                f"and {learned} judgment(s); nothing changes until someone uses it. {said} "
                 "The full comparison is on the Retrain & export tab.")
         return self.retrain.restore(request, profile) | {self.status: note}
