@@ -83,8 +83,11 @@ def test_guidelines_are_edited_and_shown_as_text(qpr_app):
 def test_guidelines_panel_shows_the_stored_guidelines_on_each_load(qpr_app):
     store = qpr_app.ctx.store
     with gr.Blocks() as demo:
-        panel = guidelines_panel(store)
+        panel = guidelines_panel(qpr_app.ctx)
     assert panel.value == NONE_YET
     store.set_guidelines("lead", "Same: one answer fits both.")
     on_load = [f.fn for f in demo.fns.values() if panel in f.outputs]  # re-run when a page loads
     assert len(on_load) == 1 and "one answer fits both" in on_load[0]()
+    # ... of the page's project, read when the page loads (issue 54: they were the demo's everywhere).
+    qpr_app.ctx.pages.set("other")  # the page's project is now another (outside a page: the default)
+    assert on_load[0]() == NONE_YET

@@ -73,7 +73,7 @@ class AnnotateTab:
                         block_button = gr.Button("All of these are the same", elem_id="judge-block", interactive=False, scale=2)
                         done = gr.Button("Done with this queue", elem_id="judge-done", interactive=False, scale=2)
             with gr.Accordion("Guidelines: when two questions mean the same", open=False):
-                guidelines_panel(self.ctx.store)
+                guidelines_panel(self.ctx)
             self.queue = gr.Dataframe(label=f"The next {SHOWN_AHEAD} in the queue, most suspicious first (same meaning: the "
                                             "estimated probability, 0 to 1, else the retriever's own score or distance, as "
                                             "the header says; suspicion: how much closer than the query's own cluster-mates)",

@@ -29,9 +29,10 @@ def guidelines_markdown(store: AnnotationStore) -> str:
     return "\n\n".join(parts)
 
 
-def guidelines_panel(store: AnnotationStore, **kwargs) -> gr.Markdown:
-    """A gr.Markdown showing the guidelines, re-read on every page load (call inside a layout)."""
-    return gr.Markdown(lambda: guidelines_markdown(store), elem_id=kwargs.pop("elem_id", "guidelines-panel"), **kwargs)
+def guidelines_panel(ctx: AppContext, **kwargs) -> gr.Markdown:
+    """A gr.Markdown showing the page's project's guidelines, re-read on every page load (call
+    inside a layout; the page's project is read then, not when the layout is built)."""
+    return gr.Markdown(lambda: guidelines_markdown(ctx.store), elem_id=kwargs.pop("elem_id", "guidelines-panel"), **kwargs)
 
 
 class GuidelinesTab:
