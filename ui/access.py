@@ -125,13 +125,13 @@ class ProjectAccess:
         return self.allowed(action, roles, name, request, profile)
 
     def allowed(self, action: str, roles: tuple[str, ...], name: str | None, request: gr.Request | None = None,
-                profile: gr.OAuthProfile | None = None, record: bool = True) -> str:
+                profile: gr.OAuthProfile | None = None, record: bool = True, project: str | None = None) -> str:
         """The person doing ``action``, identified, and in login mode holding one of ``roles`` in
-        the page's project (``ui.access``; ``record``: the action is logged with the role); name
+        ``project`` (default: the page's; ``record``: the action is logged with the role); name
         mode checks and records no role (one team)."""
         who = identify(self.identity, name, request, profile, action)
         if self.identity != "name":
-            project = self.project
+            project = project or self.project
             role = role_for(self.database, self.admins, project, self.project_name(project), who, roles, action,
                             self.projects.built_in(project))
             if record:

@@ -16,6 +16,7 @@ import gradio as gr
 
 from annotations.backup import backup_line
 from qpr.errors import QPRError
+from qpr.serving.slugs import DEMO
 from ui.annotate_tab import AnnotateTab
 from ui.clusters_tab import ClustersTab
 from ui.common import NAME_PROMPT, AppContext
@@ -103,10 +104,11 @@ class QPRPage:
 
     def backup_status(self, name: str | None, request: gr.Request = None, profile: gr.OAuthProfile | None = None) -> str:
         """The header's line about the annotation database's last backup (``annotations.backup``),
-        for whoever may act on it: the database holds every project, so in login mode only the
-        page project's owners and the app's admins see it; with typed names, whoever typed one."""
+        for whoever may act on it: the database holds every project (its line counts all their
+        judgments), so in login mode only who holds the demo's rights (the app's admins, or
+        everyone signed in when there are none) sees it; with typed names, whoever typed one."""
         try:
-            self.ctx.allowed("see the database's backups", ("owner",), name, request, profile, record=False)
+            self.ctx.allowed("see the database's backups", ("owner",), name, request, profile, record=False, project=DEMO)
         except QPRError:
             return ""
         return backup_line(self.ctx.database.engine.url)
