@@ -170,13 +170,13 @@ def test_a_project_with_no_owner_is_owned_by_its_creator_once_logins_begin(bundl
     typed.open(faq)
     assert store.roles(faq).empty, "name mode grants no role"
     ctx = AppContext(ServedModel(bundle), store, "auth", cache=tmp_path)
-    for slug in (faq, owned, managed):
-        ctx.open(slug)
+    for slug, who in ((faq, "ann"), (owned, "carol"), (managed, "ann")):
+        ctx.open(slug, login(who))
     assert store.roles(faq)[["annotator", "role"]].values.tolist() == [["ann", "owner"]]
     assert store.actions(faq)[["annotator", "role", "action"]].values.tolist() == [["ann", "owner", ADOPTED]]
     assert store.roles(owned)[["annotator", "role"]].values.tolist() == [["carol", "owner"]] and store.actions(owned).empty
     assert store.roles(managed)[["annotator", "role"]].values.tolist() == [["ann", "reviewer"]]
-    ctx.open(faq)
+    ctx.open(faq, login("ann"))
     assert ctx.privileged("train this project's model", None, login("ann")) == "ann"
     with pytest.raises(QPRError, match="you need the role owner"):
         ctx.privileged("train this project's model", None, login("bob"))

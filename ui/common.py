@@ -110,9 +110,9 @@ class AppContext(ProjectAccess):
         project only, so this is where a page's access to a project is decided: one it may not
         read (``may_read``) is refused as one that does not exist."""
         slug = (slug or DEMO).strip()
+        self.model_of(slug)  # first: loading settles who owns it (workflows.ownership)
         if not self.may_read(slug, self.who(request, profile)):
             raise QPRError(no_project(slug))
-        self.model_of(slug)
         self.pages.set(slug)
         return slug
 
