@@ -9,8 +9,10 @@ import json
 
 import pandas as pd
 import pytest
+from alembic import command
+from sqlalchemy import text
 
-from annotations.db import open_store
+from annotations.db import WRITE_OPTION, alembic_config, make_engine, open_store
 from annotations.export import manifest_path
 from conftest import make_corpus
 from qpr.serving.served_model import ServedModel
@@ -101,11 +103,6 @@ def test_a_database_from_before_projects_upgrades_and_a_project_claims_its_versi
     """Migration 0009 on a database of revision 0008 holding judgments, a comment, an export and an
     adjudication: everything is the demo's until a project claims its bundle version (taking its
     judgments and the adjudications of their items along), and nothing is lost on the way."""
-    from alembic import command
-    from sqlalchemy import text
-
-    from annotations.db import WRITE_OPTION, alembic_config, make_engine
-
     url = f"sqlite:///{scratch_dir / 'old.db'}"
     engine, config = make_engine(url), alembic_config()
     with engine.execution_options(**{WRITE_OPTION: True}).begin() as connection:

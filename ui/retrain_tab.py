@@ -8,7 +8,6 @@ retrain, compare, confirm or discard, record, remember) and render what it retur
 
 from __future__ import annotations
 
-import secrets
 import time
 from pathlib import Path
 
@@ -73,9 +72,7 @@ class RetrainTab:
         who may read the project (``AppContext.reader``), in a folder of their own whose name
         nobody can guess (the files are served by their path to the page that asked)."""
         self.ctx.reader("export the corrected clusters", name, request, profile)
-        bundle = self.ctx.model.current().bundle
-        folder = exports(self.ctx) / secrets.token_urlsafe(16)
-        export = retraining.export_corrected(self.ctx.store, bundle.corpus, bundle.version, fmt, folder=folder)
+        export = retraining.export_to_download(self.ctx.current(), fmt, exports(self.ctx))
         out, done = export.path, export.manifest
         note = (f"Exported {done['questions']} questions: {done['clusters_before']} clusters before, "
                 f"{done['clusters_after']} after {len(done['merges'])} merge(s) and {len(done['splits'])} split(s), which "

@@ -29,6 +29,7 @@ remembered and the background training job come with the ``workflows.project.Pro
 
 from __future__ import annotations
 
+import secrets
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -95,6 +96,14 @@ def export_corrected(store: AnnotationStore, corpus: pd.DataFrame, version: str,
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
         out = Path(folder) / f"corrected-{stamp}.{fmt}"
     return write_export(store, corpus, fmt, out, bundle_version=version, scorer=scorer)
+
+
+def export_to_download(project: Project, fmt: str, folder: Path) -> Export:
+    """Export the project's served corpus, corrected, for a person to download: into a new folder
+    under ``folder`` whose name nobody can guess, since the app serves such files by their path to
+    the page that asked (``export_corrected``)."""
+    bundle = project.model.current().bundle
+    return export_corrected(project.store, bundle.corpus, bundle.version, fmt, folder=Path(folder) / secrets.token_urlsafe(16))
 
 
 def check_clusters(corpus: pd.DataFrame) -> None:
