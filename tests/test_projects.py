@@ -138,10 +138,11 @@ def test_the_worker_reports_progress_refuses_a_second_training_and_is_found_dead
     with pytest.raises(QPRError, match="already running \\(started by ann"):
         job.start(make_corpus(), slow, TextConfig(), _small_encoder(), None, {}, "bob")
     deadline = time.monotonic() + 120
-    while job.status().get("eta_s") is None:  # set once two batches have set a pace
-        assert time.monotonic() < deadline, job.status()
+    # One read of the status serves every check: the worker rewrites it between reads (a
+    # validation clears the ETA), so a second read may miss what the first one waited for.
+    while (status := job.status()).get("eta_s") is None:  # set once two batches have set a pace
+        assert time.monotonic() < deadline, status
         time.sleep(0.3)
-    status = job.status()
     assert status["state"] == "running" and status["steps"] >= status["step"] >= 1
     assert "of at most 200" in describe(status) and "s left" in describe(status, now=status["updated"])
     os.killpg(status["pid"], signal.SIGKILL)  # the worker dies (killed, out of memory, ...)
