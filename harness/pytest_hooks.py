@@ -1,12 +1,15 @@
 """What both test trees (tests/ and bench/tests/) take into their conftest.py: strict mode, where a
-skipped test fails (``QPR_TEST_STRICT=1``, set by ``bash .ci/run``), and the real data's folder."""
+skipped test fails (``QPR_TEST_STRICT=1``, set by ``bash .ci/run``), the real data's folder, and
+each pytest-xdist worker's share of the cores."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+import faiss
 import pytest
+import torch
 
 
 @pytest.fixture(scope="session")
@@ -41,6 +44,21 @@ def strict_mode() -> bool:
 
 def pytest_configure(config):
     config.stash[STRICT] = strict_mode()
+    share_the_cores()
+
+
+def share_the_cores() -> None:
+    """Under pytest-xdist, a worker and the apps and training processes it starts use only its
+    share of the cores. Each OpenMP runtime (torch's, FAISS's) otherwise starts a thread per core
+    in every worker, and threads that spin waiting for each other on an oversubscribed machine
+    made a 3-second training take minutes."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not workers:
+        return
+    threads = max(1, (os.cpu_count() or 1) // int(workers))
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)  # what child processes read
+    torch.set_num_threads(threads)
+    faiss.omp_set_num_threads(threads)
 
 
 def fail_skip(report) -> None:
@@ -69,8 +87,6 @@ CUDA_SKIP = "needs a CUDA GPU (none here); runs where one is present"
 
 def cuda_skip(item, report) -> bool:
     """Whether ``report`` is the allowed skip of a ``needs_cuda`` test on a machine without CUDA."""
-    import torch
-
     reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
     return (item.get_closest_marker("needs_cuda") is not None and not torch.cuda.is_available()
             and reason == f"Skipped: {CUDA_SKIP}")
