@@ -3,7 +3,7 @@
 Starts ``python app.py`` (the demo corpus, ``harness.app_process.start_app``) on SQLite or PostgreSQL
 and runs ``annotators`` simulated annotators for ``minutes``, spread over worker processes (threads
 in each), each with its own Gradio session and name, calling the app's HTTP API as the page's
-buttons do (``bench.search_load._Client``: Gradio's plain ``/gradio_api/call`` API; Python's
+buttons do (``bench.search_load.GradioClient``: Gradio's plain ``/gradio_api/call`` API; Python's
 ``gradio_client`` cost more CPU per call than the server on this 2-core machine). Each annotator,
 after a think time (exponential, mean ``think_s``), does what annotators do: takes a queue (the app
 picks a cluster), judges its items (same / different / unsure), sometimes undoes, searches, applies
@@ -40,7 +40,7 @@ import numpy as np
 from annotations.db import open_store
 from bench.common import ROOT, machine, write_json
 from bench.reliability import postgres_url
-from bench.search_load import QUERIES, _Client
+from bench.search_load import QUERIES, GradioClient
 from harness.app_process import start_app, stop_app
 
 RECORDED = re.compile(r"Recorded judgment #(\d+)")
@@ -49,7 +49,7 @@ ACTIONS = [("judge", 76), ("undo", 6), ("search", 10), ("queue", 5), ("apply", 1
 JUDGE_ENDPOINTS = {"same": "/judge", "different": "/judge_1", "unsure": "/judge_2"}  # the Annotate tab's buttons, in order
 
 
-def _call(client: _Client, action: str, name: str, rng: random.Random) -> tuple[str, list]:
+def _call(client: GradioClient, action: str, name: str, rng: random.Random) -> tuple[str, list]:
     """One action through the app's API; returns (the endpoint's answer as text, its data).
     ``None`` stands for a ``gr.State`` input, as Gradio's own client sends it."""
     if action == "queue":
@@ -74,7 +74,7 @@ def _has_item(data: list) -> bool:
 
 def _annotator(url: str, name: str, deadline: float, think_s: float, seed: int, out: dict, lock: threading.Lock) -> None:
     rng = random.Random(seed)
-    client = _Client(url)
+    client = GradioClient(url)
     has_item = False
     while True:
         time.sleep(rng.expovariate(1 / think_s))
@@ -128,7 +128,7 @@ def run_sustained(db_url: str, annotators: int = 50, minutes: float = 10.0, thin
         env = {"QPR_CACHE_DIR": str(cache), "QPR_DB_URL": db_url, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
         process, url, _ = start_app(env, tmp / "app.log")
         try:
-            _Client(url).predict(QUERIES[0], 10, False, api_name="/search")  # the first search builds caches
+            GradioClient(url).predict(QUERIES[0], 10, False, api_name="/search")  # the first search builds caches
             rss = [(0.0, rss_mb(process.pid))]
             start = time.time()
             deadline = start + minutes * 60

@@ -40,13 +40,11 @@ import pandas as pd
 import torch
 
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
-from bench.out_of_domain import (
-    DOC, RESULTS, TRANSFORMER as SYSTEM, Fold, VectorLookup, domain, hits_of, minilm, ranked,
-)
+from bench.out_of_domain import DOC, RESULTS, TRANSFORMER as SYSTEM, Fold, VectorLookup, domain, minilm
 from qpr.bundles.bundle import Bundle
 from qpr.data.corpus import data_dir, load_corpus
 from qpr.model.encoder import EncoderConfig, QuestionEncoder, encode_texts
-from qpr.evaluation.metrics import h1_change, rank_metrics
+from qpr.evaluation.metrics import h1_change, hits_of, rank_metrics, ranked_qids
 from qpr.retrieval.index import IndexConfig
 from qpr.data.sources import DOMAINS
 from qpr.model.text import TextConfig, Vocabulary
@@ -130,7 +128,7 @@ def domains() -> list[dict]:
                 start = time.perf_counter()
                 retriever = VectorLookup(fold.corpus, Bundle.create(finetuned(system), None, fold.corpus, IndexConfig("Flat")))
                 extra = {"in_domain": split == "test", "index_seconds": round(time.perf_counter() - start, 1)}
-            lists[system] = ranked(retriever, queries)
+            lists[system] = ranked_qids(retriever, queries)
             row = {"left_out": name, "system": system} | ({"split": split} if split else {})
             row |= rank_metrics(hits_of(lists[system], fold.corpus, queries)) | extra
             print(row, flush=True)

@@ -8,7 +8,6 @@ removes what the dead process left behind.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
