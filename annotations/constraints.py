@@ -43,7 +43,6 @@ frame, the corpus and an optional scorer in, no database.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
 import pandas as pd
 from scipy.cluster.hierarchy import DisjointSet

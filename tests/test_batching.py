@@ -7,7 +7,6 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-import pytest
 
 from qpr.retrieval.base import Retriever
 from qpr.serving.batching import CoalescedRetriever
