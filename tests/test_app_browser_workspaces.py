@@ -13,7 +13,7 @@ from conftest import EXPECT_MS, TABLES_JS, make_corpus, shot
 from test_app_browser_projects import rows
 from qpr.data.upload import read_upload
 from qpr.serving.projects import Projects
-from ui.demo import EXAMPLE_QUERIES
+from workflows.demos import EXAMPLE_QUERIES
 from ui.pages import example_queries
 
 pytestmark = pytest.mark.browser

@@ -26,7 +26,7 @@ from ui.annotate_tab import AnnotateSession
 from qpr.settings import parse_auth
 from ui.common import AppContext, identity_mode
 from ui.display import plain
-from ui.demo import EXAMPLE_QUERIES, SPLIT_PARAPHRASES
+from workflows.demos import EXAMPLE_QUERIES, SPLIT_PARAPHRASES
 from ui.page import QPRPage
 from ui.startup import served_bundle
 

@@ -22,9 +22,9 @@ from qpr.serving.slugs import DEMO
 from qpr.serving.workspaces import Workspaces
 from qpr.settings import settings
 from ui.access import ProjectAccess, identify, no_project
-from ui.demo import cache_dir
 from ui.display import plain
 from ui.pages import PageProjects, example_queries
+from workflows.demos import cache_dir
 from workflows.labels import serve_latest
 from workflows.ownership import owner_from_creator
 from workflows.project import Project, open_project

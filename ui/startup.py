@@ -33,13 +33,12 @@ from qpr.errors import QPRError
 from qpr.serving.served_model import ServedModel
 from qpr.serving.slugs import DEMO
 from qpr.settings import settings
-from ui.banking_demo import EXAMPLES as BANKING_EXAMPLES, banking_demo, start_training
 from ui.common import AppContext, identity_mode
-from ui.demo import EXAMPLE_QUERIES, cache_dir, demo_bundle
 from ui.http_api import search_routes
 from ui.logins import ClientAddress, Logins
 from ui.page import QPRPage
 from ui.pages import example_queries
+from workflows.demos import BANKING_EXAMPLES, EXAMPLE_QUERIES, banking_demo, cache_dir, demo_bundle, start_banking_training
 from workflows.served_pointer import remembered_bundle
 
 # The Annotate tab's keyboard shortcuts, and what holds them while an item loads.
@@ -125,7 +124,7 @@ def main() -> int:
     demo = QPRPage(ctx).build()
     # Searches and judgments are short: several run at once; retraining runs one at a time.
     demo.queue(default_concurrency_limit=8)
-    start_training(model, store)  # the BANKING77 demo's encoder, while BM25 answers
+    start_banking_training(model, store)  # the BANKING77 demo's encoder, while BM25 answers
     serve(demo, options)
     return 0
 
