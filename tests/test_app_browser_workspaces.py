@@ -14,7 +14,7 @@ from test_app_browser_projects import rows
 from qpr.data.upload import read_upload
 from qpr.serving.projects import Projects
 from workflows.demos import EXAMPLE_QUERIES
-from ui.pages import example_queries
+from workflows.served_projects import example_queries
 
 pytestmark = pytest.mark.browser
 TRAIN_LIMIT_MS = 240_000  # generous: only a guard against a training that never ends

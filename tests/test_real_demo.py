@@ -22,7 +22,7 @@ from qpr.serving.served_model import ServedModel
 from qpr.training.train import TrainConfig
 from ui.common import AppContext
 from ui.page import QPRPage
-from ui.startup import served_bundle
+from workflows.app_start import served_bundle
 from workflows.demos import BANKING_EXAMPLES, banking_demo, banking_path, start_banking_training
 from workflows.first_training import FIRST_TRAINING
 
