@@ -28,8 +28,9 @@ NAME_PROMPT = f"Anyone can search; type your name to annotate ({NAME_MODE})."
 
 class AppContext(ProjectAccess, ServedProjects):
     """What the handlers act on: the projects, their served models and the annotation database
-    (``workflows.served_projects.ServedProjects``, whose ``model``, ``store``, ``examples``,
-    ``cache`` and ``general`` these arguments are), and who may do what (``ProjectAccess``).
+    (``workflows.served_projects.ServedProjects``: ``model`` serves the demo, ``store`` is the
+    database, and ``examples``, ``cache`` and ``general`` are as it takes them), and who may do
+    what (``ProjectAccess``).
     ``identity`` is how annotators are known: "name" (typed), "auth" (``QPR_AUTH`` login) or
     "oauth" (Hugging Face sign-in on Spaces); ``admins`` the app's admins (default
     ``QPR_ADMINS``'), ``task_size`` the corpus-wide task's (default ``QPR_TASK_SIZE``'s).
