@@ -59,7 +59,8 @@ class ProjectAccess:
         app's admins, anyone for the demo, and whoever holds a role in the project. Reading is
         searching, opening it on a page, seeing its name, counts and files; what a role allows
         beyond reading is ``allowed``'s."""
-        return project_roles.may_read(self.database, self.admins, slug, who, self.identity != "name", self.projects.built_in(slug))
+        return project_roles.may_read(self.database, self.admins, slug, who, logins=self.identity != "name",
+                                      built_in=self.projects.built_in(slug))
 
     def readable(self, request: gr.Request | None, profile: gr.OAuthProfile | None) -> dict[str, str]:
         """Slug -> name of every project the one behind ``request`` may read, the demo first."""
@@ -96,8 +97,8 @@ class ProjectAccess:
         who = identify(self.identity, name, request, profile, action)
         if self.identity != "name":
             project = project or self.project
-            role = project_roles.role_for(self.database, self.admins, project, self.project_name(project), who, roles, action,
-                            self.projects.built_in(project))
+            role = project_roles.role_for(self.database, self.admins, project, self.project_name(project), who, roles,
+                                          action, self.projects.built_in(project))
             if record:
                 self.database.record_action(project, who, role, action)
         return who
@@ -108,8 +109,8 @@ class ProjectAccess:
         if self.identity == "name":
             return None
         project = self.project
-        return project_roles.role_for(self.database, self.admins, project, self.project_name(project), who, ROLES, "record judgments",
-                        self.projects.built_in(project))
+        return project_roles.role_for(self.database, self.admins, project, self.project_name(project), who, ROLES,
+                                      "record judgments", self.projects.built_in(project))
 
     def may_replace(self, request: gr.Request | None, profile: gr.OAuthProfile | None) -> bool:
         """Whether the one behind ``request`` may use or discard a trained model here (``replacer``),

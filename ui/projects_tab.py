@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
+
 import gradio as gr
 import pandas as pd
 
