@@ -65,6 +65,11 @@ class Export:
         return {"export_id": self.manifest["export_id"], "export_file": str(self.path.resolve()),
                 "judgment_ids": self.manifest["judgment_ids"]}
 
+    @property
+    def files(self) -> list[Path]:
+        """The files written: the cluster file, its pairs and its manifest."""
+        return [self.path, pairs_path(self.path), manifest_path(self.path)]
+
 
 def manifest_path(out: str | Path) -> Path:
     return Path(f"{out}.manifest.json")

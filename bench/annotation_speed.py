@@ -27,7 +27,7 @@ import numpy as np
 
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
 from harness.app_process import start_app, stop_app
-from ui.demo import cache_dir
+from workflows.demos import cache_dir
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync"]

@@ -3,7 +3,7 @@
     python -m bench.demo_quality [--seeds 0 1 2]
 
 Trains the tutorial's settings (``workflows.project.SMALL_CORPUS``, its training seed varied) on
-``ui/demo_corpus.tsv`` and reports H@1, H@10 and MRR on its val and test queries, dense and hybrid
+``workflows/demo_corpus.tsv`` and reports H@1, H@10 and MRR on its val and test queries, dense and hybrid
 (as served), each seed's and their mean with a 95% t-interval. The fastest quality check there
 is (about 15 s a seed on one thread): re-run it after a change that should not move quality.
 Seed 0 is the bundle the app serves.
@@ -24,7 +24,7 @@ from bench.common import ROOT, machine, markdown_table, replace_marked_section, 
 from qpr.bundles.training import train_bundle
 from qpr.data.corpus import read_cluster_file
 from qpr.research.confidence import mean_ci
-from ui.demo import DEMO_CORPUS
+from workflows.demos import DEMO_CORPUS
 from workflows.project import SMALL_CORPUS
 
 RESULTS = ROOT / "bench" / "results" / "demo_quality.json"

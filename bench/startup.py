@@ -44,7 +44,7 @@ from qpr.fsutil.atomic import atomic_path
 from qpr.serving.projects import Projects
 from qpr.serving.served_model import ServedModel
 from qpr.serving.slugs import DEMO
-from ui.banking_demo import banking_demo
+from workflows.demos import banking_demo
 from ui.common import AppContext
 
 TUTORIAL = {"QPR_DEMO": "tutorial"}

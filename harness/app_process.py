@@ -17,7 +17,7 @@ from pathlib import Path
 
 from gradio_client import Client
 
-from ui.banking_demo import EXAMPLES
+from workflows.demos import BANKING_EXAMPLES
 
 ROOT = Path(__file__).resolve().parents[1]
 # What the app logs once the trained encoder is served (workflows.first_training).
@@ -73,7 +73,7 @@ def cold_start(tmp: Path, cache: Path, limit_s: float = 900) -> dict:
     process, url, http_s = start_app({"QPR_CACHE_DIR": str(cache), "QPR_DB_URL": f"sqlite:///{tmp / 'cold.db'}"}, log)
     launched = time.perf_counter() - http_s
     try:
-        table = Client(url, verbose=False).predict(EXAMPLES[0], 10, False, api_name="/search")[0]
+        table = Client(url, verbose=False).predict(BANKING_EXAMPLES[0], 10, False, api_name="/search")[0]
         first_answer = time.perf_counter() - launched
         if not table["data"]:
             raise RuntimeError(f"the first search returned no results: {table}")

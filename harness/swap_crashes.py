@@ -9,7 +9,7 @@ Three swaps, each run in a child process that is SIGKILLed right after one of it
   demo's pointer is ``served-bundle.json`` under the cache);
 - "project": the same in an uploaded project (its pointer: ``project.json``'s "served");
 - "first training": the demo's first training (``workflows.first_training``; its pointer is the
-  bundle itself, saved where a start finds it, as ``ui.banking_demo`` does).
+  bundle itself, saved where a start finds it, as ``workflows.demos`` does).
 
 The steps: "recorded" (the swap in the store), "save" (the bundle), "remember" (the pointer;
 the first training has none). Before the swap the app was started once (as a user's first start
@@ -42,7 +42,7 @@ from qpr.serving.served_model import ServedModel
 from qpr.serving.slugs import DEMO
 from qpr.training.train import TrainConfig, train
 from ui.common import AppContext
-from ui.demo import cached_bundle
+from workflows.demos import cached_bundle
 from workflows.background_training import BUNDLE, STATUS, TrainingJob
 from workflows.first_training import serve_when_trained
 from workflows.project import FolderHome, Project, open_project

@@ -75,7 +75,7 @@ class Settings(BaseSettings):
     confirmed one or the demo."""
     demo: Literal["banking77", "tutorial"] = Field("banking77", validation_alias="QPR_DEMO")
     """The app's demo when nothing else is served: BANKING77's real questions (served by BM25 at once while its
-    encoder trains in the background), or the hand-written annotation tutorial (``ui.demo``)."""
+    encoder trains in the background), or the hand-written annotation tutorial (``workflows.demos``)."""
     general: Path | None = Field(None, validation_alias="QPR_GENERAL")
     """A general bundle (a folder, or a Hub repository id owner/name) that serves a project's upload until the
     project trains (docs/OUT_OF_DOMAIN.md)."""

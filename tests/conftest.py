@@ -132,8 +132,8 @@ def app_cache(bundle, demo_cache, tmp_path) -> Path:
 
 @pytest.fixture(scope="session")
 def bundle(demo_cache):
-    """The bundle ``python app.py`` serves by default (``ui.demo.demo_bundle``), built once per session."""
-    from ui.demo import demo_bundle
+    """The bundle ``python app.py`` serves by default (``workflows.demos.demo_bundle``), built once per session."""
+    from workflows.demos import demo_bundle
 
     return demo_bundle(cache=demo_cache, progress=False, log=lambda _: None)
 

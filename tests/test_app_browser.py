@@ -12,7 +12,7 @@ import pytest
 from annotations.db import open_store
 from conftest import download_export, shot
 from qpr.data.corpus import read_cluster_file
-from ui.demo import DEMO_CORPUS, SPLIT_PARAPHRASES
+from workflows.demos import DEMO_CORPUS, SPLIT_PARAPHRASES
 
 pytestmark = pytest.mark.browser
 

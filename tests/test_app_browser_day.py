@@ -10,7 +10,7 @@ import pytest
 
 from annotations.db import open_store
 from conftest import shot
-from ui.demo import SPLIT_PARAPHRASES
+from workflows.demos import SPLIT_PARAPHRASES
 
 pytestmark = pytest.mark.browser
 TWIN_A, TWIN_B = SPLIT_PARAPHRASES[0]

@@ -11,7 +11,7 @@ from annotations.db import open_store
 from harness.app_process import start_app, stop_app
 from qpr.data.corpus import read_cluster_file
 from conftest import shot
-from ui.demo import DEMO_CORPUS, SPLIT_PARAPHRASES
+from workflows.demos import DEMO_CORPUS, SPLIT_PARAPHRASES
 
 pytestmark = pytest.mark.browser
 

@@ -13,8 +13,8 @@ from conftest import EXPECT_MS, TABLES_JS, make_corpus, shot
 from test_app_browser_projects import rows
 from qpr.data.upload import read_upload
 from qpr.serving.projects import Projects
-from ui.demo import EXAMPLE_QUERIES
-from ui.pages import example_queries
+from workflows.demos import EXAMPLE_QUERIES
+from workflows.served_projects import example_queries
 
 pytestmark = pytest.mark.browser
 TRAIN_LIMIT_MS = 240_000  # generous: only a guard against a training that never ends

@@ -1,5 +1,5 @@
 """The demo corpus (hand-written data the app serves by default), the demo bundle cache, and
-retraining / swapping the served model (ui.demo, qpr.bundles.training, qpr.serving.served_model)."""
+retraining / swapping the served model (workflows.demos, qpr.bundles.training, qpr.serving.served_model)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from qpr.bundles.bundle import Bundle
 from qpr.data.corpus import fingerprint, read_cluster_file
-from ui.demo import DEMO_CORPUS, SPLIT_PARAPHRASES, bundle_key, demo_bundle
+from workflows.demos import DEMO_CORPUS, SPLIT_PARAPHRASES, bundle_key, demo_bundle
 from qpr.model.encoder import EncoderConfig
 from qpr.errors import QPRError
 from qpr.retrieval.hybrid import HybridRetriever

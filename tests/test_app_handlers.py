@@ -24,11 +24,11 @@ from qpr.retrieval.lexical import BM25Retriever
 from qpr.serving.served_model import ServedModel
 from ui.annotate_tab import AnnotateSession
 from qpr.settings import parse_auth
-from ui.common import AppContext, identity_mode
+from ui.common import AppContext
 from ui.display import plain
-from ui.demo import EXAMPLE_QUERIES, SPLIT_PARAPHRASES
+from workflows.demos import EXAMPLE_QUERIES, SPLIT_PARAPHRASES
 from ui.page import QPRPage
-from ui.startup import served_bundle
+from workflows.app_start import general_bundle, identity_mode, served_bundle
 
 TWIN_A, TWIN_B = SPLIT_PARAPHRASES[0]
 NO_PROGRESS = lambda *args, **kwargs: None  # noqa: E731  (stands in for gr.Progress outside an event)
@@ -452,9 +452,9 @@ def test_served_bundle_from_qpr_bundle(bundle, tmp_path, monkeypatch):  # noqa: 
 
 def test_qpr_general_must_name_a_bundle_with_an_encoder(bundle, tmp_path, monkeypatch, capsys):  # noqa: F811
     monkeypatch.delenv("QPR_GENERAL", raising=False)
-    assert startup.general_bundle() is None
+    assert general_bundle() is None
     monkeypatch.setenv("QPR_GENERAL", str(bundle.save(tmp_path / "general")))
-    assert startup.general_bundle().version == bundle.version
+    assert general_bundle().version == bundle.version
     monkeypatch.setenv("QPR_GENERAL", str(Bundle.lexical_of(bundle.corpus).save(tmp_path / "lexical")))
     monkeypatch.setenv("QPR_DB_URL", f"sqlite:///{tmp_path / 'a.db'}")
     monkeypatch.setenv("QPR_CACHE_DIR", str(tmp_path / "cache"))

@@ -13,7 +13,7 @@ from annotations.constraints import corrected_clusters
 from qpr.serving.served_model import ServedModel
 from workflows.cluster_marks import representative
 from ui.common import AppContext
-from ui.demo import EXAMPLE_QUERIES, SPLIT_PARAPHRASES
+from workflows.demos import EXAMPLE_QUERIES, SPLIT_PARAPHRASES
 from ui.page import QPRPage
 
 TWIN_A, TWIN_B = SPLIT_PARAPHRASES[0]

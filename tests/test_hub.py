@@ -118,7 +118,7 @@ def test_qpr_push_uploads_a_converted_bundle_that_loads_back_by_repo_id(tiny_bun
 
 
 def test_the_app_serves_a_bundle_named_by_repo_id(tiny_bundle, tmp_path, offline_hub, monkeypatch):
-    from ui.startup import served_bundle
+    from workflows.app_start import served_bundle
 
     cache_repo(offline_hub, "someone/qpr-served", tiny_bundle.save(tmp_path / "b"))
     monkeypatch.setenv("QPR_BUNDLE", "someone/qpr-served")

@@ -26,10 +26,10 @@ from qpr.bundles.general import build_general
 from qpr.data import sources
 from qpr.errors import QPRError
 from qpr.serving.served_model import ServedModel
-from ui.common import AppContext, identity_mode
+from ui.common import AppContext
 from ui.page import QPRPage
-from ui.startup import general_bundle
 from workflows import hub_export
+from workflows.app_start import general_bundle, identity_mode
 from workflows.cli import main
 from workflows.retraining import export_corrected
 

@@ -1,7 +1,9 @@
 """The project's map, checked from the source with ``ast`` (nothing is imported), so a new module is
 checked as soon as it exists.
 
-- Data flows app -> ui -> workflows -> annotations -> qpr, never upward; harness/ (the app as a
+- Data flows app -> ui -> workflows -> annotations -> qpr, never upward, and ui/ talks to
+  workflows/: from qpr/ and annotations/ it imports only the few names in ``UI_MAY_IMPORT`` (the
+  error it shows, and the type and constants it displays); harness/ (the app as a
   process, outages, hostile files: what the tests and bench both drive the product with) sits
   above them; bench may import all of them and nothing imports bench: not the product, not
   harness, not the tests (bench's own tests live in bench/tests/).
@@ -37,6 +39,24 @@ FORBIDDEN = {
     "harness": {"app", "bench", "tests"},
 }
 MAX_LINES = {"qpr": 400, "annotations": 400, "workflows": 400, "ui": 250}
+# What ui/ may import from qpr/ and annotations/ (``BELOW_WORKFLOWS``): what it shows and never
+# calls. Every use case it needs (a function, a class that does something, the settings) comes
+# through workflows/, so that the page reads its inputs, calls one workflow and renders.
+BELOW_WORKFLOWS = ("qpr", "annotations")
+UI_MAY_IMPORT = {
+    "qpr.errors.QPRError",  # the error a user can fix: every handler shows it as a warning, and raises it on bad input
+    "qpr.serving.slugs.DEMO",  # the built-in demo's slug: the page's and the HTTP API's default project
+    "qpr.serving.served_model.Served",  # the served snapshot the tabs display: results, corpus, labels version
+    "qpr.model.text.MAX_K",  # the most results a search returns: the HTTP API's bound on k, in its description
+    "qpr.bundles.training.COMPARISON_COLUMNS",  # the Retrain tab's old-and-new table, shown empty before a retrain
+    "annotations.models.ROLES",  # the roles the Team tab offers, and "any role" in the page's access checks
+    "annotations.models.LABELS",  # the labels the My work tab offers for a re-judgment
+    "annotations.agreement.AGREEMENT_COLUMNS",  # the Review tab's agreement table, shown empty before it loads
+    "annotations.corrections.HISTORY_COLUMNS",  # the Clusters tab's labels history, likewise
+    "annotations.merge.MERGE_COLUMNS",  # the Clusters tab's proposed merges, likewise
+    "annotations.merge.CONFLICT_COLUMNS",  # the Clusters tab's conflicts, likewise
+    "annotations.repositories.roles.ROLE_COLUMNS",  # the Team tab's roles table, likewise
+}
 # Research protocols and the command line that runs them (``qpr experiment``) may use qpr.research;
 # the library's other parts, annotations, workflows and ui may not.
 RESEARCH = "qpr.research"
@@ -154,6 +174,26 @@ def environment_readers(root: Path = ROOT) -> dict[str, list[int]]:
     return {path: lines for path, lines in found.items() if lines and path != SETTINGS}
 
 
+def names_below_workflows(path: Path) -> set[str]:
+    """What ``path`` imports from qpr/ or annotations/, dotted: ``a.b.name`` for ``from a.b import
+    name``, the module itself for ``import a.b``."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names if alias.name.split(".")[0] in BELOW_WORKFLOWS}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                and node.module.split(".")[0] in BELOW_WORKFLOWS:
+            names |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def ui_past_workflows(root: Path = ROOT) -> dict[str, list[str]]:
+    """Every ui/ module that imports from qpr/ or annotations/ a name outside ``UI_MAY_IMPORT``, with those names."""
+    found = {str(path.relative_to(root)): sorted(names_below_workflows(path) - UI_MAY_IMPORT)
+             for path in modules("ui", root=root)}
+    return {path: names for path, names in found.items() if names}
+
+
 def research_users(root: Path = ROOT) -> set[str]:
     """Every module that imports qpr.research and may not."""
     users = {str(path.relative_to(root)) for path in modules(*PROJECT, root=root)
@@ -167,6 +207,11 @@ def test_no_package_imports_a_layer_above_it(package):
     assert found or package == "workflows", f"no modules found under {package}/"
     offending = {str(path.relative_to(ROOT)): sorted(imported_packages(path) & FORBIDDEN[package]) for path in found}
     assert {path: names for path, names in offending.items() if names} == {}
+
+
+def test_ui_talks_to_workflows():
+    assert ui_past_workflows() == {}, ("call a workflows function that does the use case (or, for an error, a type "
+                                       "or a constant the page only displays, add it to UI_MAY_IMPORT saying why)")
 
 
 def test_no_import_circle():
@@ -221,6 +266,10 @@ def test_each_rule_fails_on_a_module_that_breaks_it(tmp_path):
         "qpr/settings.py": "import os\nX = os.getenv('X')\n",
         "workflows/study.py": "from qpr.research.experiment import run_experiment\n",
         "qpr/cli/commands.py": "from qpr.research.experiment import run_experiment\n",
+        "ui/team_tab.py": "from annotations.models import ROLES\nfrom qpr.errors import QPRError\n"
+                          "from workflows.project_roles import role_for\n",
+        "ui/clusters_tab.py": "from annotations.merge import MERGE_COLUMNS\nfrom annotations.constraints import corrected_clusters\n"
+                              "import qpr.serving.projects\n",
     }
     for name, text in sources.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -231,6 +280,8 @@ def test_each_rule_fails_on_a_module_that_breaks_it(tmp_path):
     assert environment_readers(tmp_path) == {"qpr/training/distributed.py": [4], "workflows/worker.py": [2],
                                              "annotations/space.py": [1]}
     assert research_users(tmp_path) == {"workflows/study.py"}
+    assert ui_past_workflows(tmp_path) == {"ui/clusters_tab.py": ["annotations.constraints.corrected_clusters",
+                                                                  "qpr.serving.projects"]}
 
 
 def test_qpr_is_sub_packages_that_say_their_purpose():

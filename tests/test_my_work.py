@@ -65,7 +65,7 @@ def test_logout_link_only_in_login_mode(bundle, tmp_path):
 
 def test_guidelines_are_edited_and_shown_as_text(qpr_app):
     tab = qpr_app.guidelines
-    assert guidelines_markdown(qpr_app.ctx.store) == NONE_YET
+    assert guidelines_markdown(qpr_app.ctx.store.guidelines()) == NONE_YET
     out = tab.save("Same: <b>one</b> answer fits both.", "How do I renew a passport? | Passport renewal steps?",
                    "Reset my password | Change my email", "lead", None, None)
     assert "Saved by lead" in out[tab.status]

@@ -12,7 +12,7 @@ from qpr.bundles.training import train_bundle
 from qpr.data.corpus import read_cluster_file
 from qpr.model.encoder import EncoderConfig
 from qpr.training.train import TrainConfig
-from ui.demo import DEMO_CORPUS
+from workflows.demos import DEMO_CORPUS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,7 +23,7 @@ def readme_example() -> str:
 
 
 def test_the_readme_python_example_runs_as_written(tmp_path, monkeypatch, capsys):
-    # What the README says to run first (`qpr train --data ui/demo_corpus.tsv --out bundles/demo`),
+    # What the README says to run first (`qpr train --data workflows/demo_corpus.tsv --out bundles/demo`),
     # with a short training: the example needs a bundle of that corpus, not a good one.
     small = TrainConfig(batch_size=32, max_epochs=2, val_pairs=200)
     train_bundle(read_cluster_file(DEMO_CORPUS), small, encoder_config=EncoderConfig(embedding_dim=16, channels=16, output_dim=16),

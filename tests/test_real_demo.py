@@ -20,10 +20,10 @@ from qpr.data.banking77 import HUB_DATASET, banking77_corpus
 from qpr.errors import QPRError
 from qpr.serving.served_model import ServedModel
 from qpr.training.train import TrainConfig
-from ui.banking_demo import EXAMPLES, banking_demo, cached_path, start_training
 from ui.common import AppContext
 from ui.page import QPRPage
-from ui.startup import served_bundle
+from workflows.app_start import served_bundle
+from workflows.demos import BANKING_EXAMPLES, banking_demo, banking_path, start_banking_training
 from workflows.first_training import FIRST_TRAINING
 
 SHORT = TrainConfig(batch_size=16, max_epochs=1, patience=1, val_pairs=100)
@@ -75,26 +75,26 @@ def test_without_the_data_folder_or_the_hub_the_error_says_what_to_set(offline_h
 def test_the_demo_answers_by_bm25_then_serves_the_encoder_trained_in_the_background(hub_banking77, tmp_path, monkeypatch):
     monkeypatch.setenv("QPR_CACHE_DIR", str(tmp_path / "cache"))
     bundle, examples = served_bundle()
-    assert bundle.lexical and examples == EXAMPLES and len(bundle.corpus) == len(hub_banking77)
+    assert bundle.lexical and examples == BANKING_EXAMPLES and len(bundle.corpus) == len(hub_banking77)
     model, store = ServedModel(bundle), open_store(f"sqlite:///{tmp_path / 'annotations.db'}", project="demo")
     page = QPRPage(AppContext(model, store, "name", examples, cache=tmp_path / "cache"))
     page.build()
     assert "BANKING77" in page.credit() and "CC BY 4.0" in page.credit(), "the page credits the data set"
     assert model.current().default.search(examples[0], 3)  # BM25 answers before any training
 
-    start_training(model, store, tmp_path / "cache", SHORT, log=lambda _: None).join()
+    start_banking_training(model, store, tmp_path / "cache", SHORT, log=lambda _: None).join()
     served = model.current()
     assert not served.bundle.lexical and served.bundle.corpus.equals(bundle.corpus)
     assert served.default.search(examples[0], 3)
     swap = store.swaps().iloc[-1]
     assert (swap["annotator"], swap["bundle_version"], swap["replaced_version"]) == (
         FIRST_TRAINING, served.bundle.version, bundle.version)
-    assert start_training(model, store, tmp_path / "cache", SHORT) is None  # nothing left to train
+    assert start_banking_training(model, store, tmp_path / "cache", SHORT) is None  # nothing left to train
     restarted = banking_demo(tmp_path / "cache", SHORT, log=lambda _: None)
     assert restarted.version == served.bundle.version and not restarted.lexical  # the next start serves it at once
     assert restarted.manifest["card"]["license"] == "cc-by-4.0"
 
-    cached = cached_path(banking77_corpus(), tmp_path / "cache", SHORT)
+    cached = banking_path(banking77_corpus(), tmp_path / "cache", SHORT)
     shutil.copytree(cached, cached.with_name(f".{cached.name}.tmp-999999999-abcd1234"))
     cached.rename(cached.with_name(f".{cached.name}.old-999999999-abcd1234"))  # killed between the swap's renames
     recovered = banking_demo(tmp_path / "cache", SHORT, log=lambda _: None)

@@ -97,7 +97,7 @@ def test_the_app_serves_a_seed_bundle(seed_bundles, system, tmp_path):
 
 
 def test_qpr_bundle_starts_the_app_on_a_seed_bundle(seed_bundles, tmp_path, monkeypatch):
-    from ui.startup import served_bundle
+    from workflows.app_start import served_bundle
 
     trained, _ = seed_bundles["film"]
     monkeypatch.setenv("QPR_BUNDLE", str(trained.save(tmp_path / "film")))

@@ -8,13 +8,12 @@ the header's project list, the HTTP API; a project one may not read is answered 
 does not exist. Exports are written to a folder of unguessable name and handed to the page that
 asked. Logins themselves are ``ui.logins``'.
 
-In name mode (typed names, not verified) the app is one team's: anyone named may do anything,
-and nothing about roles is checked or recorded. With logins (``QPR_AUTH`` or Hugging Face
-sign-in) each project has roles (``annotations.models.ProjectRole``): its **owner** uploads
-versions, trains, uses or discards a model and grants roles; a **reviewer** reviews and applies
-corrections; an **annotator** judges. The app's admins (``QPR_ADMINS``) hold every right in every
-project. The built-in demo has no owner: its rights are the admins' when there are some, else
-everyone's who signed in, and anyone signed in may judge it.
+The rule itself, roles and all, is ``workflows.project_roles``': in name mode (typed names, not
+verified) the app is one team's, and nothing about roles is checked or recorded; with logins
+(``QPR_AUTH`` or Hugging Face sign-in) each project has an owner, reviewers and annotators, the
+app's admins (``QPR_ADMINS``) hold every right in every project, and the built-in demo has no
+owner: its rights are the admins' when there are some, else everyone's who signed in, and anyone
+signed in may judge it. This module says who is behind a page's request and asks the rule.
 """
 
 from __future__ import annotations
@@ -22,10 +21,9 @@ from __future__ import annotations
 import gradio as gr
 
 from annotations.models import ROLES
-from annotations.names import annotator_key, annotator_name
-from annotations.store import AnnotationStore
 from qpr.errors import QPRError
 from qpr.serving.slugs import DEMO
+from workflows import project_roles
 
 
 def identify(identity: str, name: str | None, request: gr.Request | None, profile: gr.OAuthProfile | None,
@@ -38,39 +36,7 @@ def identify(identity: str, name: str | None, request: gr.Request | None, profil
         who, how = getattr(profile, "username", None), "sign in with Hugging Face (button at the top)"
     else:
         who, how = name, "type your name in the 'Your name' box"
-    if not who or not str(who).strip():
-        raise QPRError(f"To {action}, {how}. Anyone can search without it.")
-    return annotator_name(who)
-
-
-def role_for(store: AnnotationStore, admins: frozenset[str], project: str, project_name: str, who: str,
-             roles: tuple[str, ...], action: str, built_in: bool = False) -> str:
-    """``who``'s role in ``project`` if it is one of ``roles`` (login mode; "admin" for one of
-    ``admins``), else an error that names ``action``, the roles it needs and who can grant one.
-    A ``built_in`` project (the demo) has no roles: its rights are the admins', or everyone's
-    when there are none."""
-    if annotator_key(who) in admins:
-        return "admin"
-    if built_in:
-        role = "annotator" if admins else "owner"
-        if role in roles:
-            return role
-        raise QPRError(f"Only the app's admins (QPR_ADMINS) may {action} in the demo project; ask one of them.")
-    role = store.role(project, who)
-    if role in roles:
-        return role
-    owners = store.roles(project).query("role == 'owner'")["annotator"].tolist()
-    needed = " or ".join(r for r in ROLES if r in roles)
-    raise QPRError(f"To {action} in project {project_name!r} you need the role {needed} there; you have "
-                   f"{'the role ' + role if role else 'no role'}. Ask its owner ({', '.join(owners) or 'an admin'}) "
-                   "to grant it on the Team tab.")
-
-
-def no_project(slug: str) -> str:
-    """What a page or a program is told of project ``slug`` when there is none it may read: the
-    same whether it does not exist or belongs to others, so it leaves no trace."""
-    return (f"There is no project {slug!r} you may open: choose one in the Project list at the top of the page "
-            "(or create it on the Projects tab; with logins, its owner grants roles on the Team tab).")
+    return project_roles.person(who, action, how)
 
 
 class ProjectAccess:
@@ -93,9 +59,8 @@ class ProjectAccess:
         app's admins, anyone for the demo, and whoever holds a role in the project. Reading is
         searching, opening it on a page, seeing its name, counts and files; what a role allows
         beyond reading is ``allowed``'s."""
-        if self.identity == "name" or self.projects.built_in(slug):
-            return True
-        return who is not None and (annotator_key(who) in self.admins or self.database.role(slug, who) is not None)
+        return project_roles.may_read(self.database, self.admins, slug, who, logins=self.identity != "name",
+                                      built_in=self.projects.built_in(slug))
 
     def readable(self, request: gr.Request | None, profile: gr.OAuthProfile | None) -> dict[str, str]:
         """Slug -> name of every project the one behind ``request`` may read, the demo first."""
@@ -132,8 +97,8 @@ class ProjectAccess:
         who = identify(self.identity, name, request, profile, action)
         if self.identity != "name":
             project = project or self.project
-            role = role_for(self.database, self.admins, project, self.project_name(project), who, roles, action,
-                            self.projects.built_in(project))
+            role = project_roles.role_for(self.database, self.admins, project, self.project_name(project), who, roles,
+                                          action, self.projects.built_in(project))
             if record:
                 self.database.record_action(project, who, role, action)
         return who
@@ -144,8 +109,8 @@ class ProjectAccess:
         if self.identity == "name":
             return None
         project = self.project
-        return role_for(self.database, self.admins, project, self.project_name(project), who, ROLES, "record judgments",
-                        self.projects.built_in(project))
+        return project_roles.role_for(self.database, self.admins, project, self.project_name(project), who, ROLES,
+                                      "record judgments", self.projects.built_in(project))
 
     def may_replace(self, request: gr.Request | None, profile: gr.OAuthProfile | None) -> bool:
         """Whether the one behind ``request`` may use or discard a trained model here (``replacer``),

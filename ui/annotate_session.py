@@ -5,14 +5,13 @@ It lives in a ``gr.State``; the tab's handlers take it and return a new one (it 
 
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
-from annotations.task import BREAK_S
 from ui.display import plain
+from workflows.annotation_queues import recent_pace
 
 MEMBER_COLUMNS = ["qid", "question"]
 QUEUE_COLUMNS = ["query", "question", "cluster", "same meaning", "suspicion"]  # the queue table ahead
@@ -38,7 +37,7 @@ class AnnotateSession:
     judged: tuple[tuple[int, int], ...] = ()
     task_size: int = 0  # the corpus-wide task's size when this is the task (annotations.task), else 0
     task_done: int = 0  # the task's pairs judged: at the start, plus this page's judgments still in force
-    pace_before: float | None = None  # seconds per judgment from the annotator's history (annotations.task.pace_seconds)
+    pace_before: float | None = None  # seconds per judgment from the annotator's history (workflows.annotation_queues)
     times: tuple[float, ...] = ()  # when this page's last judgments were recorded, for the pace
     group: int | None = None  # the seed question of a cluster-building group (workflows.annotation_queues)
 
@@ -70,8 +69,7 @@ class AnnotateSession:
     @property
     def pace(self) -> float | None:
         """Seconds per judgment: this page's recent pace once it has one, else the history's."""
-        gaps = [b - a for a, b in zip(self.times, self.times[1:]) if b - a <= BREAK_S]
-        return statistics.median(gaps) if gaps else self.pace_before
+        return recent_pace(self.times, self.pace_before)
 
     def skipped(self) -> "AnnotateSession":
         """On to the next item, the current one left unjudged (it comes back next time)."""

@@ -10,14 +10,12 @@ from dataclasses import replace
 import gradio as gr
 import pandas as pd
 
-from annotations.grouping import needs_clusters
-from annotations.task import build_task, pace_seconds, remaining
 from qpr.errors import QPRError
 from ui.annotate_session import MEMBER_COLUMNS, QUEUE_COLUMNS, UNDO_STEPS, AnnotateSession
 from ui.common import AppContext
 from ui.display import plain, shows_errors, text_table
 from ui.guidelines import guidelines_panel
-from workflows.annotation_queues import Queue, building_note, cluster_queue, group_queue, query_queue
+from workflows.annotation_queues import CorpusTasks, Queue, building_note, cluster_queue, query_queue, task_queue
 
 LABEL_BUTTONS = (("same", "Same meaning", "1 / S"), ("different", "Different", "2 / D"), ("unsure", "Unsure", "3 / U"))
 SHOWN_AHEAD = 30  # queue rows sent to the page: a 2,000-pair task's table cost 0.8 s per judgment
@@ -35,7 +33,7 @@ class AnnotateTab:
     def __init__(self, ctx: AppContext) -> None:
         self.ctx = ctx
         self.task_size = ctx.task_size
-        self._tasks: dict[str, pd.DataFrame] = {}  # the corpus-wide task per served bundle version
+        self._tasks = CorpusTasks()  # the corpus-wide task per served bundle version
 
     def render(self, name: gr.Textbox) -> None:
         """Lay out the tab (inside a gr.Blocks); ``name`` is the page's 'Your name' box."""
@@ -133,19 +131,12 @@ class AnnotateTab:
         """The corpus-wide task's pairs this annotator has not judged yet, most worth checking first
         (on a project of bare questions, which has no task yet: the next group to build a cluster from)."""
         who = self.ctx.annotator(name, request, profile)
-        if needs_clusters(self.ctx.model.current().bundle.corpus):
-            return self._show(group_queue(self.ctx.store, self.ctx.model.current(), who), who)
-        task, mine = self._task(), self.ctx.store.judgments(annotator=who)
-        left = remaining(task, mine)
-        message = f"{len(left)} pair(s) of the task left for you." if len(left) else "You have judged every pair of the task."
-        return self.view(AnnotateSession(self.ctx.model.current().bundle.version, queue=left, message=message, task_size=len(task),
-                                         task_done=len(task) - len(left), pace_before=pace_seconds(mine)), who)
-
-    def _task(self) -> pd.DataFrame:
         served = self.ctx.model.current()
-        if served.bundle.version not in self._tasks:
-            self._tasks[served.bundle.version] = build_task(served.dense, served.bundle.corpus, self.task_size, calibration=served.calibrations.get(served.dense.name))
-        return self._tasks[served.bundle.version]
+        queue = task_queue(self.ctx.store, served, who, self._tasks, self.task_size)
+        if not queue.task:
+            return self._show(queue, who)
+        return self.view(AnnotateSession(served.bundle.version, queue=queue.rows, message=queue.message,
+                                         task_size=queue.task_size, task_done=queue.task_done, pace_before=queue.pace), who)
 
     @shows_errors(keep=_keys_back)
     def judge(self, label: str, session: AnnotateSession | None, name: str, request: gr.Request,

@@ -3,10 +3,10 @@ marked "belongs" or "does not belong" against the cluster's representative), the
 clusters, the merges, splits and conflicts the current judgments imply, and the served labels:
 apply the corrections at once, their history, roll a version back or revert one decision.
 
-One cluster's view is built by ``ui.cluster_view``. What the tab shows is the served labels
-(``Served.corpus``): after "Apply corrections" the corrected clusters, without retraining. The
-rules themselves run over the bundle's own corpus (``annotations.constraints``), so every application
-starts from the same ground and re-derives all.
+One cluster's view is rendered by ``ui.cluster_view`` from ``workflows.cluster_facts``. What the tab
+shows is the served labels (``Served.corpus``): after "Apply corrections" the corrected clusters,
+without retraining. What the judgments propose and the labels' history are
+``workflows.labels.labels_overview``'s.
 """
 
 from __future__ import annotations
@@ -14,17 +14,16 @@ from __future__ import annotations
 import gradio as gr
 import pandas as pd
 
-from annotations.corrections import HISTORY_COLUMNS, history
-from annotations.constraints import corrected_clusters
+from annotations.corrections import HISTORY_COLUMNS
 from annotations.merge import CONFLICT_COLUMNS, MERGE_COLUMNS
-from annotations.queue import least_coherent
 from qpr.errors import QPRError
 from qpr.serving.served_model import Served
 from ui.cluster_view import JUDGMENT_COLUMNS, MEMBER_COLUMNS, OUTSIDER_COLUMNS, cluster_view
 from ui.common import AppContext
 from ui.display import plain, shows_errors, text_table, when
+from workflows.cluster_facts import LeastCoherent, cluster_facts
 from workflows.cluster_marks import mark, merge_clusters, merge_preview, where_went
-from workflows.labels import serve_corrections, serve_revert, serve_rollback
+from workflows.labels import labels_overview, serve_corrections, serve_revert, serve_rollback
 
 
 SPLIT_SHOWN = ["cluster", "qid", "question", "into", "support", "judgment_ids", "decided_by", "evidence"]  # a split, with its question
@@ -35,7 +34,7 @@ class ClustersTab:
 
     def __init__(self, ctx: AppContext) -> None:
         self.ctx = ctx
-        self._coherence: dict[tuple[str, int], pd.DataFrame] = {}  # least coherent clusters per served labels
+        self._coherence = LeastCoherent()  # least coherent clusters per served labels
 
     def render(self, name: gr.Textbox) -> None:
         """Lay out the tab (inside a gr.Blocks) and wire it to the handlers; ``name`` is the
@@ -115,7 +114,7 @@ class ClustersTab:
         return self._cluster_view(cluster)
 
     def _cluster_view(self, cluster: str) -> dict:
-        view = cluster_view(self.ctx.model.current(), self.ctx.store, cluster)
+        view = cluster_view(cluster_facts(self.ctx.model.current(), self.ctx.store, cluster))
         return {self.summary: view.summary, self.members: view.members, self.outsiders: view.outsiders,
                 self.touching: view.touching}
 
@@ -169,25 +168,14 @@ class ClustersTab:
         """Least coherent clusters (as served), the merges, splits and conflicts the current
         judgments imply, and the served labels with their history."""
         served = self.ctx.model.current()
-        result = corrected_clusters(self.ctx.store, served.bundle.corpus)
-        text = served.bundle.corpus.set_index("qid")["question"]
-        merges = result.merges.assign(judgment_ids=result.merges["judgment_ids"].map(_ids))
-        splits = result.splits.assign(question=result.splits["qid"].map(text),
-                                      judgment_ids=result.splits["judgment_ids"].map(_ids))
-        conflicts = result.conflicts.assign(judgment_ids=result.conflicts["judgment_ids"].map(_ids))
-        shown = history(self.ctx.store, served.bundle.version)
-        return {self.weakest: self._least_coherent(served), self.merges: text_table(merges),
+        found = labels_overview(self.ctx.store, served)
+        merges, splits, conflicts = (frame.assign(judgment_ids=frame["judgment_ids"].map(_ids))
+                                     for frame in (found.merges, found.splits, found.conflicts))
+        shown = found.history
+        return {self.weakest: self._coherence.of(served), self.merges: text_table(merges),
                 self.splits: text_table(splits, SPLIT_SHOWN),
                 self.conflicts: text_table(conflicts), self.labels_status: _labels_note(served, shown),
                 self.history: text_table(shown.assign(created_at=shown["created_at"].map(when)))}
-
-    def _least_coherent(self, served: Served) -> pd.DataFrame:
-        # Served labels change only by a new version, so the table is computed once per version
-        # (1.6 s on the 157k-question Quora bundle), not on every visit of the tab.
-        key = (served.bundle.version, served.labels_version)
-        if key not in self._coherence:
-            self._coherence[key] = least_coherent(served.corpus).assign(coherence=lambda f: f["coherence"].round(3))
-        return self._coherence[key]
 
     @shows_errors
     def apply(self, cluster: str, name: str, request: gr.Request | None = None,

@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import gradio as gr
 
-from annotations.store import AnnotationStore
 from ui.common import AppContext, review_note, reviewer
 from ui.display import plain, shows_errors, when
 
 NONE_YET = "No annotation guidelines yet. A reviewer can write them in the Guidelines tab."
 
 
-def guidelines_markdown(store: AnnotationStore) -> str:
-    """The guidelines in force as Markdown: text, then example pairs for "same" and "different"."""
-    shown = store.guidelines()
+def guidelines_markdown(shown: dict | None) -> str:
+    """The guidelines in force (a store's ``guidelines()``: None when there are none) as Markdown:
+    text, then example pairs for "same" and "different"."""
     if shown is None:
         return NONE_YET
     parts = ["### Guidelines", *(plain(line) for line in shown["text"].splitlines())]
@@ -32,7 +31,7 @@ def guidelines_markdown(store: AnnotationStore) -> str:
 def guidelines_panel(ctx: AppContext, **kwargs) -> gr.Markdown:
     """A gr.Markdown showing the page's project's guidelines, re-read on every page load (call
     inside a layout; the page's project is read then, not when the layout is built)."""
-    return gr.Markdown(lambda: guidelines_markdown(ctx.store), elem_id=kwargs.pop("elem_id", "guidelines-panel"), **kwargs)
+    return gr.Markdown(lambda: guidelines_markdown(ctx.store.guidelines()), elem_id=kwargs.pop("elem_id", "guidelines-panel"), **kwargs)
 
 
 class GuidelinesTab:
@@ -57,9 +56,10 @@ class GuidelinesTab:
 
     def load(self) -> dict:
         """The guidelines in force in the edit boxes, and the preview."""
-        shown = self.ctx.store.guidelines() or {"text": "", "same_examples": "", "different_examples": ""}
-        return {self.text: shown["text"], self.same: shown["same_examples"], self.different: shown["different_examples"],
-                self.preview: guidelines_markdown(self.ctx.store)}
+        shown = self.ctx.store.guidelines()
+        edited = shown or {"text": "", "same_examples": "", "different_examples": ""}
+        return {self.text: edited["text"], self.same: edited["same_examples"], self.different: edited["different_examples"],
+                self.preview: guidelines_markdown(shown)}
 
     @shows_errors
     def save(self, text: str, same: str, different: str, name: str, request: gr.Request,
@@ -67,4 +67,4 @@ class GuidelinesTab:
         """Store a new version of the guidelines (the earlier one stays as history)."""
         who = reviewer(self.ctx, name, request, profile)
         self.ctx.store.set_guidelines(who, text, same, different)
-        return {self.status: f"Saved by {plain(who)}.", self.preview: guidelines_markdown(self.ctx.store)}
+        return {self.status: f"Saved by {plain(who)}.", self.preview: guidelines_markdown(self.ctx.store.guidelines())}

@@ -1,5 +1,5 @@
 """The Metrics tab: training curves, H@1 / MRR of the served model or before and after a
-retraining, and what the next 500 judgments are expected to fix (``annotations.simulation.outlook``).
+retraining, and what the next 500 judgments are expected to fix (``workflows.metrics_report``).
 
 The plots are drawn with matplotlib and sent as images. Gradio's native plots redraw a new value
 inside the colour domain of their first one, so after a swap the new models' lines vanished and
@@ -12,11 +12,8 @@ import gradio as gr
 import pandas as pd
 from matplotlib.figure import Figure
 
-from annotations.simulation.outlook import describe, outlook
 from ui.common import AppContext
-
-CURVE_COLUMNS = ["model", "epoch", "val ROC AUC", "loss"]
-BAR_COLUMNS = ["measure", "model", "value"]
+from workflows.metrics_report import label_outlook, model_scores
 
 
 class MetricsTab:
@@ -37,50 +34,15 @@ class MetricsTab:
         tab.select(self.metrics, None, [self.auc, self.loss, self.bars, self.caption, self.outlook])
 
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame, str]:
-        """What the tab plots: training curves of the served model (and of the one it replaced,
-        or of a retrained one waiting; ``CURVE_COLUMNS``), H@1 / MRR before and after the waiting
-        or else the last confirmed retraining, or of the served model alone (``BAR_COLUMNS``; a
-        discarded retraining is not shown), and a caption saying which."""
-        model = self.ctx.model
-        served, candidate, swap = model.current().bundle, model.candidate(), model.last_swap()
-        bundles = [("replaced", swap.replaced if swap else None), ("served", served)]
-        if candidate is not None:
-            bundles.append(("retrained", candidate.served.bundle))
-        curves = pd.DataFrame(
-            [{"model": f"{name} {bundle.version}", "epoch": row["epoch"], "val ROC AUC": row["val_auc"], "loss": row["loss"]}
-             for name, bundle in bundles if bundle is not None
-             for row in bundle.manifest.get("training", {}).get("history", [])],
-            columns=CURVE_COLUMNS,
-        )
-        if candidate is not None or swap is not None:
-            comparison, which = ((candidate.comparison, "the retrained model waiting for your decision") if candidate
-                                 else (swap.comparison, "the last confirmed retraining"))
-            scores = comparison.assign(model=comparison["model"].map({"current": "before", "retrained": "after"}))
-            caption = f"Before and after {which}, on the same held-out queries (corrected clusters)."
-        else:
-            # The served retriever's own scores: the hybrid's when the bundle has one.
-            measured = served.manifest.get("hybrid_metrics") or served.manifest.get("metrics", {})
-            scores = pd.DataFrame([{"model": "served", "split": split} | values for split, values in measured.items()],
-                                  columns=["model", "split", "H1", "MRR"])  # none: nothing held out (bare questions)
-            caption = "The served model on its held-out clusters (retrain to compare before and after)."
-        bars = pd.DataFrame(
-            [{"measure": f"{metric} {split}", "model": model, "value": row[metric]}
-             for metric in ("H1", "MRR") for split in scores["split"].unique()
-             for model, row in scores[scores["split"] == split].set_index("model").iterrows()],
-            columns=BAR_COLUMNS,
-        )
-        return curves, bars, caption
-
-    def label_outlook(self) -> str:
-        """The label errors the judgments so far found and what the next 500 are expected to fix,
-        with the assumptions (``annotations.simulation.outlook``)."""
-        return describe(outlook(self.ctx.store.judgments()))
+        """What the tab plots: the page's project's training curves and scores, and a caption
+        saying which (``workflows.metrics_report.model_scores``)."""
+        return model_scores(self.ctx.model)
 
     def metrics(self) -> dict:
         """The tab's plots, caption and label-error outlook, drawn afresh."""
         curves, bars, caption = self.tables()
         return {self.auc: line_figure(curves, "val ROC AUC"), self.loss: line_figure(curves, "loss"),
-                self.bars: bar_figure(bars), self.caption: caption, self.outlook: self.label_outlook()}
+                self.bars: bar_figure(bars), self.caption: caption, self.outlook: label_outlook(self.ctx.store)}
 
 
 def line_figure(curves: pd.DataFrame, measure: str) -> Figure:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import gradio as gr
 
-from annotations.backup import backup_line
 from qpr.errors import QPRError
 from qpr.serving.slugs import DEMO
 from ui.annotate_tab import AnnotateTab
@@ -103,7 +102,7 @@ class QPRPage:
         return self.ctx.model.current().bundle.manifest.get("card", {}).get("credit", "")
 
     def backup_status(self, name: str | None, request: gr.Request = None, profile: gr.OAuthProfile | None = None) -> str:
-        """The header's line about the annotation database's last backup (``annotations.backup``),
+        """The header's line about the annotation database's last backup (``ServedProjects.backup_line``),
         for whoever may act on it: the database holds every project (its line counts all their
         judgments), so in login mode only who holds the demo's rights (the app's admins, or
         everyone signed in when there are none) sees it; with typed names, whoever typed one."""
@@ -111,7 +110,7 @@ class QPRPage:
             self.ctx.allowed("see the database's backups", ("owner",), name, request, profile, record=False, project=DEMO)
         except QPRError:
             return ""
-        return backup_line(self.ctx.database.engine.url)
+        return self.ctx.backup_line()
 
     @shows_errors(action="open the project")
     def open_page(self, request: gr.Request, profile: gr.OAuthProfile | None = None) -> dict:

@@ -13,8 +13,6 @@ from collections import OrderedDict
 
 from gradio.context import LocalContext
 
-from qpr.bundles.bundle import Bundle
-
 MAX_PAGES = 10_000  # pages whose project is remembered; beyond, the longest unseen is forgotten
 
 
@@ -57,10 +55,3 @@ class PageProjects:
         with self._lock:
             self._pages.pop(page, None)
 
-
-def example_queries(bundle: Bundle, n: int = 5) -> tuple[str, ...]:
-    """``n`` questions of ``bundle``'s corpus to offer as searches: held-out (test) ones when it
-    has them, so an example is not simply found as itself in training; else its first ones."""
-    held_out = bundle.corpus[bundle.corpus["split"] == "test"]["question"]
-    chosen = held_out.sample(min(n, len(held_out)), random_state=0) if len(held_out) else bundle.corpus["question"].head(n)
-    return tuple(chosen)

@@ -2,7 +2,7 @@
 project, and train its encoder in the background (the header's project list, built here, chooses
 the page's project: ``ui.page``).
 
-An upload is validated whole before anything is written (``qpr.data.upload.read_upload``); a project
+An upload is validated whole before anything is written (``workflows.project_versions``); a project
 starts served by BM25 (``qpr.serving.projects``), so search and annotation work at once. Training runs in
 a worker process (``workflows.background_training``) whose status file the page polls (``gr.Timer``),
 so progress survives a page reload and an app restart. Starting it and offering its model are
@@ -16,13 +16,10 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
-from pathlib import Path
 
 import gradio as gr
 import pandas as pd
 
-from qpr.bundles.training import verdict
-from qpr.data.upload import max_upload_bytes, megabytes, read_upload
 from qpr.errors import QPRError
 from ui.access import identify
 from ui.common import AppContext
@@ -31,8 +28,8 @@ from ui.project_view import progress_bar, project_line, status_line
 from ui.retrain_tab import RetrainTab, exports
 from workflows.background_training import ACTIVE, TrainingJob
 from workflows.project import SMALL_CORPUS
-from workflows.project_versions import add_version
-from workflows.retraining import offer_trained, start_training
+from workflows.project_versions import ProjectFile, add_version, create_project, upload_limit
+from workflows.retraining import Offer, offer_trained, start_training
 
 KIND_LABELS = [("Questions with a cluster column", "clusters"), ("Question → answer log", "qa-log"),
                ("Bare questions (no clusters yet)", "questions")]
@@ -56,7 +53,7 @@ class ProjectsTab:
         """Lay out the tab (inside a gr.Blocks) and wire it; ``name`` is the page's 'Your name' box."""
         with gr.Tab("Projects"):
             self.active = gr.Markdown(elem_id="project-active")
-            gr.Markdown(f"### Import a file\nCSV, TSV, JSONL or Parquet with a header, up to {megabytes(max_upload_bytes())} "
+            gr.Markdown(f"### Import a file\nCSV, TSV, JSONL or Parquet with a header, up to {upload_limit()[1]} "
                         "(QPR_MAX_UPLOAD_MB). Nothing is imported unless the whole file is fine; every problem is listed "
                         "with its row.", elem_id="project-import-note")
             with gr.Row():
@@ -120,24 +117,20 @@ class ProjectsTab:
 
     # -- importing -------------------------------------------------------------------------------
 
-    def _read(self, path: str | None, kind: str, question: str | None, cluster: str | None, answer: str | None,
-              drop: bool):
-        """The validated upload at ``path``; the three names choose its columns where given; ``drop``:
+    @staticmethod
+    def _file(path: str | None, kind: str, question: str | None, cluster: str | None, answer: str | None,
+              drop: bool) -> ProjectFile:
+        """The file chosen at ``path``; the three names choose its columns where given; ``drop``:
         repeated questions are dropped (the first kept) instead of refusing the file."""
-        if not path:
-            raise QPRError("Choose a file to upload first.")
-        columns = {"question": question, "cluster": cluster, "answer": answer}
-        return read_upload(path, kind, name=Path(path).name, drop_repeats=bool(drop),
-                           columns={role: column.strip() for role, column in columns.items() if column and column.strip()})
+        return ProjectFile(path, kind, {"question": question, "cluster": cluster, "answer": answer}, bool(drop))
 
     @shows_errors(action="create the project")
     def create(self, path: str | None, kind: str, project: str, question: str, cluster: str, answer: str, drop: bool,
                name: str | None, request: gr.Request = None, profile: gr.OAuthProfile | None = None) -> dict:
         """Validate the upload, create the project and open it on this page (BM25 until trained)."""
         who = identify(self.ctx.identity, name, request, profile, "create a project")  # needs no role in any project
-        upload = self._read(path, kind, question, cluster, answer, drop)
-        slug = self.ctx.projects.create(project, upload, who)
-        self.ctx.store.grant(slug, who, "owner", who)  # who creates a project owns it (roles apply with logins)
+        slug, upload = create_project(self.ctx.projects, self.ctx.store, project,
+                                      self._file(path, kind, question, cluster, answer, drop), who)
         self.ctx.open(slug, request, profile)
         record = self.ctx.projects.manifest(slug)["versions"][-1]
         note = f"Created **{plain(self.ctx.project_name(slug))}**, open on this page: " + self._imported(record)
@@ -151,7 +144,7 @@ class ProjectsTab:
         whose text is unchanged keep their qid, so their judgments still apply."""
         who = self.ctx.privileged("upload a new version of this project", name, request, profile)
         record, upload = add_version(self.ctx.projects, self.ctx.current(),
-                                     lambda: self._read(path, kind, question, cluster, answer, drop), who, self.ctx.serve_new_version)
+                                     self._file(path, kind, question, cluster, answer, drop).read, who, self.ctx.serve_new_version)
         note = (f"Version {record['number']} of **{plain(self.ctx.project_name())}**: {record['kept']} question(s) kept "
                 f"(their judgments still apply), {record['new']} new, {record['dropped']} gone. " + self._imported(record))
         return self._imported_view(note, upload) | self.listed(request, profile)
@@ -218,12 +211,10 @@ class ProjectsTab:
 
     def _offer(self, job: TrainingJob, status: dict, request: gr.Request | None, profile: gr.OAuthProfile | None) -> dict:
         try:
-            candidate = offer_trained(self.ctx.model, job, status.get("version"))
+            offer = Offer.of(offer_trained(self.ctx.model, job, status.get("version")))
         except QPRError as err:  # a damaged result, or nothing held out to compare on
             return {self.status: f"Training finished, but the model cannot be compared: {plain(err)}"}
-        said, _ = verdict(candidate.comparison)
-        learned = len(candidate.served.bundle.manifest.get("labels", {}).get("judgment_ids", []))
         note = (f"Trained model **{plain(status['version'])}** is ready, trained on this project's corrected clusters "
-                f"and {learned} judgment(s); nothing changes until someone uses it. {said} "
+                f"and {offer.judgments} judgment(s); nothing changes until someone uses it. {offer.said} "
                 "The full comparison is on the Retrain & export tab.")
         return self.retrain.restore(request, profile) | {self.status: note}

@@ -14,8 +14,7 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from annotations.export import manifest_path, pairs_path
-from qpr.bundles.training import CHANGE_COLUMNS, METRIC_COLUMNS, verdict
+from qpr.bundles.training import COMPARISON_COLUMNS
 from ui.common import AppContext
 from ui.display import plain, shows_errors, text_table
 from workflows import hub_export, judgment_effect, retraining
@@ -52,7 +51,7 @@ class RetrainTab:
                 retrain_button = gr.Button("Retrain on corrected clusters", variant="primary")
             self.note = gr.Markdown(elem_id="retrain-note")
             self.comparison = gr.Dataframe(label="Old and new model on the same held-out clusters", interactive=False,
-                                           value=pd.DataFrame(columns=METRIC_COLUMNS + CHANGE_COLUMNS))
+                                           value=pd.DataFrame(columns=COMPARISON_COLUMNS))
             self.changed = gr.Dataframe(label="Held-out queries whose first result the retrain changed (fixed first)",
                                         interactive=False, value=pd.DataFrame(columns=judgment_effect.COLUMNS),
                                         elem_id="retrain-changed")
@@ -73,13 +72,13 @@ class RetrainTab:
         nobody can guess (the files are served by their path to the page that asked)."""
         self.ctx.reader("export the corrected clusters", name, request, profile)
         export = retraining.export_to_download(self.ctx.current(), fmt, exports(self.ctx))
-        out, done = export.path, export.manifest
+        done = export.manifest
         note = (f"Exported {done['questions']} questions: {done['clusters_before']} clusters before, "
                 f"{done['clusters_after']} after {len(done['merges'])} merge(s) and {len(done['splits'])} split(s), which "
                 f"folded {done['clusters_absorbed']} cluster(s) into others (or emptied them) and formed "
                 f"{done['clusters_formed']} new one(s); {done['questions_moved']} question(s) changed cluster; "
                 f"{len(done['judgment_ids'])} judgment(s) included, {len(done['conflicts'])} conflict(s) left for review.")
-        return {self.files: [str(out), str(pairs_path(out)), str(manifest_path(out))], self.export_note: note}
+        return {self.files: [str(path) for path in export.files], self.export_note: note}
 
     @shows_errors(action="push to the Hub")
     def push(self, repo: str, name: str, request: gr.Request | None = None, profile: gr.OAuthProfile | None = None) -> dict:
@@ -122,15 +121,14 @@ class RetrainTab:
                 f"#{done['export_id']}): model **{plain(new.version)}** is ready. Nothing changes until you press "
                 "'Use the retrained model'.")
         note += f"\n\n{judgment_effect.summary(proposal.changed)}"
-        return self._waiting(note, proposal.candidate.comparison) | {self.changed: text_table(proposal.changed)}
+        return self._waiting(note, proposal.offer) | {self.changed: text_table(proposal.changed)}
 
-    def _waiting(self, note: str, comparison, may: bool = True) -> dict:
+    def _waiting(self, note: str, offer: retraining.Offer, may: bool = True) -> dict:
         """The tab while a retrained model waits: the comparison, what it says, the two choices
         (discard first when the new model is worse beyond doubt), on when the viewer ``may`` take them."""
-        said, worse = verdict(comparison)
-        return {self.comparison: text_table(comparison.round(3)), self.note: f"{note}\n\n{said}",
-                self.confirm_button: gr.Button(interactive=may, variant="secondary" if worse else "primary"),
-                self.discard_button: gr.Button(interactive=may, variant="primary" if worse else "secondary")}
+        return {self.comparison: text_table(offer.comparison.round(3)), self.note: f"{note}\n\n{offer.said}",
+                self.confirm_button: gr.Button(interactive=may, variant="secondary" if offer.worse else "primary"),
+                self.discard_button: gr.Button(interactive=may, variant="primary" if offer.worse else "secondary")}
 
     @property
     def decision_outputs(self) -> list:
@@ -139,11 +137,11 @@ class RetrainTab:
     def restore(self, request: gr.Request = None, profile: gr.OAuthProfile | None = None) -> dict:
         """On page load: a retrained model still waiting for a decision (made before a reload,
         or in another tab) is shown with its comparison, and can be decided by whoever may."""
-        candidate = self.ctx.model.candidate()
-        if candidate is None:
+        offer = retraining.waiting(self.ctx.model)
+        if offer is None:
             return self._decided("")
-        note = f"A retrained model, **{plain(candidate.served.bundle.version)}**, is waiting for your decision."
-        return self._waiting(note, candidate.comparison, self.ctx.may_replace(request, profile))
+        note = f"A retrained model, **{plain(offer.version)}**, is waiting for your decision."
+        return self._waiting(note, offer, self.ctx.may_replace(request, profile))
 
     @shows_errors(action="use the trained model")
     def confirm(self, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
@@ -167,7 +165,7 @@ class RetrainTab:
 
     def _decided(self, note: str) -> dict:
         """The tab with no model waiting: no comparison, both choices off."""
-        return {self.comparison: pd.DataFrame(columns=METRIC_COLUMNS + CHANGE_COLUMNS),
+        return {self.comparison: pd.DataFrame(columns=COMPARISON_COLUMNS),
                 self.changed: pd.DataFrame(columns=judgment_effect.COLUMNS), self.note: note,
                 self.confirm_button: gr.Button(interactive=False, variant="primary"),
                 self.discard_button: gr.Button(interactive=False, variant="secondary")}

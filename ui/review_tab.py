@@ -1,23 +1,17 @@
 """The Review tab: agreement per annotator pair, tied items to adjudicate, and the merges, splits
 (a cluster and ``qid:<member>``) and conflicts the judgments propose, each applied or rejected by a reviewer with its supporting
-judgments one click away. Decisions go to the ``adjudications`` table (never as judgments)."""
+judgments one click away (``workflows.review_lists``). Decisions go to the ``adjudications`` table (never as judgments)."""
 
 from __future__ import annotations
 
 import gradio as gr
 import pandas as pd
 
-from annotations.agreement import AGREEMENT_COLUMNS, agreement
-from annotations.constraints import corrected_clusters
-from annotations.repositories.review import ADJUDICATION_COLUMNS
-from qpr.errors import QPRError
+from annotations.agreement import AGREEMENT_COLUMNS
 from ui.common import AppContext, review_note, reviewer
 from ui.display import plain, shows_errors, text_table, when
-
-DECISIONS = ["same", "different", "apply", "reject"]
-EVIDENCE_COLUMNS = ["id", "annotator", "label", "query_qid", "query", "candidate_qid", "candidate", "created_at"]
-ITEM_COLUMNS = ["item", "query", "candidate", "same", "different", "judgment_ids", "adjudicated"]
-PAIR_COLUMNS = ["kind", "cluster_a", "cluster_b", "judgment_ids", "reason", "adjudicated"]
+from workflows.review_lists import (DECIDED_COLUMNS, DECISIONS, EVIDENCE_COLUMNS, ITEM_COLUMNS, PAIR_COLUMNS, evidence,
+                                    record_decision, review_lists)
 
 
 class ReviewTab:
@@ -50,7 +44,7 @@ class ReviewTab:
                 self.note = gr.Textbox(label="Note (optional)", scale=2)
                 decide = gr.Button("Record decision", variant="primary", elem_id="review-decide")
             self.status = gr.Markdown(elem_id="review-status")
-            self.decided = gr.Dataframe(pd.DataFrame(columns=ADJUDICATION_COLUMNS[1:]), label="Decisions in force", datatype="str",
+            self.decided = gr.Dataframe(pd.DataFrame(columns=DECIDED_COLUMNS), label="Decisions in force", datatype="str",
                                         interactive=False, wrap=True, elem_id="review-decided")
         tables = [self.agreement, self.items, self.pairs, self.decided]
         gr.on([tab.select, refresh.click], self.overview, None, tables)
@@ -61,46 +55,16 @@ class ReviewTab:
 
     def overview(self) -> dict:
         """Agreement, tied items, proposed merges and conflicts, and the decisions in force."""
-        corpus = self.ctx.model.current().bundle.corpus
-        result = corrected_clusters(self.ctx.store, corpus)
-        decided = self.ctx.store.adjudications()
-        on_item = dict(zip(decided["item_key"].dropna(), decided.loc[decided["item_key"].notna(), "decision"]))
-        pairs_decided = decided[decided["kind"] == "cluster_pair"]
-        on_pair = {(a, b): d for a, b, d in zip(pairs_decided["cluster_a"], pairs_decided["cluster_b"], pairs_decided["decision"])}
-        text = corpus.set_index("qid")["question"]
-        # Ties by the raw counts, so an item stays listed (with its decision) once adjudicated.
-        ties = result.items[result.items["same"] == result.items["different"]]
-        items = pd.DataFrame({
-            "item": [f"qid:{q}:{c}" for q, c in zip(ties["query_qid"], ties["candidate_qid"])],
-            "query": ties["query_qid"].map(text).to_numpy(), "candidate": ties["candidate_qid"].map(text).to_numpy(),
-            "same": ties["same"].to_numpy(), "different": ties["different"].to_numpy(),
-            "judgment_ids": ties["judgment_ids"].map(_ids).to_numpy(),
-        }, columns=ITEM_COLUMNS[:-1])
-        items["adjudicated"] = items["item"].map(on_item)
-        merges = result.merges.assign(kind="merge", reason=lambda f: "proposed merge into " + f["into"].astype(str))
-        splits = result.splits.assign(kind="split", cluster_a=result.splits["cluster"],
-                                      cluster_b="qid:" + result.splits["qid"].astype(str),
-                                      reason=lambda f: "proposed split: the member leaves " + f["cluster"].astype(str))
-        pairs = pd.concat([merges, splits.drop(columns=["cluster", "qid"]), result.conflicts[result.conflicts["kind"] != "tie"]],
-                          ignore_index=True)
-        listed = {(min(a, b), max(a, b)) for a, b in zip(pairs["cluster_a"], pairs["cluster_b"])}
-        gone = [{"kind": "decided", "cluster_a": a, "cluster_b": b, "judgment_ids": [], "reason": f"no longer proposed ({d})"}
-                for (a, b), d in on_pair.items() if (a, b) not in listed]
-        pairs = pd.concat([pairs, pd.DataFrame(gone, columns=PAIR_COLUMNS[:-1])], ignore_index=True)
-        pairs = pairs.assign(judgment_ids=pairs["judgment_ids"].map(_ids), adjudicated=[
-            on_pair.get((min(a, b), max(a, b))) for a, b in zip(pairs["cluster_a"], pairs["cluster_b"])])
-        shown = decided.assign(created_at=decided["created_at"].map(when))
-        return {self.agreement: text_table(agreement(self.ctx.store).round(3)), self.items: text_table(items, ITEM_COLUMNS),
-                self.pairs: text_table(pairs.reindex(columns=PAIR_COLUMNS)),
-                self.decided: text_table(shown.drop(columns=["id"]))}
+        lists = review_lists(self.ctx.store, self.ctx.model.current().bundle.corpus)
+        items, pairs = (frame.assign(judgment_ids=frame["judgment_ids"].map(_ids)) for frame in (lists.items, lists.pairs))
+        decided = lists.decided.assign(created_at=lists.decided["created_at"].map(when))
+        return {self.agreement: text_table(lists.agreement.round(3)), self.items: text_table(items, ITEM_COLUMNS),
+                self.pairs: text_table(pairs), self.decided: text_table(decided)}
 
     def evidence_for(self, judgment_ids: str) -> pd.DataFrame:
         """The judgments named by a comma-separated id list, with their question texts."""
-        ids = [int(i) for i in str(judgment_ids).replace(" ", "").split(",") if i]
-        judged = self.ctx.store.judgments(current_only=False, ids=ids)
-        judged = judged.assign(query=judged["query_question"].fillna(judged["query_text"]), candidate=judged["candidate_question"],
-                               created_at=judged["created_at"].map(when))
-        return text_table(judged, EVIDENCE_COLUMNS)
+        judged = evidence(self.ctx.store, [int(i) for i in str(judgment_ids).replace(" ", "").split(",") if i])
+        return text_table(judged.assign(created_at=judged["created_at"].map(when)))
 
     def pick_item(self, event: gr.SelectData) -> dict:
         """A clicked tied item: its key in the Item box and its judgments shown."""
@@ -119,14 +83,7 @@ class ReviewTab:
                request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
         """Record the reviewer's decision on the item (same/different) or cluster pair (apply/reject)."""
         who = reviewer(self.ctx, name, request, profile)
-        if decision not in DECISIONS:
-            raise QPRError("Choose a decision: same or different for an item, apply or reject for a cluster pair.")
-        if decision in ("same", "different"):
-            self.ctx.store.record_adjudication(who, decision, item=item, note=note)
-            target = f"item {item.strip()}"
-        else:
-            self.ctx.store.record_adjudication(who, decision, cluster_a=cluster_a, cluster_b=cluster_b, note=note)
-            target = f"clusters {cluster_a.strip()} and {cluster_b.strip()}"
+        target = record_decision(self.ctx.store, who, decision, item, cluster_a, cluster_b, note)
         return {self.status: f"Recorded **{decision}** on {plain(target)} by {plain(who)}."} | self.overview()
 
 

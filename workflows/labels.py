@@ -1,12 +1,41 @@
 """Corrected clusters served at once, without retraining: each change of the labels is recorded
 as the served bundle's next labels version (``annotations.corrections``) and then served
-(``ServedModel.relabel``), in that order, so what is served is always a recorded version."""
+(``ServedModel.relabel``), in that order, so what is served is always a recorded version. What
+the current judgments propose, and the served labels' history, are ``labels_overview``'s."""
 
 from __future__ import annotations
 
-from annotations.corrections import apply_corrections, revert_decision, rollback
+from dataclasses import dataclass
+
+import pandas as pd
+
+from annotations.constraints import corrected_clusters
+from annotations.corrections import apply_corrections, history, revert_decision, rollback
 from annotations.store import AnnotationStore
-from qpr.serving.served_model import ServedModel
+from qpr.serving.served_model import Served, ServedModel
+
+
+@dataclass(frozen=True)
+class LabelsOverview:
+    """The ``merges``, ``splits`` (each with the member's ``question``) and ``conflicts`` the
+    current judgments propose, and the served labels' ``history``, newest first
+    (``annotations.corrections.history``)."""
+
+    merges: pd.DataFrame
+    splits: pd.DataFrame
+    conflicts: pd.DataFrame
+    history: pd.DataFrame
+
+
+def labels_overview(store: AnnotationStore, served: Served) -> LabelsOverview:
+    """What ``store``'s current judgments propose for ``served``'s bundle and its labels' history.
+    The rules run over the bundle's own corpus (``annotations.constraints``), so every application
+    starts from the same ground and re-derives all."""
+    corpus = served.bundle.corpus
+    result = corrected_clusters(store, corpus)
+    question = corpus.set_index("qid")["question"]
+    return LabelsOverview(result.merges, result.splits.assign(question=result.splits["qid"].map(question)),
+                          result.conflicts, history(store, served.bundle.version))
 
 
 def serve_corrections(model: ServedModel, store: AnnotationStore, who: str) -> None:

@@ -41,7 +41,7 @@ class TrainingDefaults:
 # and such a corpus too small to learn longer patterns), 128 dimensions, small batches; early
 # stopping on val ROC AUC. Trigrams on (the product default): on the tutorial corpus they raised
 # val H@1 of the hybrid from 0.49 to 0.58 (53 queries; test 0.64 -> 0.61 on 56) for 0.7 s more
-# training. The tutorial demo (``ui.demo``) trains with these too.
+# training. The tutorial demo (``workflows.demos``) trains with these too.
 SMALL_CORPUS = TrainingDefaults(
     TrainConfig(batch_size=32, max_epochs=20, patience=3, val_pairs=1000, seed=0),
     TextConfig(hash_bins=1000),

@@ -43,7 +43,7 @@ from annotations.export import Export, write_export
 from annotations.pair_scores import PairScorer
 from annotations.store import AnnotationStore
 from qpr.bundles.bundle import Bundle, serving_retriever
-from qpr.bundles.training import compare_bundles
+from qpr.bundles.training import compare_bundles, verdict
 from qpr.data.upload import MIN_TRAIN_CLUSTERS
 from qpr.errors import QPRError, one_line
 from qpr.model.encoder import EncoderConfig
@@ -62,6 +62,28 @@ FAILURES = (SQLAlchemyError, OSError, QPRError)  # a database or a disk that ref
 
 
 @dataclass(frozen=True)
+class Offer:
+    """A trained model waiting for a decision, as a person is shown it: its ``version``, its
+    ``comparison`` with the served model on the same held-out clusters (``compare_bundles``), what
+    that says in words (``said``) and whether the new model is worse beyond doubt (``worse``:
+    ``qpr.bundles.training.verdict``), and how many ``judgments`` it learned from."""
+
+    version: str
+    comparison: pd.DataFrame
+    said: str
+    worse: bool
+    judgments: int
+
+    @classmethod
+    def of(cls, candidate: Candidate) -> "Offer":
+        """``candidate`` as offered."""
+        said, worse = verdict(candidate.comparison)
+        bundle = candidate.served.bundle
+        return cls(bundle.version, candidate.comparison, said, worse,
+                   len(bundle.manifest.get("labels", {}).get("judgment_ids", [])))
+
+
+@dataclass(frozen=True)
 class Proposal:
     """A retrained model waiting for a decision (``candidate``, with its comparison), the
     ``export`` it was trained on and the held-out queries whose first result it ``changed``
@@ -70,6 +92,11 @@ class Proposal:
     candidate: Candidate
     export: Export
     changed: pd.DataFrame
+
+    @property
+    def offer(self) -> Offer:
+        """The retrained model as offered for a decision."""
+        return Offer.of(self.candidate)
 
 
 @dataclass(frozen=True)
@@ -180,6 +207,13 @@ def offer_trained(model: ServedModel, job: TrainingJob, version: str) -> Candida
         job.decided(f"not offered: {err}")
         raise
     return model.propose(new, comparison, bm25)
+
+
+def waiting(model: ServedModel) -> Offer | None:
+    """The model waiting for a decision on ``model`` (a retrained one, or a background training's),
+    as offered; None when none waits."""
+    candidate = model.candidate()
+    return None if candidate is None else Offer.of(candidate)
 
 
 def confirm(project: Project, who: str) -> Confirmed:

@@ -40,6 +40,7 @@ from qpr.systems.transformer import SYSTEM as TRANSFORMER, TransformerEncoder, T
 HELD_OUT = ("val", "test")
 METRIC_COLUMNS = ["model", "version", "split", "H1", "H10", "MRR", "queries"]
 CHANGE_COLUMNS = ["H1_change", "H1_change_low", "H1_change_high"]
+COMPARISON_COLUMNS = METRIC_COLUMNS + CHANGE_COLUMNS  # ``compare_bundles``' table
 
 
 def held_out_splits(corpus: pd.DataFrame) -> list[str]:
@@ -213,7 +214,7 @@ def compare_bundles(old: Bundle, new: Bundle, corpus: pd.DataFrame, bm25: BM25Re
         for name, bundle in (("current", old), ("retrained", new))
         for split in splits
     ]
-    return pd.DataFrame(rows, columns=METRIC_COLUMNS + CHANGE_COLUMNS)
+    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
 
 
 # Held-out queries under which a comparison says nothing either way: one query is then 5 points

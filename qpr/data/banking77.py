@@ -1,5 +1,5 @@
 """BANKING77 (Casanueva et al. 2020, CC BY 4.0): 13,083 real customer questions to an online
-bank, each labelled with one of 77 intents; the app's default demo corpus (``ui.demo``).
+bank, each labelled with one of 77 intents; the app's default demo corpus (``workflows.demos``).
 
 ``banking77_corpus`` reads ``intents/banking77/{train,test}.csv`` (``text,category``) from the
 shared data folder (``QPR_DATA_DIR``), and where that folder lacks them (a fresh Space) the
