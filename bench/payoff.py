@@ -10,7 +10,7 @@ pairs, audits, a random share; the threshold and purity re-scored between rounds
 judged by a simulated annotator whose errors fall on near pairs, exported by the product's export
 (``workflows.retraining.export_corrected`` with the noisy model's ``PairScorer``: constrained
 clustering, purity). Then per training **seed**, three warm starts from the draw's noisy model
-through the product's retrain path (``workflows.training_steps.continue_training``, fixed-shape
+through the product's retrain path (``qpr.bundles.training.retrain_bundle``, as ``workflows.retraining`` calls it, fixed-shape
 batches of ``RETRAIN_BATCH`` pairs, the same steps for every arm):
 
 - ``uncorrected``: the noisy clusters, no judgments (the control);

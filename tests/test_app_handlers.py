@@ -12,7 +12,6 @@ import pandas as pd
 import pytest
 
 import workflows.retraining as retraining_module
-import workflows.training_steps as training_steps_module
 import ui.startup as startup
 from annotations.db import open_store
 from qpr.data.coherence import cluster_coherence
@@ -396,14 +395,14 @@ def test_discard_keeps_the_served_model(qpr_app):
 
 def test_searches_answer_while_retraining_runs(qpr_app, monkeypatch):
     started, searched = threading.Event(), threading.Event()
-    real_retrain = training_steps_module.retrain_bundle
+    real_retrain = retraining_module.retrain_bundle
 
     def slow_retrain(*args, **kwargs):
         started.set()
         assert searched.wait(timeout=120), "the search never finished while retraining was running"
         return real_retrain(*args, **kwargs)
 
-    monkeypatch.setattr(training_steps_module, "retrain_bundle", slow_retrain)
+    monkeypatch.setattr(retraining_module, "retrain_bundle", slow_retrain)
     worker = threading.Thread(target=qpr_app.retrain.retrain, args=(1, "ann"), kwargs={"progress": NO_PROGRESS})
     worker.start()
     assert started.wait(timeout=120)

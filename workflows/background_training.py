@@ -17,7 +17,8 @@ this folder: serving it is the app's decision (``workflows.retraining.offer_trai
 
 It sits in ``workflows`` (not ``qpr.serving``) because starting a training is a step of the
 retraining workflow (``workflows.retraining.start_training`` exports the corrected clusters it
-trains on), and trains through the workflow's steps (``workflows.training_steps``).
+trains on), and trains as the in-process retrain does (``qpr.bundles.training``: ``retrain_bundle`` continues a
+project's encoder, ``train_bundle`` trains its first).
 
 States: ``running`` -> ``done`` (bundle written) | ``failed`` (message says why) | ``cancelled``;
 ``done`` -> ``decided`` once the app has served or discarded the result.
@@ -38,6 +39,7 @@ import pandas as pd
 import torch
 
 from qpr.bundles.bundle import Bundle
+from qpr.bundles.training import retrain_bundle, train_bundle
 from qpr.data.corpus import split_clusters
 from qpr.model.encoder import EncoderConfig
 from qpr.errors import QPRError
@@ -46,7 +48,6 @@ from qpr.settings import environment
 from qpr.model.text import TextConfig
 from qpr.training.loop import GAIN
 from qpr.training.train import TrainConfig
-from workflows.training_steps import continue_training, train_new
 
 JOB, STATUS, CORPUS, BUNDLE, LOG = "job.json", "status.json", "corpus.parquet", "bundle", "worker.log"
 PAIRS = "pairs.parquet"
@@ -293,13 +294,13 @@ def run(folder: Path) -> None:
         corpus = with_held_out(pd.read_parquet(folder / CORPUS))
         if job["continue_from"]:
             judged = pd.read_parquet(folder / PAIRS) if (folder / PAIRS).is_file() else None
-            bundle = continue_training(Bundle.load(job["continue_from"]), corpus, job["labels"],
-                                       max_epochs=job["train"]["max_epochs"], progress=False, on_epoch=on_epoch,
-                                       on_batch=on_batch, judged=judged)
+            bundle = retrain_bundle(Bundle.load(job["continue_from"]), corpus, labels=job["labels"],
+                                    max_epochs=job["train"]["max_epochs"], progress=False, on_epoch=on_epoch,
+                                    on_batch=on_batch, judged=judged)
         else:
-            bundle = train_new(corpus, TrainConfig(**job["train"]), TextConfig(**job["text"]),
-                               EncoderConfig(**job["encoder"]), job["labels"], progress=False, on_epoch=on_epoch,
-                               on_batch=on_batch)
+            bundle = train_bundle(corpus, TrainConfig(**job["train"]), TextConfig(**job["text"]),
+                                  EncoderConfig(**job["encoder"]), labels=job["labels"], progress=False,
+                                  on_epoch=on_epoch, on_batch=on_batch)
         report(message="saving the trained model", eta_s=None, eta_max_s=None)
         bundle.save(folder / BUNDLE)
     except QPRError as err:

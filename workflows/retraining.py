@@ -5,7 +5,7 @@ record -> remember.
    the simulated loop): a corpus' corrected clusters are written for the user (cluster file,
    pairs, manifest; atomically, ``annotations.export``) and handed over in memory
    (``annotations.export.Export``): nothing is read back from disk.
-2. **Retrain** on them, in this process (``retrain``, through the step ``continue_training``: the
+2. **Retrain** on them, in this process (``retrain``, through ``qpr.bundles.training.retrain_bundle``: the
    served encoder continued, training on the judged pairs themselves too and weighing each cluster
    by its estimated purity) or in a background worker (``start_training``,
    ``workflows.background_training``). The new bundle's ``labels`` name the export it learned
@@ -43,7 +43,7 @@ from annotations.export import Export, write_export
 from annotations.pair_scores import PairScorer
 from annotations.store import AnnotationStore
 from qpr.bundles.bundle import Bundle, serving_retriever
-from qpr.bundles.training import compare_bundles, verdict
+from qpr.bundles.training import compare_bundles, retrain_bundle, verdict
 from qpr.data.upload import MIN_TRAIN_CLUSTERS
 from qpr.errors import QPRError, one_line
 from qpr.model.encoder import EncoderConfig
@@ -51,7 +51,6 @@ from qpr.model.text import TextConfig
 from qpr.retrieval.lexical import BM25Retriever
 from qpr.serving.served_model import Candidate, ServedModel
 from qpr.training.train import TrainConfig
-from workflows.training_steps import continue_training
 from workflows.background_training import ACTIVE, TrainingJob, describe
 from workflows.judgment_effect import changed_top_results
 from workflows.project import Project
@@ -164,8 +163,8 @@ def retrain(model: ServedModel, store: AnnotationStore, folder: Path, max_epochs
     done = export_corrected(store, served.bundle.corpus, served.bundle.version, fmt, folder=folder, scorer=scorer)
     check_clusters(done.corpus)
     bm25 = BM25Retriever(done.corpus)
-    new = continue_training(served.bundle, done.corpus, done.labels, max_epochs=max_epochs, bm25=bm25,
-                            progress=False, on_epoch=on_epoch, judged=done.pairs, cluster_weights=done.purity)
+    new = retrain_bundle(served.bundle, done.corpus, labels=done.labels, max_epochs=max_epochs, bm25=bm25,
+                         progress=False, on_epoch=on_epoch, judged=done.pairs, cluster_weights=done.purity)
     on_stage("comparing")
     comparison = compare_bundles(served.bundle, new, done.corpus, bm25)
     changed = changed_top_results(serving_retriever(served.bundle, bm25), serving_retriever(new, bm25), done.corpus,

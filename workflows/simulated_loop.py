@@ -13,7 +13,7 @@ trains an encoder on that noisy copy. Then, each round:
    ``annotations.constraints.corrected_clusters``), handed over in memory as the app's retraining gets
    them (``annotations.export.Export``): the training data of the next model, whose bundle
    records the export as the app's does (``Export.labels``);
-4. the encoder is retrained on it through the workflow's steps (``workflows.training_steps``:
+4. the encoder is retrained on it as the app's retrain does (``qpr.bundles.training``:
    from scratch, or continuing the previous one with ``warm_start``), and
    scored on the untouched test clusters with an exact index over the clean corpus
    (``qpr.evaluation.metrics``).
@@ -44,6 +44,7 @@ from annotations.queue import judged_pairs
 from annotations.store import AnnotationStore
 from annotations.simulation.strategies import STRATEGIES, candidate_pool, select
 from qpr.bundles.bundle import Bundle
+from qpr.bundles.training import retrain_bundle, train_bundle
 from qpr.model.encoder import EncoderConfig
 from qpr.evaluation.metrics import evaluate
 from qpr.fsutil.atomic import atomic_path
@@ -54,7 +55,6 @@ from qpr.model.text import MAX_K, TextConfig
 from qpr.serving.slugs import DEMO
 from qpr.training.train import TrainConfig
 from workflows.retraining import export_corrected
-from workflows.training_steps import continue_training, train_new
 
 DB_NAME = "annotations.db"
 SUMMARY_NAME = "loop.json"
@@ -111,7 +111,7 @@ def fit(
     cluster_weights: pd.Series | None = None,
 ) -> Model:
     """Train on ``corpus``' clusters (continuing ``warm_start`` if given, through the app's retrain
-    step ``workflows.training_steps.continue_training``), behind an exact index, and score
+    path ``qpr.bundles.training.retrain_bundle``), behind an exact index, and score
     H@1 / H@10 / MRR on the test clusters of ``clean``: whatever labels the model learned from, it
     is judged against the same clean queries and relevance. ``corpus`` holds the questions of
     ``clean`` (only clusters differ), so the index searches all of them. ``labels``: the export the
@@ -120,10 +120,10 @@ def fit(
     ``cluster_weights`` (``Export.purity``)."""
     common = {"labels": labels, "fuse": False, "progress": progress, "return_on_interrupt": False}
     if warm_start is None:
-        bundle = train_new(corpus, config, text_config, encoder_config, index_config=IndexConfig("Flat"),
-                           data="simulated loop", **common)
+        bundle = train_bundle(corpus, config, text_config, encoder_config, index_config=IndexConfig("Flat"),
+                              data="simulated loop", **common)
     else:
-        bundle = continue_training(warm_start.bundle, corpus, judged=judged, cluster_weights=cluster_weights, **common)
+        bundle = retrain_bundle(warm_start.bundle, corpus, judged=judged, cluster_weights=cluster_weights, **common)
     return Model(bundle, evaluate(bundle.dense_retriever(), clean, "test"), bundle.manifest["training"])
 
 
