@@ -40,6 +40,10 @@ def test_a_payoff_row_has_the_issue_keys_intervals_and_the_share_recovered(tmp_p
     again = with_payoff_row(results, row | {"corrected_minus_uncorrected": 0.0}, 5)
     assert len(again["runs"]) == 2, "the same regime, budget, error and design replace their row"
     assert "| banking77-auto | product | 1000 | 0.050 | **yes** |" in payoff_markdown(again)
+    loss = summary_row("quora-fp-0.4", "product", 1000, 0.05, h1(-0.02), {((10, 8),)}, about)
+    bar = payoff_markdown(with_payoff_row(results, loss, 5))
+    assert "primary endpoint's lower end above zero: yes" in bar and "another regime's lower end above zero: **none**" in bar
+    assert "upper end below zero at annotator error <= 5%: **quora-fp-0.4 at annotator error 0.05" in bar
 
 
 def test_the_bootstrap_resamples_draws_as_well_as_seeds():
