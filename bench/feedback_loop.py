@@ -49,7 +49,7 @@ from qpr.bundles.bundle import Bundle
 from qpr.data.corpus import data_dir, load_corpus
 from qpr.model.encoder import PAPER_ENCODER, EncoderConfig
 from qpr.fsutil.atomic import atomic_path
-from qpr.data.noise import SPLIT_SUFFIX, inject_false_negatives
+from qpr.data.noise import SPLIT_SUFFIX, inject_false_negatives, inject_false_positives
 from qpr.model.text import PAPER_TEXT
 from qpr.training.train import TrainConfig
 
@@ -70,6 +70,7 @@ QUICK_CLUSTERS = {"train": 3000, "val": 300, "test": 300}
 QUICK_DISTRACTORS = 2000
 QUICK_BUDGETS = (40, 150, 400)
 QUICK_ENCODER = EncoderConfig(embedding_dim=64, windows=(5,), channels=64, output_dim=64)
+MIN_HALF = 4  # split only clusters of 4+, so both halves keep 2+ questions (no singleton-half artefact)
 
 
 def quick_slice(corpus: pd.DataFrame, seed: int) -> pd.DataFrame:
@@ -84,6 +85,16 @@ def quick_slice(corpus: pd.DataFrame, seed: int) -> pd.DataFrame:
     picked = distractors.sample(min(QUICK_DISTRACTORS, len(distractors)), random_state=seed)
     keep = corpus["cluster"].isin(chosen).fillna(False) | corpus["qid"].isin(picked)
     return corpus[keep.to_numpy(bool)].reset_index(drop=True)
+
+
+def noisy_copy(clean: pd.DataFrame, noise: str, rate: float, seed: int = 0, split: str = "train", min_size: int = MIN_HALF) -> pd.DataFrame:
+    """``clean`` with ``noise`` ("fn", "fp" or "both": each at ``rate``) in ``split``'s clusters."""
+    noisy = clean
+    if noise in ("fn", "both"):
+        noisy = inject_false_negatives(noisy, rate, seed, min_size=min_size, split=split)[0]
+    if noise in ("fp", "both"):
+        noisy = inject_false_positives(noisy, rate, seed + 1, split=split)[0]
+    return noisy
 
 
 def cached_fit(path: Path, corpus: pd.DataFrame, clean: pd.DataFrame, config: TrainConfig, encoder: EncoderConfig) -> Model:

@@ -7,13 +7,14 @@ This is the product's default retrain (``workflows.retraining.retrain``): the se
 continued for as many epochs as it was trained with, on the export's corrected clusters and, since
 issue 39, on its judged pairs themselves (``qpr.training.sampling.JudgedPairs``).
 
-Regimes (``REGIMES``):
+Regimes (``REGIMES``: ``bench.payoff.REGIMES``' names, each at draw 0):
 
 - ``banking77-auto`` (realistic errors, as a bare-questions project starts): BANKING77's
   train.csv queries clustered automatically (TF-IDF + LSA vectors, k-means with k = sqrt(n),
   knowing nothing of the intents), scored against the 77 intent labels as the truth. Its test.csv
   queries, with their true intents, are the val and test queries (half each): new user queries of
   the intents the project serves, as in the product.
+- ``banking77-auto-fine``: the same with k = n / 10 (clusters of about 10 questions: purer, more split).
 - ``quora-fp-0.4``: docs/LOOP_PAYOFF.md's slice of Quora-lite with 40% of the training clusters
   joined in random pairs (random false positives).
 
@@ -47,10 +48,9 @@ import pandas as pd
 from annotations.db import open_store
 from annotations.simulation.oracle import SimulatedAnnotator
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
-from bench.feedback_loop import quick_slice
-from bench.loop_payoff import DOC, RESULTS, Work, config_for, noisy_copy, suspects
-from bench.payoff import banking77_auto
-from qpr.data.corpus import data_dir, load_corpus
+from bench.loop_payoff import DOC, RESULTS, Work, config_for, suspects
+from bench.payoff import REGIMES as PAYOFF_REGIMES
+from qpr.data.corpus import data_dir
 from qpr.fsutil.atomic import atomic_path
 from qpr.research.cluster_quality import cluster_quality
 from qpr.research.confidence import mean_ci
@@ -60,7 +60,7 @@ MARKER = "loop-control"
 JUDGMENTS = 1000
 STRATEGY = "suspicion"
 WEIGHTS = (1.0,)
-REGIMES = ("banking77-auto", "banking77-auto-fine", "quora-fp-0.4")
+REGIMES = tuple(PAYOFF_REGIMES)
 # The judged term's design in ``qpr.model.losses.judged_negative_loss``: "" was the first (the judged
 # negative as one more column of the whole unsmoothed softmax; its rows are kept under that name),
 # "-pair" the current one (own positive against the judged negative only).
@@ -68,12 +68,10 @@ DESIGN = "-pair"
 
 
 def regime_data(name: str, data: Path) -> tuple[pd.DataFrame, pd.DataFrame, str]:
-    """(clean, noisy, suspect kind for ``bench.loop_payoff.suspects``) of regime ``name``."""
-    if name.startswith("banking77-auto"):
-        clean, noisy = banking77_auto(data, per_cluster=10 if name.endswith("-fine") else None)
-        return clean, noisy, "both"
-    clean = quick_slice(load_corpus(data / "quora-lite"), 0)
-    return clean, noisy_copy(clean, "fp", 0.4), "fp"
+    """(clean, noisy, suspect kind for ``bench.loop_payoff.suspects``) of regime ``name``: issue 57's
+    regime of that name (``bench.payoff.REGIMES``) at draw 0, so a name means the same data in both."""
+    clean, noisy = PAYOFF_REGIMES[name](data, 0)
+    return clean, noisy, "fp" if name.startswith("quora-fp") else "both"
 
 
 def judged_export(work: Work, model, noisy: pd.DataFrame, kind: str, budget: int) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -49,14 +49,14 @@ from workflows.simulated_loop import Model, annotate, fit
 from annotations.simulation.oracle import SimulatedAnnotator, label_errors, true_same
 from annotations.simulation.strategies import candidate_pool, within_pool
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
-from bench.feedback_loop import QUICK_ENCODER, quick_slice, singleton_share
+from bench.feedback_loop import MIN_HALF, QUICK_ENCODER, noisy_copy, quick_slice, singleton_share
 from bench.payoff import DESIGNS, RETRAIN_BATCH, regime_rows
+from bench.payoff import REGIMES as PAYOFF_REGIMES
 from qpr.bundles.bundle import Bundle
 from qpr.research.cluster_quality import cluster_quality, errors_fixed
 from qpr.research.confidence import mean_ci, ratio_ci
 from qpr.data.corpus import data_dir, load_corpus
 from qpr.fsutil.atomic import atomic_path
-from qpr.data.noise import inject_false_negatives, inject_false_positives
 from qpr.model.text import PAPER_TEXT
 from qpr.training.train import TrainConfig
 
@@ -99,18 +99,7 @@ PAYOFF_MARKER = "loop-payoff-57"
 # The primary endpoint, fixed before the runs (docs/LOOP_PAYOFF.md): H@1 at 1,000 judgments on
 # banking77-auto, annotator error 5% on near pairs, the product's design; its row is run first.
 PRIMARY = {"regime": "banking77-auto", "budget": 1000, "annotator_error": 0.05, "design": "product"}
-MIN_HALF = 4  # split only clusters of 4+, so both halves keep 2+ questions (no singleton-half artefact)
 EPOCHS, BATCH = 3, 128
-
-
-def noisy_copy(clean: pd.DataFrame, noise: str, rate: float, seed: int = 0, split: str = "train", min_size: int = MIN_HALF) -> pd.DataFrame:
-    """``clean`` with ``noise`` ("fn", "fp" or "both": each at ``rate``) in ``split``'s clusters."""
-    noisy = clean
-    if noise in ("fn", "both"):
-        noisy = inject_false_negatives(noisy, rate, seed, min_size=min_size, split=split)[0]
-    if noise in ("fp", "both"):
-        noisy = inject_false_positives(noisy, rate, seed + 1, split=split)[0]
-    return noisy
 
 
 def suspects(model: Model, noisy: pd.DataFrame, noise: str) -> pd.DataFrame:
@@ -441,6 +430,8 @@ def main() -> None:
     # Retraining first: it is the longest part, and it makes the export rows it needs itself.
     parser.add_argument("--parts", nargs="+", choices=["payoff", "export", "evaluation", "retrain"], default=["payoff"],
                         help="payoff: issue 57's paired, equal-step measurement (bench.payoff); the others: issue 21's")
+    parser.add_argument("--regime", choices=list(PAYOFF_REGIMES), default=PRIMARY["regime"],
+                        help="the payoff part's regime (bench.payoff.REGIMES); default the primary endpoint's")
     parser.add_argument("--budget", type=int, default=PRIMARY["budget"], help="judgments per draw in the payoff part")
     parser.add_argument("--errors", nargs="+", type=float, default=[0.05, 0.0, 0.10], help="annotator error rates, in order")
     parser.add_argument("--draws", type=int, default=3, help="draws of (clustering, noisy model, judged set)")
@@ -460,9 +451,12 @@ def main() -> None:
         results = json.loads(args.results.read_text())
     elif args.parts == ["payoff"]:
         start = time.perf_counter()
-        log(f"payoff: {PRIMARY['regime']}, {args.budget} judgments, errors {args.errors}, {args.draws} draws x {args.seeds} seeds")
-        for row in regime_rows(args.data.parent, args.payoff_work, PRIMARY["regime"], args.budget, args.errors, args.draws,
+        log(f"payoff: {args.regime}, {args.budget} judgments, errors {args.errors}, {args.draws} draws x {args.seeds} seeds")
+        last = start
+        for row in regime_rows(args.data.parent, args.payoff_work, args.regime, args.budget, args.errors, args.draws,
                                args.seeds, log, tuple(args.designs)):
+            # This row's wall time in this invocation (cells cached by an earlier one not counted).
+            row["seconds"], last = round(time.perf_counter() - last), time.perf_counter()
             results = with_payoff_row(args.results, row, round(time.perf_counter() - start))
             write_json(results, args.results)
             replace_marked_section(args.doc, PAYOFF_MARKER, payoff_markdown(results))
@@ -518,7 +512,35 @@ def payoff_markdown(results: dict) -> str:
     return (f"Machine: {about.get('machine', '?')}; written {about.get('date', '?')}; {about.get('seconds', 0):,} s for the "
             f"last invocation (cached cells not counted). Encoder: the quick {e.get('embedding_dim', '?')}-d CNN "
             f"(`bench.feedback_loop.QUICK_ENCODER`), noisy model 3 epochs from scratch (batch 128), then every arm 3 warm "
-            f"epochs through the product's retrain (fixed-shape batches of {RETRAIN_BATCH} pairs).\n\n{table}")
+            f"epochs through the product's retrain (fixed-shape batches of {RETRAIN_BATCH} pairs).\n\n{table}\n\n"
+            f"{payoff_bar(rows)}")
+
+
+def payoff_bar(rows: list[dict]) -> str:
+    """Issue 57's bar read off the rows at the product's default (its design and the primary's budget):
+    the primary endpoint's lower end, the other regimes' at the primary's annotator error, and any upper
+    end below zero at an annotator error of at most 5%."""
+    default = [r for r in rows if r["design"] == PRIMARY["design"] and r["budget"] == PRIMARY["budget"]]
+
+    def name(r: dict) -> str:
+        low, high = r["corrected_minus_uncorrected_ci95"]
+        return (f"{r['regime']} at annotator error {r['annotator_error']:g} ({r['draws']} draws x {r['seeds']} seeds: "
+                f"{r['corrected_minus_uncorrected']:+.4f} [{low:+.4f}, {high:+.4f}])")
+
+    at_error = [r for r in default if r["annotator_error"] == PRIMARY["annotator_error"]]
+    primary = [r for r in at_error if r["regime"] == PRIMARY["regime"]]
+    others = [r for r in at_error if r["regime"] != PRIMARY["regime"]]
+    above = [name(r) for r in others if r["corrected_minus_uncorrected_ci95"][0] > 0]
+    below = [name(r) for r in default if r["annotator_error"] <= 0.05 and r["corrected_minus_uncorrected_ci95"][1] < 0]
+    return "\n".join([
+        "The issue's bar at the product's default (design product, "
+        f"{PRIMARY['budget']:,} judgments; regimes measured: {', '.join(dict.fromkeys(r['regime'] for r in default)) or 'none'}):",
+        "- primary endpoint's lower end above zero: "
+        + ("not measured" if not primary else "yes" if primary[0]["corrected_minus_uncorrected_ci95"][0] > 0 else "**no**")
+        + (f", {name(primary[0])}" if primary else ""),
+        "- another regime's lower end above zero: "
+        + ("; ".join(above) if above else "**none**" if others else "no other regime measured"),
+        "- a regime's upper end below zero at annotator error <= 5%: " + ("**" + "; ".join(below) + "**" if below else "none")])
 
 
 if __name__ == "__main__":

@@ -1,10 +1,9 @@
 """The honest measurement of what judgments buy (issue 57), the ``payoff`` part of
 ``bench.loop_payoff``.
 
-Per regime and **draw** d (the automatic clustering, the noisy model and the judged set are drawn
-again for each d): the noisy corpus (``banking77_auto(seed=d)``: TF-IDF + LSA
-k-means, k = sqrt(n), scored against BANKING77's intents), a noisy model trained from scratch on
-it (seed d), and, per annotator error rate, ``budget`` judgments in ``ROUNDS`` rounds of the app's
+Per regime (``REGIMES``) and **draw** d (the noise, the noisy model and the judged set are drawn
+again for each d): the noisy corpus (``REGIMES[regime](data, d)``), a noisy model trained from
+scratch on it (seed d), and, per annotator error rate, ``budget`` judgments in ``ROUNDS`` rounds of the app's
 own queue (``annotations.rounds.queue_round`` through ``annotations.task``'s code path: uncertain
 pairs, audits, a random share; the threshold and purity re-scored between rounds by the export),
 judged by a simulated annotator whose errors fall on near pairs, exported by the product's export
@@ -18,6 +17,12 @@ batches of ``RETRAIN_BATCH`` pairs, the same steps for every arm):
 - ``ceiling``: the clean clusters (what all the noise costs; ``recovered_share`` is the share of
   ceiling - uncorrected that corrected - uncorrected recovers).
 
+Regimes: ``banking77-auto`` (the primary endpoint's: BANKING77's training queries clustered
+automatically, TF-IDF + LSA k-means with k = sqrt(n), scored against its intents: large impure
+clusters, false positives mostly), ``banking77-auto-fine`` (the same with clusters of about
+``FINE_PER_CLUSTER`` questions: purer and split, false negatives mostly) and ``quora-fp-0.4``
+(Quora-lite's quick slice with 40% of its training clusters joined in random pairs).
+
 Every model is cached under the work folder as it finishes (``cell``), so a run resumes; progress
 is printed from the start. Intervals are a two-level bootstrap (draws, then seeds within each)
 of the paired differences, as well as the mean over draws.
@@ -28,6 +33,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -42,19 +48,27 @@ from annotations.db import open_store
 from annotations.pair_scores import PairScorer
 from annotations.rounds import queue_round
 from annotations.simulation.oracle import SimulatedAnnotator
-from bench.feedback_loop import QUICK_ENCODER
+from bench.feedback_loop import QUICK_ENCODER, noisy_copy, quick_slice
 from qpr.bundles.bundle import Bundle
+from qpr.data.corpus import load_corpus
+from qpr.errors import QPRError
 from qpr.model.text import PAPER_TEXT
 from qpr.research.cluster_quality import cluster_quality
 from qpr.retrieval.calibration import calibrate
+from qpr.training.fixed_shape import training_clusters
 from qpr.training.train import TrainConfig
 from workflows.retraining import export_corrected
 from workflows.simulated_loop import Model, fit
 
 ROUNDS = 2
-# Pairs per batch of every retrain: at most half the owners of every arm (qpr.training.fixed_shape), and
-# the clean arm has BANKING77's 77 intents, so 38 keeps every arm's shape the same.
+# Pairs per batch of every retrain, the same in every regime: qpr.training.fixed_shape shrinks a batch
+# to half the owners (training clusters of 2+) of an arm that has fewer than twice as many, which would
+# give the arms different shapes; BANKING77's clean arm has 77 intents, so 38 is the largest that keeps
+# every arm's shape. check_batch fails a regime with an arm that has fewer clusters.
 RETRAIN_BATCH = 38
+# banking77-auto-fine's automatic clusters hold about this many questions (k = n / 10): bench.loop_control's
+# regime of that name (issue 39), so one name means one clustering across the results file.
+FINE_PER_CLUSTER = 10
 EPOCHS = 3
 BOOTSTRAP = 4000
 ARMS = ("uncorrected", "corrected", "ceiling")
@@ -84,6 +98,34 @@ def banking77_auto(data: Path, seed: int = 0, per_cluster: int | None = None) ->
     noisy = clean.copy()
     noisy.loc[train, "cluster"] = pd.array([f"auto-{label}" for label in labels], dtype="string")
     return clean, noisy
+
+
+def quora_fp(data: Path, seed: int = 0, rate: float = 0.4) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(clean, noisy) Quora-lite: the quick slice (``bench.feedback_loop.quick_slice``, seed 0: the
+    same questions and splits in every draw, as issue 21's and 39's rows) and a copy with ``rate``
+    of its training clusters joined in random pairs, drawn with ``seed``."""
+    clean = quick_slice(load_corpus(data / "quora-lite"), 0)
+    return clean, noisy_copy(clean, "fp", rate, seed=seed)
+
+
+# The regimes: name -> function(data folder, draw seed) returning (clean, noisy) corpora with the same
+# questions and splits; only the noisy corpus's training clusters differ.
+REGIMES: dict[str, Callable[[Path, int], tuple[pd.DataFrame, pd.DataFrame]]] = {
+    "banking77-auto": banking77_auto,
+    "banking77-auto-fine": partial(banking77_auto, per_cluster=FINE_PER_CLUSTER),
+    "quora-fp-0.4": partial(quora_fp, rate=0.4),
+}
+
+
+def check_batch(regime: str, arms: dict[str, pd.DataFrame]) -> None:
+    """Fail, before any training, a regime with an arm whose training clusters are too few for
+    ``RETRAIN_BATCH`` (module comment): its arms would not train the same shape."""
+    for arm, corpus in arms.items():
+        owners = len(training_clusters(corpus)[0])
+        if owners < 2 * RETRAIN_BATCH:
+            raise QPRError(f"{regime}: the {arm} arm has {owners} training clusters of 2+ questions, fewer than "
+                           f"2 x RETRAIN_BATCH = {2 * RETRAIN_BATCH}, so its batches would shrink and the arms' "
+                           "shapes differ; give the regimes a smaller RETRAIN_BATCH")
 
 
 def config(seed: int) -> TrainConfig:
@@ -171,7 +213,7 @@ DESIGNS = {"product": ("export", True, True), "no-purity": ("export", True, Fals
 
 def regime_rows(data: Path, work: Path, regime: str, budget: int, errors: list[float], draws: int, seeds: int,
                 log: Callable[[str], None], designs: tuple[str, ...] = ("product",)) -> Iterator[dict]:
-    """The rows of one regime (banking77-auto), yielded as they finish: one per annotator error
+    """The rows of ``regime`` (a name of ``REGIMES``), yielded as they finish: one per annotator error
     rate and design, in the order given (the primary endpoint's first), each over every draw and seed."""
     for error in errors:
         for design in designs:
@@ -179,11 +221,13 @@ def regime_rows(data: Path, work: Path, regime: str, budget: int, errors: list[f
             h1 = {arm: np.zeros((draws, seeds)) for arm in ARMS}
             shapes, abouts = set(), []
             for draw in range(draws):
-                clean, noisy = banking77_auto(data, seed=draw)
+                clean, noisy = REGIMES[regime](data, draw)
+                check_batch(regime, {"ceiling": clean, "uncorrected": noisy})
                 folder = work / regime / f"draw{draw}"
                 noisy_model = cell(folder, "noisy", noisy, clean, draw, log)
                 corrected, pairs, purity, about = judged_export(folder / f"export-j{budget}-e{error:g}", noisy_model,
                                                                 clean, noisy, budget, error, draw)
+                check_batch(regime, {"corrected": corrected})
                 log(f"{regime} draw {draw} error {error:g} {design}: {json.dumps(about)}")
                 abouts.append(about)
                 name = "corrected" if design == "product" else design  # the product's models keep their first names

@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from bench.loop_control import banking77_auto, merged, paired
+from bench.loop_control import merged, paired
+from bench.payoff import banking77_auto
 
 
 def test_the_difference_is_paired_by_seed():

@@ -1,14 +1,18 @@
 """The payoff bench's bookkeeping (issue 57): a row carries the issue's keys, the paired
-difference's intervals span draws and seeds, the shape check, and the results file keeps other rows."""
+difference's intervals span draws and seeds, the shape check, the results file keeps other rows,
+and every regime's noise touches only the training clusters."""
 
 from __future__ import annotations
 
 import json
 
 import numpy as np
+import pytest
 
 from bench.loop_payoff import ISSUE_KEYS, payoff_markdown, with_payoff_row
-from bench.payoff import bootstrap_ci, summary_row
+from bench.payoff import REGIMES, bootstrap_ci, check_batch, summary_row
+from qpr.errors import QPRError
+from qpr.research.cluster_quality import cluster_quality
 
 
 def h1(gain: float) -> dict:
@@ -36,6 +40,10 @@ def test_a_payoff_row_has_the_issue_keys_intervals_and_the_share_recovered(tmp_p
     again = with_payoff_row(results, row | {"corrected_minus_uncorrected": 0.0}, 5)
     assert len(again["runs"]) == 2, "the same regime, budget, error and design replace their row"
     assert "| banking77-auto | product | 1000 | 0.050 | **yes** |" in payoff_markdown(again)
+    loss = summary_row("quora-fp-0.4", "product", 1000, 0.05, h1(-0.02), {((10, 8),)}, about)
+    bar = payoff_markdown(with_payoff_row(results, loss, 5))
+    assert "primary endpoint's lower end above zero: yes" in bar and "another regime's lower end above zero: **none**" in bar
+    assert "upper end below zero at annotator error <= 5%: **quora-fp-0.4 at annotator error 0.05" in bar
 
 
 def test_the_bootstrap_resamples_draws_as_well_as_seeds():
@@ -44,3 +52,21 @@ def test_the_bootstrap_resamples_draws_as_well_as_seeds():
     spread = seeds_only + np.array([[-2.0], [0.0], [2.0]])  # draws that disagree
     narrow, wide = bootstrap_ci(seeds_only, rng), bootstrap_ci(spread, rng)
     assert wide[1] - wide[0] > 2 * (narrow[1] - narrow[0])
+
+
+@pytest.mark.parametrize("regime", list(REGIMES))
+def test_a_regime_changes_only_the_training_clusters(regime, data_dir):
+    clean, noisy = REGIMES[regime](data_dir, 1)
+    assert clean["qid"].equals(noisy["qid"]) and clean["question"].equals(noisy["question"])
+    assert clean["split"].equals(noisy["split"])
+    train = (clean["split"] == "train").to_numpy()
+    assert noisy.loc[~train, "cluster"].equals(clean.loc[~train, "cluster"]), "val and test queries keep their clusters"
+    assert cluster_quality(clean, noisy)["pair_f1"] < 0.95, "the training clusters are noisy, as partitions"
+    check_batch(regime, {"ceiling": clean, "uncorrected": noisy})
+    if regime != "banking77-auto":
+        assert not REGIMES[regime](data_dir, 2)[1]["cluster"].equals(noisy["cluster"]), "each draw draws its noise"
+
+
+def test_a_regime_with_too_few_clusters_for_the_batch_is_refused(tiny_corpus):
+    with pytest.raises(QPRError, match="RETRAIN_BATCH"):
+        check_batch("tiny", {"ceiling": tiny_corpus})
