@@ -40,7 +40,7 @@ def measure(seeds: list[int]) -> dict:
         bundle = train_bundle(corpus, replace(SMALL_CORPUS.train, seed=seed), SMALL_CORPUS.text, SMALL_CORPUS.encoder, data=str(DEMO_CORPUS), progress=False)
         seconds = time.perf_counter() - start
         for system, key in SYSTEMS.items():
-            for split, metrics in (bundle.manifest.get(key) or {}).items():
+            for split, metrics in (getattr(bundle.manifest, key) or {}).items():
                 runs.append({"seed": seed, "system": system, "split": split, "H1": metrics["H1"], "H10": metrics["H10"],
                              "MRR": metrics["MRR"], "queries": metrics["queries"], "train_s": round(seconds, 1)})
         print(f"seed {seed}: trained in {seconds:.1f} s", flush=True)

@@ -32,7 +32,7 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -102,9 +102,9 @@ def cached_fit(path: Path, corpus: pd.DataFrame, clean: pd.DataFrame, config: Tr
     from there when a previous run already trained it."""
     if (path / "manifest.json").is_file():
         bundle = Bundle.load(path)
-        return Model(bundle, bundle.manifest["metrics"]["test"], bundle.manifest["training"])
+        return Model(bundle, bundle.manifest.metrics["test"], bundle.manifest.training)
     model = fit(corpus, clean, config, PAPER_TEXT, encoder)
-    model.bundle.manifest["metrics"]["test"] = model.test
+    model = replace(model, bundle=model.bundle.with_manifest(metrics=model.bundle.manifest.metrics | {"test": model.test}))
     model.bundle.save(path)
     return model
 

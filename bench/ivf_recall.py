@@ -149,10 +149,10 @@ def encoder_run(bundle: Bundle, nlist: int) -> dict:
         raise SystemExit(f"bundle {bundle.version} is not a CNN trained with SDML ({bundle.system}): --encoders compares "
                          "bundles trained by `python -m qpr train` on the same corpus")
     raw, corpus, own, positions, qids = bundle_vectors(bundle)
-    config = bundle.manifest["training"]["config"]
+    config = bundle.manifest.training["config"]
     run = {"bundle": bundle.version, "smoothing": config["smoothing"], "distance": config["distance"],
-           "normalize": bundle.manifest["encoder_config"]["normalize"], "epochs": len(bundle.manifest["training"]["history"]),
-           "val_auc": bundle.manifest["training"]["best_auc"]} | analyse(raw, corpus, own, positions, qids, nlist)
+           "normalize": bundle.manifest.encoder_config["normalize"], "epochs": len(bundle.manifest.training["history"]),
+           "val_auc": bundle.manifest.training["best_auc"]} | analyse(raw, corpus, own, positions, qids, nlist)
     print(run, flush=True)
     return run
 

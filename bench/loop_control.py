@@ -38,6 +38,7 @@ import json
 import shutil
 import sys
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -120,8 +121,10 @@ def run_regime(name: str, args: argparse.Namespace, log: Callable[[str], None]) 
         for s in seeds:
             # The warm start continues with the settings the noisy model was trained with; the
             # judged term's weight is the only one that differs.
-            start = noisy_models[s]
-            start.bundle.manifest["training"].setdefault("retrain", {})["judged_weight"] = weight
+            warm = noisy_models[s]
+            training = warm.bundle.manifest.training
+            start = replace(warm, bundle=warm.bundle.with_manifest(
+                training=training | {"retrain": training.get("retrain", {}) | {"judged_weight": weight}}))
             # Models of another budget than the default are named by it (the default's keep their first names).
             budget = "" if args.judgments == JUDGMENTS else f"j{args.judgments}-"
             labels = noisy if variant.startswith("uncorrected") else corrected

@@ -35,7 +35,7 @@ import json
 import shutil
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -129,10 +129,10 @@ class Work:
         path = self.folder / "models" / name
         if (path / "manifest.json").is_file():
             bundle = Bundle.load(path)
-            return Model(bundle, bundle.manifest["metrics"]["test"], bundle.manifest["training"])
+            return Model(bundle, bundle.manifest.metrics["test"], bundle.manifest.training)
         self.log(f"training {name}")
         model = fit(corpus, self.clean, config, PAPER_TEXT, QUICK_ENCODER, warm_start=warm, judged=judged)
-        model.bundle.manifest["metrics"]["test"] = model.test
+        model = replace(model, bundle=model.bundle.with_manifest(metrics=model.bundle.manifest.metrics | {"test": model.test}))
         shutil.rmtree(path, ignore_errors=True)
         model.bundle.save(path)
         self.log(f"{name}: H@1 {model.test['H1']:.4f} ({model.training['seconds']:.0f} s)")

@@ -46,7 +46,6 @@ The optional transformer backend is measured apart (``bench/transformer_backend.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import time
 from dataclasses import asdict, replace
@@ -271,14 +270,14 @@ def run_fold(name: str, only: set[str] | None, redo: bool = False) -> None:
         product = product_bundle()
         on_domain = bundle_on(product, fold.corpus)
         fold.record("product-dense", on_domain.dense_retriever(), in_domain=name == "quora-lite")
-        fusion = Fusion.from_manifest(product.manifest)
+        fusion = Fusion.from_stored(product.manifest.fusion)
         fold.record("product-hybrid", HybridRetriever(on_domain.dense_retriever(), fusion, fold.bm25), in_domain=name == "quora-lite")
     general_path = WORK / "general" / name
     step3 = any(wanted(s) for s in ("general", "adapted", "finetuned", "finetuned-rate-4e-3")) and len(fold.test_queries) >= 20
     if wanted("dense") or (step3 and not general_path.is_dir()):
         result = general_variant(name, labels=False, teacher=True, words=True)
         bundle = bundle_on(result, fold.corpus)
-        bundle.manifest["training"] = training_info(GENERAL, result)  # as `python -m qpr general` records it
+        bundle = bundle.with_manifest(training=training_info(GENERAL, result))  # as `python -m qpr general` records it
         bundle.save(general_path)
         fold.record("dense", bundle.dense_retriever(), train_seconds=round(result.seconds, 1), last_loss=result.history[-1],
                     teacher_loss=fold.teacher_losses(bundle))
@@ -342,10 +341,10 @@ def run_fold(name: str, only: set[str] | None, redo: bool = False) -> None:
             if wanted(system):
                 project = rebase(general, fold.corpus)
                 if lr is not None:  # the recorded settings, but for the rate
-                    project.manifest["training"] = copy.deepcopy(project.manifest["training"])
-                    project.manifest["training"]["retrain"]["lr"] = lr
+                    training = project.manifest.training
+                    project = project.with_manifest(training=training | {"retrain": training["retrain"] | {"lr": lr}})
                 tuned = retrain_bundle(project, fold.corpus, fuse=False, progress=False)
-                training = tuned.manifest["training"]
+                training = tuned.manifest.training
                 start = pair_auc(general.encoder, general.vocab, *validation_pairs(fold.corpus, training["config"]["val_pairs"], training["config"]["seed"]))
                 fold.record(system, tuned.dense_retriever(), train_seconds=round(training["seconds"], 1), epochs=training["best_epoch"],
                             val_auc_start=start, val_auc_best=training["best_auc"], **test)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator
@@ -140,15 +141,16 @@ def cell(folder: Path, name: str, corpus: pd.DataFrame, clean: pd.DataFrame, see
     path = folder / "models" / name
     if (path / "manifest.json").is_file():
         bundle = Bundle.load(path)
-        return Model(bundle, bundle.manifest["metrics"]["test"], bundle.manifest["training"])
+        return Model(bundle, bundle.manifest.metrics["test"], bundle.manifest.training)
     log(f"training {name}")
     if warm is not None:
         # The warm start continues with the settings the noisy model was trained with; the retrain's
         # seed and batch size are the only ones set here (the same for every arm).
-        warm.bundle.manifest["training"]["retrain"] = {"seed": seed, "batch_size": RETRAIN_BATCH}
+        warm = replace(warm, bundle=warm.bundle.with_manifest(
+            training=warm.bundle.manifest.training | {"retrain": {"seed": seed, "batch_size": RETRAIN_BATCH}}))
     model = fit(corpus, clean, config(seed), PAPER_TEXT, QUICK_ENCODER, warm_start=warm, judged=judged,
                 cluster_weights=weights)
-    model.bundle.manifest["metrics"]["test"] = model.test
+    model = replace(model, bundle=model.bundle.with_manifest(metrics=model.bundle.manifest.metrics | {"test": model.test}))
     shutil.rmtree(path, ignore_errors=True)
     model.bundle.save(path)
     log(f"{name}: H@1 {model.test['H1']:.4f} ({model.training['seconds']:.0f} s)")

@@ -195,20 +195,20 @@ def final(args: argparse.Namespace) -> None:
         max_epochs=args.epochs, patience=args.patience, seed=args.seed)
     if args.reuse:
         bundle = Bundle.load(path)
-        if bundle.manifest["data_fingerprint"] != fingerprint(corpus):
+        if bundle.manifest.data_fingerprint != fingerprint(corpus):
             raise SystemExit(f"{path} was not trained on this Quora-lite split: run without --reuse")
     else:
         result = train(corpus, train_config, text_config, encoder_config, progress=not args.quiet)
         info = {"config": asdict(train_config)} | result.summary()
         bundle = Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("auto"), train_info=info)
-    if "fusion" not in bundle.manifest or not args.reuse:
+    if bundle.manifest.fusion is None or not args.reuse:
         start = time.perf_counter()
         bundle = bundle.with_fusion(fit_fusion(bundle.dense_retriever()).to_dict())
         fuse_seconds = time.perf_counter() - start
         bundle.save(path)
     else:
         fuse_seconds = None
-    run = bundle.manifest["training"]
+    run = bundle.manifest.training
     sample = list(query_set(corpus, "test")["question"].sample(LATENCY_QUERIES, random_state=args.seed))
     dense = bundle.dense_retriever()
     sample_texts = encode_sample(corpus, args.seed)
@@ -227,7 +227,7 @@ def final(args: argparse.Namespace) -> None:
     trained["seed"] = args.seed
     runs = measure(f"{label}, dense", dense, corpus, sample, trained)
     bm25 = BM25Retriever(corpus)
-    hybrid = HybridRetriever(dense, Fusion.from_manifest(bundle.manifest), bm25)
+    hybrid = HybridRetriever(dense, Fusion.from_stored(bundle.manifest.fusion), bm25)
     runs += measure(f"{label}, hybrid (dense + bm25, fitted on val)", hybrid, corpus, sample,
                     trained | {"fuse_seconds": fuse_seconds, "default": is_default})
     runs += measure("bm25", bm25, corpus, sample, {})

@@ -51,7 +51,7 @@ def main() -> None:
     corpus = load_corpus(data_dir() / "quora-lite")
     if args.reuse:
         bundle = Bundle.load(args.bundle)
-        if bundle.manifest["data_fingerprint"] != fingerprint(corpus):
+        if bundle.manifest.data_fingerprint != fingerprint(corpus):
             raise SystemExit(f"{args.bundle} was not trained on this Quora-lite split: run without --reuse")
     else:
         config = TrainConfig(max_epochs=args.epochs, seed=args.seed)
@@ -59,7 +59,7 @@ def main() -> None:
         info = {"config": asdict(config)} | result.summary()
         bundle = Bundle.create(result.encoder, result.vocab, corpus, IndexConfig("Flat"), train_info=info)
         bundle.save(args.bundle)
-    run = bundle.manifest["training"]
+    run = bundle.manifest.training
 
     sample = list(query_set(corpus, "test")["question"].sample(LATENCY_QUERIES, random_state=args.seed))
     exact = bundle.dense_retriever()

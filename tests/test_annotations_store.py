@@ -119,7 +119,7 @@ def test_a_known_digest_confirms_a_registered_version_without_reading_the_corpus
     import annotations.repositories.corpus as corpus_repository
 
     digest = fingerprint(corpus_snapshot(corpus))
-    assert tiny_bundle.manifest["data_fingerprint"] == fingerprint(corpus_snapshot(tiny_bundle.corpus))  # what the app passes
+    assert tiny_bundle.manifest.data_fingerprint == fingerprint(corpus_snapshot(tiny_bundle.corpus))  # what the app passes
     with monkeypatch.context() as patched:
         patched.setattr(corpus_repository, "corpus_snapshot", lambda _: pytest.fail("the corpus was read again"))
         store.register_corpus(VERSION, corpus, digest)

@@ -61,12 +61,12 @@ def test_demo_bundle_is_cached_by_content(bundle, demo_cache, corpus):
     edited = corpus.copy()
     edited.loc[0, "question"] = "How do I renew my passport quickly?"
     assert bundle_key(fingerprint(edited)) != bundle_key(fingerprint(corpus))
-    assert set(bundle.manifest["metrics"]) == {"val", "test"}
+    assert set(bundle.manifest.metrics) == {"val", "test"}
 
 
 def test_the_demo_serves_the_hybrid_and_a_verbatim_question_finds_itself_first(bundle):
     served = serving_retriever(bundle)
-    assert isinstance(served, HybridRetriever) and set(bundle.manifest["hybrid_metrics"]) == {"val", "test"}
+    assert isinstance(served, HybridRetriever) and set(bundle.manifest.hybrid_metrics) == {"val", "test"}
     _, top = served.search_ids(bundle.corpus["question"].tolist(), 1)
     assert (top[:, 0] == bundle.corpus["qid"].to_numpy()).all()
 
@@ -81,8 +81,8 @@ def test_a_bundle_whose_val_cannot_fit_a_fusion_serves_the_encoder(monkeypatch):
     small = TrainConfig(batch_size=16, max_epochs=1, val_pairs=100)
     trained = train_bundle(make_corpus(), small, encoder_config=EncoderConfig(embedding_dim=16, channels=16, output_dim=8),
                            progress=False)
-    assert "fusion" not in trained.manifest and "all negative" in trained.manifest["fusion_skipped"]
-    assert "hybrid_metrics" not in trained.manifest and set(trained.manifest["metrics"]) == {"val", "test"}
+    assert trained.manifest.fusion is None and "all negative" in trained.manifest.fusion_skipped
+    assert trained.manifest.hybrid_metrics is None and set(trained.manifest.metrics) == {"val", "test"}
     assert isinstance(serving_retriever(trained), DenseRetriever)
 
 
@@ -104,8 +104,8 @@ def test_retrain_continues_the_encoder_and_compares_on_the_same_queries(bundle):
     new = retrain_bundle(bundle, merged, max_epochs=1, progress=False)
     assert new.version != bundle.version
     assert new.vocab.tokens == bundle.vocab.tokens and new.encoder.config == bundle.encoder.config
-    assert new.manifest["training"]["warm_start"] is True
-    assert len(new.manifest["training"]["history"]) == 1
+    assert new.manifest.training["warm_start"] is True
+    assert len(new.manifest.training["history"]) == 1
     table = compare_bundles(bundle, new, merged)
     assert list(table["model"]) == ["current"] * 2 + ["retrained"] * 2
     assert list(table["split"]) == ["val", "test"] * 2
@@ -127,7 +127,7 @@ def test_served_model_swaps_only_on_confirm(bundle):
     old = model.current()
     with pytest.raises(QPRError, match="retrain first"):
         model.confirm(bundle.version)
-    other = Bundle(bundle.encoder, bundle.vocab, bundle.index, bundle.corpus, bundle.manifest | {"version": "v-next"})
+    other = bundle.with_manifest(version="v-next")
     model.propose(other, pd.DataFrame())
     assert model.current() is old, "proposing does not change what is served"
     with pytest.raises(QPRError):

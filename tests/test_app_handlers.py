@@ -360,7 +360,7 @@ def test_a_retrained_bundle_names_the_judgments_and_export_it_learned_from(qpr_a
     view = judge_until(qpr_app, qpr_app.annotate.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
     qpr_app.annotate.judge("same", session(view), "ann", None, None)
     qpr_app.retrain.retrain(1, "ann", progress=NO_PROGRESS)
-    labels = qpr_app.ctx.model.candidate().served.bundle.manifest["labels"]
+    labels = qpr_app.ctx.model.candidate().served.bundle.manifest.labels
     judged = sorted(qpr_app.ctx.store.judgments()["id"].tolist())
     assert labels["judgment_ids"] == judged and len(judged) >= 2
     export_manifest = json.loads(open(f"{labels['export_file']}.manifest.json").read())
@@ -417,9 +417,9 @@ def test_searches_answer_while_retraining_runs(qpr_app, monkeypatch):
 
 def test_metrics_show_the_served_model_before_any_retraining(qpr_app, bundle):  # noqa: F811
     curves, _, bars, caption = metrics(qpr_app)
-    assert len(curves) == len(bundle.manifest["training"]["history"])
+    assert len(curves) == len(bundle.manifest.training["history"])
     assert list(bars["measure"]) == ["H1 val", "H1 test", "MRR val", "MRR test"] and set(bars["model"]) == {"served"}
-    served = bundle.manifest["hybrid_metrics"]["test"]["H1"]  # the served retriever's, not the encoder's alone
+    served = bundle.manifest.hybrid_metrics["test"]["H1"]  # the served retriever's, not the encoder's alone
     assert bars.set_index("measure").loc["H1 test", "value"] == pytest.approx(served)
     assert "retrain to compare" in caption
 
@@ -712,7 +712,7 @@ def test_replacing_the_served_model_needs_a_name_and_is_recorded(qpr_app):
     swaps = qpr_app.ctx.store.swaps()
     new = qpr_app.ctx.model.current().bundle
     assert swaps[["annotator", "bundle_version", "replaced_version"]].values.tolist() == [["Carol", new.version, old]]
-    assert swaps.iloc[0]["judgment_ids"] == new.manifest["labels"]["judgment_ids"] == sorted(
+    assert swaps.iloc[0]["judgment_ids"] == new.manifest.labels["judgment_ids"] == sorted(
         qpr_app.ctx.store.judgments()["id"].tolist())
 
 

@@ -71,9 +71,9 @@ def test_an_asymmetric_rebase_is_kept_through_save_load_growth_and_reindexing(ti
     general = build_general(domains=tiny_domains, teacher=False, config=TINY, progress=False)
     users = synthetic("insurance").assign(cluster=pd.NA)
     cold = rebase(general, users, asymmetric=True)
-    assert cold.asymmetric in WEIGHTS and cold.manifest["asymmetric"]["teacher"] == "all-MiniLM-L6-v2"
+    assert cold.asymmetric in WEIGHTS and cold.manifest.asymmetric["teacher"] == "all-MiniLM-L6-v2"
     assert cold.index.dim == 600 and cold.teacher_vectors.shape == (18, 300)
-    assert cold.manifest["fusion"] == general.manifest["fusion"]  # rank fusion reads ranks alone: carried over
+    assert cold.manifest.fusion == general.manifest.fusion  # rank fusion reads ranks alone: carried over
     cold = cold.with_teacher(cold.teacher_vectors, WeightChoice(0.5, {}, 0))  # both sides count below
     weight = cold.asymmetric
     # The dense distance is 2 - 2 * ((1 - w) cos(student, student) + w cos(student, teacher)).

@@ -1,6 +1,7 @@
 import hashlib
 import json
 import shutil
+from dataclasses import FrozenInstanceError, replace
 
 import numpy as np
 import pandas as pd
@@ -8,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 from qpr.bundles.bundle import Bundle
+from qpr.bundles.manifest import Manifest
 from qpr.data.corpus_file import read_corpus_file, write_corpus_file
 from qpr.errors import QPRError
 from qpr.retrieval.index import IndexConfig
@@ -25,6 +27,21 @@ def test_bundle_round_trip_gives_identical_results(tiny_bundle, tmp_path):
     for key in ("format_version", "version", "created", "text_config", "encoder_config", "index",
                 "data_fingerprint", "training", "metrics"):
         assert key in manifest
+
+
+def test_a_manifest_keeps_what_it_does_not_know_and_changes_only_by_copy(tiny_bundle, tmp_path):
+    saved = tiny_bundle.save(tmp_path / "b")
+    written = json.loads((saved / "manifest.json").read_text())
+    newer = written | {"from_a_newer_version": {"kept": [1, 2]}}
+    (saved / "manifest.json").write_text(json.dumps(newer))
+    loaded = Manifest.load(saved)
+    assert loaded.extra == {"from_a_newer_version": {"kept": [1, 2]}} and loaded.to_json() == newer
+    Bundle.load(saved).save(tmp_path / "again")
+    assert json.loads((tmp_path / "again" / "manifest.json").read_text()) == newer  # round-trips as read
+    with pytest.raises(FrozenInstanceError):
+        loaded.version = "changed"
+    fused = tiny_bundle.with_fusion({"kind": "rrf"})
+    assert fused.manifest.fusion == {"kind": "rrf"} and tiny_bundle.manifest.fusion is None  # the old bundle's is unchanged
 
 
 def test_index_settings_survive_the_round_trip_and_older_manifests_load(tiny_bundle, tmp_path):
@@ -52,7 +69,7 @@ def test_a_crash_while_saving_leaves_the_old_bundle(tiny_bundle, tmp_path, monke
     with pytest.raises(KeyboardInterrupt):
         other.save(tmp_path / "b")
     kept = Bundle.load(tmp_path / "b").manifest
-    assert kept.pop("corpus_sha256") and kept == tiny_bundle.manifest  # the hash is recorded as the bundle is written
+    assert kept.corpus_sha256 and replace(kept, corpus_sha256=None) == tiny_bundle.manifest  # the hash is recorded as the bundle is written
     assert [p.name for p in tmp_path.iterdir()] == ["b"]  # no temporary left behind
 
 
@@ -186,7 +203,7 @@ def test_questions_are_added_to_a_bundle_without_reindexing_the_rest(tiny_bundle
     loaded = Bundle.load(tmp_path / "b")
     top = loaded.dense_retriever().search("how do i tune a ukulele quickly ?", 1)[0]
     assert top.qid == 90001
-    assert loaded.manifest["added_questions"] == 2
+    assert loaded.manifest.added_questions == 2
     with pytest.raises(QPRError, match="already in the bundle's corpus: \\[90001\\]"):
         grown.with_questions(new.iloc[:1])
 

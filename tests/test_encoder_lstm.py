@@ -46,7 +46,7 @@ def test_an_lstm_bundle_records_and_reloads_its_encoder(tiny_corpus, tmp_path):
     result = train(tiny_corpus, TrainConfig(batch_size=16, max_epochs=6, patience=6, val_pairs=100),
                    encoder_config=config, progress=False)
     bundle = Bundle.create(result.encoder, result.vocab, tiny_corpus, IndexConfig("Flat"))
-    assert bundle.manifest["encoder_config"]["architecture"] == "lstm"
+    assert bundle.manifest.encoder_config["architecture"] == "lstm"
     bundle.save(tmp_path / "b")
     loaded = Bundle.load(tmp_path / "b")
     assert loaded.encoder.config == config

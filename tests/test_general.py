@@ -47,13 +47,13 @@ def tiny_domains(monkeypatch):
 
 def test_build_serves_rank_fusion_and_rebases_onto_a_corpus_without_clusters(tiny_domains):
     general = build_general(domains=tiny_domains, teacher=False, config=TINY, fusion=RankFusion(0.7, k=5), progress=False)
-    assert general.manifest["fusion"]["kind"] == "rrf" and general.manifest["training"]["domains"] == tiny_domains
+    assert general.manifest.fusion["kind"] == "rrf" and general.manifest.training["domains"] == tiny_domains
     assert len(general.corpus) == 36 and isinstance(serving_retriever(general), RankFusionRetriever)
     assert labels_of(Served.of(general))["results"] == "Rank fusion of SDML and BM25"  # the Search tab's label
     users = pd.DataFrame({"qid": [10, 11, 12], "question": ["reset my bank pin", "my pin needs a reset", "opening hours"],
                           "cluster": pd.array([pd.NA] * 3, dtype="string"), "split": "none"})
     cold = rebase(general, users, adapt=None)
-    assert cold.manifest["general"]["from"] == general.version and cold.manifest["fusion"] == general.manifest["fusion"]
+    assert cold.manifest.general["from"] == general.version and cold.manifest.fusion == general.manifest.fusion
     assert cold.encoder is general.encoder  # not adapted: the same encoder, a new index
     hits = serving_retriever(cold).search("how do i reset my pin", 3)
     assert {h.qid for h in hits} == {10, 11, 12}
@@ -109,14 +109,14 @@ def test_cli_builds_a_general_bundle(tiny_domains, tmp_path, capsys):
     assert main(["general", "--out", str(out), "--domains", *tiny_domains, "--no-teacher", "--epochs", "1", "--quiet"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["fusion"]["kind"] == "rrf" and printed["questions"] == 36
-    assert Bundle.load(out).manifest["training"]["teacher"] is None
+    assert Bundle.load(out).manifest.training["teacher"] is None
 
 
 def test_rebase_adapts_the_encoder_to_the_new_corpus_without_labels(tiny_domains):
     general = build_general(domains=tiny_domains, teacher=False, config=TINY, progress=False)
     users = synthetic("insurance").assign(cluster=pd.NA)
     cold = rebase(general, users, adapt=TINY)
-    assert cold.manifest["general"]["adapt"]["epochs"] == 1
+    assert cold.manifest.general["adapt"]["epochs"] == 1
     changed = [not torch.equal(a, b) for a, b in zip(cold.encoder.state_dict().values(), general.encoder.state_dict().values())]
     assert any(changed) and cold.vocab is general.vocab  # continued on the new questions, same vocabulary
 
@@ -136,26 +136,26 @@ def test_a_distilled_general_bundle_rebases_with_its_teacher_and_retrains_with_c
     general = build_general(domains=tiny_domains, teacher=True, config=replace(TINY, lr=general_module.BUILD.lr), progress=False)
     assert general.encoder.config.output_dim == 8 and general.encoder.config.normalize
     assert general.encoder.config.pooling == general_module.STUDENT.pooling == "max+mean"  # the student's layers, not the CNN default's
-    assert general.manifest["fusion"] == general_module.FUSION.to_dict()  # the scorer fitted across domains
+    assert general.manifest.fusion == general_module.FUSION.to_dict()  # the scorer fitted across domains
     assert isinstance(serving_retriever(general), HybridRetriever)
     assert general.vocab.tokens[-1] == "mortgage"  # the teacher's words join the student's vocabulary
-    assert general.manifest["training"]["retrain"] == {"distance": "cosine", "lr": general_module.RETRAIN_LR}
+    assert general.manifest.training["retrain"] == {"distance": "cosine", "lr": general_module.RETRAIN_LR}
     users = synthetic("insurance")
     cold = rebase(general, users.assign(cluster=pd.NA), adapt=TINY, teacher=True)
-    assert cold.manifest["general"]["teacher"] == "all-MiniLM-L6-v2" and cold.encoder.config.normalize
+    assert cold.manifest.general["teacher"] == "all-MiniLM-L6-v2" and cold.encoder.config.normalize
     # Taught on the user's corpus, the fusion is chosen by the teacher's neighbours: carried, refit or none.
-    choice = cold.manifest["fusion_choice"]
+    choice = cold.manifest.fusion_choice
     assert choice["chosen"] in choice["agreement_at_1"] and choice["agreement_at_1"][choice["chosen"]] == max(choice["agreement_at_1"].values())
-    assert ("fusion" in cold.manifest) == (choice["chosen"] != "dense")
+    assert (cold.manifest.fusion is not None) == (choice["chosen"] != "dense")
     if choice["chosen"] == "carried":
-        assert cold.manifest["fusion"] == general.manifest["fusion"]
+        assert cold.manifest.fusion == general.manifest.fusion
     untaught = rebase(general, users.assign(cluster=pd.NA))
-    assert untaught.manifest["fusion"] == general.manifest["fusion"] and "fusion_choice" not in untaught.manifest  # no teacher: carried over
+    assert untaught.manifest.fusion == general.manifest.fusion and untaught.manifest.fusion_choice is None  # no teacher: carried over
     split = users.assign(split=np.where(users["cluster"].str.endswith(("card", "pin")), "val", "train"))
     retrained = retrain_bundle(cold, split, max_epochs=1, fuse=False, progress=False)
-    assert retrained.manifest["training"]["config"]["distance"] == "cosine" and retrained.encoder.config.normalize
+    assert retrained.manifest.training["config"]["distance"] == "cosine" and retrained.encoder.config.normalize
     assert retrained.encoder.config.pooling == "max+mean"  # retraining keeps the general's layers
-    assert retrained.manifest["training"]["config"]["lr"] == general_module.RETRAIN_LR != general_module.BUILD.lr  # not the distillation's
+    assert retrained.manifest.training["config"]["lr"] == general_module.RETRAIN_LR != general_module.BUILD.lr  # not the distillation's
 
 
 def test_cli_rebases_a_general_bundle_onto_a_users_questions(tiny_domains, tmp_path, capsys):
@@ -167,10 +167,10 @@ def test_cli_rebases_a_general_bundle_onto_a_users_questions(tiny_domains, tmp_p
     assert main(["rebase", str(tmp_path / "general"), "--corpus", str(questions), "--out", str(out), "--quiet"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["from"] == general.version and printed["questions"] == 18 and printed["adapt"] == "none"
-    assert Bundle.load(out).manifest["general"]["adapt"] is None
+    assert Bundle.load(out).manifest.general["adapt"] is None
     assert main(["rebase", str(tmp_path / "general"), "--corpus", str(questions), "--out", str(tmp_path / "viewed"),
                  "--adapt", "views", "--quiet"]) == 0
-    assert Bundle.load(tmp_path / "viewed").manifest["general"]["adapt"]["epochs"] == 1
+    assert Bundle.load(tmp_path / "viewed").manifest.general["adapt"]["epochs"] == 1
     capsys.readouterr()
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "keep.txt").write_text("mine")
@@ -198,7 +198,7 @@ def test_a_taught_rebase_whose_teacher_prefers_the_dense_part_serves_it_alone(ti
     printed = json.loads(capsys.readouterr().out)
     assert printed["fusion"] is None and printed["fusion_choice"] == chose.to_dict()
     mine = Bundle.load(tmp_path / "mine")
-    assert "fusion" not in mine.manifest and not isinstance(serving_retriever(mine), (HybridRetriever, RankFusionRetriever))
+    assert mine.manifest.fusion is None and not isinstance(serving_retriever(mine), (HybridRetriever, RankFusionRetriever))
 
 
 def test_the_general_scorer_only_rewards_closeness_and_overlap_and_ranks_a_verbatim_copy_first():

@@ -48,11 +48,11 @@ def test_a_saved_bundle_is_a_hub_model_folder(bundle, tmp_path):
     reported = {(r["dataset"]["split"], m["type"]): m["value"]
                 for entry in front["model-index"] for r in entry["results"] for m in r["metrics"]}
     assert {split for split, _ in reported} == {"val", "test"}
-    for split, scores in bundle.manifest["hybrid_metrics"].items():  # as served
+    for split, scores in bundle.manifest.hybrid_metrics.items():  # as served
         assert reported[(split, "hit_at_1")] == pytest.approx(scores["H1"], abs=1e-4)
     assert "## Intended use" in card and "## Training" in card and "BANKING77" in card
     config = json.loads((folder / "config.json").read_text())
-    assert config["system"] == "cnn-sdml" and config["encoder_config"] == bundle.manifest["encoder_config"]
+    assert config["system"] == "cnn-sdml" and config["encoder_config"] == bundle.manifest.encoder_config
 
 
 def test_a_bundle_loaded_by_repo_id_offline_answers_as_the_original(tiny_bundle, tmp_path, offline_hub):

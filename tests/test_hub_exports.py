@@ -204,7 +204,7 @@ def test_the_app_starts_from_a_general_bundle_named_by_repo_id_offline(tiny_bund
     questions = write_cluster_file(make_corpus().assign(cluster=pd.NA), tmp_path / "mine.parquet")
     assert qpr_main(["rebase", "someone/qpr-general", "--corpus", str(questions), "--out", str(tmp_path / "mine"),
                      "--quiet"]) == 0
-    assert Bundle.load(tmp_path / "mine").manifest["general"]["from"] == tiny_bundle.version
+    assert Bundle.load(tmp_path / "mine").manifest.general["from"] == tiny_bundle.version
 
 
 def topic(name: str) -> pd.DataFrame:
@@ -221,13 +221,13 @@ def test_a_general_bundles_card_says_what_it_was_trained_on_and_its_results_per_
     for name in tiny_domains:
         monkeypatch.setitem(sources.LOADERS, name, lambda name=name: topic(name))
     general = build_general(domains=tiny_domains, teacher=False, config=TINY, progress=False)
-    assert set(general.manifest["domain_metrics"]) == set(tiny_domains)
+    assert set(general.manifest.domain_metrics) == set(tiny_domains)
     card = (general.save(tmp_path / "general") / "README.md").read_text()
     assert "## Trained on" in card and all(f"`{domain}`" in card for domain in tiny_domains)
     assert "on their train clusters as labelled pairs (no teacher)" in card
     reported = {(r["dataset"]["name"], m["type"]): m["value"]
                 for entry in front_matter(card)["model-index"] for r in entry["results"] for m in r["metrics"]}
     for domain in tiny_domains:
-        scores = general.manifest["domain_metrics"][domain]["test"]
+        scores = general.manifest.domain_metrics[domain]["test"]
         assert reported[(domain, "hit_at_1")] == pytest.approx(scores["H1"], abs=1e-4)
         assert f"| {domain} | {scores['queries']} | {scores['H1']:.3f} |" in card

@@ -17,7 +17,7 @@ from qpr.bundles.bundle import serving_retriever
 
 def hybrid_of(bundle, bm25=None):
     """The hybrid over ``bundle``'s encoder with the fusion its manifest carries."""
-    return HybridRetriever(bundle.dense_retriever(), Fusion.from_manifest(bundle.manifest), bm25)
+    return HybridRetriever(bundle.dense_retriever(), Fusion.from_stored(bundle.manifest.fusion), bm25)
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +66,7 @@ def test_every_candidate_gets_its_own_distance_and_bm25_score(fitted, index):
 
 
 def test_weights_keep_their_signs_so_a_verbatim_copy_ranks_first(fitted):
-    fusion = Fusion.from_manifest(fitted.manifest)
+    fusion = Fusion.from_stored(fitted.manifest.fusion)
     assert all(sign * weight >= 0 for sign, weight in zip(SIGNS, fusion.coef))
     _, top = hybrid_of(fitted).search_ids(fitted.corpus["question"].tolist(), 1)
     assert list(top[:, 0]) == list(fitted.corpus["qid"])
@@ -84,10 +84,10 @@ def test_hybrid_results_are_ranked_unique_and_k_long(fitted):
 def test_fusion_survives_save_and_load_and_is_required(fitted, tiny_bundle, tmp_path):
     fitted.save(tmp_path / "b")
     loaded = Bundle.load(tmp_path / "b")
-    assert Fusion.from_manifest(loaded.manifest) == Fusion.from_manifest(fitted.manifest)
+    assert Fusion.from_stored(loaded.manifest.fusion) == Fusion.from_stored(fitted.manifest.fusion)
     with pytest.raises(QPRError, match="no fitted fusion"):
         hybrid_of(tiny_bundle)
-    stale = fitted.with_fusion(fitted.manifest["fusion"] | {"features": ["dense_distance"]})
+    stale = fitted.with_fusion(fitted.manifest.fusion | {"features": ["dense_distance"]})
     with pytest.raises(QPRError, match="refit"):
         hybrid_of(stale)
     with pytest.raises(QPRError, match="test is for measuring"):

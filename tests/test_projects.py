@@ -199,26 +199,26 @@ def test_with_a_general_bundle_a_new_project_is_served_by_it_and_trains_on_from_
     tab = page.projects
     shown = create_faq(page, tmp_path, "My FAQ")
     first = page.ctx.model.current().bundle
-    assert not first.lexical and first.manifest["general"]["from"] == general.version
+    assert not first.lexical and first.manifest.general["from"] == general.version
     assert torch.equal(first.encoder.embedding.weight, general.encoder.embedding.weight)  # its encoder, unchanged
-    assert first.manifest["fusion"] == general.manifest["fusion"]
+    assert first.manifest.fusion == general.manifest.fusion
     assert "the general model with BM25" in shown[tab.active]
     assert labels_of(page.ctx.model.current())["results"].startswith("Rank fusion")  # what the Search tab says
-    assert first.manifest["metrics"] and set(first.manifest["hybrid_metrics"]) == set(first.manifest["metrics"])
+    assert first.manifest.metrics and set(first.manifest.hybrid_metrics) == set(first.manifest.metrics)
     results = page.search.search("how do i learn chess ?", 3, False)[page.search.results]
     assert results["cluster"].iloc[0] == "c-chess"
     path = tmp_path / "faq-v2.csv"
     make_corpus(n_topics=20)[["question", "cluster"]].to_csv(path, index=False)
     tab.new_version(str(path), "clusters", "", "", "", False, "bob")
     second = page.ctx.model.current().bundle
-    assert second.manifest["general"]["from"] == general.version and second.version != first.version
+    assert second.manifest.general["from"] == general.version and second.version != first.version
     assert Bundle.load(page.ctx.projects.bundle_path("my-faq", first.version)).version == first.version  # version 1 kept
     tab.start(2, "ann")
     wait_for(page.ctx.current().training, {"done", "failed"})
     assert "is ready" in tab.poll()[tab.status]
     page.retrain.confirm("ann", None, None)
     trained = page.ctx.model.current().bundle
-    assert "general" not in trained.manifest and trained.vocab.tokens == general.vocab.tokens  # continued from it
+    assert trained.manifest.general is None and trained.vocab.tokens == general.vocab.tokens  # continued from it
     assert "model " in tab.listed()[tab.active] and "general" not in tab.listed()[tab.active]
     store.close()
 

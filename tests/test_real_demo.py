@@ -92,7 +92,7 @@ def test_the_demo_answers_by_bm25_then_serves_the_encoder_trained_in_the_backgro
     assert start_banking_training(model, store, tmp_path / "cache", SHORT) is None  # nothing left to train
     restarted = banking_demo(tmp_path / "cache", SHORT, log=lambda _: None)
     assert restarted.version == served.bundle.version and not restarted.lexical  # the next start serves it at once
-    assert restarted.manifest["card"]["license"] == "cc-by-4.0"
+    assert restarted.manifest.card["license"] == "cc-by-4.0"
 
     cached = banking_path(banking77_corpus(), tmp_path / "cache", SHORT)
     shutil.copytree(cached, cached.with_name(f".{cached.name}.tmp-999999999-abcd1234"))

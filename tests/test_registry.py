@@ -69,7 +69,7 @@ def test_every_registered_system_round_trips_through_save_and_load_with_its_own_
                                                         | {BM25_FOLDER})
     assert all((path / file).is_file() for file in system.files) and is_bundle(path)
     loaded = Bundle.load(path)
-    assert (loaded.system, loaded.version, loaded.manifest["training"].keys()) == (name, trained.version, trained.manifest["training"].keys())
+    assert (loaded.system, loaded.version, loaded.manifest.training.keys()) == (name, trained.version, trained.manifest.training.keys())
     texts = corpus["question"].head(5).tolist()
     assert np.allclose(loaded.encode(texts), trained.encode(texts), atol=1e-5)
     for file in system.files:  # each of its files is one the bundle cannot do without

@@ -62,4 +62,4 @@ def test_rows_of_gives_each_qid_s_corpus_row_and_minus_one_for_an_unknown_one(re
 
 
 def test_the_encoder_s_retriever_is_named_by_its_system(tiny_bundle):
-    assert tiny_bundle.dense_retriever().name == tiny_bundle.manifest["system"] == "cnn-sdml"
+    assert tiny_bundle.dense_retriever().name == tiny_bundle.manifest.system == "cnn-sdml"

@@ -60,14 +60,14 @@ def _has_gensim() -> bool:
 def test_a_seed_bundle_loads_as_saved_and_finds_a_training_question_s_paraphrases(seed_bundles, system):
     needs(system)
     trained, loaded = seed_bundles[system]
-    assert loaded.system == trained.manifest["system"] == system and loaded.vocab is None
-    assert loaded.version == trained.version and loaded.manifest["training"]["settings"]["seed"] == 0
+    assert loaded.system == trained.manifest.system == system and loaded.vocab is None
+    assert loaded.version == trained.version and loaded.manifest.training["settings"]["seed"] == 0
     texts = loaded.corpus["question"].tolist()
     np.testing.assert_allclose(loaded.encode(texts), trained.encode(texts), atol=1e-6)
     assert np.allclose(np.linalg.norm(loaded.encode(texts[:20]), axis=1), 1.0, atol=1e-5)  # unit rows: L2 = cosine ranking
     # An encoder, not a pair scorer: a question's vector does not depend on what it is encoded with.
     np.testing.assert_allclose(loaded.encode(texts[:1])[0], loaded.encode(texts[:20])[0], atol=1e-6)
-    assert set(loaded.manifest["metrics"]) == {"val", "test"}
+    assert set(loaded.manifest.metrics) == {"val", "test"}
     train = loaded.corpus[loaded.corpus["split"] == "train"].iloc[0]
     dense = loaded.dense_retriever()
     assert dense.name == system  # results and calibrations say which system ranked them
@@ -91,7 +91,7 @@ def test_the_app_serves_a_seed_bundle(seed_bundles, system, tmp_path):
         query = loaded.corpus["question"].iloc[0]
         table = page.search.search(query, 5, False)[page.search.results]
         assert table["question"].iloc[0] == query and len(table) == 5
-        assert type(serving_retriever(loaded)).__name__ == ("HybridRetriever" if "fusion" in loaded.manifest else "DenseRetriever")
+        assert type(serving_retriever(loaded)).__name__ == ("HybridRetriever" if loaded.manifest.fusion is not None else "DenseRetriever")
     finally:
         store.close()
 
@@ -111,9 +111,9 @@ def test_retraining_a_seed_bundle_refits_it_with_its_own_settings_on_the_correct
     train_clusters = corrected.loc[corrected["split"] == "train", "cluster"].unique()
     corrected.loc[corrected["cluster"] == train_clusters[1], "cluster"] = train_clusters[0]  # a merge
     new = retrain_bundle(trained, corrected, labels={"export_id": 7})
-    assert new.system == "film" and new.version != trained.version and new.manifest["labels"] == {"export_id": 7}
-    assert new.manifest["training"]["settings"] == trained.manifest["training"]["settings"]
-    assert new.manifest["training"]["data"] == "corrected clusters"
+    assert new.system == "film" and new.version != trained.version and new.manifest.labels == {"export_id": 7}
+    assert new.manifest.training["settings"] == trained.manifest.training["settings"]
+    assert new.manifest.training["data"] == "corrected clusters"
     assert new.encoder.settings()["rank"] == SMALL.film_rank
 
 
@@ -166,7 +166,7 @@ def test_train_cli_trains_film_by_name_and_the_bundle_answers_search(cluster_fil
                  "--film-iterations", "10", "--index", "Flat", "--quiet"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["system"] == "film" and set(printed["metrics"]) == {"val", "test"}
-    assert Bundle.load(out).manifest["encoder_config"]["rank"] == 8
+    assert Bundle.load(out).manifest.encoder_config["rank"] == 8
     assert main(["search", str(out), "how do i learn chess ?", "-k", "2", "--dense", "--json"]) == 0
     hits = json.loads(capsys.readouterr().out)["hits"]
     assert hits[0]["question"] == "how do i learn chess ?" and hits[1]["cluster"] == "c-chess"
@@ -218,7 +218,7 @@ def test_the_app_retrains_a_served_seed_bundle_from_judgments_and_swaps_on_confi
         page.annotate.judge("same", annotate_session, "ann", None, None)
         page.retrain.retrain(1, "ann", progress=lambda *args, **kwargs: None)
         candidate = page.ctx.model.candidate().served.bundle
-        assert candidate.system == system and candidate.manifest["labels"]["judgment_ids"]
+        assert candidate.system == system and candidate.manifest.labels["judgment_ids"]
         page.retrain.confirm("ann", None, None)
         served = page.ctx.model.current().bundle
         assert served.version == candidate.version

@@ -78,7 +78,7 @@ def test_the_general_build_distils_a_static_student_and_rebases_it(tiny_domains,
     with pytest.raises(QPRError, match="teacher"):
         build_general(domains=tiny_domains, teacher=False, student="static", progress=False)
     general = build_general(domains=tiny_domains, teacher=True, config=TINY, student="static", progress=False)
-    assert general.system == "static" and general.vocab is None and general.manifest["fusion"]["kind"] == "rrf"
+    assert general.system == "static" and general.vocab is None and general.manifest.fusion["kind"] == "rrf"
     users = synthetic("insurance").assign(cluster=pd.NA)
     taught = rebase(general, users, adapt=TINY, teacher=True)
     assert taught.system == "static" and taught.encoder is not general.encoder

@@ -177,7 +177,7 @@ def test_training_learns_and_beats_an_untrained_encoder(tiny_bundle):
     torch.manual_seed(0)
     random_encoder = QuestionEncoder(tiny_bundle.vocab.size, SMALL)
     untrained = evaluate(Bundle.create(random_encoder, tiny_bundle.vocab, corpus, IndexConfig("Flat")).dense_retriever(), corpus, "test")
-    history = tiny_bundle.manifest["training"]["history"]
+    history = tiny_bundle.manifest.training["history"]
     assert history[-1]["loss"] < history[0]["loss"]
     assert trained["MRR"] > untrained["MRR"] + 0.2
 

@@ -61,9 +61,9 @@ def test_train_cli_fine_tunes_a_transformer_into_a_bundle_that_reloads_and_searc
     assert printed["system"] == "transformer" and set(printed["metrics"]) == {"val", "test"}
     assert is_bundle(out) and (out / "transformer" / "modules.json").is_file()
     loaded = Bundle.load(out)
-    fit = loaded.manifest["training"]["fit"]
+    fit = loaded.manifest.training["fit"]
     assert [row["batches"] for row in fit["history"]] == [0, 2] and fit["base"] == str(sentence_model)
-    assert loaded.manifest["encoder_config"]["batch_size"] == 8 and loaded.manifest["encoder_config"]["distance"] == "cosine"
+    assert loaded.manifest.encoder_config["batch_size"] == 8 and loaded.manifest.encoder_config["distance"] == "cosine"
     assert loaded.index.dim == 32
     assert main(["search", str(out), "how do i learn chess ?", "-k", "1", "--dense", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["hits"][0]["question"] == "how do i learn chess ?"
@@ -125,10 +125,10 @@ def test_retraining_continues_the_bundle_s_model_and_leaves_the_served_one_untou
     train_clusters = corrected.loc[corrected["split"] == "train", "cluster"].unique()
     corrected.loc[corrected["cluster"] == train_clusters[1], "cluster"] = train_clusters[0]  # a merge
     new = retrain_bundle(trained, corrected, max_epochs=1, labels={"export_id": 3}, progress=False)
-    assert new.system == "transformer" and new.manifest["labels"] == {"export_id": 3}
-    assert new.manifest["data_fingerprint"] != trained.manifest["data_fingerprint"]
-    fit = new.manifest["training"]["fit"]
+    assert new.system == "transformer" and new.manifest.labels == {"export_id": 3}
+    assert new.manifest.data_fingerprint != trained.manifest.data_fingerprint
+    fit = new.manifest.training["fit"]
     assert fit["warm_start"] and [row["epoch"] for row in fit["history"]] == [0, 1]
-    assert new.manifest["training"]["settings"]["epochs"] == 1
-    assert new.manifest["training"]["settings"]["lr"] == trained.manifest["training"]["settings"]["lr"]
+    assert new.manifest.training["settings"]["epochs"] == 1
+    assert new.manifest.training["settings"]["lr"] == trained.manifest.training["settings"]["lr"]
     np.testing.assert_array_equal(trained.encode(texts), before)  # the served model was not trained further

@@ -98,7 +98,7 @@ def test_retrain_proposes_a_model_trained_on_the_export_and_changes_nothing_serv
     proposal, model = retrained["proposal"], retrained["model"]
     new = proposal.candidate.served.bundle
     assert model.current().bundle is tiny_bundle and model.candidate() is proposal.candidate
-    assert new.version != tiny_bundle.version and new.manifest["labels"] == proposal.export.labels
+    assert new.version != tiny_bundle.version and new.manifest.labels == proposal.export.labels
     assert proposal.export.labels["judgment_ids"] == retrained["judged"]
     assert proposal.export.path.parent == retrained["folder"] and proposal.export.path.suffix == ".parquet"
     assert list(proposal.candidate.comparison["model"]) == ["current", "current", "retrained", "retrained"]
@@ -145,7 +145,7 @@ def test_confirm_serves_records_and_remembers_the_candidate(tiny_bundle, target)
     swaps = deployment.store.swaps()
     assert swaps[["annotator", "bundle_version", "replaced_version"]].values.tolist() == [["Carol", new.version,
                                                                                           tiny_bundle.version]]
-    assert swaps.iloc[0]["judgment_ids"] == new.manifest["labels"]["judgment_ids"]
+    assert swaps.iloc[0]["judgment_ids"] == new.manifest.labels["judgment_ids"]
     assert remembered == [(done.path, "Carol")]
     with pytest.raises(QPRError, match="No retrained model is waiting"):
         retraining.confirm(deployment, "Carol")
@@ -306,9 +306,9 @@ def test_cli_retrain_with_confirm_saves_the_bundle_and_records_the_swap(tiny_bun
                  "--by", "Carol"]) == 0
     new = Bundle.load(out)
     assert f"saved {new.version} at {out}; recorded Carol's swap from {tiny_bundle.version}" in capsys.readouterr().out
-    assert new.manifest["labels"]["judgment_ids"] == judged
-    assert new.manifest["labels"]["export_file"].startswith(str((tmp_path / "ex").resolve()))
-    assert new.manifest["labels"]["export_file"].endswith(".csv")
+    assert new.manifest.labels["judgment_ids"] == judged
+    assert new.manifest.labels["export_file"].startswith(str((tmp_path / "ex").resolve()))
+    assert new.manifest.labels["export_file"].endswith(".csv")
     with open_store(url, project="demo") as store:
         swaps = store.swaps()
     assert swaps[["annotator", "bundle_version", "replaced_version"]].values.tolist() == [["Carol", new.version,
@@ -321,7 +321,7 @@ def test_cli_retrain_refuses_bad_input_in_one_line(tiny_bundle, retrain_cli, scr
     few = tiny_bundle.corpus.assign(cluster=tiny_bundle.corpus["cluster"].where(
         tiny_bundle.corpus["cluster"].isin(tiny_bundle.corpus["cluster"].dropna().unique()[:3])))
     few_bundle = Bundle.create(tiny_bundle.encoder, tiny_bundle.vocab, few, tiny_bundle.index.config,
-                               train_info=tiny_bundle.manifest["training"])
+                               train_info=tiny_bundle.manifest.training)
     bundle, few_url = few_bundle.save(tmp_path / "few"), f"sqlite:///{scratch_dir / 'few.db'}"
     with open_store(few_url, project="demo") as store:  # its own: the version may be the tiny bundle's (same weights, same second)
         store.register_corpus(few_bundle.version, few)

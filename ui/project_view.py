@@ -15,7 +15,7 @@ def project_line(project: Project) -> str:
     bundle = served.bundle
     if bundle.lexical:
         how = "BM25 only (no encoder trained yet)"
-    elif "general" in bundle.manifest:
+    elif bundle.manifest.general is not None:
         how = f"the general model with BM25, not yet trained on its clusters ({plain(bundle.version)})"
     else:
         how = f"model {plain(bundle.version)}"

@@ -141,7 +141,7 @@ def demo_bundle(corpus_path: str | Path = DEMO_CORPUS, cache: str | Path | None 
     bundle = train_bundle(corpus, SMALL_CORPUS.train, SMALL_CORPUS.text, SMALL_CORPUS.encoder, data=str(corpus_path),
                           progress=progress)
     bundle.save(path)
-    served = bundle.manifest.get("hybrid_metrics") or bundle.manifest["metrics"]
+    served = bundle.manifest.hybrid_metrics or bundle.manifest.metrics
     metrics = ", ".join(f"{split} H@1 {m['H1']:.2f} MRR {m['MRR']:.2f}" for split, m in served.items())
     log(f"built the demo bundle {bundle.version} in {time.perf_counter() - start:.1f} s ({metrics}); cached in {path}")
     return bundle
@@ -172,7 +172,7 @@ def start_banking_training(model: ServedModel, store: AnnotationStore, cache: st
     """Train the encoder of the BANKING77 demo ``model`` serves by BM25, in the background, and
     serve it when trained (``workflows.first_training``); None when it serves anything else."""
     served = model.current().bundle
-    if not (served.lexical and served.manifest.get("data") == BANKING_DATA):
+    if not (served.lexical and served.manifest.data == BANKING_DATA):
         return None
     defaults = replace(BANKING77, train=train)
 
@@ -180,7 +180,7 @@ def start_banking_training(model: ServedModel, store: AnnotationStore, cache: st
         start = time.perf_counter()
         bundle = train_bundle(served.corpus, defaults.train, defaults.text, defaults.encoder, data=BANKING_DATA,
                               progress=False).with_card(**BANKING_CARD)
-        scores = bundle.manifest.get("hybrid_metrics") or bundle.manifest["metrics"]
+        scores = bundle.manifest.hybrid_metrics or bundle.manifest.metrics
         log(f"trained the BANKING77 demo in {time.perf_counter() - start:.0f} s ("
             + ", ".join(f"{split} H@1 {m['H1']:.2f}" for split, m in scores.items()) + ")")
         return bundle

@@ -29,7 +29,7 @@ def model_scores(model: ServedModel) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     curves = pd.DataFrame(
         [{"model": f"{name} {bundle.version}", "epoch": row["epoch"], "val ROC AUC": row["val_auc"], "loss": row["loss"]}
          for name, bundle in bundles if bundle is not None
-         for row in bundle.manifest.get("training", {}).get("history", [])],
+         for row in bundle.manifest.training.get("history", [])],
         columns=CURVE_COLUMNS,
     )
     if candidate is not None or swap is not None:
@@ -39,7 +39,7 @@ def model_scores(model: ServedModel) -> tuple[pd.DataFrame, pd.DataFrame, str]:
         caption = f"Before and after {which}, on the same held-out queries (corrected clusters)."
     else:
         # The served retriever's own scores: the hybrid's when the bundle has one.
-        measured = served.manifest.get("hybrid_metrics") or served.manifest.get("metrics", {})
+        measured = served.manifest.hybrid_metrics or served.manifest.metrics
         scores = pd.DataFrame([{"model": "served", "split": split} | values for split, values in measured.items()],
                               columns=["model", "split", "H1", "MRR"])  # none: nothing held out (bare questions)
         caption = "The served model on its held-out clusters (retrain to compare before and after)."

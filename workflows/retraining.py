@@ -79,7 +79,7 @@ class Offer:
         said, worse = verdict(candidate.comparison)
         bundle = candidate.served.bundle
         return cls(bundle.version, candidate.comparison, said, worse,
-                   len(bundle.manifest.get("labels", {}).get("judgment_ids", [])))
+                   len((bundle.manifest.labels or {}).get("judgment_ids", [])))
 
 
 @dataclass(frozen=True)
@@ -230,7 +230,7 @@ def confirm(project: Project, who: str) -> Confirmed:
     store.register_corpus(bundle.version, bundle.corpus)
     replaced = model.current().bundle.version
     model.confirm(bundle.version)
-    judgment_ids = bundle.manifest.get("labels", {}).get("judgment_ids", [])
+    judgment_ids = (bundle.manifest.labels or {}).get("judgment_ids", [])
     kept_or_taken_back(model, bundle.version, replaced, "recorded",
                        lambda: store.record_swap(who, bundle.version, replaced, judgment_ids))
 

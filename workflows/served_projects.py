@@ -125,7 +125,7 @@ class ServedProjects:
         store.claim_versions(self.projects.bundle_versions(slug))
         reconcile(open_project(self.projects, self.cache, slug, model, store))  # a swap cut short by a crash
         served = model.current().bundle
-        store.register_corpus(served.version, served.corpus, served.manifest["data_fingerprint"])
+        store.register_corpus(served.version, served.corpus, served.manifest.data_fingerprint)
         serve_latest(model, store)
         if register:
             self.served.put(slug, model)

@@ -124,7 +124,7 @@ def fit(
                               data="simulated loop", **common)
     else:
         bundle = retrain_bundle(warm_start.bundle, corpus, judged=judged, cluster_weights=cluster_weights, **common)
-    return Model(bundle, evaluate(bundle.dense_retriever(), clean, "test"), bundle.manifest["training"])
+    return Model(bundle, evaluate(bundle.dense_retriever(), clean, "test"), bundle.manifest.training)
 
 
 @dataclass

@@ -85,7 +85,7 @@ class Retriever:
         rows = pd.DataFrame({"qid": qids, "question": questions, "cluster": clusters, "split": "none"})
         if self.bundle.lexical:
             self.bundle = Bundle.lexical_of(pd.concat([self.bundle.corpus, rows], ignore_index=True),
-                                            self.bundle.manifest.get("data", ""))
+                                            self.bundle.manifest.data or "")
         else:
             self.bundle = self.bundle.with_questions(rows, "add")
         self._searchers = {}

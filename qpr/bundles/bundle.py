@@ -42,8 +42,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol, Sequence
@@ -52,8 +51,8 @@ import numpy as np
 import pandas as pd
 
 from qpr.bundles.card import write_card
-from qpr.bundles.manifest import (BM25_FOLDER, FORMAT_VERSION, LEGACY_FILES, LEXICAL, LEXICAL_FILES, REBUILD, TEACHER_FILE, check_target,
-                                  is_bundle, manifest_system, read_manifest)
+from qpr.bundles.manifest import (BM25_FOLDER, LEGACY_FILES, LEXICAL, LEXICAL_FILES, REBUILD, TEACHER_FILE, Manifest, check_target,
+                                  is_bundle, manifest_system)
 from qpr.training.teacher import TEACHER, minilm_vectors
 from qpr.data.corpus import COLUMNS, check_corpus, fingerprint
 from qpr.data.corpus_file import CORPUS_FILE, corpus_path, read_corpus_file, write_corpus_file
@@ -100,7 +99,7 @@ class Bundle:
     vocab: Vocabulary | None
     index: VectorIndex | None
     corpus: pd.DataFrame
-    manifest: dict = field(default_factory=dict)
+    manifest: Manifest
     # BM25 over ``corpus`` read by ``load`` (the saved index) or built already (``with_bm25``).
     prebuilt_bm25: BM25Retriever | None = field(default=None, repr=False, compare=False)
     # An asymmetric bundle's teacher vectors of ``corpus``, row for row (module doc); None: symmetric.
@@ -126,12 +125,12 @@ class Bundle:
 
     @property
     def version(self) -> str:
-        return self.manifest["version"]
+        return self.manifest.version
 
     @property
     def system(self) -> str:
         """The system the encoder is (module doc): ``LEXICAL`` for a bundle without one."""
-        return LEXICAL if self.lexical else self.manifest.get("system") or system_of(self.encoder)
+        return LEXICAL if self.lexical else self.manifest.system or system_of(self.encoder)
 
     @property
     def lexical(self) -> bool:
@@ -146,23 +145,14 @@ class Bundle:
         # The source named too: two projects made from one file in the same second stay apart
         # (a bundle version belongs to one project's judgments).
         digest = hashlib.sha256(f"{fingerprint(corpus)}\n{data}".encode()).hexdigest()[:8]
-        manifest = {
-            "format_version": FORMAT_VERSION,
-            "version": f"{created:%Y%m%dT%H%M%SZ}-lex{digest}",
-            "created": created.isoformat(timespec="seconds"),
-            "lexical": True,
-            "data": data,
-            "data_fingerprint": fingerprint(corpus),
-            "corpus_size": len(corpus),
-            "training": {},
-            "metrics": {},
-        }
+        manifest = Manifest(version=f"{created:%Y%m%dT%H%M%SZ}-lex{digest}", data_fingerprint=fingerprint(corpus),
+                            created=created.isoformat(timespec="seconds"), lexical=True, data=data, corpus_size=len(corpus))
         return cls(None, None, None, corpus, manifest)
 
     @property
     def asymmetric(self) -> float | None:
         """The teacher's weight in an asymmetric bundle's scores (module doc); None for a symmetric one."""
-        return self.manifest["asymmetric"]["weight"] if "asymmetric" in self.manifest else None
+        return None if self.manifest.asymmetric is None else self.manifest.asymmetric["weight"]
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """``(len(texts), dim)`` float32 search vectors of ``texts``: for a symmetric bundle those
@@ -188,8 +178,8 @@ class Bundle:
             student = encode_with(self.encoder, self.vocab, self.corpus["question"].tolist())
         vectors = corpus_side(student, teacher, choice.weight)
         index = VectorIndex.build(vectors, self.corpus["qid"].to_numpy(), self.index.config)
-        manifest = self.manifest | {"asymmetric": {"teacher": TEACHER, "weight": choice.weight, "choice": choice.to_dict()},
-                                    "index": index.settings() | {"ntotal": len(index), "dim": index.dim}}
+        manifest = replace(self.manifest, asymmetric={"teacher": TEACHER, "weight": choice.weight, "choice": choice.to_dict()},
+                           index=_index_entry(index))
         return Bundle(self.encoder, self.vocab, index, self.corpus, manifest, self._same_corpus(), teacher)
 
     def dense_retriever(self) -> DenseRetriever:
@@ -221,25 +211,17 @@ class Bundle:
         created = datetime.now(timezone.utc)
         system = system_named(system_of(encoder))
         described, state = system.describe(encoder, vocab, vectors)
-        manifest = {
-            "format_version": FORMAT_VERSION,
-            "version": f"{created:%Y%m%dT%H%M%SZ}-{hashlib.sha256(state).hexdigest()[:8]}",
-            "created": created.isoformat(timespec="seconds"),
-            "system": system.name,
-            **described,
-            "index": index.settings() | {"ntotal": len(index), "dim": index.dim},
-            "data_fingerprint": fingerprint(corpus),
-            "corpus_size": len(corpus),
-            "training": train_info or {},
-            "metrics": metrics or {},
-        }
+        manifest = Manifest(version=f"{created:%Y%m%dT%H%M%SZ}-{hashlib.sha256(state).hexdigest()[:8]}",
+                            data_fingerprint=fingerprint(corpus), created=created.isoformat(timespec="seconds"),
+                            system=system.name, **described, index=_index_entry(index), corpus_size=len(corpus),
+                            training=train_info or {}, metrics=metrics or {})
         return cls(encoder, vocab, index, corpus, manifest)
 
     def with_index(self, index_config: IndexConfig) -> "Bundle":
         """The same bundle re-indexed with other settings (new index, same encoder and corpus)."""
         vectors = self._corpus_vectors(self.corpus["question"].tolist(), self.teacher_vectors)
         index = VectorIndex.build(vectors, self.corpus["qid"].to_numpy(), index_config)
-        manifest = self.manifest | {"index": index.settings() | {"ntotal": len(index), "dim": index.dim}}
+        manifest = replace(self.manifest, index=_index_entry(index))
         return Bundle(self.encoder, self.vocab, index, self.corpus, manifest, self._same_corpus(), self.teacher_vectors)
 
     def with_questions(self, questions: pd.DataFrame, source: str = "new questions") -> "Bundle":
@@ -258,24 +240,25 @@ class Bundle:
         index = self.index.copy()
         index.add(self._corpus_vectors(texts, teacher), new["qid"].to_numpy())
         corpus = pd.concat([self.corpus, new], ignore_index=True)
-        manifest = self.manifest | {
-            "index": index.settings() | {"ntotal": len(index), "dim": index.dim},
-            "data_fingerprint": fingerprint(corpus), "corpus_size": len(corpus),
-            "added_questions": self.manifest.get("added_questions", 0) + len(new),
-        }
+        manifest = replace(self.manifest, index=_index_entry(index), data_fingerprint=fingerprint(corpus), corpus_size=len(corpus),
+                           added_questions=(self.manifest.added_questions or 0) + len(new))
         return Bundle(self.encoder, self.vocab, index, corpus, manifest,
                       teacher_vectors=None if teacher is None else np.concatenate([self.teacher_vectors, teacher]))
 
+    def with_manifest(self, **entries) -> "Bundle":
+        """The same bundle (encoder, index, corpus) whose manifest records ``entries`` besides what
+        it recorded (``Manifest``'s fields); this bundle's manifest is left as it was."""
+        return Bundle(self.encoder, self.vocab, self.index, self.corpus, replace(self.manifest, **entries), self._same_corpus(),
+                      self.teacher_vectors)
+
     def with_fusion(self, fusion: dict) -> "Bundle":
         """The same bundle carrying a fitted hybrid scorer (``qpr.retrieval.hybrid.Fusion.to_dict()``)."""
-        return Bundle(self.encoder, self.vocab, self.index, self.corpus, self.manifest | {"fusion": fusion}, self._same_corpus(),
-                      self.teacher_vectors)
+        return self.with_manifest(fusion=fusion)
 
     def with_card(self, **card) -> "Bundle":
         """The same bundle whose model card (``qpr.bundles.card``) says ``card``: ``license`` (a Hub
         license id), ``datasets`` (Hub data set ids), ``name``, ``credit`` (markdown)."""
-        return Bundle(self.encoder, self.vocab, self.index, self.corpus, self.manifest | {"card": self.manifest.get("card", {}) | card},
-                      self._same_corpus(), self.teacher_vectors)
+        return self.with_manifest(card=(self.manifest.card or {}) | card)
 
     def save(self, path: str | Path) -> Path:
         """Write the bundle to ``path`` atomically: after a crash or kill at any instant, ``path``
@@ -293,9 +276,8 @@ class Bundle:
                 write_card(tmp, self.manifest)
             write_corpus_file(self.corpus, tmp / CORPUS_FILE)
             self.bm25.save(tmp / BM25_FOLDER)
-            manifest = self.manifest | {"corpus_sha256": _file_sha256(tmp / CORPUS_FILE)}
             # The manifest goes last: a directory with a manifest was completely written.
-            (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False))
+            replace(self.manifest, corpus_sha256=_file_sha256(tmp / CORPUS_FILE)).save(tmp)
         return path
 
     @classmethod
@@ -315,7 +297,7 @@ class Bundle:
         missing = [file for file in files if not any((path / name).is_file() for name in (file, *legacy.get(file, ())))]
         if missing:
             raise QPRError(f"{path}: incomplete bundle, missing {', '.join(missing)}")
-        manifest = read_manifest(path)
+        manifest = Manifest.load(path)
         if system is None:
             file = corpus_path(path)
             corpus = read_corpus_file(file, REBUILD)
@@ -327,13 +309,13 @@ class Bundle:
         return cls._checked(path, encoder, vocab, manifest, output_dim)
 
     @classmethod
-    def _checked(cls, path: Path, encoder, vocab: Vocabulary | None, manifest: dict, output_dim: int) -> "Bundle":
+    def _checked(cls, path: Path, encoder, vocab: Vocabulary | None, manifest: Manifest, output_dim: int) -> "Bundle":
         """The bundle at ``path`` once its index and corpus agree with the encoder and the manifest."""
-        index = VectorIndex.load(path / "index.faiss", manifest["index"])
+        index = VectorIndex.load(path / "index.faiss", manifest.index)
         file = corpus_path(path)
         corpus = read_corpus_file(file, REBUILD)
         problems, teacher = [], None
-        if "asymmetric" in manifest:  # the index holds the encoder's and the teacher's vectors side by side
+        if manifest.asymmetric is not None:  # the index holds the encoder's and the teacher's vectors side by side
             output_dim *= 2
             teacher = _teacher_file(path)
             if teacher is None or teacher.shape != (len(corpus), output_dim // 2):
@@ -364,20 +346,24 @@ def encode_with(encoder, vocab: Vocabulary | None, texts: Sequence[str]) -> np.n
     return np.ascontiguousarray(encoder.encode(list(texts)), dtype=np.float32)
 
 
+def _index_entry(index: VectorIndex) -> dict:
+    """What the manifest records of ``index``: its settings, size and width."""
+    return index.settings() | {"ntotal": len(index), "dim": index.dim}
+
+
 def _file_sha256(path: Path) -> str:
     with open(path, "rb") as file:
         return hashlib.file_digest(file, "sha256").hexdigest()
 
 
-def _corpus_matches(file: Path, corpus: pd.DataFrame, manifest: dict) -> bool:
+def _corpus_matches(file: Path, corpus: pd.DataFrame, manifest: Manifest) -> bool:
     """Whether ``corpus``, read from ``file``, is the corpus ``manifest`` was written with: by the
     file's SHA-256 where the manifest records it (every bundle saved since it does; the content
     fingerprint took 20 s of a start at ten million questions, the file's hash under one), else by
     the content fingerprint."""
-    recorded = manifest.get("corpus_sha256")
-    if isinstance(recorded, str):
-        return _file_sha256(file) == recorded
-    return fingerprint(corpus) == manifest["data_fingerprint"]
+    if isinstance(manifest.corpus_sha256, str):
+        return _file_sha256(file) == manifest.corpus_sha256
+    return fingerprint(corpus) == manifest.data_fingerprint
 
 
 def serving_retriever(bundle: Bundle, bm25: BM25Retriever | None = None) -> Retriever:
@@ -386,4 +372,5 @@ def serving_retriever(bundle: Bundle, bm25: BM25Retriever | None = None) -> Retr
     docs/OUT_OF_DOMAIN.md), else the encoder alone; BM25 for a lexical bundle (no encoder yet)."""
     if bundle.lexical:
         return bm25 or bundle.bm25
-    return fused_retriever(bundle.dense_retriever(), bundle.manifest, bm25) if "fusion" in bundle.manifest else bundle.dense_retriever()
+    fusion = bundle.manifest.fusion
+    return bundle.dense_retriever() if fusion is None else fused_retriever(bundle.dense_retriever(), fusion, bm25)

@@ -19,6 +19,8 @@ from typing import Mapping
 
 from huggingface_hub import EvalResult, ModelCardData
 
+from qpr.bundles.manifest import Manifest
+
 LIBRARY = "qpr"
 TAGS = ("question-paraphrase-retrieval", "sentence-similarity", "sdml", "faiss", "bm25")
 UNKNOWN_LICENSE = "other"
@@ -26,25 +28,26 @@ UNKNOWN_LICENSE = "other"
 METRICS = (("H1", "hit_at_1", "H@1"), ("H10", "hit_at_10", "H@10"), ("MRR", "mrr", "MRR"))
 
 
-def write_card(folder: Path, manifest: Mapping) -> None:
+def write_card(folder: Path, manifest: Manifest) -> None:
     """Write ``README.md`` (the model card) and ``config.json`` of the bundle described by
     ``manifest`` into ``folder`` (the bundle being written)."""
     (folder / "README.md").write_text(model_card(manifest), encoding="utf-8")
     (folder / "config.json").write_text(json.dumps(config(manifest), indent=2, ensure_ascii=False), encoding="utf-8")
 
 
-def config(manifest: Mapping) -> dict:
+def config(manifest: Manifest) -> dict:
     """What a Hub user looks for in ``config.json``: the system and its layers, the text settings
     and the index (a copy of the manifest's entries, for reading only)."""
     keys = ("system", "format_version", "version", "encoder_config", "text_config", "vocab_rows", "index", "corpus_size")
-    return {"library_name": LIBRARY} | {key: manifest[key] for key in keys if key in manifest}
+    recorded = manifest.to_json()
+    return {"library_name": LIBRARY} | {key: recorded[key] for key in keys if key in recorded}
 
 
-def model_card(manifest: Mapping) -> str:
+def model_card(manifest: Manifest) -> str:
     """The model card of the bundle ``manifest`` describes: Hub front matter, then the text."""
-    card = manifest.get("card", {})
+    card = manifest.card or {}
     datasets = list(card.get("datasets", []))
-    name = card.get("name") or f"qpr-{manifest.get('system', 'bm25')}-{manifest['version']}"
+    name = card.get("name") or f"qpr-{manifest.system or 'bm25'}-{manifest.version}"
     data = ModelCardData(library_name=LIBRARY, license=card.get("license", UNKNOWN_LICENSE), tags=list(TAGS),
                          datasets=datasets or None, model_name=name,
                          eval_results=(_eval_results(manifest, datasets[0] if datasets else "own-clusters")
@@ -52,23 +55,23 @@ def model_card(manifest: Mapping) -> str:
     return f"---\n{data.to_yaml()}\n---\n\n" + _text(manifest, name, card)
 
 
-def _served_metrics(manifest: Mapping) -> tuple[str, dict]:
-    if manifest.get("hybrid_metrics"):
-        return "the hybrid (encoder + BM25, as served)", manifest["hybrid_metrics"]
-    return "the encoder alone", manifest.get("metrics", {})
+def _served_metrics(manifest: Manifest) -> tuple[str, dict]:
+    if manifest.hybrid_metrics:
+        return "the hybrid (encoder + BM25, as served)", manifest.hybrid_metrics
+    return "the encoder alone", manifest.metrics
 
 
-def _eval_results(manifest: Mapping, dataset: str) -> list[EvalResult]:
+def _eval_results(manifest: Manifest, dataset: str) -> list[EvalResult]:
     _, metrics = _served_metrics(manifest)
     return [EvalResult(task_type="sentence-similarity", dataset_type=dataset, dataset_name=dataset, dataset_split=split,
                        metric_type=hub, metric_name=shown, metric_value=round(float(scores[key]), 4))
             for split, scores in metrics.items() for key, hub, shown in METRICS if key in scores]
 
 
-def _domain_results(manifest: Mapping) -> list[EvalResult]:
+def _domain_results(manifest: Manifest) -> list[EvalResult]:
     return [EvalResult(task_type="sentence-similarity", dataset_type=domain, dataset_name=domain, dataset_split=split,
                        metric_type=hub, metric_name=shown, metric_value=round(float(scores[key]), 4))
-            for domain, splits in manifest.get("domain_metrics", {}).items() for split, scores in splits.items()
+            for domain, splits in (manifest.domain_metrics or {}).items() for split, scores in splits.items()
             for key, hub, shown in METRICS if key in scores]
 
 
@@ -79,15 +82,15 @@ def _rows(metrics: Mapping) -> str:
                      for row, scores in metrics.items())
 
 
-def _trained_on(manifest: Mapping) -> str:
+def _trained_on(manifest: Manifest) -> str:
     """A general bundle's section on what it was trained on and how it scored on each set; "" for others."""
-    training = manifest.get("training", {})
+    training = manifest.training
     if training.get("kind") != "general":
         return ""
     teacher = training.get("teacher")
     how = (f"distilled from {teacher} on their questions (no labels)" if teacher
            else "on their train clusters as labelled pairs (no teacher)")
-    rows = _rows({domain: splits["test"] for domain, splits in manifest.get("domain_metrics", {}).items() if "test" in splits})
+    rows = _rows({domain: splits["test"] for domain, splits in (manifest.domain_metrics or {}).items() if "test" in splits})
     table = ("Scored as the encoder alone on each set's test clusters (labels it never trained on), each set searched "
              "alone, top 20:\n\n| set | queries | H@1 | H@10 | MRR |\n|---|---|---|---|---|\n" + rows) if rows else (
              "Its results per set were not recorded in this bundle.")
@@ -102,12 +105,12 @@ How it does on a set it never saw at all is measured in docs/OUT_OF_DOMAIN.md of
 {table}"""
 
 
-def _text(manifest: Mapping, name: str, card: Mapping) -> str:
+def _text(manifest: Manifest, name: str, card: Mapping) -> str:
     what, metrics = _served_metrics(manifest)
     rows = _rows(metrics)
     table = (f"Scored as {what}, each question of a held-out cluster a query with itself removed, top 20:\n\n"
              "| split | queries | H@1 | H@10 | MRR |\n|---|---|---|---|---|\n" + rows) if rows else "No held-out metrics were measured."
-    training = manifest.get("training", {})
+    training = manifest.training
     settings = training.get("config") or training.get("settings") or {}
     shown = "\n".join(f"- `{key}`: {value}" for key, value in settings.items()) or "- (not recorded in the manifest)"
     credit = f"\n\n## Data\n\n{card['credit']}" if card.get("credit") else ""
@@ -115,8 +118,8 @@ def _text(manifest: Mapping, name: str, card: Mapping) -> str:
 
 A question paraphrase retriever (after Bonadiman, Kumar & Mittal 2019, *Large Scale Question
 Paraphrase Retrieval with Smoothed Deep Metric Learning*): given a question, it returns the known
-questions of its corpus ({manifest.get('corpus_size', '?')} here) that mean the same. System
-`{manifest.get('system', 'bm25')}`, bundle version `{manifest['version']}`.
+questions of its corpus ({'?' if manifest.corpus_size is None else manifest.corpus_size} here) that mean the same. System
+`{manifest.system or 'bm25'}`, bundle version `{manifest.version}`.
 
 ## Intended use
 

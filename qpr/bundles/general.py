@@ -183,18 +183,18 @@ def rebase(general: Bundle, corpus: pd.DataFrame, adapt: GeneralConfig | None = 
                               warm_start=(general.encoder, _tokens(general.encoder, general.vocab)), progress=progress)
     vocab = _bundle_vocab(model.encoder, model.vocab)
     student = encode_with(model.encoder, vocab, questions)
-    bundle = Bundle.create(model.encoder, vocab, corpus, IndexConfig("auto"), train_info=general.manifest.get("training"),
+    bundle = Bundle.create(model.encoder, vocab, corpus, IndexConfig("auto"), train_info=general.manifest.training,
                            vectors=student)
     # A version names its encoder's weights; without adaptation that is the general's, so the
     # corpus names it too (two projects' first versions built in the same second stay apart).
-    bundle.manifest["version"] += f"-{bundle.manifest['data_fingerprint'][:8]}"
-    bundle.manifest["general"] = {"from": general.version, "adapt": None if adapt is None else asdict(adapt),
-                                  "teacher": TEACHER if adapt is not None and teacher else None}
+    bundle = bundle.with_manifest(version=f"{bundle.version}-{bundle.manifest.data_fingerprint[:8]}",
+                                  general={"from": general.version, "adapt": None if adapt is None else asdict(adapt),
+                                           "teacher": TEACHER if adapt is not None and teacher else None})
     if asymmetric:
         if progress:
             tqdm.write("rebase: choosing the teacher's weight by its neighbours", file=sys.stderr)
         bundle = bundle.with_teacher(vectors, choose_weight(student, vectors), student)
-    carried = general.manifest.get("fusion") or RANK_FUSION.to_dict()
+    carried = general.manifest.fusion or RANK_FUSION.to_dict()
     if vectors is None or carried.get("kind") == "rrf":
         return bundle.with_fusion(carried)
     # Taught on this corpus, or scored against the teacher's vectors, the encoder reads distances
@@ -202,8 +202,8 @@ def rebase(general: Bundle, corpus: pd.DataFrame, adapt: GeneralConfig | None = 
     # dense part alone (no fusion).
     if progress:
         tqdm.write("rebase: choosing the fusion by the teacher's neighbours", file=sys.stderr)
-    choice = choose_fusion(bundle.dense_retriever(), vectors, Fusion.from_manifest(general.manifest))
-    bundle.manifest["fusion_choice"] = choice.to_dict()
+    choice = choose_fusion(bundle.dense_retriever(), vectors, Fusion.from_stored(general.manifest.fusion))
+    bundle = bundle.with_manifest(fusion_choice=choice.to_dict())
     return bundle if choice.fusion is None else bundle.with_fusion(choice.fusion.to_dict())
 
 
@@ -261,7 +261,7 @@ def build_general(
     bundle = Bundle.create(result.encoder, _bundle_vocab(result.encoder, result.vocab), corpus, IndexConfig("auto"), train_info=info)
     if progress:
         tqdm.write("general: scoring the encoder on each set's test clusters", file=sys.stderr)
-    bundle.manifest["domain_metrics"] = domain_results(bundle, sources)
+    bundle = bundle.with_manifest(domain_metrics=domain_results(bundle, sources))
     return bundle.with_fusion((fusion or (FUSION if teacher and student == "cnn" else RANK_FUSION)).to_dict())
 
 

@@ -1,17 +1,24 @@
-"""What a bundle folder is, read before its contents are: the manifest checked for every field a
-load uses, the files its system holds (``qpr.systems.registry``), and whether a path may be
-written as a bundle (``is_bundle``, ``check_target``). ``qpr.bundles.bundle`` loads the rest.
+"""What a bundle folder is, read before its contents are: the manifest (``Manifest``, the one
+reader and writer of ``manifest.json``) checked for every field a load uses, the files its system
+holds (``qpr.systems.registry``), and whether a path may be written as a bundle (``is_bundle``,
+``check_target``). ``qpr.bundles.bundle`` loads the rest.
+
+A ``Manifest`` is frozen: a bundle that records something new gets a new one (``dataclasses.replace``,
+``Bundle.with_manifest``), so two bundles may share one and neither changes the other's. Keys this
+version does not know (a newer version's) are kept in ``extra`` and written back as they were read.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from qpr.data.corpus_file import CORPUS_FILE, PARQUET_CORPUS_FILE
 from qpr.errors import QPRError, one_line
-from qpr.fsutil.atomic import check_writable
+from qpr.fsutil.atomic import atomic_path, check_writable
 from qpr.fsutil.leftovers import recover
 from qpr.systems.question_encoder import REBUILD
 from qpr.systems.registry import DEFAULT, REGISTRY, system_named
@@ -24,6 +31,7 @@ LEXICAL_FILES = ("manifest.json", CORPUS_FILE)
 LEGACY_FILES = {CORPUS_FILE: (PARQUET_CORPUS_FILE,)}
 # What the manifest of a bundle with an encoder must hold, and the JSON types: everything ``load``
 # reads from it, with what its system reads besides (``System.manifest_fields``).
+MANIFEST_FILE = "manifest.json"
 MANIFEST_FIELDS = {"format_version": int, "version": str, "encoder_config": dict, "index": dict, "data_fingerprint": str}
 LEXICAL_FIELDS = {"format_version": int, "version": str, "data_fingerprint": str}
 INDEX_FIELDS = {"factory": str}  # search parameters (or, in older bundles, nprobe and ef_search) are checked by VectorIndex.load
@@ -37,11 +45,71 @@ ENTRIES = (frozenset(LEXICAL_FILES) | set(CARD_FILES) | {BM25_FOLDER, TEACHER_FI
               for old in names})
 
 
+@dataclass(frozen=True)
+class Manifest:
+    """A bundle's ``manifest.json``, typed (module doc). Optional entries are None where a bundle
+    has none, and are then left out of the file."""
+
+    version: str  # creation time + a digest of the weights (or, lexical, of the corpus): what judgments refer to
+    data_fingerprint: str  # the corpus' content fingerprint (``qpr.data.corpus.fingerprint``)
+    format_version: int = FORMAT_VERSION
+    created: str | None = None  # ISO time of creation
+    system: str | None = None  # the encoder's system (``qpr.systems.registry``); None: a CNN older than the field
+    lexical: bool = False  # a corpus with no encoder yet, served by BM25 alone
+    data: str | None = None  # the data the bundle was made from, named for people
+    corpus_size: int | None = None
+    corpus_sha256: str | None = None  # the corpus file's hash, recorded as the bundle is saved
+    index: dict | None = None  # the vector index's settings, size and width (``VectorIndex.settings``)
+    encoder_config: dict | None = None  # what the system's ``load`` rebuilds the encoder from
+    text_config: dict | None = None  # a QuestionEncoder's tokenizer settings
+    vocab_rows: int | None = None  # a QuestionEncoder's embedding rows
+    training: dict = field(default_factory=dict)  # the run that trained the encoder (its system's summary)
+    metrics: dict = field(default_factory=dict)  # split -> the encoder's scores alone
+    hybrid_metrics: dict | None = None  # split -> the served hybrid's scores
+    fusion: dict | None = None  # the fitted hybrid scorer or rank fusion (``qpr.retrieval.hybrid``)
+    fusion_skipped: str | None = None  # why training fitted no hybrid
+    fusion_choice: dict | None = None  # how a project from a general encoder chose its fusion
+    labels: dict | None = None  # provenance: the export (and judgment ids) a retrained bundle learned from
+    asymmetric: dict | None = None  # an asymmetric bundle's teacher and its weight
+    general: dict | None = None  # a project made from a general encoder: which, and how adapted
+    domain_metrics: dict | None = None  # a general encoder's scores per domain
+    card: dict | None = None  # what the model card says besides the manifest (``Bundle.with_card``)
+    added_questions: int | None = None  # questions added since the index was built (``Bundle.with_questions``)
+    extra: dict = field(default_factory=dict)  # keys this version does not know, kept as read
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Manifest":
+        """The manifest a JSON object holds (checked by ``load`` first)."""
+        known = {f.name for f in fields(cls)} - {"extra"}
+        return cls(**{key: value for key, value in data.items() if key in known},
+                   extra={key: value for key, value in data.items() if key not in known})
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object of this manifest: every entry that is set, then the unknown ones as read."""
+        entries = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        return {key: value for key, value in entries.items() if value is not None and not (key == "lexical" and not value)} | self.extra
+
+    @classmethod
+    def load(cls, path: Path) -> "Manifest":
+        """The manifest of the bundle folder ``path``, checked for every field ``Bundle.load`` uses."""
+        return cls.from_json(_checked(path))
+
+    def save(self, folder: Path) -> None:
+        """Write this manifest into the bundle folder ``folder``, atomically."""
+        with atomic_path(folder / MANIFEST_FILE) as tmp:
+            tmp.write_text(json.dumps(self.to_json(), indent=2, ensure_ascii=False), encoding="utf-8")
+
+
+def _raw(path: Path) -> Any:
+    """The JSON value in the bundle folder ``path``'s manifest file, unchecked."""
+    return json.loads((path / MANIFEST_FILE).read_text(encoding="utf-8"))
+
+
 def manifest_system(path: Path) -> str:
     """The manifest's ``system`` (``LEXICAL`` for a lexical bundle, the CNN when it has none), read
-    before its files are checked; an unreadable manifest is left for ``read_manifest`` to name."""
+    before its files are checked; an unreadable manifest is left for ``Manifest.load`` to name."""
     try:
-        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+        manifest = _raw(path)
     except (OSError, ValueError, UnicodeDecodeError):
         return DEFAULT
     if isinstance(manifest, dict) and manifest.get("lexical") is True:
@@ -50,10 +118,10 @@ def manifest_system(path: Path) -> str:
     return system if isinstance(system, str) else DEFAULT
 
 
-def read_manifest(path: Path) -> dict:
-    """The manifest of the bundle folder ``path``, checked for every field ``load`` uses."""
+def _checked(path: Path) -> dict:
+    """The manifest object of the bundle folder ``path``, checked for every field ``load`` uses."""
     try:
-        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+        manifest = _raw(path)
     except (ValueError, UnicodeDecodeError) as err:
         raise QPRError(f"{path}/manifest.json is not valid JSON ({one_line(err)}); {REBUILD}") from err
     except OSError as err:
@@ -72,19 +140,19 @@ def read_manifest(path: Path) -> dict:
         # A system that is no name is reported as a field of the wrong type, below.
         own = system_named(system, f"{path}/manifest.json: ").manifest_fields if isinstance(system, str) else {"system": str}
         checks = [(MANIFEST_FIELDS | own, manifest), (INDEX_FIELDS, manifest.get("index"))]
-    for fields, where in checks:
+    for required, where in checks:
         if not isinstance(where, dict):
             break
-        missing = [name for name in fields if name not in where]
+        missing = [name for name in required if name not in where]
         if missing:
             prefix = "" if where is manifest else "index."
             raise QPRError(f"{path}/manifest.json lacks {', '.join(prefix + m for m in missing)}; {REBUILD}")
-        wrong = [name for name, kind in fields.items()
+        wrong = [name for name, kind in required.items()
                  if not isinstance(where[name], kind) or (kind is int and isinstance(where[name], bool))]
         if wrong:
             prefix = "" if where is manifest else "index."
             raise QPRError(f"{path}/manifest.json: {', '.join(prefix + w for w in wrong)} has the wrong type "
-                           f"(expected {', '.join(fields[w].__name__ for w in wrong)}); {REBUILD}")
+                           f"(expected {', '.join(required[w].__name__ for w in wrong)}); {REBUILD}")
     return manifest
 
 
@@ -94,7 +162,7 @@ def is_bundle(path: str | Path) -> bool:
     path = Path(path)
     try:
         entries = set(os.listdir(path))
-        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+        manifest = _raw(path)
     except (OSError, ValueError, UnicodeDecodeError):
         return False
     return isinstance(manifest, dict) and {"format_version", "version"} <= manifest.keys() and entries <= ENTRIES

@@ -138,22 +138,18 @@ def _measured(bundle: Bundle, corpus: pd.DataFrame, labels: dict | None, bm25: B
     or val cannot support it, its fitted hybrid and that one's metrics; ``bm25`` (over ``corpus``)
     becomes its BM25, saved with it."""
     bundle = bundle.with_bm25(bm25) if bm25 is not None else bundle
-    if labels is not None:
-        bundle.manifest["labels"] = labels
     splits = held_out_splits(corpus)
-    bundle.manifest["metrics"] = {split: evaluate(bundle.dense_retriever(), corpus, split) for split in splits}
+    bundle = bundle.with_manifest(labels=labels,
+                                  metrics={split: evaluate(bundle.dense_retriever(), corpus, split) for split in splits})
     if not fuse:
-        bundle.manifest["fusion_skipped"] = "not asked for"
-        return bundle
+        return bundle.with_manifest(fusion_skipped="not asked for")
     bm25 = bundle.bm25
     try:
         bundle = bundle.with_fusion(fit_fusion(bundle.dense_retriever(), bm25=bm25).to_dict())
     except QPRError as err:
-        bundle.manifest["fusion_skipped"] = str(err)
-        return bundle
-    hybrid = HybridRetriever(bundle.dense_retriever(), Fusion.from_manifest(bundle.manifest), bm25)
-    bundle.manifest["hybrid_metrics"] = {split: evaluate(hybrid, corpus, split) for split in splits}
-    return bundle
+        return bundle.with_manifest(fusion_skipped=str(err))
+    hybrid = HybridRetriever(bundle.dense_retriever(), Fusion.from_stored(bundle.manifest.fusion), bm25)
+    return bundle.with_manifest(hybrid_metrics={split: evaluate(hybrid, corpus, split) for split in splits})
 
 
 def retrain_bundle(

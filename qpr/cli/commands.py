@@ -81,14 +81,14 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     run = Run(str(args.data), progress=not args.quiet, log=log)
     bundle = train_system_bundle(corpus, system.name, settings, IndexConfig(args.index, args.search), run)
-    print(system.report(bundle.manifest["training"]), file=sys.stderr)
+    print(system.report(bundle.manifest.training), file=sys.stderr)
     return _save_trained(bundle, args.out)
 
 
 def _save_trained(bundle: Bundle, out: Path) -> int:
     bundle.save(out)
-    print(json.dumps({"bundle": str(out), "system": bundle.system, "version": bundle.version, "metrics": bundle.manifest["metrics"],
-                      "hybrid_metrics": bundle.manifest.get("hybrid_metrics")}, indent=2))
+    print(json.dumps({"bundle": str(out), "system": bundle.system, "version": bundle.version, "metrics": bundle.manifest.metrics,
+                      "hybrid_metrics": bundle.manifest.hybrid_metrics}, indent=2))
     return 0
 
 
@@ -143,7 +143,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.data and not args.bm25:
         # Same encoder (and fitted fusion, if any) over another corpus.
         rebuilt = Bundle.create(bundle.encoder, bundle.vocab, corpus, bundle.index.config)
-        bundle = rebuilt.with_fusion(bundle.manifest["fusion"]) if "fusion" in bundle.manifest else rebuilt
+        bundle = rebuilt if bundle.manifest.fusion is None else rebuilt.with_fusion(bundle.manifest.fusion)
     retriever = BM25Retriever(corpus) if args.bm25 else _retriever(bundle, args)
     metrics = evaluate(retriever, corpus, args.split)
     print(json.dumps({"system": retriever.name, "split": args.split} | metrics))
@@ -184,9 +184,9 @@ def cmd_general(args: argparse.Namespace) -> int:
     bundle = build_general(corpus, args.domains, teacher=not args.no_teacher, cache=args.teacher_cache, config=config,
                            progress=not args.quiet, student=args.student)
     bundle.save(args.out)
-    run = bundle.manifest["training"]
+    run = bundle.manifest.training
     print(json.dumps({"bundle": str(args.out), "version": bundle.version, "questions": len(bundle.corpus),
-                      "train_seconds": round(run["seconds"]), "fusion": bundle.manifest["fusion"]}))
+                      "train_seconds": round(run["seconds"]), "fusion": bundle.manifest.fusion}))
     return 0
 
 
@@ -199,8 +199,8 @@ def cmd_rebase(args: argparse.Namespace) -> int:
                     progress=not args.quiet, asymmetric=args.asymmetric)
     bundle.save(args.out)
     print(json.dumps({"bundle": str(args.out), "version": bundle.version, "questions": len(bundle.corpus),
-                      "from": general.version, "adapt": args.adapt, "fusion": bundle.manifest.get("fusion"),  # None: the dense part alone
-                      "fusion_choice": bundle.manifest.get("fusion_choice"), "asymmetric": bundle.manifest.get("asymmetric")}))
+                      "from": general.version, "adapt": args.adapt, "fusion": bundle.manifest.fusion,  # None: the dense part alone
+                      "fusion_choice": bundle.manifest.fusion_choice, "asymmetric": bundle.manifest.asymmetric}))
     return 0
 
 

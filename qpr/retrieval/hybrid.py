@@ -16,7 +16,7 @@ No feature depends on the query's other candidates (no ranks, no normalisation b
 hit). In evaluation every query finds itself in the corpus at the top of both lists; with such
 features that hit cannot shift how the other questions are scored, as it would for a new query.
 
-The fitted weights live in the bundle's manifest (``manifest["fusion"]``), so a bundle carries
+The fitted weights live in the bundle's manifest (its ``fusion``), so a bundle carries
 the scorer that was fitted for its encoder.
 
 Fitted on one domain's val split, those weights do not carry over to another domain
@@ -74,8 +74,8 @@ class Fusion:
         return {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(self).items()}
 
     @classmethod
-    def from_manifest(cls, manifest: dict) -> "Fusion":
-        stored = manifest.get("fusion")
+    def from_stored(cls, stored: dict | None) -> "Fusion":
+        """The fitted scorer a bundle's manifest records (its ``fusion``; None where it has none)."""
         if not stored:
             raise QPRError("this bundle has no fitted fusion: run `python -m qpr fuse BUNDLE` first")
         fusion = cls(**{key: tuple(v) if isinstance(v, list) else v for key, v in stored.items()})
@@ -102,7 +102,7 @@ class LexicalStats:
 
 class HybridRetriever(Retriever):
     """``dense``'s and BM25's candidates over ``dense``'s corpus, ranked by a fitted ``Fusion``
-    (see module doc; a bundle's is ``Fusion.from_manifest(bundle.manifest)``). ``bm25``, one
+    (see module doc; a bundle's is ``Fusion.from_stored(bundle.manifest.fusion)``). ``bm25``, one
     already built over the same corpus, is reused."""
 
     name = "hybrid"
@@ -228,13 +228,12 @@ class RankFusionRetriever(Retriever):
         return rank_fuse(dense, bm25, replace(self.fusion, depth=depth), k)
 
 
-def fused_retriever(dense: DenseRetriever, manifest: dict, bm25: BM25Retriever | None = None) -> Retriever:
-    """The retriever of the fusion a bundle's ``manifest`` carries over its ``dense`` retriever:
-    rank fusion or the fitted hybrid (QPRError if it carries none)."""
-    stored = manifest.get("fusion") or {}
+def fused_retriever(dense: DenseRetriever, stored: dict, bm25: BM25Retriever | None = None) -> Retriever:
+    """The retriever of the fusion a bundle's manifest carries (``stored``, its ``fusion``) over its
+    ``dense`` retriever: rank fusion or the fitted hybrid (QPRError if it is empty)."""
     if stored.get("kind") == "rrf":
         return RankFusionRetriever(dense, RankFusion(**stored), bm25)
-    return HybridRetriever(dense, Fusion.from_manifest(manifest), bm25)
+    return HybridRetriever(dense, Fusion.from_stored(stored), bm25)
 
 
 def _top(scores: np.ndarray, depth: int) -> np.ndarray:

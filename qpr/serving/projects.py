@@ -157,13 +157,12 @@ class Projects:
         # What the project serves until trained, scored as a trained model is.
         if self.general is None:
             bundle = Bundle.lexical_of(corpus, data=data).with_bm25(bm25)
-            bundle.manifest["metrics"] = {split: evaluate(bm25, corpus, split) for split in splits}
+            bundle = bundle.with_manifest(metrics={split: evaluate(bm25, corpus, split) for split in splits})
         else:
             bundle = rebase(self.general, corpus).with_bm25(bm25)
-            bundle.manifest["data"] = data
-            bundle.manifest["metrics"] = {split: evaluate(bundle.dense_retriever(), corpus, split) for split in splits}
             served = serving_retriever(bundle, bm25)
-            bundle.manifest["hybrid_metrics"] = {split: evaluate(served, corpus, split) for split in splits}
+            bundle = bundle.with_manifest(data=data, metrics={split: evaluate(bundle.dense_retriever(), corpus, split) for split in splits},
+                                          hybrid_metrics={split: evaluate(served, corpus, split) for split in splits})
         folder = self.folder(manifest["slug"])
         bundle.save(self.bundle_path(manifest["slug"], bundle.version))
         record = {"number": number, "bundle": bundle.version, "kind": upload.kind, "rows": upload.rows,

@@ -36,7 +36,7 @@ SAME_MEANING = "same meaning"  # the header of a calibrated probability, 0 to 1 
 
 def calibration_key(bundle: Bundle) -> str:
     """What names the calibrations of ``bundle``'s retrievers: its version, corpus and fusion."""
-    named = [bundle.version, bundle.manifest["data_fingerprint"], bundle.manifest.get("fusion")]
+    named = [bundle.version, bundle.manifest.data_fingerprint, bundle.manifest.fusion]
     return hashlib.sha256(json.dumps(named, sort_keys=True).encode()).hexdigest()[:24]
 
 

@@ -76,7 +76,7 @@ def fit(corpus, settings: EncoderSettings, run) -> tuple[QuestionEncoder, Vocabu
     return result.encoder, result.vocab, info | result.summary()
 
 
-def retrain(manifest: Mapping, encoder: QuestionEncoder, vocab: Vocabulary,
+def retrain(manifest, encoder: QuestionEncoder, vocab: Vocabulary,
             max_epochs: int | None) -> tuple[EncoderSettings, tuple[QuestionEncoder, Vocabulary]]:
     """The settings a bundle's encoder was trained with, its manifest's ``retrain`` settings put
     over them (a general bundle's, ``qpr.bundles.general.training_info``) and ``max_epochs`` over
@@ -84,7 +84,7 @@ def retrain(manifest: Mapping, encoder: QuestionEncoder, vocab: Vocabulary,
     fixed-shape batches (``qpr.training.fixed_shape``), so that what the corrections change is the
     labels, never the number of steps or the batch size: neighbour batches and word-dropout views
     of the first training are not used again."""
-    training = manifest.get("training", {})
+    training = manifest.training
     config = dataclass_from(TrainConfig, training.get("config", {}) | training.get("retrain", {}),
                             "the manifest's training config")
     if max_epochs is not None:
@@ -110,16 +110,16 @@ def _contiguous(encoder: QuestionEncoder) -> dict[str, torch.Tensor]:
     return {name: tensor.contiguous() for name, tensor in encoder.state_dict().items()}
 
 
-def load(folder: Path, manifest: Mapping) -> tuple[QuestionEncoder, Vocabulary, int]:
+def load(folder: Path, manifest) -> tuple[QuestionEncoder, Vocabulary, int]:
     """The encoder and vocabulary saved in the bundle ``folder``, and the size of its vectors."""
     vocab = Vocabulary.load(folder / "vocab.json")
     try:
         # Strict, unlike dataclass_from: a layer this version does not know would load other weights.
-        encoder_config = EncoderConfig(**manifest["encoder_config"])
+        encoder_config = EncoderConfig(**manifest.encoder_config)
     except (TypeError, ValueError) as err:
         raise QPRError(f"{folder}/manifest.json: encoder_config is not one this version reads ({one_line(err)}); {REBUILD}") from err
-    if vocab.size != manifest["vocab_rows"]:
-        raise QPRError(f"{folder}: vocab.json gives {vocab.size} embedding rows, the manifest {manifest['vocab_rows']}")
+    if vocab.size != manifest.vocab_rows:
+        raise QPRError(f"{folder}: vocab.json gives {vocab.size} embedding rows, the manifest {manifest.vocab_rows}")
     encoder = QuestionEncoder(vocab.size, encoder_config)
     weights = _weights(folder)
     try:

@@ -73,12 +73,13 @@ class System:
     manifest_fields: Mapping[str, type]  # what its ``load`` reads from the manifest besides every bundle's fields
     settings: Callable[[Mapping], Any]  # its settings from the train options that were given
     fit: Callable[[pd.DataFrame, Any, Run], tuple]  # -> (encoder, vocabulary or None, manifest's ``training``)
-    # (manifest, encoder, vocab, max_epochs) -> (settings, warm start): a retrain of the bundle's encoder
-    retrain: Callable[[Mapping, Any, Any, int | None], tuple]
+    # (the bundle's Manifest, encoder, vocab, max_epochs) -> (settings, warm start): a retrain of its encoder
+    retrain: Callable[[Any, Any, Any, int | None], tuple]
     # (encoder, vocab, the corpus' vectors) -> (its manifest entries, the bytes the bundle's version digests)
     describe: Callable[[Any, Any, np.ndarray], tuple[dict, bytes]]
     save: Callable[[Any, Any, Path], None]  # (encoder, vocab, folder being written)
-    load: Callable[[Path, Mapping], tuple]  # (bundle folder, manifest) -> (encoder, vocab, vector size)
+    # (bundle folder, its ``qpr.bundles.manifest.Manifest``) -> (encoder, vocab, vector size)
+    load: Callable[[Path, Any], tuple]
     report: Callable[[Mapping], str]  # the line ``train`` prints about the manifest's ``training``
     distributed: bool = False  # whether it trains under torchrun (qpr.training.distributed)
     # A file of ``files`` -> the names older bundles hold in its place, which ``load`` still reads.
@@ -102,9 +103,9 @@ def _save_text_encoder(encoder, vocab, folder: Path) -> None:
     encoder.save(folder)
 
 
-def _loader(encoder_class) -> Callable[[Path, Mapping], tuple]:
-    def load(folder: Path, manifest: Mapping) -> tuple:
-        encoder = encoder_class.load(folder, manifest["encoder_config"])
+def _loader(encoder_class) -> Callable[[Path, Any], tuple]:
+    def load(folder: Path, manifest) -> tuple:
+        encoder = encoder_class.load(folder, manifest.encoder_config)
         return encoder, None, encoder.output_dim
     return load
 
@@ -120,12 +121,12 @@ def _timed(name: str, fit: Callable[[pd.DataFrame, Any, Run], tuple]) -> Callabl
     return timed
 
 
-def _recorded(kind: type, continues: bool) -> Callable[[Mapping, Any, Any, int | None], tuple]:
+def _recorded(kind: type, continues: bool) -> Callable[[Any, Any, Any, int | None], tuple]:
     """A System's ``retrain`` that reads back the ``kind`` settings the manifest recorded, its
     ``epochs`` bounded by ``max_epochs``, and continues the bundle's encoder when ``continues``
     (else fits a new one)."""
-    def retrain(manifest: Mapping, encoder, vocab, max_epochs: int | None) -> tuple:
-        recorded = manifest.get("training", {}).get("settings", {})
+    def retrain(manifest, encoder, vocab, max_epochs: int | None) -> tuple:
+        recorded = manifest.training.get("settings", {})
         settings = dataclass_from(kind, recorded, "the manifest's training settings")
         if max_epochs is not None:
             settings = replace(settings, epochs=max_epochs)
