@@ -2,7 +2,9 @@
 
 - ``db.open_store(url, project=...)``: open (create / migrate) the database, seen through one project;
   any SQLAlchemy URL, SQLite default.
-- ``store.AnnotationStore``: one project's corpus snapshots, ``record`` / ``undo_last`` / ``judgments`` / ``progress``.
+- ``store.AnnotationStore``: one project's data, one repository per concern: ``store.corpora`` (snapshots),
+  ``store.judgments`` (``record`` / ``undo_last`` / ``frame`` / ``progress``), ``store.labels``, ``store.swaps``,
+  ``store.exports``, ``store.review``, ``store.roles``.
 - ``queue``: what to judge next (``spot_check``, ``next_cluster``, ``least_coherent``).
 - ``grouping``: the cluster-building queue of a project of bare questions (``next_group``, ``progress``).
 - ``constraints.corrected_clusters``: the imported clusters changed by the judgments as pair

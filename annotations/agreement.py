@@ -20,7 +20,7 @@ def agreement(store: AnnotationStore) -> pd.DataFrame:
     is a query question or typed query plus a candidate), the percentage with the same label, and
     Cohen's kappa over the three labels. Kappa is NaN when it is undefined (both annotators used
     one and the same label throughout, so chance agreement is already 100%)."""
-    labels = store.judgments().pivot(index="item_key", columns="annotator", values="label")
+    labels = store.judgments.frame().pivot(index="item_key", columns="annotator", values="label")
     rows = []
     for a, b in combinations(sorted(labels.columns), 2):
         both = labels[[a, b]].dropna()

@@ -49,7 +49,7 @@ def pair_name(query_qid, query_text, candidate_qid) -> str:
 
 def labelled_by(store: AnnotationStore) -> dict[str, set[str]]:
     """Per item (``pair_name``), the annotators with a current label of it."""
-    current = store.judgments()
+    current = store.judgments.frame()
     names = [pair_name(q, t, c) for q, t, c in zip(current["query_qid"], current["query_text"], current["candidate_qid"])]
     out: dict[str, set[str]] = {}
     for name, who in zip(names, current["annotator"]):
@@ -69,7 +69,7 @@ def assign(store: AnnotationStore, queue: pd.DataFrame, annotator: str, overlap:
         return queue
     me = annotator_name(annotator)
     done = labelled_by(store)
-    team = sorted(set(store.annotators()) | {me})
+    team = sorted(set(store.judgments.annotators()) | {me})
     keep, preferred = [], []
     for q, t, c in zip(queue["query_qid"], queue["query_text"], queue["candidate_qid"]):
         item = pair_name(q, t, c)

@@ -58,7 +58,7 @@ MIN_LINKS = 2  # independent "same" links that merge two whole clusters without 
 
 def corrected_clusters(store: AnnotationStore, corpus: pd.DataFrame, scorer: PairScorer | None = None) -> MergeResult:
     """The module's rules over the store's current judgments and adjudications about ``corpus``."""
-    return constrained_clusters(corpus, applicable_judgments(store.judgments(), corpus), store.adjudications(), scorer)
+    return constrained_clusters(corpus, applicable_judgments(store.judgments.frame(), corpus), store.review.adjudications(), scorer)
 
 
 def constrained_clusters(corpus: pd.DataFrame, votes: pd.DataFrame, adjudications: pd.DataFrame,

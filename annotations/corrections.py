@@ -32,7 +32,7 @@ def apply_corrections(store: AnnotationStore, corpus: pd.DataFrame, bundle_versi
     """Record the corrected clusters of ``corpus`` (the snapshot of ``bundle_version``) as its next
     label version, by ``annotator``; returns the version's number and the merge result."""
     result = corrected_clusters(store, corpus)
-    number = store.record_labels(annotator, bundle_version, result.corpus, kind=kind, judgment_ids=result.judgment_ids,
+    number = store.labels.record(annotator, bundle_version, result.corpus, kind=kind, judgment_ids=result.judgment_ids,
                                  decisions=result.decisions(), note=note)
     return number, result
 
@@ -40,8 +40,8 @@ def apply_corrections(store: AnnotationStore, corpus: pd.DataFrame, bundle_versi
 def rollback(store: AnnotationStore, bundle_version: str, number: int, annotator: str) -> tuple[int, pd.DataFrame]:
     """Serve the labels of version ``number`` of ``bundle_version`` again, as a new version
     recorded as a rollback by ``annotator``; returns the new number and the labels."""
-    _, labels = store.labels(bundle_version, number)
-    new = store.record_labels(annotator, bundle_version, labels, kind="rollback", restores=number,
+    _, labels = store.labels.corpus(bundle_version, number)
+    new = store.labels.record(annotator, bundle_version, labels, kind="rollback", restores=number,
                               note=f"rollback to version {number}")
     return new, labels
 
@@ -52,7 +52,7 @@ def revert_decision(store: AnnotationStore, corpus: pd.DataFrame, bundle_version
     of ``bundle_version`` made (``served_decisions``): ``annotator`` rejects the pair as a reviewer, and the corrections
     are applied again as a "revert" version. AnnotationError if the newest version made no such
     merge or split."""
-    versions = store.label_versions(bundle_version)
+    versions = store.labels.versions(bundle_version)
     made = served_decisions(versions)
     pair = {cluster_a.strip(), cluster_b.strip()}
     found = next((d for d in made if d["decision"] in REVERTIBLE and {d["cluster_a"], d["cluster_b"]} == pair), None)
@@ -62,7 +62,7 @@ def revert_decision(store: AnnotationStore, corpus: pd.DataFrame, bundle_version
     number = int(versions.iloc[-1]["number"])
     note = f"revert of the {'merge' if found['decision'] == 'merged' else 'split'} of {cluster_a} and {cluster_b} " \
            f"(version {number})" + (f": {reason.strip()}" if reason and reason.strip() else "")
-    store.record_adjudication(annotator, "reject", cluster_a=found["cluster_a"], cluster_b=found["cluster_b"], note=note)
+    store.review.adjudicate(annotator, "reject", cluster_a=found["cluster_a"], cluster_b=found["cluster_b"], note=note)
     return apply_corrections(store, corpus, bundle_version, annotator, kind="revert", note=note)
 
 
@@ -80,7 +80,7 @@ def history(store: AnnotationStore, bundle_version: str) -> pd.DataFrame:
     """Every label version of ``bundle_version``, newest first (``HISTORY_COLUMNS``): who, when,
     the kind, how many questions it labels differently from the bundle, ``what`` (its merges as
     "A + B", splits as "qid:7 out of A", or the version it restores) and its judgment ids."""
-    versions = store.label_versions(bundle_version)
+    versions = store.labels.versions(bundle_version)
     rows = [{
         "version": v.number, "created_at": v.created_at, "annotator": v.annotator, "kind": v.kind, "changes": v.changes,
         "what": f"restores version {v.restores}" if v.kind == "rollback" else summary(v.decisions),

@@ -140,7 +140,7 @@ def write_export(store: AnnotationStore, corpus: pd.DataFrame, fmt: str, out: st
     out = Path(out)
     if out.suffix.lower() != f".{fmt}":
         raise AnnotationError(f"{out}: a {fmt} export needs a file name ending in .{fmt}")
-    if bundle_version not in store.bundle_versions()["version"].tolist():
+    if bundle_version not in store.corpora.versions()["version"].tolist():
         raise AnnotationError(f"bundle version {bundle_version!r} is not registered in project {store.project!r}")
     result = corrected_clusters(store, corpus, scorer)
     purity, purity_prior = cluster_purity(corpus, result)
@@ -150,7 +150,7 @@ def write_export(store: AnnotationStore, corpus: pd.DataFrame, fmt: str, out: st
     created = utcnow().replace(microsecond=0)  # the manifest and the database row carry the same time
     path = str(out.resolve())
     pairs = training_pairs(result, corpus)
-    with atomic_files([out, pairs_path(out), manifest_path(out)], committed=store.export_recorded) as group:
+    with atomic_files([out, pairs_path(out), manifest_path(out)], committed=store.exports.recorded) as group:
         write_cluster_file(corrected, group.path(out))
         write_table(pairs, group.path(pairs_path(out)))
         files = {target.name: _describe(group.path(target)) for target in (out, pairs_path(out))}
@@ -178,7 +178,7 @@ def write_export(store: AnnotationStore, corpus: pd.DataFrame, fmt: str, out: st
             group.publish({"export_id": export_id, "path": path, "created": created.isoformat()})
 
         stored = {key: counts[key] for key in ("questions", "clusters_before", "clusters_after")}
-        store.record_export(bundle_version, fmt, path, stored, result.judgment_ids, result.decisions(),
+        store.exports.record(bundle_version, fmt, path, stored, result.judgment_ids, result.decisions(),
                             created=created, before_commit=place)
         group.commit()
     # The manifest as a reader of the file gets it (numpy numbers as plain ints, as written).
@@ -188,7 +188,7 @@ def write_export(store: AnnotationStore, corpus: pd.DataFrame, fmt: str, out: st
 def recover_export(store: AnnotationStore, out: str | Path) -> list[Path]:
     """Finish or roll back exports to ``out`` whose writer died (see ``export``); returns the
     staging folders handled. ``export`` does this itself before writing."""
-    return recover_files(manifest_path(out), committed=store.export_recorded)
+    return recover_files(manifest_path(out), committed=store.exports.recorded)
 
 
 def check_export(out: str | Path) -> dict:

@@ -52,7 +52,7 @@ def next_group(store: AnnotationStore, retriever: Retriever, corpus: pd.DataFram
     nearest first (among its ``3 * size`` nearest). Empty when none of ``SEEDS_TRIED`` seeds has an unjudged neighbour left (or no
     question is outside a cluster any more)."""
     grouped = corrected_clusters(store, corpus).corpus
-    asked = set(store.judgments(annotator=annotator)["query_qid"].dropna().astype("int64"))
+    asked = set(store.judgments.frame(annotator=annotator)["query_qid"].dropna().astype("int64"))
     free = grouped.loc[grouped["cluster"].isna() & ~grouped["qid"].isin(asked), "question"]
     order = np.random.default_rng(seed).permutation(len(free))[:SEEDS_TRIED]
     for text in free.iloc[order]:

@@ -27,7 +27,7 @@ LABELS = ("same", "different", "unsure")
 ROLES = ("owner", "reviewer", "annotator")  # a project's roles, most rights first (ProjectRole)
 MAX_NAME_CHARS = 100
 # The project that owns what was written before judgments were scoped by project (migration 0009),
-# until a project claims its bundle versions (``CorpusRepository.claim_versions``): the demo.
+# until a project claims its bundle versions (``store.corpora.claim_versions``): the demo.
 FIRST_PROJECT = DEMO
 MAX_PROJECT_CHARS = MAX_SLUG
 MAX_KEY_CHARS = 4 * MAX_NAME_CHARS  # case folding can lengthen a name (one character folds to at most three)

@@ -64,7 +64,7 @@ def spot_check(
     """
     if (cluster is None) == (query_text is None):
         raise AnnotationError("give exactly one of cluster or query_text")
-    mine = store.judgments(annotator=annotator)
+    mine = store.judgments.frame(annotator=annotator)
     if cluster is not None:
         members = corpus[corpus["cluster"] == cluster]
         if members.empty:
@@ -147,7 +147,7 @@ def next_cluster(
     sizes = corpus.groupby("cluster")["qid"].size()
     clusters = sorted(sizes[sizes >= 2].index)
     cluster_of = corpus.set_index("qid")["cluster"]
-    mine = store.judgments(annotator=annotator)
+    mine = store.judgments.frame(annotator=annotator)
     done = set(cluster_of.reindex(mine["query_qid"].dropna().astype("int64")).dropna())
     fresh = [c for c in clusters if c not in done]
     if not fresh:

@@ -45,7 +45,7 @@ def judgments_to_trainable(truth, seed: int, error_rate: float, folder: Path) ->
     bare = truth.assign(cluster=None, split="none").astype({"cluster": "string"})
     store = open_store(f"sqlite:///{folder / f'seed{seed}-{error_rate}.db'}", project="demo")
     version = f"banking77-bare-{seed}"
-    store.register_corpus(version, bare)
+    store.corpora.register(version, bare)
     retriever = BM25Retriever(bare)
     oracle = SimulatedAnnotator(truth, name="oracle", error_rate=error_rate, seed=seed)
     judged = groups = 0

@@ -153,7 +153,7 @@ def one_run(setup: Setup, folder: Path, strategy: str, budget: int, error_rate: 
         done = annotate(store, annotator, setup.noisy_model, setup.noisy, strategy, budget, folder / "corrected.parquet",
                         seed=seed + 1, pool=setup.pool)
         row = {"strategy": strategy, "budget": budget, "round": 1}
-        row |= measures(done, store.judgments(annotator=annotator.name), setup.clean, setup.split)
+        row |= measures(done, store.judgments.frame(annotator=annotator.name), setup.clean, setup.split)
     expected = setup.reference["pool_precision"]
     row["precision_vs_random"] = row["precision"] / expected if row["precision"] is not None and expected else None
     row["singleton_share"] = singleton_share(done.judged, setup.noisy)

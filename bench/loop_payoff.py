@@ -237,12 +237,12 @@ def evaluation_part(work: Work, args: argparse.Namespace) -> None:
             folder.mkdir(parents=True)
             annotator = SimulatedAnnotator(work.clean, "oracle", seed=1)
             with open_store(f"sqlite:///{(folder / 'annotations.db').resolve()}", project="demo") as store:
-                store.register_corpus(version, noisy)
+                store.corpora.register(version, noisy)
                 judged = 0
                 for budget in sorted(args.eval_budgets):
                     annotator.judge(store, ranked.iloc[judged:budget], version)
                     judged = min(budget, len(ranked))
-                    after = judged_h1(table, store.judgments(annotator="oracle"))
+                    after = judged_h1(table, store.judgments.frame(annotator="oracle"))
                     row = {"part": "evaluation", "noise": noise, "rate": EVAL_RATE, "strategy": strategy, "budget": budget,
                            "judged": judged, "test_queries": len(table), "H1_true": true_h1, "H1_measured": measured,
                            "H1_judged": after, "eval_error_before": abs(measured - true_h1), "eval_error_after": abs(after - true_h1),

@@ -176,10 +176,10 @@ def judged_export(folder: Path, model: Model, clean: pd.DataFrame, noisy: pd.Dat
     version = model.bundle.version
     kinds, target = [], 0.5
     with open_store(f"sqlite:///{(folder / 'annotations.db').resolve()}", project="demo") as store:
-        store.register_corpus(version, noisy)
+        store.corpora.register(version, noisy)
         for number in range(ROUNDS):
             size = budget // ROUNDS + (budget % ROUNDS if number == ROUNDS - 1 else 0)
-            picked = queue_round(model.retriever, noisy, calibration, size, store.judgments(), target=target,
+            picked = queue_round(model.retriever, noisy, calibration, size, store.judgments.frame(), target=target,
                                  seed=draw * 100 + number)
             judged = annotator.judge(store, picked, version)
             kinds.append(judged.assign(round=number))

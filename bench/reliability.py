@@ -6,7 +6,7 @@
   that is an exception other than an assertion counts as a traceback, an assertion failure
   (including "DID NOT RAISE") as silently accepted. A kill case passes only if the last good
   bundle (or export, or every acknowledged judgment) is intact and no partial file is visible.
-- load: 32 threads x 100 ``store.record`` in one process on SQLite and on PostgreSQL
+- load: 32 threads x 100 ``store.judgments.record`` in one process on SQLite and on PostgreSQL
   (``QPR_TEST_POSTGRES_URL``, a fresh schema): per-write p99 and lost judgments (acknowledged ids
   not in the table), and 20 clients searching the running app (``bench.search_load``).
 - access: anonymous names, undo of another's judgment, ``../`` through the app's file routes,
@@ -108,19 +108,19 @@ def access(tmp: Path, app_url: str | None) -> dict:
 
     anonymous = impersonations = 0
     with open_store(f"sqlite:///{tmp / 'access.db'}", project="demo") as store:
-        store.register_corpus(VERSION, small_corpus())
+        store.corpora.register(VERSION, small_corpus())
         names = ["", "   ", "\u200b", "\u200b\u200d", "\ufeff", "\x00", "ann\x00", "\t\n", None, 7, "\ud800"]
         for name in names:
             try:
-                store.record(name, 2, "same", VERSION, query_qid=1)
+                store.judgments.record(name, 2, "same", VERSION, query_qid=1)
                 anonymous += 1
             except AnnotationError:
                 pass
-        alice = store.record("Alice", 3, "same", VERSION, query_qid=1)
+        alice = store.judgments.record("Alice", 3, "same", VERSION, query_qid=1)
         for other in ("bob", "Bob", "alice\u200bx", "Mallory"):
-            store.undo_last(other)
-            store.undo_last(other, among=[alice])
-        impersonations = int(alice not in set(store.judgments()["id"]))
+            store.judgments.undo_last(other)
+            store.judgments.undo_last(other, among=[alice])
+        impersonations = int(alice not in set(store.judgments.frame()["id"]))
     escapes = tried_escapes = 0
     if app_url:
         for path in ["gradio_api/file=../../../../etc/passwd", "gradio_api/file=/etc/passwd",

@@ -72,8 +72,8 @@ def csv_payloads(tmp: Path) -> dict:
     corpus = pd.DataFrame({"qid": range(1, len(OWASP_PAYLOADS) + 1), "question": OWASP_PAYLOADS,
                            "cluster": [f"c{i // 2}" for i in range(len(OWASP_PAYLOADS))], "split": "train"})
     with open_store(f"sqlite:///{tmp / 'csv.db'}", project="demo") as store:
-        store.register_corpus("v1", corpus)
-        store.record("alice", 3, "same", "v1", query_qid=1)  # a merge, so the pairs file holds payloads too
+        store.corpora.register("v1", corpus)
+        store.judgments.record("alice", 3, "same", "v1", query_qid=1)  # a merge, so the pairs file holds payloads too
         out = export(store, corpus, "csv", tmp / "export" / "clusters.csv", "v1")
     files = [(out, ","), (pairs_path(out), ","), (write_table(corpus, tmp / "table.tsv"), "\t")]
     live = {cell for path, sep in files for cell in live_cells(path, sep)}
@@ -95,13 +95,13 @@ def backup_check(tmp: Path) -> dict:
     url = f"sqlite:///{tmp / 'live.db'}"
     acknowledged, stop = [], threading.Event()
     with open_store(url, project="demo") as store:
-        store.register_corpus("v1", pd.DataFrame({"qid": range(1, 201), "question": [f"question {i}" for i in range(1, 201)],
+        store.corpora.register("v1", pd.DataFrame({"qid": range(1, 201), "question": [f"question {i}" for i in range(1, 201)],
                                                   "cluster": [f"c{i // 4}" for i in range(200)], "split": "train"}))
 
         def write() -> None:
             i = 0
             while not stop.is_set():
-                acknowledged.append(store.record(f"w{i % 5}", 2 + i % 198, "same", "v1", query_qid=1))
+                acknowledged.append(store.judgments.record(f"w{i % 5}", 2 + i % 198, "same", "v1", query_qid=1))
                 i += 1
 
         thread = threading.Thread(target=write)
@@ -119,7 +119,7 @@ def backup_check(tmp: Path) -> dict:
     copied = judgment_ids(tmp / "backup.db")
     restored = restore(tmp / "backup.db", f"sqlite:///{tmp / 'restored.db'}")
     with open_store(f"sqlite:///{tmp / 'restored.db'}", project="demo") as store:
-        ids = store.judgments(current_only=False)["id"].astype(int).tolist()
+        ids = store.judgments.frame(current_only=False)["id"].astype(int).tolist()
     final = judgment_ids(tmp / "live.db")
     return {"equal": ids == copied and restored.judgments == len(copied) == done.judgments and before <= set(copied),
             "acknowledged_before": len(before), "in_backup": len(copied), "in_live_after": len(final),

@@ -159,7 +159,7 @@ def run_sustained(db_url: str, annotators: int = 50, minutes: float = 10.0, thin
         errors += part["errors"]
         acknowledged += part["acknowledged"]
     with open_store(db_url, project="demo") as store:
-        ids = set(store.judgments(current_only=False)["id"].astype(int))
+        ids = set(store.judgments.frame(current_only=False)["id"].astype(int))
     stored = sum(i in ids for i in acknowledged)
     per_action = {a: {"calls": len(v), "p50_ms": round(float(np.percentile(v, 50)), 1),
                       "p99_ms": round(float(np.percentile(v, 99)), 1), "max_ms": round(float(max(v)), 1)}

@@ -31,7 +31,7 @@ def run_load(url: str, writers: int = 32, per_writer: int = 100, export_to: Path
     store = open_store(url, project="demo")
     try:
         corpus = small_corpus()
-        store.register_corpus(VERSION, corpus)
+        store.corpora.register(VERSION, corpus)
         barrier = threading.Barrier(writers)
         latencies: list[float] = []
         acknowledged: list[int] = []
@@ -46,7 +46,7 @@ def run_load(url: str, writers: int = 32, per_writer: int = 100, export_to: Path
                 q, c = rng.choice(400, size=2, replace=False)
                 start = time.perf_counter()
                 try:
-                    ids.append(store.record(f"annotator {w}", int(c), "same" if i % 2 else "different", VERSION,
+                    ids.append(store.judgments.record(f"annotator {w}", int(c), "same" if i % 2 else "different", VERSION,
                                             query_qid=int(q), rank=1 + i % 10))
                 except Exception as err:  # counted, reported
                     with lock:

@@ -126,7 +126,7 @@ def through_outage(store, away: Callable[[], None], back: Callable[[], None], do
         while not stop.is_set():
             i += 1
             try:
-                judgment = store.record(f"writer {i % 3}", 2 + i % 300, ("same", "different")[i % 2], VERSION,
+                judgment = store.judgments.record(f"writer {i % 3}", 2 + i % 300, ("same", "different")[i % 2], VERSION,
                                         query_qid=1, rank=1 + i % 10)
             except DatabaseUnavailable as err:
                 messages.append(str(err))
@@ -145,7 +145,7 @@ def through_outage(store, away: Callable[[], None], back: Callable[[], None], do
             time.sleep(0.01)
         away()
         try:
-            store.progress("writer 1")  # a read while it is away: the page's views read too
+            store.judgments.progress("writer 1")  # a read while it is away: the page's views read too
             read = "answered"
         except DatabaseUnavailable as err:
             read = str(err)
@@ -174,9 +174,9 @@ def postgres_restart(down_s: float = 12.0) -> dict:
     """The PostgreSQL outage (module doc)."""
     with private_postgres() as server:
         with open_store(server.url, project="demo") as store:
-            store.register_corpus(VERSION, small_corpus())
+            store.corpora.register(VERSION, small_corpus())
             run = through_outage(store, server.stop, server.start, down_s)
-            stored = set(store.judgments(current_only=False)["id"].astype(int))
+            stored = set(store.judgments.frame(current_only=False)["id"].astype(int))
     return _summary(run, stored) | {"outage": "postgresql restarted", "down_s": down_s}
 
 
@@ -195,7 +195,7 @@ def sqlite_disk_full(mode: str = "pages", down_s: float = 12.0) -> dict:
         try:
             path = folder / "annotations.db"
             with open_store(f"sqlite:///{path}", project="demo") as store:
-                store.register_corpus(VERSION, small_corpus())
+                store.corpora.register(VERSION, small_corpus())
                 filler = folder / "filler"
                 limit = [1_000_000_000]
                 if mode == "pages":

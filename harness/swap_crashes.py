@@ -93,7 +93,7 @@ def start(folder: Path, slug: str) -> dict:
     last recorded swap, how many there are, and whether the finished training is offered."""
     with open_store(_url(folder), project=DEMO) as database:
         ctx = AppContext(ServedModel(served_at_start(folder, DEMO)), database, cache=folder / "cache", project=slug)
-        swaps = database.for_project(slug).swaps()
+        swaps = database.for_project(slug).swaps.frame()
         job = TrainingJob(ctx.projects.folder(slug) / "training").status()
         return {"served": ctx.model_of(slug).current().bundle.version,
                 "recorded": None if swaps.empty else swaps.iloc[-1]["bundle_version"],
@@ -137,7 +137,7 @@ def crash(pause: Callable[[str], None], folder: str, scenario: str, point: str, 
         return step
 
     if point == "recorded":
-        store.record_swap = then_pause(store.record_swap)
+        store.swaps.record = then_pause(store.swaps.record)
     else:
         setattr(type(project.home), point, then_pause(getattr(type(project.home), point)))
     if scenario == "first training":

@@ -38,10 +38,10 @@ def good_backup(folder: Path) -> tuple[str, Path]:
     a backup of it: (the live URL, the backup)."""
     url = f"sqlite:///{folder / 'live.db'}"
     with open_store(url, project="demo") as store:
-        store.register_corpus("v1", CORPUS)
+        store.corpora.register("v1", CORPUS)
         for i in range(30):
-            store.record(f"annotator {i % 3}", 2 + i % 10, ("same", "unsure")[i % 2], "v1", query_qid=1)
-        store.undo_last("annotator 0")
+            store.judgments.record(f"annotator {i % 3}", 2 + i % 10, ("same", "unsure")[i % 2], "v1", query_qid=1)
+        store.judgments.undo_last("annotator 0")
     out = folder / "good.db"
     backup(url, out)
     return url, out
@@ -117,7 +117,7 @@ def try_restore(url: str, live: Path, backup_file: Path) -> dict:
     untouched = hashlib.sha256(live.read_bytes()).hexdigest() == before
     try:
         with open_store(url, project="demo") as store:
-            next_id = store.record("after the restore", 5, "different", "v1", query_qid=1)
+            next_id = store.judgments.record("after the restore", 5, "different", "v1", query_qid=1)
         after = judgment_ids(live)
         kept, next_error = next_id in after and set(ids) <= set(after), ""
     except (AnnotationError, SQLAlchemyError) as err:  # what a restored foreign file did before the check

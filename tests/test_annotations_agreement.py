@@ -16,7 +16,7 @@ VERSION = "v1"
 @pytest.fixture
 def store(tmp_path):
     with open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo") as opened:
-        opened.register_corpus(VERSION, make_corpus(n_topics=4, distractors=0))
+        opened.corpora.register(VERSION, make_corpus(n_topics=4, distractors=0))
         yield opened
 
 
@@ -24,7 +24,7 @@ def label_items(store, annotator: str, labels: list[str]) -> None:
     """Label items (query 1, candidates 2, 3, ...) in order; a None leaves that item unlabelled."""
     for candidate, label in enumerate(labels, start=2):
         if label is not None:
-            store.record(annotator, candidate, label, VERSION, query_qid=1)
+            store.judgments.record(annotator, candidate, label, VERSION, query_qid=1)
 
 
 def kappa_by_hand(a: list[str], b: list[str]) -> float:
@@ -55,7 +55,7 @@ def test_agreement_per_pair_over_shared_items(store):
 def test_only_current_labels_count(store):
     label_items(store, "ann", ["same", "different"])
     label_items(store, "bob", ["different", "different"])
-    store.record("bob", 2, "same", VERSION, query_qid=1)  # bob changes his mind on item 1
+    store.judgments.record("bob", 2, "same", VERSION, query_qid=1)  # bob changes his mind on item 1
     row = agreement(store).iloc[0]
     assert row["items"] == 2 and row["percent"] == pytest.approx(100.0)
 
@@ -66,5 +66,5 @@ def test_kappa_is_nan_when_undefined_and_the_table_is_empty_without_overlap(stor
     label_items(store, "bob", ["same", "same"])
     row = agreement(store).iloc[0]
     assert row["percent"] == pytest.approx(100.0) and math.isnan(row["cohen_kappa"])
-    store.record("cid", 2, "same", VERSION, query_text="how do i learn python fast ?")
+    store.judgments.record("cid", 2, "same", VERSION, query_text="how do i learn python fast ?")
     assert len(agreement(store)) == 1  # a typed query is another item than query question 1

@@ -40,7 +40,7 @@ def db_url(tmp_path):
 @pytest.fixture
 def store(db_url, corpus):
     with open_store(db_url, project="demo") as opened:
-        opened.register_corpus(VERSION, corpus)
+        opened.corpora.register(VERSION, corpus)
         yield opened
 
 
@@ -58,12 +58,12 @@ def judge_some(store, corpus) -> dict[str, int]:
               for q in (a, b))
     distractor = int(corpus.loc[corpus["cluster"].isna(), "qid"].iloc[0])
     return {
-        "same": store.record("ann", b, "same", VERSION, query_qid=a),
-        "same_too": store.record("ann", b2, "same", VERSION, query_qid=a2),
-        "different": store.record("ann", d, "different", VERSION, query_qid=c),
-        "distractor": store.record("ann", distractor, "same", VERSION, query_qid=c),
-        "tie_ann": store.record("ann", d, "same", VERSION, query_qid=b),
-        "tie_bob": store.record("bob", d, "different", VERSION, query_qid=b),
+        "same": store.judgments.record("ann", b, "same", VERSION, query_qid=a),
+        "same_too": store.judgments.record("ann", b2, "same", VERSION, query_qid=a2),
+        "different": store.judgments.record("ann", d, "different", VERSION, query_qid=c),
+        "distractor": store.judgments.record("ann", distractor, "same", VERSION, query_qid=c),
+        "tie_ann": store.judgments.record("ann", d, "same", VERSION, query_qid=b),
+        "tie_bob": store.judgments.record("bob", d, "different", VERSION, query_qid=b),
     }
 
 
@@ -136,7 +136,7 @@ def test_exporting_again_replaces_files_and_manifest(store, corpus, tmp_path):
 
 def test_cli_export_uses_the_newest_registered_corpus_or_the_one_asked_for(store, corpus, db_url, tmp_path, capsys):
     judge_some(store, corpus)
-    store.register_corpus("v2", corpus.head(100))
+    store.corpora.register("v2", corpus.head(100))
     out = tmp_path / "new.jsonl"
     assert main(["export", "--db", db_url, "--format", "jsonl", "--out", str(out)]) == 0
     assert len(read_cluster_file(out)) == 100
@@ -198,7 +198,7 @@ def test_the_manifest_counts_add_up_and_a_different_distractor_gets_no_cluster(s
     judge_some(store, corpus)
     a = first_qids(corpus, "train")[0]
     lonely = int(corpus.loc[corpus["cluster"].isna(), "qid"].iloc[1])
-    store.record("ann", lonely, "different", VERSION, query_qid=a)
+    store.judgments.record("ann", lonely, "different", VERSION, query_qid=a)
     manifest = json.loads(manifest_path(export(store, corpus, "csv", tmp_path / "c.csv", VERSION)).read_text())
     exported = read_cluster_file(tmp_path / "c.csv").set_index("qid")
     assert pd.isna(exported.loc[lonely, "cluster"]) and exported.loc[lonely, "split"] == "none"
@@ -211,8 +211,8 @@ def test_an_export_carries_splits_in_its_clusters_manifest_and_decision_records(
     a, b = first_qids(corpus, "train")[:2]
     cluster_a = corpus.set_index("qid").loc[a, "cluster"]
     outsider = int(corpus.loc[(corpus["cluster"] == cluster_a) & (corpus["qid"] != a), "qid"].iloc[0])
-    voted_out = store.record("ann", outsider, "different", VERSION, query_qid=a)  # a false positive in a's cluster
-    joined = store.record("ann", b, "same", VERSION, query_qid=outsider)  # ... that belongs with b
+    voted_out = store.judgments.record("ann", outsider, "different", VERSION, query_qid=a)  # a false positive in a's cluster
+    joined = store.judgments.record("ann", b, "same", VERSION, query_qid=outsider)  # ... that belongs with b
     manifest = json.loads(manifest_path(export(store, corpus, "jsonl", tmp_path / "s.jsonl", VERSION)).read_text())
     exported = read_cluster_file(tmp_path / "s.jsonl").set_index("qid")
     cluster_b = corpus.set_index("qid").loc[b, "cluster"]

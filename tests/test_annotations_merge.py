@@ -35,12 +35,12 @@ def hand_corpus() -> pd.DataFrame:
 @pytest.fixture
 def store(tmp_path):
     with open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo") as opened:
-        opened.register_corpus(VERSION, hand_corpus())
+        opened.corpora.register(VERSION, hand_corpus())
         yield opened
 
 
 def judge(store, annotator: str, query: int, candidate: int, label: str) -> int:
-    return store.record(annotator, candidate, label, VERSION, query_qid=query)
+    return store.judgments.record(annotator, candidate, label, VERSION, query_qid=query)
 
 
 def cluster_of(result, qid: int):
@@ -120,7 +120,7 @@ def test_only_current_labels_count(store):
     judge(store, "ann", 1, 4, "same")
     judge(store, "ann", 1, 4, "different")  # changed their mind
     assert corrected_clusters(store, hand_corpus()).merges.empty
-    store.undo_last("ann")  # back to "same"
+    store.judgments.undo_last("ann")  # back to "same"
     assert cluster_of(corrected_clusters(store, hand_corpus()), 4) == "A"
 
 
@@ -200,13 +200,13 @@ def test_a_member_voted_out_never_comes_back_with_its_links(store):
 def test_a_reviewer_splits_a_member_off_or_keeps_it_whatever_the_votes(store):
     judge(store, "ann", 1, 3, "different")
     judge(store, "ann", 2, 3, "same")  # mixed: 3 stays, reported
-    store.record_adjudication("rev", "apply", cluster_a="A", cluster_b="qid:3")
-    store.record_adjudication("rev", "apply", cluster_a="qid:9", cluster_b="D")  # no votes at all
+    store.review.adjudicate("rev", "apply", cluster_a="A", cluster_b="qid:3")
+    store.review.adjudicate("rev", "apply", cluster_a="qid:9", cluster_b="D")  # no votes at all
     result = corrected_clusters(store, hand_corpus())
     assert cluster_of(result, 3) is None and cluster_of(result, 9) is None and result.conflicts.empty
     assert result.splits.set_index("qid")["decided_by"].to_dict() == {3: "rev", 9: "rev"}
     assert any(d["decision"] == "split" and d["reason"].startswith("applied by reviewer rev") for d in result.decisions())
-    store.record_adjudication("rev", "reject", cluster_a="A", cluster_b="qid:3")
+    store.review.adjudicate("rev", "reject", cluster_a="A", cluster_b="qid:3")
     result = corrected_clusters(store, hand_corpus())
     assert cluster_of(result, 3) == "A" and result.conflicts.empty and list(result.splits["qid"]) == [9]
     judge(store, "ann", 9, 8, "same")  # 9 was split off D by the reviewer: a "same" does not bring it back
@@ -216,7 +216,7 @@ def test_a_reviewer_splits_a_member_off_or_keeps_it_whatever_the_votes(store):
 def test_an_adjudicated_item_inside_a_cluster_decides_the_split(store):
     judge(store, "ann", 1, 3, "different")
     judge(store, "bob", 1, 3, "same")
-    store.record_adjudication("rev", "different", item="qid:1:3")
+    store.review.adjudicate("rev", "different", item="qid:1:3")
     assert cluster_of(corrected_clusters(store, hand_corpus()), 3) is None
 
 
@@ -232,10 +232,10 @@ def test_unclustered_questions_join_a_cluster_or_form_a_new_one_and_take_a_split
 
 
 def test_free_text_queries_and_judgments_on_other_texts_are_not_used(store):
-    store.record("ann", 4, "same", VERSION, query_text="how can i learn python")
+    store.judgments.record("ann", 4, "same", VERSION, query_text="how can i learn python")
     renamed = hand_corpus().assign(question=lambda f: f["question"].where(f["qid"] != 4, "how to study java ?"))
-    store.register_corpus("v2", renamed)
-    store.record("ann", 4, "same", "v2", query_qid=1)  # about a different question 4
+    store.corpora.register("v2", renamed)
+    store.judgments.record("ann", 4, "same", "v2", query_qid=1)  # about a different question 4
     result = corrected_clusters(store, hand_corpus())
     assert result.merges.empty and result.splits.empty and result.judgment_ids == []
     assert len(corrected_clusters(store, renamed).splits) == 1
@@ -321,10 +321,10 @@ def test_an_adjudicated_tie_is_decided_by_the_reviewer(store):
     judge(store, "ann", 1, 4, "same")
     judge(store, "bob", 1, 4, "different")
     assert list(corrected_clusters(store, hand_corpus()).conflicts["kind"]) == ["tie"]
-    store.record_adjudication("rev", "same", item="qid:1:4")
+    store.review.adjudicate("rev", "same", item="qid:1:4")
     result = corrected_clusters(store, hand_corpus())
     assert result.conflicts.empty and cluster_of(result, 4) == "A"
-    store.record_adjudication("rev", "different", item="qid:4:1")  # the newest decision counts, either order
+    store.review.adjudicate("rev", "different", item="qid:4:1")  # the newest decision counts, either order
     result = corrected_clusters(store, hand_corpus())
     assert result.merges.empty and cluster_of(result, 4) == "B"
 
@@ -335,8 +335,8 @@ def test_an_applied_pair_merges_despite_a_mixed_vote_and_a_rejected_one_never_do
     judge(store, "ann", 8, 10, "same")  # qid:10 joins D
     result = corrected_clusters(store, hand_corpus())
     assert cluster_of(result, 4) == "A" and cluster_of(result, 5) == "B" and cluster_of(result, 10) == "D"
-    store.record_adjudication("rev", "apply", cluster_a="A", cluster_b="B")
-    store.record_adjudication("rev", "reject", cluster_a="D", cluster_b="qid:10")
+    store.review.adjudicate("rev", "apply", cluster_a="A", cluster_b="B")
+    store.review.adjudicate("rev", "reject", cluster_a="D", cluster_b="qid:10")
     result = corrected_clusters(store, hand_corpus())
     assert cluster_of(result, 4) == cluster_of(result, 5) == "A" and result.conflicts.empty
     assert pd.isna(cluster_of(result, 10)), "a rejected pair is never merged"

@@ -55,7 +55,7 @@ class TableRetriever:
 @pytest.fixture
 def store(tmp_path):
     with open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo") as opened:
-        opened.register_corpus(VERSION, CORPUS)
+        opened.corpora.register(VERSION, CORPUS)
         yield opened
 
 
@@ -87,8 +87,8 @@ def test_without_own_members_in_the_results_the_reference_is_the_farthest_hit(st
 
 
 def test_spot_check_skips_what_this_annotator_judged_in_either_direction(store):
-    store.record("ann", 4, "same", VERSION, query_qid=2)  # B's 4 against A's member 2
-    store.record("ann", 3, "different", VERSION, query_qid=7)  # C's 7 as the query, A's 3 the candidate
+    store.judgments.record("ann", 4, "same", VERSION, query_qid=2)  # B's 4 against A's member 2
+    store.judgments.record("ann", 3, "different", VERSION, query_qid=7)  # C's 7 as the query, A's 3 the candidate
     mine = spot_check(store, TableRetriever(), CORPUS, "ann", cluster="A", k=10)
     assert 4 not in set(mine["candidate_qid"]) and 7 not in set(mine["candidate_qid"])
     assert {4, 7} <= set(spot_check(store, TableRetriever(), CORPUS, "bob", cluster="A", k=10)["candidate_qid"])
@@ -98,7 +98,7 @@ def test_a_typed_query_lists_every_hit_in_retrieval_order(store):
     queue = spot_check(store, TableRetriever(), CORPUS, "ann", query_text="typed query", k=10)
     assert queue["candidate_qid"].tolist() == [4, 1] and queue["suspicion"].tolist() == pytest.approx([-0.2, -0.3])
     assert queue["query_text"].tolist() == ["typed query"] * 2 and queue["query_qid"].isna().all()
-    store.record("ann", 4, "same", VERSION, query_text="typed query")
+    store.judgments.record("ann", 4, "same", VERSION, query_text="typed query")
     assert spot_check(store, TableRetriever(), CORPUS, "ann", query_text="typed query")["candidate_qid"].tolist() == [1]
 
 
@@ -116,14 +116,14 @@ def test_spot_check_refuses_bad_requests(store):
 def test_spot_check_with_a_real_retriever(tmp_path):
     corpus = make_corpus(n_topics=6, distractors=3)
     with open_store(f"sqlite:///{tmp_path / 'b.db'}", project="demo") as store:
-        store.register_corpus(VERSION, corpus)
+        store.corpora.register(VERSION, corpus)
         cluster = corpus["cluster"].dropna().iloc[0]
         queue = spot_check(store, BM25Retriever(corpus), corpus, "ann", cluster=cluster, k=10)
         assert len(queue) > 0 and queue["candidate_qid"].is_unique
         assert not queue["cluster"].eq(cluster).fillna(False).any()
         assert queue["suspicion"].is_monotonic_decreasing
         first = queue.iloc[0]
-        store.record("ann", int(first["candidate_qid"]), "different", VERSION, query_qid=int(first["query_qid"]))
+        store.judgments.record("ann", int(first["candidate_qid"]), "different", VERSION, query_qid=int(first["query_qid"]))
         again = spot_check(store, BM25Retriever(corpus), corpus, "ann", cluster=cluster, k=10)
         assert again["candidate_qid"].tolist() == queue["candidate_qid"].tolist()[1:]
 
@@ -147,11 +147,11 @@ def test_next_cluster_avoids_clusters_the_annotator_already_checked(store):
     eligible = {"A", "B", "C"}  # D has one question
     assert next_cluster(store, CORPUS, "ann", rng_seed=1) in eligible
     assert next_cluster(store, CORPUS, "ann", rng_seed=5) == next_cluster(store, CORPUS, "ann", rng_seed=5)
-    store.record("ann", 4, "same", VERSION, query_qid=1)  # a query in A
-    store.record("ann", 1, "same", VERSION, query_qid=6)  # a query in C
+    store.judgments.record("ann", 4, "same", VERSION, query_qid=1)  # a query in A
+    store.judgments.record("ann", 1, "same", VERSION, query_qid=6)  # a query in C
     assert {next_cluster(store, CORPUS, "ann", rng_seed=seed) for seed in range(10)} == {"B"}
     assert next_cluster(store, CORPUS, "bob", rng_seed=0) in eligible
-    store.record("ann", 1, "unsure", VERSION, query_qid=5)
+    store.judgments.record("ann", 1, "unsure", VERSION, query_qid=5)
     with pytest.raises(AnnotationError, match="every cluster"):
         next_cluster(store, CORPUS, "ann")
 
@@ -159,7 +159,7 @@ def test_next_cluster_avoids_clusters_the_annotator_already_checked(store):
 def test_next_cluster_with_a_retriever_prefers_the_most_suspicious_candidates(store):
     # best unjudged suspicion: A 0.6 - 0.1 = 0.5, B 0.5 - 0.2 = 0.3, C 0.1 - 0.5 = -0.4
     assert next_cluster(store, CORPUS, "ann", rng_seed=0, retriever=TableRetriever()) == "A"
-    store.record("ann", 4, "same", VERSION, query_qid=1)
+    store.judgments.record("ann", 4, "same", VERSION, query_qid=1)
     assert next_cluster(store, CORPUS, "ann", rng_seed=0, retriever=TableRetriever()) == "B"
 
 
@@ -186,7 +186,7 @@ def test_an_empty_queue_says_why_and_never_blames_judgments_nobody_made(store):
     assert nothing_outside.empty and "finds no question outside" in why_empty(nothing_outside)
     full = spot_check(store, TableRetriever(), CORPUS, "ann", cluster="C")
     for row in full.itertuples():
-        store.record("ann", int(row.candidate_qid), "different", VERSION, query_qid=int(row.query_qid))
+        store.judgments.record("ann", int(row.candidate_qid), "different", VERSION, query_qid=int(row.query_qid))
     judged = spot_check(store, TableRetriever(), CORPUS, "ann", cluster="C")
     assert judged.empty and why_empty(judged) == f"Of the {len(full)} question(s) retrieved here, {len(full)} judged by you already: nothing left to check."
     taken = spot_check(store, TableRetriever(), CORPUS, "bob", cluster="C", overlap=1)

@@ -47,7 +47,7 @@ def corpus():
 @pytest.fixture
 def store(db_url, corpus):
     with open_store(db_url, project="demo") as opened:
-        opened.register_corpus(VERSION, corpus)
+        opened.corpora.register(VERSION, corpus)
         yield opened
 
 
@@ -80,8 +80,8 @@ def test_a_fresh_schema_starts_empty_holds_what_is_written_and_is_dropped_after(
         with store.engine.connect() as connection:
             schema = connection.exec_driver_sql("SELECT current_schema()").scalar()
         assert schema.startswith("fresh_schema_test_") and count_rows(store, "judgments") == 0
-        store.register_corpus(VERSION, make_corpus())
-        store.record("ann", 2, "same", VERSION, query_qid=1)
+        store.corpora.register(VERSION, make_corpus())
+        store.judgments.record("ann", 2, "same", VERSION, query_qid=1)
         assert count_rows(store, "judgments") == 1
     admin = create_engine(POSTGRES_URL)
     with admin.connect() as connection:
@@ -95,11 +95,11 @@ def test_default_url_is_a_sqlite_file_under_data_and_env_overrides_it(tmp_path, 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("QPR_DB_URL", raising=False)
     with open_store(project="demo") as store:
-        store.register_corpus(VERSION, make_corpus())
+        store.corpora.register(VERSION, make_corpus())
     assert (tmp_path / "data" / "annotations.db").is_file()
     monkeypatch.setenv("QPR_DB_URL", f"sqlite:///{tmp_path / 'other' / 'x.db'}")
     with open_store(project="demo") as store:
-        assert store.bundle_versions().empty
+        assert store.corpora.versions().empty
     assert (tmp_path / "other" / "x.db").is_file()
 
 
@@ -107,8 +107,8 @@ def test_default_url_is_a_sqlite_file_under_data_and_env_overrides_it(tmp_path, 
 
 
 def test_registered_corpus_reads_back_unchanged_and_registering_again_is_idempotent(store, corpus):
-    store.register_corpus(VERSION, corpus)
-    version, snapshot = store.corpus()
+    store.corpora.register(VERSION, corpus)
+    version, snapshot = store.corpora.snapshot()
     assert version == VERSION
     pd.testing.assert_frame_equal(snapshot, corpus.astype({"split": str}), check_dtype=False)
     assert snapshot["cluster"].isna().sum() == corpus["cluster"].isna().sum() > 0
@@ -122,95 +122,95 @@ def test_a_known_digest_confirms_a_registered_version_without_reading_the_corpus
     assert tiny_bundle.manifest.data_fingerprint == fingerprint(corpus_snapshot(tiny_bundle.corpus))  # what the app passes
     with monkeypatch.context() as patched:
         patched.setattr(corpus_repository, "corpus_snapshot", lambda _: pytest.fail("the corpus was read again"))
-        store.register_corpus(VERSION, corpus, digest)
+        store.corpora.register(VERSION, corpus, digest)
     changed = corpus.assign(question=corpus["question"] + " really")
     with pytest.raises(AnnotationError, match="already registered with a different corpus"):
-        store.register_corpus(VERSION, changed, fingerprint(corpus_snapshot(changed)))
+        store.corpora.register(VERSION, changed, fingerprint(corpus_snapshot(changed)))
     monkeypatch.setattr(corpus_repository, "INSERT_CHUNK", 7)  # a new version goes in by chunks
-    store.register_corpus("v2", changed, "a digest no version has")
+    store.corpora.register("v2", changed, "a digest no version has")
     assert count_rows(store, "corpus_questions") == 2 * len(corpus)
-    assert store.corpus("v2")[1]["question"].tolist() == changed["question"].tolist()
+    assert store.corpora.snapshot("v2")[1]["question"].tolist() == changed["question"].tolist()
 
 
 def test_same_version_with_another_corpus_is_refused_and_newest_version_is_the_default(store, corpus):
     changed = corpus.assign(question=corpus["question"] + " really")
     with pytest.raises(AnnotationError, match="already registered with a different corpus"):
-        store.register_corpus(VERSION, changed)
-    store.register_corpus("v2", changed)
-    assert store.corpus()[0] == "v2"
-    assert store.corpus(VERSION)[1]["question"].tolist() == corpus["question"].tolist()
+        store.corpora.register(VERSION, changed)
+    store.corpora.register("v2", changed)
+    assert store.corpora.snapshot()[0] == "v2"
+    assert store.corpora.snapshot(VERSION)[1]["question"].tolist() == corpus["question"].tolist()
     with pytest.raises(AnnotationError, match="not registered"):
-        store.corpus("v9")
+        store.corpora.snapshot("v9")
 
 
 def test_corpus_with_duplicate_qids_or_missing_columns_is_refused(store, corpus):
     with pytest.raises(AnnotationError, match="appears more than once"):
-        store.register_corpus("bad", pd.concat([corpus, corpus.head(1)]))
+        store.corpora.register("bad", pd.concat([corpus, corpus.head(1)]))
     with pytest.raises(AnnotationError, match="missing column"):
-        store.register_corpus("bad", corpus.drop(columns="cluster"))
-    assert store.bundle_versions()["version"].tolist() == [VERSION]
+        store.corpora.register("bad", corpus.drop(columns="cluster"))
+    assert store.corpora.versions()["version"].tolist() == [VERSION]
 
 
 # -- recording ---------------------------------------------------------------------------------
 
 
 def test_rejudging_replaces_the_current_label_and_keeps_history(store):
-    first = store.record("ann", 2, "same", VERSION, query_qid=1, rank=1, distance=0.25)
-    second = store.record("ann", 2, "different", VERSION, query_qid=1, rank=3, distance=0.5)
-    other = store.record("bob", 2, "same", VERSION, query_qid=1)
-    current = store.judgments(annotator="ann")
+    first = store.judgments.record("ann", 2, "same", VERSION, query_qid=1, rank=1, distance=0.25)
+    second = store.judgments.record("ann", 2, "different", VERSION, query_qid=1, rank=3, distance=0.5)
+    other = store.judgments.record("bob", 2, "same", VERSION, query_qid=1)
+    current = store.judgments.frame(annotator="ann")
     assert current["id"].tolist() == [second] and current["label"].tolist() == ["different"]
-    history = store.judgments(annotator="ann", current_only=False).set_index("id")
+    history = store.judgments.frame(annotator="ann", current_only=False).set_index("id")
     assert history.loc[first, "superseded_by"] == second and not history.loc[first, "is_current"]
     assert history.loc[first, "label"] == "same" and history.loc[first, "rank"] == 1
-    assert store.judgments(annotator="bob")["id"].tolist() == [other]
-    row = store.judgments().set_index("id").loc[second]
+    assert store.judgments.frame(annotator="bob")["id"].tolist() == [other]
+    row = store.judgments.frame().set_index("id").loc[second]
     assert (row["query_cluster"], row["candidate_cluster"], row["distance"]) == ("c-python", "c-python", 0.5)
 
 
 def test_undo_withdraws_the_last_judgment_and_restores_the_label_it_replaced(store):
-    first = store.record("ann", 2, "same", VERSION, query_qid=1)
-    other = store.record("ann", 3, "unsure", VERSION, query_qid=1)
-    second = store.record("ann", 2, "different", VERSION, query_qid=1)
-    undone = store.undo_last("ann")
+    first = store.judgments.record("ann", 2, "same", VERSION, query_qid=1)
+    other = store.judgments.record("ann", 3, "unsure", VERSION, query_qid=1)
+    second = store.judgments.record("ann", 2, "different", VERSION, query_qid=1)
+    undone = store.judgments.undo_last("ann")
     assert undone["id"] == second and undone["label"] == "different" and undone["withdrawn_at"] is not pd.NaT
-    assert sorted(store.judgments(annotator="ann")["id"]) == [first, other]
-    assert store.undo_last("ann")["id"] == other
-    assert store.undo_last("ann")["id"] == first
-    assert store.undo_last("ann") is None and store.undo_last("nobody") is None
-    assert store.judgments().empty
+    assert sorted(store.judgments.frame(annotator="ann")["id"]) == [first, other]
+    assert store.judgments.undo_last("ann")["id"] == other
+    assert store.judgments.undo_last("ann")["id"] == first
+    assert store.judgments.undo_last("ann") is None and store.judgments.undo_last("nobody") is None
+    assert store.judgments.frame().empty
     assert count_rows(store, "judgments") == 3  # history kept
 
 
 def test_free_text_queries_are_items_of_their_own(store):
-    a = store.record("ann", 7, "same", VERSION, query_text="how to learn guitar fast")
-    b = store.record("ann", 7, "different", VERSION, query_text="how to learn guitar fast")
-    c = store.record("ann", 7, "same", VERSION, query_text="guitar lessons")
-    current = store.judgments(annotator="ann").set_index("id")
+    a = store.judgments.record("ann", 7, "same", VERSION, query_text="how to learn guitar fast")
+    b = store.judgments.record("ann", 7, "different", VERSION, query_text="how to learn guitar fast")
+    c = store.judgments.record("ann", 7, "same", VERSION, query_text="guitar lessons")
+    current = store.judgments.frame(annotator="ann").set_index("id")
     assert sorted(current.index) == [b, c] and a not in current.index
     assert current.loc[b, "query_text"] == "how to learn guitar fast" and pd.isna(current.loc[b, "query_qid"])
 
 
 def test_cluster_filter_and_progress(store):
-    store.record("ann", 6, "different", VERSION, query_qid=1)  # python vs guitar
-    store.record("ann", 12, "same", VERSION, query_qid=2)  # python vs chess
-    store.record("ann", 12, "different", VERSION, query_qid=2)
-    store.record("bob", 13, "same", VERSION, query_qid=11)  # chess vs chess
+    store.judgments.record("ann", 6, "different", VERSION, query_qid=1)  # python vs guitar
+    store.judgments.record("ann", 12, "same", VERSION, query_qid=2)  # python vs chess
+    store.judgments.record("ann", 12, "different", VERSION, query_qid=2)
+    store.judgments.record("bob", 13, "same", VERSION, query_qid=11)  # chess vs chess
     clusters = make_corpus().set_index("qid")["cluster"]
     guitar = clusters[6]
-    assert store.judgments(cluster=guitar)["candidate_qid"].tolist() == [6]
-    assert sorted(store.judgments(cluster=clusters[12])["candidate_qid"]) == [12, 13]
+    assert store.judgments.frame(cluster=guitar)["candidate_qid"].tolist() == [6]
+    assert sorted(store.judgments.frame(cluster=clusters[12])["candidate_qid"]) == [12, 13]
     # Issue 38, bug 4: a re-judged item counts once in both counts, so today never exceeds total.
-    assert store.progress("ann") == {"today": 2, "total": 2}
-    store.undo_last("ann")
-    assert store.progress("ann") == {"today": 2, "total": 2}  # the earlier label is current again
-    assert store.progress("nobody") == {"today": 0, "total": 0}
+    assert store.judgments.progress("ann") == {"today": 2, "total": 2}
+    store.judgments.undo_last("ann")
+    assert store.judgments.progress("ann") == {"today": 2, "total": 2}  # the earlier label is current again
+    assert store.judgments.progress("nobody") == {"today": 0, "total": 0}
     # ... and counts are per project: judgments in another project are not counted in this one's.
     other = store.for_project("other")
-    other.register_corpus("v-other", make_corpus())
-    other.record("ann", 7, "same", "v-other", query_qid=3)
-    assert store.progress("ann") == {"today": 2, "total": 2}
-    assert other.progress("ann") == {"today": 1, "total": 1}
+    other.corpora.register("v-other", make_corpus())
+    other.judgments.record("ann", 7, "same", "v-other", query_qid=3)
+    assert store.judgments.progress("ann") == {"today": 2, "total": 2}
+    assert other.judgments.progress("ann") == {"today": 1, "total": 1}
 
 
 @pytest.mark.parametrize(
@@ -238,17 +238,17 @@ def test_cluster_filter_and_progress(store):
 def test_bad_input_is_refused_with_a_clear_message_and_writes_nothing(store, kwargs, message):
     args = {"annotator": "ann", "candidate_qid": 2, "label": "same", "bundle_version": VERSION, "query_qid": 1} | kwargs
     with pytest.raises(AnnotationError, match=message):
-        store.record(**args)
+        store.judgments.record(**args)
     assert count_rows(store, "judgments") == 0 and count_rows(store, "annotators") == 0
 
 
 def test_sql_looking_strings_are_stored_verbatim(store):
     name = "Robert'); DROP TABLE judgments; --"
     query = "\"; DELETE FROM annotators WHERE '1'='1"
-    store.record(name, 2, "same", VERSION, query_text=query)
-    row = store.judgments(annotator=name).iloc[0]
+    store.judgments.record(name, 2, "same", VERSION, query_text=query)
+    row = store.judgments.frame(annotator=name).iloc[0]
     assert (row["annotator"], row["query_text"]) == (name, query)
-    assert store.annotators() == [name]
+    assert store.judgments.annotators() == [name]
     assert {"judgments", "annotators"} <= set(inspect(store.engine).get_table_names())
 
 
@@ -262,7 +262,7 @@ def write_judgments(url: str, annotator: str, items: int = PER_WRITER) -> None:
     """One writer: one judgment for each of the first ``items`` items, through its own store."""
     with open_store(url, project="demo") as store:
         for i, (query, candidate) in enumerate(ITEMS[:items]):
-            store.record(annotator, candidate, ("same", "different", "unsure")[i % 3], VERSION, query_qid=query)
+            store.judgments.record(annotator, candidate, ("same", "different", "unsure")[i % 3], VERSION, query_qid=query)
 
 
 def run_threads(url: str, annotators: list[str], items: int = PER_WRITER) -> list[BaseException]:
@@ -283,7 +283,7 @@ def run_threads(url: str, annotators: list[str], items: int = PER_WRITER) -> lis
 
 
 def assert_all_stored(store, annotators: list[str]) -> None:
-    stored = store.judgments()
+    stored = store.judgments.frame()
     assert len(stored) == WRITERS * PER_WRITER
     assert stored["id"].is_unique
     assert not stored.duplicated(["annotator", "item_key"]).any()
@@ -292,7 +292,7 @@ def assert_all_stored(store, annotators: list[str]) -> None:
 
 def test_eight_writer_threads_store_every_judgment(db_url, corpus):
     with open_store(db_url, project="demo") as store:
-        store.register_corpus(VERSION, corpus)
+        store.corpora.register(VERSION, corpus)
         annotators = [f"writer-{i}" for i in range(WRITERS)]
         assert run_threads(db_url, annotators) == []
         assert_all_stored(store, annotators)
@@ -300,7 +300,7 @@ def test_eight_writer_threads_store_every_judgment(db_url, corpus):
 
 def test_eight_writer_processes_store_every_judgment(db_url, corpus):
     with open_store(db_url, project="demo") as store:
-        store.register_corpus(VERSION, corpus)
+        store.corpora.register(VERSION, corpus)
     annotators = [f"writer-{i}" for i in range(WRITERS)]
     context = multiprocessing.get_context("spawn")
     processes = [context.Process(target=write_judgments, args=(db_url, name)) for name in annotators]
@@ -316,9 +316,9 @@ def test_eight_writer_processes_store_every_judgment(db_url, corpus):
 def test_one_annotator_in_eight_threads_keeps_exactly_one_current_label_per_item(db_url, corpus):
     items = 100
     with open_store(db_url, project="demo") as store:
-        store.register_corpus(VERSION, corpus)
+        store.corpora.register(VERSION, corpus)
         assert run_threads(db_url, ["same-person"] * WRITERS, items) == []
-        history = store.judgments(current_only=False)
+        history = store.judgments.frame(current_only=False)
         assert len(history) == WRITERS * items
         current = history[history["is_current"]]
         assert len(current) == items and current["item_key"].is_unique
@@ -335,7 +335,7 @@ def locked_sqlite(scratch_dir, corpus, monkeypatch):
     monkeypatch.setattr(annotations.db, "SQLITE_BUSY_TIMEOUT_MS", 1)
     path = scratch_dir / "busy.db"
     store = open_store(f"sqlite:///{path}", project="demo")
-    store.register_corpus(VERSION, corpus)
+    store.corpora.register(VERSION, corpus)
     holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     holder.execute("BEGIN IMMEDIATE")
     yield store, holder
@@ -350,19 +350,19 @@ def test_a_write_retries_until_a_busy_sqlite_database_is_free(locked_sqlite, mon
     monkeypatch.setattr(annotations.writer, "_pause", lambda attempt: (pauses.append(attempt), real_pause(attempt)))
     release = threading.Timer(0.3, holder.execute, args=("COMMIT",))
     release.start()
-    judgment = store.record("ann", 2, "same", VERSION, query_qid=1)
+    judgment = store.judgments.record("ann", 2, "same", VERSION, query_qid=1)
     release.join()
     assert len(pauses) > 0  # the first attempt met the lock and was retried
-    assert store.judgments()["id"].tolist() == [judgment]
+    assert store.judgments.frame()["id"].tolist() == [judgment]
 
 
 def test_a_database_busy_for_too_long_gives_a_clear_error_and_writes_nothing(locked_sqlite, monkeypatch):
     store, holder = locked_sqlite
     monkeypatch.setattr(annotations.writer, "WRITE_PATIENCE_S", 0.2)
     with pytest.raises(AnnotationError, match="stayed busy for .* s; nothing was written, try again"):
-        store.record("ann", 2, "same", VERSION, query_qid=1)
+        store.judgments.record("ann", 2, "same", VERSION, query_qid=1)
     holder.execute("ROLLBACK")
-    assert store.judgments().empty and store.annotators() == []
+    assert store.judgments.frame().empty and store.judgments.annotators() == []
 
 
 KILLED_WRITER = """
@@ -381,7 +381,7 @@ with store.engine.connect() as connection:
 
 
 def test_writer_killed_mid_transaction_leaves_the_database_consistent(store, db_url):
-    kept = store.record("ann", 2, "same", VERSION, query_qid=1)
+    kept = store.judgments.record("ann", 2, "same", VERSION, query_qid=1)
     repo = Path(__file__).resolve().parents[1]
     env = os.environ | {"PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")])}
     writer = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, db_url], stdout=subprocess.PIPE, text=True, env=env)
@@ -395,10 +395,10 @@ def test_writer_killed_mid_transaction_leaves_the_database_consistent(store, db_
         if reopened.engine.dialect.name == "sqlite":
             with reopened.engine.connect() as connection:
                 assert connection.exec_driver_sql("PRAGMA integrity_check").scalar() == "ok"
-        assert reopened.judgments()[["id", "label"]].values.tolist() == [[kept, "same"]]
-        assert reopened.annotators() == ["ann"]
-        reopened.record("bob", 2, "different", VERSION, query_qid=1)  # the write lock was released
-        assert len(reopened.judgments()) == 2
+        assert reopened.judgments.frame()[["id", "label"]].values.tolist() == [[kept, "same"]]
+        assert reopened.judgments.annotators() == ["ann"]
+        reopened.judgments.record("bob", 2, "different", VERSION, query_qid=1)  # the write lock was released
+        assert len(reopened.judgments.frame()) == 2
 
 
 # -- migrations --------------------------------------------------------------------------------
@@ -426,10 +426,10 @@ def test_database_at_the_first_revision_is_upgraded_on_open_and_keeps_its_data(d
     engine.dispose()
     with open_store(db_url, project="demo") as store:
         assert "exports" in inspect(store.engine).get_table_names()
-        kept = store.judgments()
+        kept = store.judgments.frame()
         assert kept[["annotator", "query_qid", "candidate_qid", "label"]].values.tolist() == [["ann", 1, 2, "same"]]
-        store.record("ann", 1, "same", "old", query_qid=2)
-        assert len(store.judgments()) == 2
+        store.judgments.record("ann", 1, "same", "old", query_qid=2)
+        assert len(store.judgments.frame()) == 2
 
 
 def test_database_from_a_newer_version_is_refused(db_url):

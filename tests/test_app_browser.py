@@ -63,7 +63,7 @@ def test_search_annotate_merge_export_retrain(page, server, tmp_path):  # page f
     shot(page, "2-annotate")
 
     with open_store(db_url, project="demo") as store:
-        same = store.judgments(annotator="tester").query("label == 'same'")
+        same = store.judgments.frame(annotator="tester").query("label == 'same'")
     assert len(same) == 1
     assert (same.iloc[0]["query_cluster"], same.iloc[0]["candidate_cluster"]) == (TWIN_A, TWIN_B)
     assert same.iloc[0]["candidate_question"] == candidate

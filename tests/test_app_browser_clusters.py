@@ -61,8 +61,8 @@ def test_a_false_positive_marked_in_the_cluster_view_leaves_its_cluster_in_searc
     shot(page, "clusters-2-search-after-split")
 
     with open_store(db_url, project="demo") as store:
-        judged = store.judgments()
-        versions = store.label_versions(store.bundle_versions()["version"].iloc[0])
+        judged = store.judgments.frame()
+        versions = store.labels.versions(store.corpora.versions()["version"].iloc[0])
     assert judged[["annotator", "query_qid", "candidate_qid", "label"]].values.tolist() == [
         ["alice", rep, member["qid"], "different"]]
     assert versions["number"].tolist() == [1] and versions["annotator"].tolist() == ["alice"]

@@ -19,7 +19,7 @@ RETRAIN_LIMIT_MS = 240_000  # generous: only a guard against a retraining that n
 
 def judgments(db_url: str, annotator: str = "tester"):
     with open_store(db_url, project="demo") as store:
-        return store.judgments(annotator=annotator)
+        return store.judgments.frame(annotator=annotator)
 
 
 def name_and_cluster(page, cluster: str, name: str = "tester") -> None:

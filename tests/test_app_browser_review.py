@@ -67,7 +67,7 @@ def test_two_annotators_tie_and_a_reviewer_adjudicates(page, server, tmp_path):
     shot(bob, "review-1-bob")
 
     with open_store(db_url, project="demo") as store:
-        votes = store.judgments().query("label != 'unsure'")
+        votes = store.judgments.frame().query("label != 'unsure'")
     assert sorted(votes["annotator"]) == ["alice", "bob"] and votes["item_key"].nunique() == 1
     key, bobs = votes["item_key"].iloc[0], str(votes.loc[votes["annotator"] == "bob", "id"].iloc[0])
 
@@ -88,7 +88,7 @@ def test_two_annotators_tie_and_a_reviewer_adjudicates(page, server, tmp_path):
     shot(page, "review-2-adjudicated")
 
     with open_store(db_url, project="demo") as store:
-        decided = store.adjudications()
+        decided = store.review.adjudications()
     assert decided[["reviewer", "kind", "item_key", "decision"]].values.tolist() == [["carol", "item", key, "same"]]
 
     # The adjudicated conflict is a "same" now: one of its questions moves to the other's cluster

@@ -130,7 +130,7 @@ def test_anonymous_users_can_search_but_not_annotate(qpr_app):
         qpr_app.annotate.start_cluster(TWIN_A, "   ", None, None)
     with pytest.warns(UserWarning, match="type your name"):
         qpr_app.annotate.judge("same", None, "", None, None)
-    assert qpr_app.ctx.store.judgments().empty
+    assert qpr_app.ctx.store.judgments.frame().empty
 
 
 def test_metrics_state_what_the_next_500_judgments_are_expected_to_fix(qpr_app):
@@ -161,7 +161,7 @@ def test_logins_and_hugging_face_profiles_name_the_annotator(bundle, tmp_path, m
         by_hub.annotate.start_cluster(TWIN_A, "bo", None, None)
     view = by_hub.annotate.start_cluster(TWIN_A, "", None, profile)
     by_hub.annotate.judge("unsure", session(view), "", None, profile)
-    assert sorted(store.judgments()["annotator"]) == ["alice", "bo-hf"]
+    assert sorted(store.judgments.frame()["annotator"]) == ["alice", "bo-hf"]
     assert plain("bo-hf") in by_hub.ctx.whoami(None, None, profile) and "Not signed in" in by_hub.ctx.whoami(None, None, None)
     store.close()
 
@@ -193,7 +193,7 @@ def test_spot_check_records_a_false_negative_and_undo_withdraws_it(qpr_app):
     view = judge_until(qpr_app, view, TWIN_B)
     row = session(view).current()
     view = tab.judge("same", session(view), "ann", None, None)
-    mine = qpr_app.ctx.store.judgments(annotator="ann")
+    mine = qpr_app.ctx.store.judgments.frame(annotator="ann")
     last = mine.iloc[-1]
     assert (last["label"], last["candidate_qid"], last["query_qid"]) == ("same", row["candidate_qid"], row["query_qid"])
     assert (last["query_cluster"], last["candidate_cluster"]) == (TWIN_A, TWIN_B)
@@ -202,7 +202,7 @@ def test_spot_check_records_a_false_negative_and_undo_withdraws_it(qpr_app):
     view = tab.undo(session(view), "ann", None, None)
     assert "Withdrew" in view[tab.status] and session(view).position == len(mine) - 1, "undo steps back to the withdrawn pair"
     assert view[tab.candidate] == row["question"]
-    assert len(qpr_app.ctx.store.judgments(annotator="ann")) == len(mine) - 1
+    assert len(qpr_app.ctx.store.judgments.frame(annotator="ann")) == len(mine) - 1
 
 
 def test_the_app_picks_a_cluster_when_none_is_given(qpr_app):
@@ -224,7 +224,7 @@ def test_typed_queries_are_judged_and_stored_verbatim(qpr_app, query):
     view = qpr_app.annotate.start_query(query, "ann", None, None)
     assert view[qpr_app.annotate.query] == query, "the query box shows the text as typed"
     qpr_app.annotate.judge("different", session(view), "ann", None, None)
-    stored = qpr_app.ctx.store.judgments(annotator="ann")
+    stored = qpr_app.ctx.store.judgments.frame(annotator="ann")
     assert stored["query_text"].tolist() == [query] and stored["query_qid"].isna().all()
 
 
@@ -283,13 +283,13 @@ def test_export_contains_the_moved_question(qpr_app, fmt):
     files, note = shown(qpr_app.retrain.export_clusters(fmt), qpr_app.retrain.files, qpr_app.retrain.export_note)
     exported = read_cluster_file(files[0]).set_index("qid")["cluster"]
     corpus = qpr_app.ctx.model.current().bundle.corpus
-    judgments = qpr_app.ctx.store.judgments()
+    judgments = qpr_app.ctx.store.judgments.frame()
     judged = judgments[judgments["label"] == "same"].iloc[0]
     # one "same" moves one of the two questions to the other (annotations.constraints), no whole clusters
     assert exported[int(judged["query_qid"])] == exported[int(judged["candidate_qid"])]
     assert exported.nunique() == corpus["cluster"].nunique()
     manifest = json.loads(open(files[2]).read())
-    assert manifest["judgment_ids"] == sorted(qpr_app.ctx.store.judgments()["id"].tolist())
+    assert manifest["judgment_ids"] == sorted(qpr_app.ctx.store.judgments.frame()["id"].tolist())
     assert "0 merge(s) and 1 split(s)" in note and len(judgments[judgments["label"] == "same"]) == 1
 
 
@@ -327,7 +327,7 @@ def test_retrain_compares_then_swaps_only_on_confirm(qpr_app):
     assert any(desc.startswith("Epoch 1 of at most 1 · 50% · about ") and "validation ROC AUC" in desc for _, desc in steps)
     assert all("it/s" not in desc for _, desc in steps), "the whole run, no library's inner steps"
     assert list(table["model"]) == ["current", "current", "retrained", "retrained"]
-    judged = len(qpr_app.ctx.store.judgments())
+    judged = len(qpr_app.ctx.store.judgments.frame())
     assert confirm.interactive and discard.interactive and f"merge(s) from {judged} judgment(s)" in note
     assert qpr_app.ctx.model.current().bundle.version == old_version, "nothing changes before confirming"
     curves, _, bars, caption = metrics(qpr_app)
@@ -339,8 +339,8 @@ def test_retrain_compares_then_swaps_only_on_confirm(qpr_app):
     assert (qpr_app.ctx.cache / "bundles" / served.version / "manifest.json").is_file()
     curves = metrics(qpr_app)[0]
     assert {m.split()[0] for m in curves["model"]} == {"replaced", "served"}
-    assert served.version in set(qpr_app.ctx.store.bundle_versions()["version"])
-    same = qpr_app.ctx.store.judgments().query("label == 'same'").iloc[0]
+    assert served.version in set(qpr_app.ctx.store.corpora.versions()["version"])
+    same = qpr_app.ctx.store.judgments.frame().query("label == 'same'").iloc[0]
     now = served.corpus.set_index("qid")["cluster"]
     assert now[int(same["query_qid"])] == now[int(same["candidate_qid"])], "the new bundle serves the corrected clusters"
     moved = served.corpus[served.corpus["qid"] == int(same["candidate_qid"])]
@@ -361,7 +361,7 @@ def test_a_retrained_bundle_names_the_judgments_and_export_it_learned_from(qpr_a
     qpr_app.annotate.judge("same", session(view), "ann", None, None)
     qpr_app.retrain.retrain(1, "ann", progress=NO_PROGRESS)
     labels = qpr_app.ctx.model.candidate().served.bundle.manifest.labels
-    judged = sorted(qpr_app.ctx.store.judgments()["id"].tolist())
+    judged = sorted(qpr_app.ctx.store.judgments.frame()["id"].tolist())
     assert labels["judgment_ids"] == judged and len(judged) >= 2
     export_manifest = json.loads(open(f"{labels['export_file']}.manifest.json").read())
     assert export_manifest["export_id"] == labels["export_id"] and export_manifest["judgment_ids"] == judged
@@ -552,7 +552,7 @@ def test_undo_reaches_only_this_pages_judgments_and_names_what_it_withdrew(qpr_a
     assert shown(tab.undo(session(here), "ann", None, None), tab.status)[0].endswith(
         "Nothing to undo on this page: undo reaches the last 10 judgments made on this page and still in force (a reload "
         "starts a new page). Re-judge older ones on the My work tab.")
-    assert len(qpr_app.ctx.store.judgments(annotator="ann")) == 1, "the other tab's judgment stays"
+    assert len(qpr_app.ctx.store.judgments.frame(annotator="ann")) == 1, "the other tab's judgment stays"
     view = here
     for _ in range(12):
         view = tab.judge("unsure", session(view), "ann", None, None)
@@ -563,7 +563,7 @@ def test_undo_reaches_only_this_pages_judgments_and_names_what_it_withdrew(qpr_a
     for _ in range(9):
         view = tab.undo(session(view), "ann", None, None)
     assert "Nothing to undo" in tab.undo(session(view), "ann", None, None)[tab.status]
-    assert len(qpr_app.ctx.store.judgments(annotator="ann")) == 3, "1 elsewhere + 12 here - 10 undone"
+    assert len(qpr_app.ctx.store.judgments.frame(annotator="ann")) == 3, "1 elsewhere + 12 here - 10 undone"
 
 
 def test_the_checked_cluster_stays_named_after_judging(qpr_app):
@@ -652,9 +652,9 @@ def test_skip_done_and_a_block_of_same(qpr_app):
     view = tab.start_cluster(TWIN_A, "ann", None, None)
     first = session(view).current()
     view = tab.skip(session(view), "ann", None, None)
-    assert "Skipped" in view[tab.status] and session(view).position == 1 and qpr_app.ctx.store.judgments().empty
+    assert "Skipped" in view[tab.status] and session(view).position == 1 and qpr_app.ctx.store.judgments.frame().empty
     view = tab.judge_block(3, session(view), "ann", None, None)
-    judged = qpr_app.ctx.store.judgments(annotator="ann")
+    judged = qpr_app.ctx.store.judgments.frame(annotator="ann")
     assert list(judged["label"]) == ["same"] * 3 and first["candidate_qid"] not in set(judged["candidate_qid"])
     assert session(view).position == 4 and len(session(view).judged) == 3
     view = tab.done(session(view), "ann", None, None)
@@ -707,13 +707,13 @@ def test_replacing_the_served_model_needs_a_name_and_is_recorded(qpr_app):
     with pytest.warns(UserWarning, match="type your name"):
         qpr_app.retrain.discard("", None, None)
     assert qpr_app.ctx.model.current().bundle.version == old and qpr_app.ctx.model.candidate() is not None
-    assert qpr_app.ctx.store.swaps().empty
+    assert qpr_app.ctx.store.swaps.frame().empty
     qpr_app.retrain.confirm("Carol", None, None)
-    swaps = qpr_app.ctx.store.swaps()
+    swaps = qpr_app.ctx.store.swaps.frame()
     new = qpr_app.ctx.model.current().bundle
     assert swaps[["annotator", "bundle_version", "replaced_version"]].values.tolist() == [["Carol", new.version, old]]
     assert swaps.iloc[0]["judgment_ids"] == new.manifest.labels["judgment_ids"] == sorted(
-        qpr_app.ctx.store.judgments()["id"].tolist())
+        qpr_app.ctx.store.judgments.frame()["id"].tolist())
 
 
 def test_with_logins_only_admins_may_replace_the_served_model(bundle, tmp_path, monkeypatch):  # noqa: F811
@@ -726,9 +726,9 @@ def test_with_logins_only_admins_may_replace_the_served_model(bundle, tmp_path, 
     page.retrain.retrain(1, "", gr.Request(username="bob"), progress=NO_PROGRESS)
     with pytest.warns(UserWarning, match="Only the app's admins"):
         page.retrain.confirm("", gr.Request(username="mallory"), None)
-    assert page.ctx.model.candidate() is not None and store.swaps().empty
+    assert page.ctx.model.candidate() is not None and store.swaps.frame().empty
     page.retrain.confirm("", gr.Request(username="ALICE"), None)
-    assert store.swaps()["annotator"].tolist() == ["ALICE"]
+    assert store.swaps.frame()["annotator"].tolist() == ["ALICE"]
     store.close()
 
 

@@ -67,7 +67,7 @@ def test_check_query_with_a_corpus_question_is_that_question(bare_page):
     assert question not in set(session.queue["question"]), "never offered as its own candidate"
     assert session.queue["query_qid"].notna().all()
     tab.judge("same", session, "ann", None, None)
-    judged = page.ctx.store.judgments().iloc[0]
+    judged = page.ctx.store.judgments.frame().iloc[0]
     assert judged["query_question"] == question and pd.isna(judged["query_text"])
 
 
@@ -78,7 +78,7 @@ def test_undo_after_a_reload_says_why_nothing_is_undone(bare_page):
     after_reload = tab.undo(None, "ann", None, None)  # a reloaded page has no session
     assert "Nothing to undo on this page" in after_reload[tab.status] and "a reload starts a new page" in after_reload[tab.status]
     assert after_reload[tab.buttons[-1]].interactive, "Z stays on, so it always answers"
-    assert len(bare_page.ctx.store.judgments()) == 1
+    assert len(bare_page.ctx.store.judgments.frame()) == 1
 
 
 def test_outsiders_of_a_project_served_by_bm25_show_its_score_not_a_negative_distance(bare_page):
@@ -89,7 +89,7 @@ def test_outsiders_of_a_project_served_by_bm25_show_its_score_not_a_negative_dis
     for name in TOPICS[:2]:
         mates = corpus[corpus["question"].map(topic) == name]["qid"].tolist()
         for other in mates[1:]:
-            store.record("ann", int(other), "same", served.bundle.version, query_qid=int(mates[0]))
+            store.judgments.record("ann", int(other), "same", served.bundle.version, query_qid=int(mates[0]))
     page.clusters.apply("", "ann")
     cluster = page.ctx.model.current().cluster_of([corpus["qid"].iloc[0]])[0]
     outsiders = page.clusters.show_cluster(cluster)[page.clusters.outsiders]

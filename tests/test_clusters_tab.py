@@ -67,7 +67,7 @@ def test_a_member_marked_as_not_belonging_leaves_its_cluster_in_search_at_once(q
     marked = tab.mark("different", f" {TWIN_A} ", picked[tab.selected], "ann")
     assert "does not belong to" in marked[tab.mark_status]
     assert marked[tab.members].set_index("qid").loc[outsider["qid"], "judged"] == "different x1"
-    judged = qpr_app.ctx.store.judgments().iloc[0]  # the contract other tools rely on
+    judged = qpr_app.ctx.store.judgments.frame().iloc[0]  # the contract other tools rely on
     assert (judged["query_qid"], judged["candidate_qid"], judged["label"]) == (rep, outsider["qid"], "different")
     proposed = marked[tab.splits]
     assert proposed[["cluster", "qid"]].values.tolist() == [[TWIN_A, outsider["qid"]]]
@@ -147,8 +147,8 @@ def test_merging_two_whole_clusters_is_its_own_action_shown_first_and_can_be_rev
 def test_bad_marks_and_changes_are_refused_with_a_message_and_change_nothing(untouched_app, call, message):
     with pytest.warns(UserWarning, match=message):
         assert call(untouched_app.clusters) == gr.skip()
-    assert untouched_app.ctx.store.judgments().empty and untouched_app.ctx.model.current().labels_version == 0
-    assert untouched_app.ctx.store.label_versions(untouched_app.ctx.model.current().bundle.version).empty
+    assert untouched_app.ctx.store.judgments.frame().empty and untouched_app.ctx.model.current().labels_version == 0
+    assert untouched_app.ctx.store.labels.versions(untouched_app.ctx.model.current().bundle.version).empty
 
 
 def test_the_representative_cannot_be_marked(untouched_app):
@@ -156,7 +156,7 @@ def test_the_representative_cannot_be_marked(untouched_app):
     rep = representative(untouched_app.ctx.model.current(), members)
     with pytest.warns(UserWarning, match="is the representative"):
         untouched_app.clusters.mark("different", TWIN_A, str(rep), "ann")
-    assert untouched_app.ctx.store.judgments().empty
+    assert untouched_app.ctx.store.judgments.frame().empty
 
 
 def test_b_on_a_question_another_judged_different_says_where_it_really_goes(qpr_app):
@@ -166,7 +166,7 @@ def test_b_on_a_question_another_judged_different_says_where_it_really_goes(qpr_
     view = tab.show_cluster(TWIN_A)
     qid = int(view[tab.outsiders][view[tab.outsiders]["cluster"] == TWIN_B].iloc[0]["qid"])
     rep = representative(qpr_app.ctx.model.current(), members_of(qpr_app, TWIN_A))
-    qpr_app.ctx.store.record("bob", qid, "different", qpr_app.ctx.model.current().bundle.version, query_qid=rep)
+    qpr_app.ctx.store.judgments.record("bob", qid, "different", qpr_app.ctx.model.current().bundle.version, query_qid=rep)
     said = tab.mark("same", TWIN_A, str(qid), "ann")[tab.mark_status].replace("\\", "")
     assert "only this question moves" not in said and "another judgment of the same pair disagrees" in said
     placed = corrected_clusters(qpr_app.ctx.store, qpr_app.ctx.model.current().corpus).corpus.set_index("qid")["cluster"]

@@ -46,7 +46,7 @@ SPLIT = ["X", "Y"]
 @pytest.fixture
 def store(tmp_path):
     with open_store(f"sqlite:///{tmp_path / 'loop.db'}", project="demo") as opened:
-        opened.register_corpus(VERSION, NOISY)
+        opened.corpora.register(VERSION, NOISY)
         yield opened
 
 
@@ -89,14 +89,14 @@ def test_oracle_records_one_judgment_per_item_through_the_store(store):
     oracle = SimulatedAnnotator(TRUTH, name="sim")
     judged = oracle.judge(store, candidates([(1, 3), (5, 8)]), VERSION)
     assert judged["label"].tolist() == ["same", "different"] and judged["true_same"].tolist() == [True, False]
-    recorded = store.judgments(annotator="sim")
+    recorded = store.judgments.frame(annotator="sim")
     assert recorded["id"].tolist() == judged["judgment_id"].tolist()
     assert pairs(recorded) == [(1, 3), (5, 8)] and recorded["label"].tolist() == ["same", "different"]
     for again in ([(3, 1)], [(2, 4), (4, 2)]):  # judged before (either order) / listed twice
         with pytest.raises(AnnotationError, match="one judgment per item"):
             oracle.judge(store, candidates(again), VERSION)
-    assert len(store.judgments(current_only=False)) == 2  # refused before recording anything
-    assert store.progress("sim")["total"] == 2
+    assert len(store.judgments.frame(current_only=False)) == 2  # refused before recording anything
+    assert store.judgments.progress("sim")["total"] == 2
 
 
 # -- measures against the truth ---------------------------------------------------------------
@@ -104,13 +104,13 @@ def test_oracle_records_one_judgment_per_item_through_the_store(store):
 def test_precision_recall_and_reconnected_clusters_follow_the_truth(store):
     judged = SimulatedAnnotator(TRUTH, error_rate=0.0).judge(store, candidates([(1, 3), (2, 4), (5, 8), (6, 10)]), VERSION)
     assert precision(judged) == pytest.approx(2 / 4)
-    assert recall(store.judgments(), TRUTH, SPLIT) == pytest.approx(1 / 2)  # X found twice, Y not at all
+    assert recall(store.judgments.frame(), TRUTH, SPLIT) == pytest.approx(1 / 2)  # X found twice, Y not at all
     # Y's cross pair judged "different" by mistake, and a wrong "same" outside Y: still not found
-    store.record("oracle", 7, "different", VERSION, query_qid=6)
-    store.record("oracle", 8, "same", VERSION, query_qid=7)
-    assert recall(store.judgments(), TRUTH, SPLIT) == pytest.approx(1 / 2)
-    store.record("oracle", 7, "same", VERSION, query_qid=6)  # corrected: supersedes the wrong label
-    assert recall(store.judgments(), TRUTH, SPLIT) == pytest.approx(1.0)
+    store.judgments.record("oracle", 7, "different", VERSION, query_qid=6)
+    store.judgments.record("oracle", 8, "same", VERSION, query_qid=7)
+    assert recall(store.judgments.frame(), TRUTH, SPLIT) == pytest.approx(1 / 2)
+    store.judgments.record("oracle", 7, "same", VERSION, query_qid=6)  # corrected: supersedes the wrong label
+    assert recall(store.judgments.frame(), TRUTH, SPLIT) == pytest.approx(1.0)
     assert reconnected(NOISY, TRUTH, SPLIT) == 0
     assert reconnected(NOISY.assign(cluster=NOISY["cluster"].replace("X~b", "X")), TRUTH, SPLIT) == 1
     assert reconnected(TRUTH, TRUTH, SPLIT) == 2
@@ -155,7 +155,7 @@ def test_pool_lists_each_retrieved_cross_cluster_training_pair_once_with_its_mos
     assert pool["rank"].tolist() == [4, 3, 4, 2]
     # the same score as the spot-check queue gives cluster A's candidates
     with open_store(f"sqlite:///{tmp_path / 'q.db'}", project="demo") as store:
-        store.register_corpus(VERSION, STRATEGY_CORPUS)
+        store.corpora.register(VERSION, STRATEGY_CORPUS)
         queue = spot_check(store, PairRetriever(), STRATEGY_CORPUS, "ann", cluster="A", k=10).set_index("candidate_qid")
     assert queue.loc[5, "suspicion"] == pytest.approx(pool.loc[0, "suspicion"])
     assert pairs(candidate_pool(PairRetriever(), STRATEGY_CORPUS, k=2)) == [(6, 3)]  # the only one in a top 2
@@ -215,7 +215,7 @@ def test_a_loop_round_reconnects_split_clusters_through_store_merge_export_and_r
     assert reconnected(exported, clean, split) == second["reconnected"]
     assert exported[["qid", "question", "split"]].equals(clean[["qid", "question", "split"]])
     with open_store(f"sqlite:///{tmp_path / 'run' / 'annotations.db'}", project="demo") as store:
-        judged = store.judgments(annotator="oracle")
+        judged = store.judgments.frame(annotator="oracle")
     assert len(judged) == 60 and len({frozenset(p) for p in pairs(judged)}) == 60  # no item judged twice
     for row in (first, second):
         assert 0.0 <= row["H1_after"] <= 1.0 and row["gap_recovered"] is None  # no clean model trained

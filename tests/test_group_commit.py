@@ -25,7 +25,7 @@ VERSION = "v1"
 def store(db_url):
     """A store with the test corpus, once per backend (``db_url``)."""
     with open_store(db_url, project="demo") as store:
-        store.register_corpus(VERSION, make_corpus())
+        store.corpora.register(VERSION, make_corpus())
         yield store
 
 
@@ -66,7 +66,7 @@ def _submit(store, calls):
 
 def test_group_commit_is_on_and_a_bad_item_fails_alone(store):
     assert store.writer.group_commit
-    first = store.record("ann", 2, "same", VERSION, query_qid=1)
+    first = store.judgments.record("ann", 2, "same", VERSION, query_qid=1)
     groups = []
     real = store.writer._commit_group
     store.writer._commit_group = lambda group: (groups.append(len(group)), real(group))[1]
@@ -80,11 +80,11 @@ def test_group_commit_is_on_and_a_bad_item_fails_alone(store):
         raise AnnotationError("bad item")
 
     calls = [
-        lambda: store.record("ann", 3, "same", VERSION, query_qid=1),
+        lambda: store.judgments.record("ann", 3, "same", VERSION, query_qid=1),
         lambda: store.writer.write(bad),
-        lambda: store.record("bob", 4, "different", VERSION, query_qid=1),
-        lambda: store.record("ann", 99_999, "same", VERSION, query_qid=1),  # unknown qid: refused in the writer
-        lambda: store.record("ann", 3, "unsure", VERSION, query_qid=1),  # supersedes the first of this group
+        lambda: store.judgments.record("bob", 4, "different", VERSION, query_qid=1),
+        lambda: store.judgments.record("ann", 99_999, "same", VERSION, query_qid=1),  # unknown qid: refused in the writer
+        lambda: store.judgments.record("ann", 3, "unsure", VERSION, query_qid=1),  # supersedes the first of this group
     ]
     results, threads = _submit(store, calls)
     release.set()
@@ -97,7 +97,7 @@ def test_group_commit_is_on_and_a_bad_item_fails_alone(store):
     ids = [results[0], results[2], results[4]]
     assert all(isinstance(i, int) for i in ids)
     assert ids == sorted(ids) and ids[0] > first  # ids in the order the calls were queued
-    history = store.judgments(current_only=False).set_index("id")
+    history = store.judgments.frame(current_only=False).set_index("id")
     assert sorted(history.index) == [first, *ids]  # every good write landed, nothing of the bad ones
     assert history.loc[results[0], "superseded_by"] == results[4]
     assert history.loc[results[4], "label"] == "unsure" and history.loc[results[2], "annotator"] == "bob"
@@ -116,30 +116,30 @@ def test_a_failed_group_transaction_falls_back_to_one_by_one(store, monkeypatch)
     monkeypatch.setattr(store.writer, "_write_now", failing_once)
     release, holder = _hold_writer(store)
     armed.append(1)  # the next group (the three below) fails as a whole
-    results, threads = _submit(store, [lambda c=c: store.record("ann", c, "same", VERSION, query_qid=1) for c in (2, 3, 4)])
+    results, threads = _submit(store, [lambda c=c: store.judgments.record("ann", c, "same", VERSION, query_qid=1) for c in (2, 3, 4)])
     release.set()
     holder.join()
     for thread in threads:
         thread.join()
     assert failed and all(isinstance(results[n], int) for n in range(3))
-    assert len(store.judgments()) == 3
+    assert len(store.judgments.frame()) == 3
 
 
 def test_group_commit_off_keeps_one_transaction_per_call(tmp_path):
     with open_store(f"sqlite:///{tmp_path / 'b.db'}", project="demo") as store:
         direct = annotations.store.AnnotationStore(store.engine, "annotations_write", "demo", group_commit=False)
-        direct.register_corpus(VERSION, make_corpus())
-        assert direct.record("ann", 2, "same", VERSION, query_qid=1) > 0 and direct.writer._thread is None
+        direct.corpora.register(VERSION, make_corpus())
+        assert direct.judgments.record("ann", 2, "same", VERSION, query_qid=1) > 0 and direct.writer._thread is None
 
 
 def test_close_finishes_queued_writes_and_a_later_write_restarts_the_writer(tmp_path):
     store = open_store(f"sqlite:///{tmp_path / 'c.db'}", project="demo")
-    store.register_corpus(VERSION, make_corpus())
-    store.record("ann", 2, "same", VERSION, query_qid=1)
+    store.corpora.register(VERSION, make_corpus())
+    store.judgments.record("ann", 2, "same", VERSION, query_qid=1)
     store.close()
     assert store.writer._thread is None
-    store.record("ann", 3, "same", VERSION, query_qid=1)
-    assert len(store.judgments()) == 2
+    store.judgments.record("ann", 3, "same", VERSION, query_qid=1)
+    assert len(store.judgments.frame()) == 2
     store.close()
 
 
@@ -154,8 +154,8 @@ def commit_then_die(group):
     real(group)
 store.writer._commit_group = commit_then_die
 for c in range(2, 7):
-    print(store.record("ann", c, "same", "v1", query_qid=1), flush=True)  # acknowledged = committed
-threads = [threading.Thread(target=store.record, args=("ann", c, "same", "v1"), kwargs={"query_qid": 1}) for c in range(7, 20)]
+    print(store.judgments.record("ann", c, "same", "v1", query_qid=1), flush=True)  # acknowledged = committed
+threads = [threading.Thread(target=store.judgments.record, args=("ann", c, "same", "v1"), kwargs={"query_qid": 1}) for c in range(7, 20)]
 for t in threads: t.start()
 for t in threads: t.join()
 """
@@ -164,7 +164,7 @@ for t in threads: t.join()
 def test_a_killed_process_loses_no_acknowledged_write(tmp_path):
     url = f"sqlite:///{tmp_path / 'k.db'}"
     with open_store(url, project="demo") as store:
-        store.register_corpus(VERSION, make_corpus())
+        store.corpora.register(VERSION, make_corpus())
     child = subprocess.run([sys.executable, "-c", KILLED, url], capture_output=True, text=True, timeout=120)
     acknowledged = [int(line) for line in child.stdout.split()]
     with open_store(url, project="demo") as store, Session(store.engine) as session:

@@ -36,7 +36,7 @@ def bare(tmp_path):
     truth = topics_corpus()
     corpus = truth.assign(cluster=pd.array([None] * len(truth), dtype="string"), split="none")
     with open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo") as store:
-        store.register_corpus(VERSION, corpus)
+        store.corpora.register(VERSION, corpus)
         yield truth, corpus, store
 
 
@@ -66,16 +66,16 @@ def test_same_links_form_clusters_different_links_keep_apart_and_training_become
     for _, members in formed[formed["cluster"].notna()].groupby("cluster"):
         assert truth_of[members["qid"]].nunique() == 1, "a perfect annotator's clusters never mix topics"
     assert (formed["cluster"].notna() & (formed["split"] == "train")).any()
-    judged = store.judgments()
+    judged = store.judgments.frame()
     assert judged["query_qid"].notna().all(), "the queue's judgments name corpus questions, so they count"
 
 
 def test_a_different_link_is_a_cannot_link_between_formed_clusters(bare):
     truth, corpus, store = bare
     a, b, c = corpus["qid"].iloc[:3].tolist()
-    store.record("ann", b, "same", VERSION, query_qid=a)
-    store.record("ann", c, "different", VERSION, query_qid=a)
-    store.record("ann", c, "same", VERSION, query_qid=b)  # would chain c into a's cluster
+    store.judgments.record("ann", b, "same", VERSION, query_qid=a)
+    store.judgments.record("ann", c, "different", VERSION, query_qid=a)
+    store.judgments.record("ann", c, "same", VERSION, query_qid=b)  # would chain c into a's cluster
     formed = corrected_clusters(store, corpus)
     clusters = formed.corpus.set_index("qid")["cluster"]
     assert clusters[a] == clusters[b] and pd.isna(clusters[c]) or clusters[c] != clusters[a]

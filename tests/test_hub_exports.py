@@ -51,7 +51,7 @@ def db_url(tmp_path):
 @pytest.fixture
 def store(db_url, corpus):
     with open_store(db_url, project="demo") as opened:
-        opened.register_corpus(VERSION, corpus)
+        opened.corpora.register(VERSION, corpus)
         yield opened
 
 
@@ -70,8 +70,8 @@ def train_heads(corpus: pd.DataFrame) -> list[int]:
 
 def judge(store, corpus) -> None:
     a, b, c, d = train_heads(corpus)[:4]
-    store.record("ann", b, "same", VERSION, query_qid=a)
-    store.record("ann", d, "different", VERSION, query_qid=c)
+    store.judgments.record("ann", b, "same", VERSION, query_qid=a)
+    store.judgments.record("ann", d, "different", VERSION, query_qid=c)
 
 
 def pulled(repo: str, config: str, tmp_path) -> pd.DataFrame:
@@ -118,7 +118,7 @@ def test_a_second_push_is_a_second_commit_whose_card_says_what_changed(store, co
     first = export_corrected(store, corpus, VERSION, "parquet", folder=tmp_path / "exports")
     hub_export.push_export(first, REPO, "faq")
     a, b = train_heads(corpus)[4:6]
-    store.record("ann", b, "same", VERSION, query_qid=a)
+    store.judgments.record("ann", b, "same", VERSION, query_qid=a)
     second = export_corrected(store, corpus, VERSION, "parquet", folder=tmp_path / "exports")
     hub_export.push_export(second, REPO, "faq")
 

@@ -47,8 +47,8 @@ def two_projects(bundle, tmp_path):
         page.projects.create(str(path), "clusters", name, "", "", "", False, who)
         scoped, version = page.ctx.store, page.ctx.model.current().bundle.version
         for query, candidate in ((1, 6), (1, 11), (2, 7), (16, 21)):  # across clusters c-python, c-guitar, ...
-            scoped.record(who, candidate, label, version, query_qid=query)
-        scoped.record(who, 3, "different", version, query_qid=1)  # within c-python
+            scoped.judgments.record(who, candidate, label, version, query_qid=query)
+        scoped.judgments.record(who, 3, "different", version, query_qid=1)  # within c-python
         judged[name.lower()] = (who, scoped)
     yield page, judged
     store.close()
@@ -73,7 +73,7 @@ def test_every_view_of_a_project_shows_its_own_judgments_only(two_projects):
         assert next(iter(views["my work"].values())).empty, f"{other} has no work in {slug}"
         done = page.retrain.export_clusters("csv")
         manifest = json.loads(manifest_path(done[page.retrain.files][0]).read_text())
-        own = set(judged[slug][1].judgments()["id"])
+        own = set(judged[slug][1].judgments.frame()["id"])
         assert set(manifest["judgment_ids"]) == own, "an export reads its project's judgments, all of them"
         assert f"/exports/{slug}/" in done[page.retrain.files][0]
 
@@ -81,20 +81,20 @@ def test_every_view_of_a_project_shows_its_own_judgments_only(two_projects):
 def test_a_judgment_cannot_point_into_another_projects_bundle(two_projects):
     page, judged = two_projects
     (_, alpha), (_, beta) = judged["alpha"], judged["beta"]
-    alpha_version = alpha.bundle_versions()["version"].iloc[0]
+    alpha_version = alpha.corpora.versions()["version"].iloc[0]
     with pytest.raises(Exception, match="not registered in this project"):
-        beta.record(BETA, 6, "same", alpha_version, query_qid=1)
-    assert set(alpha.judgments()["annotator"]) == {ALPHA} and set(beta.judgments()["annotator"]) == {BETA}
-    assert alpha.progress(BETA) == {"today": 0, "total": 0} and beta.progress(BETA)["total"] == 5
-    assert beta.annotators() == [BETA]
+        beta.judgments.record(BETA, 6, "same", alpha_version, query_qid=1)
+    assert set(alpha.judgments.frame()["annotator"]) == {ALPHA} and set(beta.judgments.frame()["annotator"]) == {BETA}
+    assert alpha.judgments.progress(BETA) == {"today": 0, "total": 0} and beta.judgments.progress(BETA)["total"] == 5
+    assert beta.judgments.annotators() == [BETA]
 
 
 def test_one_annotator_judges_the_same_item_in_two_projects_each_label_its_own(two_projects):
     """The same qids in two projects are two items: one current label per annotator, project and item."""
     page, judged = two_projects
     (_, alpha), (_, beta) = judged["alpha"], judged["beta"]
-    beta.record(ALPHA, 6, "different", beta.bundle_versions()["version"].iloc[0], query_qid=1)
-    mine = {slug: store.judgments(annotator=ALPHA).query("candidate_qid == 6 and query_qid == 1")["label"].tolist()
+    beta.judgments.record(ALPHA, 6, "different", beta.corpora.versions()["version"].iloc[0], query_qid=1)
+    mine = {slug: store.judgments.frame(annotator=ALPHA).query("candidate_qid == 6 and query_qid == 1")["label"].tolist()
             for slug, store in (("alpha", alpha), ("beta", beta))}
     assert mine == {"alpha": ["same"], "beta": ["different"]}
 
@@ -126,13 +126,13 @@ def test_a_database_from_before_projects_upgrades_and_a_project_claims_its_versi
             connection.execute(text(statement))
     engine.dispose()
     with open_store(url, project="demo") as demo:
-        assert demo.judgments(current_only=False)["id"].tolist() == [1, 2] and demo.comments().tolist() == ["not sure"]
+        assert demo.judgments.frame(current_only=False)["id"].tolist() == [1, 2] and demo.review.comments().tolist() == ["not sure"]
         project = demo.for_project("faq")
-        assert project.judgments().empty and project.adjudications().empty
-        assert project.claim_versions(["v-old", "v-unknown"]) == ["v-old"]
-        assert project.judgments(current_only=False)["id"].tolist() == [1, 2] and demo.judgments(current_only=False).empty
-        assert project.adjudications()["item_key"].tolist() == ["qid:1:3"] and demo.adjudications().empty
-        assert project.comments().tolist() == ["not sure"] and project.claim_versions(["v-old"]) == []
+        assert project.judgments.frame().empty and project.review.adjudications().empty
+        assert project.corpora.claim_versions(["v-old", "v-unknown"]) == ["v-old"]
+        assert project.judgments.frame(current_only=False)["id"].tolist() == [1, 2] and demo.judgments.frame(current_only=False).empty
+        assert project.review.adjudications()["item_key"].tolist() == ["qid:1:3"] and demo.review.adjudications().empty
+        assert project.review.comments().tolist() == ["not sure"] and project.corpora.claim_versions(["v-old"]) == []
         with demo.engine.connect() as connection:
             assert connection.exec_driver_sql("SELECT COUNT(*) FROM export_judgments").scalar() == 1
             assert connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall() == []

@@ -69,13 +69,13 @@ def test_judging_top_results_moves_measured_h1_to_the_true_one(store):
     table = top_results(LineRetriever(truth), noisy)
     assert table["candidate_qid"].tolist() == [2, 1, 4, 3, 6, 5]
     assert table["labelled_hit"].tolist() == [False, False, True, True, False, False]
-    assert judged_h1(table, store.judgments()) == pytest.approx(2 / 6)  # nothing judged: as labelled
-    store.register_corpus("v1", noisy)
+    assert judged_h1(table, store.judgments.frame()) == pytest.approx(2 / 6)  # nothing judged: as labelled
+    store.corpora.register("v1", noisy)
     annotator = SimulatedAnnotator(truth)
     annotator.judge(store, table.iloc[[0]], "v1")  # one judgment settles queries 1 and 2, each other's top result
-    assert judged_h1(table, store.judgments()) == pytest.approx(4 / 6)
+    assert judged_h1(table, store.judgments.frame()) == pytest.approx(4 / 6)
     annotator.judge(store, table.iloc[[5]], "v1")
-    assert judged_h1(table, store.judgments()) == pytest.approx(1.0)  # the true H@1
+    assert judged_h1(table, store.judgments.frame()) == pytest.approx(1.0)  # the true H@1
     assert len(order(table, "random")) == 3
 
 

@@ -15,7 +15,7 @@ def judged_twins(qpr_app, who="ann", label="same") -> int:
     corpus = qpr_app.ctx.model.current().bundle.corpus
     query = int(corpus.loc[corpus["cluster"] == TWIN_A, "qid"].iloc[0])
     candidate = int(corpus.loc[corpus["cluster"] == TWIN_B, "qid"].iloc[0])
-    return qpr_app.ctx.store.record(who, candidate, label, qpr_app.ctx.model.current().bundle.version, query_qid=query)
+    return qpr_app.ctx.store.judgments.record(who, candidate, label, qpr_app.ctx.model.current().bundle.version, query_qid=query)
 
 
 def test_search_rejudge_and_comment_my_judgments(qpr_app):
@@ -44,14 +44,14 @@ def test_rejudge_bad_input(qpr_app, judgment, label, message):
     mine = judged_twins(qpr_app)
     with pytest.warns(UserWarning, match=message):
         qpr_app.my_work.rejudge(str(mine) if judgment is None else judgment, label, "", False, "ann", None, None)
-    assert len(qpr_app.ctx.store.judgments(current_only=False)) == 1
+    assert len(qpr_app.ctx.store.judgments.frame(current_only=False)) == 1
 
 
 def test_nobody_comments_on_another_annotators_judgment(qpr_app):
     theirs = judged_twins(qpr_app, who="other")
     with pytest.warns(UserWarning, match="not one of yours"):
         qpr_app.my_work.save_comment(str(theirs), "hi", "", False, "ann", None, None)
-    assert qpr_app.ctx.store.comments().empty
+    assert qpr_app.ctx.store.review.comments().empty
 
 
 def test_logout_link_only_in_login_mode(bundle, tmp_path):
@@ -65,7 +65,7 @@ def test_logout_link_only_in_login_mode(bundle, tmp_path):
 
 def test_guidelines_are_edited_and_shown_as_text(qpr_app):
     tab = qpr_app.guidelines
-    assert guidelines_markdown(qpr_app.ctx.store.guidelines()) == NONE_YET
+    assert guidelines_markdown(qpr_app.ctx.store.review.guidelines()) == NONE_YET
     out = tab.save("Same: <b>one</b> answer fits both.", "How do I renew a passport? | Passport renewal steps?",
                    "Reset my password | Change my email", "lead", None, None)
     assert "Saved by lead" in out[tab.status]
@@ -85,7 +85,7 @@ def test_guidelines_panel_shows_the_stored_guidelines_on_each_load(qpr_app):
     with gr.Blocks() as demo:
         panel = guidelines_panel(qpr_app.ctx)
     assert panel.value == NONE_YET
-    store.set_guidelines("lead", "Same: one answer fits both.")
+    store.review.set_guidelines("lead", "Same: one answer fits both.")
     on_load = [f.fn for f in demo.fns.values() if panel in f.outputs]  # re-run when a page loads
     assert len(on_load) == 1 and "one answer fits both" in on_load[0]()
     # ... of the page's project, read when the page loads (issue 54: they were the demo's everywhere).

@@ -140,6 +140,6 @@ def test_a_bare_project_counts_the_clusters_its_judgments_formed(page, tmp_path)
     page.projects.create(str(path), "questions", "Bare", "", "", "", False, "ann")
     served = page.ctx.model.current().bundle
     for query, candidate in ((1, 2), (6, 7)):
-        page.ctx.store.record("ann", candidate, "same", served.version, query_qid=query)
+        page.ctx.store.judgments.record("ann", candidate, "same", served.version, query_qid=query)
     line = page.projects.poll()[page.projects.active]
     assert "0 clusters (2 of 2+ questions formed by judgments so far)" in line

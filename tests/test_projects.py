@@ -87,18 +87,18 @@ def test_a_new_version_keeps_the_judgments_of_questions_that_still_exist(tmp_pat
     first = make_corpus(n_topics=16, distractors=0)
     slug = projects.create("My FAQ", upload_of(tmp_path, first), "ann")
     v1 = projects.served_bundle(slug)
-    store.register_corpus(v1.version, v1.corpus)
+    store.corpora.register(v1.version, v1.corpus)
     chess, golf = (v1.corpus[v1.corpus["question"] == f"how do i learn {t} ?"]["qid"].iloc[0] for t in ("chess", "guitar"))
-    store.record("ann", int(golf), "same", v1.version, query_qid=int(chess))
+    store.judgments.record("ann", int(golf), "same", v1.version, query_qid=int(chess))
     second = pd.concat([first[first["question"] != "any tips for a beginner in python ?"],
                         pd.DataFrame({"question": ["a brand new question about chess"], "cluster": ["c-chess"]})])
     record = projects.add_version(slug, upload_of(tmp_path, second), "bob")
     v2 = projects.served_bundle(slug)
-    store.register_corpus(v2.version, v2.corpus)
+    store.corpora.register(v2.version, v2.corpus)
     assert (record["kept"], record["new"], record["dropped"]) == (len(first) - 1, 1, 1)
     assert v2.corpus.set_index("question")["qid"].get("how do i learn chess ?") == chess
     assert v2.corpus["qid"].max() == len(first) + 1  # the new question's qid was never used
-    assert len(applicable_judgments(store.judgments(), v2.corpus)) == 1
+    assert len(applicable_judgments(store.judgments.frame(), v2.corpus)) == 1
     assert [v["number"] for v in projects.manifest(slug)["versions"]] == [1, 2]
     store.close()
 
@@ -264,7 +264,7 @@ def test_a_cold_start_project_trains_on_the_clusters_its_annotators_built_and_su
     recorded = 0
     for _, group in served.corpus[~served.corpus["question"].str.contains("number")].groupby(topic):
         for candidate in group["qid"].iloc[1:]:  # annotators say every template means the same as the first
-            store.record("ann", int(candidate), "same", served.version, query_qid=int(group["qid"].iloc[0]))
+            store.judgments.record("ann", int(candidate), "same", served.version, query_qid=int(group["qid"].iloc[0]))
             recorded += 1
     page.projects.start(3, "ann")
     # The app restarts while the worker trains: the new app finds the training on disk.
@@ -275,7 +275,7 @@ def test_a_cold_start_project_trains_on_the_clusters_its_annotators_built_and_su
     shown = restarted.projects.poll()
     assert "is ready" in shown[restarted.projects.status], shown[restarted.projects.status]
     assert restarted.ctx.model.current().bundle.version == served.version  # served model intact until confirmed
-    assert recorded == 120 and len(store.judgments()) == recorded  # no judgment lost
+    assert recorded == 120 and len(store.judgments.frame()) == recorded  # no judgment lost
 
 
 def test_a_model_trained_on_an_older_version_is_never_offered(app_page, tmp_path):

@@ -86,7 +86,7 @@ def test_the_demo_answers_by_bm25_then_serves_the_encoder_trained_in_the_backgro
     served = model.current()
     assert not served.bundle.lexical and served.bundle.corpus.equals(bundle.corpus)
     assert served.default.search(examples[0], 3)
-    swap = store.swaps().iloc[-1]
+    swap = store.swaps.frame().iloc[-1]
     assert (swap["annotator"], swap["bundle_version"], swap["replaced_version"]) == (
         FIRST_TRAINING, served.bundle.version, bundle.version)
     assert start_banking_training(model, store, tmp_path / "cache", SHORT) is None  # nothing left to train
@@ -112,12 +112,12 @@ def test_a_retrained_model_waiting_for_a_decision_is_not_pushed_aside(tiny_bundl
     model = ServedModel(Bundle.lexical_of(tiny_bundle.corpus))
     waiting = model.propose(tiny_bundle, pd.DataFrame())
     store, messages = open_store(f"sqlite:///{tmp_path / 'annotations.db'}", project="demo"), []
-    store.register_corpus(model.current().bundle.version, tiny_bundle.corpus)  # as the app does when it serves it
+    store.corpora.register(model.current().bundle.version, tiny_bundle.corpus)  # as the app does when it serves it
     target = Project("demo", "Demo", model, store, FolderHome(tmp_path / "trained"), built_in=True)
     assert serve_when_trained(target, lambda: tiny_bundle, messages.append) is None
     assert model.current().bundle.lexical and model.candidate() is waiting
     assert Bundle.load(tmp_path / "trained").version == tiny_bundle.version and "waits for a decision" in messages[0]
-    swaps = store.swaps()[["annotator", "bundle_version", "replaced_version"]].values.tolist()
+    swaps = store.swaps.frame()[["annotator", "bundle_version", "replaced_version"]].values.tolist()
     assert swaps == [[FIRST_TRAINING, tiny_bundle.version, model.current().bundle.version]], "what the next start serves"
 
 

@@ -23,8 +23,8 @@ def select(table, row: int = 0) -> gr.SelectData:
 def test_a_tie_is_listed_and_a_reviewer_adjudicates_it(qpr_app):
     store, version = qpr_app.ctx.store, qpr_app.ctx.model.current().bundle.version
     query, candidate = twin_pair(qpr_app)
-    ids = [store.record("alice", candidate, "same", version, query_qid=query),
-           store.record("bob", candidate, "different", version, query_qid=query)]
+    ids = [store.judgments.record("alice", candidate, "same", version, query_qid=query),
+           store.judgments.record("bob", candidate, "different", version, query_qid=query)]
     tab = qpr_app.review
     agreement, items, decided = shown(tab.overview(), tab.agreement, tab.items, tab.decided)
     assert agreement[["annotator_a", "annotator_b"]].values.tolist() == [["alice", "bob"]]
@@ -37,7 +37,7 @@ def test_a_tie_is_listed_and_a_reviewer_adjudicates_it(qpr_app):
     out = tab.decide(picked[tab.item], "", "", "same", "guideline 2", "carol", None, None)
     assert "Recorded **same**" in out[tab.status]
     assert out[tab.items].iloc[0]["adjudicated"] == "same"
-    recorded = store.adjudications()
+    recorded = store.review.adjudications()
     assert recorded[["reviewer", "kind", "item_key", "decision", "note"]].values.tolist() == [
         ["carol", "item", f"qid:{query}:{candidate}", "same", "guideline 2"]]
 
@@ -48,8 +48,8 @@ def test_a_proposed_merge_is_applied_with_its_judgments_one_click_away(qpr_app):
     corpus = qpr_app.ctx.model.current().bundle.corpus
     second = [int(corpus.loc[corpus["cluster"] == c, "qid"].iloc[1]) for c in (TWIN_A, TWIN_B)]
     # Two independent links: evidence for the whole clusters (one link would move one question).
-    judged = [store.record("alice", candidate, "same", version, query_qid=query),
-              store.record("alice", second[1], "same", version, query_qid=second[0])]
+    judged = [store.judgments.record("alice", candidate, "same", version, query_qid=query),
+              store.judgments.record("alice", second[1], "same", version, query_qid=second[0])]
     tab = qpr_app.review
     pairs = tab.overview()[tab.pairs]
     assert pairs["kind"].tolist() == ["merge"]
@@ -58,14 +58,14 @@ def test_a_proposed_merge_is_applied_with_its_judgments_one_click_away(qpr_app):
     assert picked[tab.evidence]["id"].astype(int).tolist() == judged
     out = tab.decide("", picked[tab.cluster_a], picked[tab.cluster_b], "reject", "", "carol", None, None)
     assert out[tab.pairs].iloc[0]["adjudicated"] == "reject"
-    assert store.adjudications()["decision"].tolist() == ["reject"]
+    assert store.review.adjudications()["decision"].tolist() == ["reject"]
 
 
 def test_a_proposed_split_is_listed_and_a_reviewer_keeps_the_member(qpr_app):
     store, corpus = qpr_app.ctx.store, qpr_app.ctx.model.current().bundle.corpus
     version = qpr_app.ctx.model.current().bundle.version
     reference, member = corpus.loc[corpus["cluster"] == TWIN_A, "qid"].iloc[:2].astype(int)
-    judged = store.record("alice", member, "different", version, query_qid=reference)
+    judged = store.judgments.record("alice", member, "different", version, query_qid=reference)
     tab = qpr_app.review
     pairs = tab.overview()[tab.pairs]
     assert pairs[["kind", "cluster_a", "cluster_b"]].values.tolist() == [["split", TWIN_A, f"qid:{member}"]]
@@ -86,7 +86,7 @@ def test_bad_decisions_say_what_to_fix_and_write_nothing(qpr_app, args, message)
         qpr_app.review.decide(*args, "carol", None, None)
     with pytest.warns(UserWarning, match="type your name"):
         qpr_app.review.decide("qid:1:2", "", "", "same", "", "  ", None, None)
-    assert qpr_app.ctx.store.adjudications().empty
+    assert qpr_app.ctx.store.review.adjudications().empty
 
 
 def test_in_login_mode_only_admins_may_review(bundle, tmp_path, monkeypatch):
@@ -96,7 +96,7 @@ def test_in_login_mode_only_admins_may_review(bundle, tmp_path, monkeypatch):
         with pytest.warns(UserWarning, match=r"Only the app.s admins \(QPR_ADMINS\) may review"):
             page.review.decide("qid:1:2", "", "", "same", "", "", gr.Request(username="alice"), None)
         page.review.decide("qid:1:2", "", "", "same", "", "", gr.Request(username="chief"), None)
-        assert store.adjudications()["reviewer"].tolist() == ["chief"]
+        assert store.review.adjudications()["reviewer"].tolist() == ["chief"]
 
 
 def test_in_name_mode_the_page_says_names_are_not_verified(bundle, tmp_path, monkeypatch):
@@ -104,7 +104,7 @@ def test_in_name_mode_the_page_says_names_are_not_verified(bundle, tmp_path, mon
     with open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo") as store:
         page = page_for(bundle, store, "name", tmp_path)
         page.review.decide("qid:1:2", "", "", "same", "", "anyone", None, None)
-        assert store.adjudications()["reviewer"].tolist() == ["anyone"]
+        assert store.review.adjudications()["reviewer"].tolist() == ["anyone"]
         from ui.common import review_note
         assert "not verified" in review_note(page.ctx)
 

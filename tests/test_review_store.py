@@ -13,12 +13,12 @@ from test_annotations_store import VERSION, corpus, store  # noqa: F401  (fixtur
 
 
 def test_adjudications_keep_history_and_show_the_newest_per_target(store):
-    first = store.record_adjudication("rev", "different", item="qid:1:2")
-    store.record_adjudication("rev", "apply", cluster_a="b", cluster_b="a", note="checked")
-    latest = store.record_adjudication("boss", "same", item="qid:1:2")
-    everything = store.adjudications(current_only=False)
+    first = store.review.adjudicate("rev", "different", item="qid:1:2")
+    store.review.adjudicate("rev", "apply", cluster_a="b", cluster_b="a", note="checked")
+    latest = store.review.adjudicate("boss", "same", item="qid:1:2")
+    everything = store.review.adjudications(current_only=False)
     assert list(everything["id"])[0] == first and len(everything) == 3
-    current = store.adjudications()
+    current = store.review.adjudications()
     item = current[current["kind"] == "item"]
     assert list(item["id"]) == [latest] and item.iloc[0]["decision"] == "same" and item.iloc[0]["reviewer"] == "boss"
     pair = current[current["kind"] == "cluster_pair"].iloc[0]
@@ -33,30 +33,30 @@ def test_adjudications_keep_history_and_show_the_newest_per_target(store):
 ])
 def test_bad_adjudications_are_refused_and_write_nothing(store, kwargs, message):
     with pytest.raises(AnnotationError, match=message):
-        store.record_adjudication("rev", **kwargs)
-    assert store.adjudications(current_only=False).empty
+        store.review.adjudicate("rev", **kwargs)
+    assert store.review.adjudications(current_only=False).empty
 
 
 def test_comments_attach_to_own_judgments_only(store):
-    mine = store.record("ann", 2, "same", VERSION, query_qid=1)
-    store.comment("ann", mine, "first thought")
-    store.comment("ann", mine, "  on reflection: same topic  ")
-    assert store.comments().to_dict() == {mine: "on reflection: same topic"}
+    mine = store.judgments.record("ann", 2, "same", VERSION, query_qid=1)
+    store.review.comment("ann", mine, "first thought")
+    store.review.comment("ann", mine, "  on reflection: same topic  ")
+    assert store.review.comments().to_dict() == {mine: "on reflection: same topic"}
     with pytest.raises(AnnotationError, match="not one of other's judgments"):
-        store.comment("other", mine, "not mine")
+        store.review.comment("other", mine, "not mine")
     with pytest.raises(AnnotationError, match="comment is empty"):
-        store.comment("ann", mine, "   ")
+        store.review.comment("ann", mine, "   ")
 
 
 def test_guidelines_newest_version_is_in_force(store):
-    assert store.guidelines() is None
-    store.set_guidelines("lead", "Same: one answer fits both.", "a | a'", "a | b")
-    store.set_guidelines("lead2", "Same: the same answer fits both.", "x | x'")
-    shown = store.guidelines()
+    assert store.review.guidelines() is None
+    store.review.set_guidelines("lead", "Same: one answer fits both.", "a | a'", "a | b")
+    store.review.set_guidelines("lead2", "Same: the same answer fits both.", "x | x'")
+    shown = store.review.guidelines()
     assert (shown["text"], shown["same_examples"], shown["different_examples"], shown["editor"]) == (
         "Same: the same answer fits both.", "x | x'", "", "lead2")
     with pytest.raises(AnnotationError, match="guidelines are empty"):
-        store.set_guidelines("lead", "  ")
+        store.review.set_guidelines("lead", "  ")
 
 
 def queue_of(pairs):
@@ -66,16 +66,16 @@ def queue_of(pairs):
 
 def test_overlap_leaves_out_items_labelled_by_enough_others_in_either_order(store):
     queue = queue_of([(1, 2), (1, 3), (1, 4)])
-    store.record("alice", 1, "same", VERSION, query_qid=2)  # the pair (1, 2), judged the other way round
-    store.record("bob", 3, "different", VERSION, query_qid=1)
+    store.judgments.record("alice", 1, "same", VERSION, query_qid=2)  # the pair (1, 2), judged the other way round
+    store.judgments.record("bob", 3, "different", VERSION, query_qid=1)
     assert set(assign(store, queue, "carol", overlap=2)["candidate_qid"]) == {2, 3, 4}
     assert set(assign(store, queue, "carol", overlap=1)["candidate_qid"]) == {4}
     assert set(assign(store, queue, "alice", overlap=1)["candidate_qid"]) == {2, 4}  # own labels never hide an item
 
 
 def test_overlap_one_gives_two_fresh_annotators_different_first_items(store):
-    store.record("alice", 10, "unsure", VERSION, query_qid=11)
-    store.record("bob", 12, "unsure", VERSION, query_qid=13)
+    store.judgments.record("alice", 10, "unsure", VERSION, query_qid=11)
+    store.judgments.record("bob", 12, "unsure", VERSION, query_qid=13)
     queue = queue_of([(1, c) for c in range(2, 9)])
     firsts = {who: assign(store, queue, who, overlap=1) for who in ("alice", "bob")}
     # every item stays available to both (nothing is judged yet), but each gets its own share first

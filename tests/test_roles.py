@@ -30,19 +30,19 @@ def login(name: str) -> SimpleNamespace:
 
 def test_roles_are_one_per_person_and_project_and_constrained(db_url):
     with open_store(db_url, project="demo") as store:
-        store.grant("faq", "Ann", "owner", "Ann")
-        store.grant("faq", "bob", "annotator", "ann")
-        store.grant("faq", "BOB", "reviewer", "ann")  # a new grant replaces the old role
-        store.grant("other", "bob", "owner", "bob")
-        assert store.role("faq", "bob") == "reviewer" and store.role("faq", "carol") is None
-        assert store.roles("faq")[["annotator", "role", "granted_by"]].values.tolist() == [
+        store.roles.grant("faq", "Ann", "owner", "Ann")
+        store.roles.grant("faq", "bob", "annotator", "ann")
+        store.roles.grant("faq", "BOB", "reviewer", "ann")  # a new grant replaces the old role
+        store.roles.grant("other", "bob", "owner", "bob")
+        assert store.roles.role_of("faq", "bob") == "reviewer" and store.roles.role_of("faq", "carol") is None
+        assert store.roles.frame("faq")[["annotator", "role", "granted_by"]].values.tolist() == [
             ["Ann", "owner", "Ann"], ["bob", "reviewer", "Ann"]]
         with pytest.raises(AnnotationError, match="unknown role 'boss'"):
-            store.grant("faq", "bob", "boss", "ann")
+            store.roles.grant("faq", "bob", "boss", "ann")
         with pytest.raises(IntegrityError), store.engine.begin() as connection:  # the database refuses it too
             connection.execute(insert(ProjectRole).values(project="faq", annotator_id=1, role="boss", granted_by=1))
-        store.record_action("faq", "ann", "owner", "train this project's model")
-        assert store.actions("faq")[["annotator", "role", "action"]].values.tolist() == [
+        store.roles.record_action("faq", "ann", "owner", "train this project's model")
+        assert store.roles.actions("faq")[["annotator", "role", "action"]].values.tolist() == [
             ["Ann", "owner", "train this project's model"]]
 
 
@@ -61,7 +61,7 @@ def logins(bundle, tmp_path):
 
 def test_each_right_needs_its_role_in_the_page_s_project_and_is_recorded(logins):
     ctx, store = logins.ctx, logins.ctx.store
-    assert ctx.project == "faq" and store.role("faq", "ann") == "owner"  # the creator owns it
+    assert ctx.project == "faq" and store.roles.role_of("faq", "ann") == "owner"  # the creator owns it
     with pytest.raises(QPRError, match="To record judgments in project 'FAQ' you need the role owner or reviewer or "
                                        "annotator there; you have no role. Ask its owner \\(ann\\)"):
         ctx.annotator(None, login("bob"))
@@ -79,7 +79,7 @@ def test_each_right_needs_its_role_in_the_page_s_project_and_is_recorded(logins)
     with pytest.raises(QPRError, match="To use or discard a trained model in project 'FAQ' you need the role owner"):
         ctx.replacer(None, login("carol"))  # ... but does not swap the model
     assert ctx.replacer(None, login("ann")) == "ann" and ctx.replacer(None, login("root")) == "root"  # owner, admin
-    actions = store.actions("faq")
+    actions = store.roles.actions("faq")
     assert actions[["annotator", "role", "action"]].values.tolist() == [
         ["ann", "owner", "grant roles"], ["ann", "owner", "grant roles"], ["carol", "reviewer", "change the served clusters"],
         ["ann", "owner", "use or discard a trained model"],
@@ -105,7 +105,7 @@ def test_only_an_owner_uploads_a_new_version_and_the_upload_is_recorded(logins, 
     assert ctx.model.current().bundle.version == before
     logins.projects.new_version(str(path), "clusters", "", "", "", False, None, login("ann"))
     assert ctx.model.current().bundle.version != before
-    assert store.actions("faq")[["annotator", "role", "action"]].values.tolist()[-1] == [
+    assert store.roles.actions("faq")[["annotator", "role", "action"]].values.tolist()[-1] == [
         "ann", "owner", "upload a new version of this project"]
 
 
@@ -132,10 +132,10 @@ def test_each_judgment_records_the_role_it_was_made_under(logins):
         logins.clusters.mark("different", cluster, qid, None, login(who))
     with pytest.warns(UserWarning, match="To record judgments in project 'FAQ'"):
         logins.clusters.mark("same", cluster, qid, None, login("dave"))  # no role: refused, nothing recorded
-    assert store.judgments()[["annotator", "role"]].values.tolist() == [["bob", "annotator"], ["ann", "owner"],
+    assert store.judgments.frame()[["annotator", "role"]].values.tolist() == [["bob", "annotator"], ["ann", "owner"],
                                                                         ["root", "admin"]]
     with pytest.raises(AnnotationError, match="role must be one of"):
-        store.record("bob", int(qid), "same", ctx.model.current().bundle.version, query_qid=int(qid) + 1, role="boss")
+        store.judgments.record("bob", int(qid), "same", ctx.model.current().bundle.version, query_qid=int(qid) + 1, role="boss")
     with pytest.raises(IntegrityError), store.engine.begin() as connection:  # the database refuses it too
         connection.execute(update(Judgment).values(role="boss"))
 
@@ -145,12 +145,12 @@ def test_name_mode_is_one_team_with_no_roles(bundle, tmp_path):
     page = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path))
     page.build()
     assert page.ctx.privileged("train this project's model", "anyone") == "anyone"
-    assert store.actions(DEMO).empty  # nothing recorded about roles
+    assert store.roles.actions(DEMO).empty  # nothing recorded about roles
     assert "one team shares every project" in page.team.show()[page.team.note]
     assert "one team shares every project" in page.ctx.whoami("ann", None, None)
     cluster, qid = a_member_to_mark(page.ctx)
     page.clusters.mark("different", cluster, qid, "anyone")
-    assert store.judgments()["role"].isna().all()  # typed names carry no role
+    assert store.judgments.frame()["role"].isna().all()  # typed names carry no role
     store.close()
 
 
@@ -165,17 +165,17 @@ def test_a_project_with_no_owner_is_owned_by_its_creator_once_logins_begin(bundl
     typed = AppContext(ServedModel(bundle), store, "name", cache=tmp_path)
     upload = read_upload(path, "clusters")
     faq, owned, managed = (typed.projects.create(name, upload, "ann") for name in ("FAQ", "Owned", "Managed"))
-    store.grant(owned, "carol", "owner", "carol")
-    store.grant(managed, "ann", "reviewer", "carol")  # an owner who stepped down, say
+    store.roles.grant(owned, "carol", "owner", "carol")
+    store.roles.grant(managed, "ann", "reviewer", "carol")  # an owner who stepped down, say
     typed.open(faq)
-    assert store.roles(faq).empty, "name mode grants no role"
+    assert store.roles.frame(faq).empty, "name mode grants no role"
     ctx = AppContext(ServedModel(bundle), store, "auth", cache=tmp_path)
     for slug, who in ((faq, "ann"), (owned, "carol"), (managed, "ann")):
         ctx.open(slug, login(who))
-    assert store.roles(faq)[["annotator", "role"]].values.tolist() == [["ann", "owner"]]
-    assert store.actions(faq)[["annotator", "role", "action"]].values.tolist() == [["ann", "owner", ADOPTED]]
-    assert store.roles(owned)[["annotator", "role"]].values.tolist() == [["carol", "owner"]] and store.actions(owned).empty
-    assert store.roles(managed)[["annotator", "role"]].values.tolist() == [["ann", "reviewer"]]
+    assert store.roles.frame(faq)[["annotator", "role"]].values.tolist() == [["ann", "owner"]]
+    assert store.roles.actions(faq)[["annotator", "role", "action"]].values.tolist() == [["ann", "owner", ADOPTED]]
+    assert store.roles.frame(owned)[["annotator", "role"]].values.tolist() == [["carol", "owner"]] and store.roles.actions(owned).empty
+    assert store.roles.frame(managed)[["annotator", "role"]].values.tolist() == [["ann", "reviewer"]]
     ctx.open(faq, login("ann"))
     assert ctx.privileged("train this project's model", None, login("ann")) == "ann"
     with pytest.raises(QPRError, match="you need the role owner"):

@@ -50,10 +50,10 @@ def export(tmp_path):
     corpus = make_corpus()
     heads = corpus[(corpus["split"] == "train") & corpus["cluster"].notna()].groupby("cluster", sort=True)["qid"].first().tolist()
     with open_store(f"sqlite:///{tmp_path / 'annotations.db'}", project="demo") as store:
-        store.register_corpus(VERSION, corpus)
+        store.corpora.register(VERSION, corpus)
         for a, b in zip(heads[:4], heads[1:5]):
-            store.record("ann", b, "different", VERSION, query_qid=a)
-        store.record("ann", heads[7], "same", VERSION, query_qid=heads[6])
+            store.judgments.record("ann", b, "different", VERSION, query_qid=a)
+        store.judgments.record("ann", heads[7], "same", VERSION, query_qid=heads[6])
         return export_corrected(store, corpus, VERSION, "parquet", folder=tmp_path / "exports")
 
 

@@ -44,8 +44,8 @@ def judge_twins(store, bundle: Bundle) -> list[int]:
     corpus = bundle.corpus
     for row in (0, 1):
         first, second = (int(corpus.loc[corpus["cluster"] == cluster, "qid"].iloc[row]) for cluster in TWINS)
-        store.record("ann", second, "same", bundle.version, query_qid=first)
-    return sorted(store.judgments()["id"].tolist())
+        store.judgments.record("ann", second, "same", bundle.version, query_qid=first)
+    return sorted(store.judgments.frame()["id"].tolist())
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,7 @@ def retrained(tiny_bundle, tmp_path_factory):
     model = ServedModel(tiny_bundle)
     stages, epochs = [], []
     with open_store(f"sqlite:///{folder / 'a.db'}", project="demo") as store:
-        store.register_corpus(tiny_bundle.version, tiny_bundle.corpus)
+        store.corpora.register(tiny_bundle.version, tiny_bundle.corpus)
         judged = judge_twins(store, tiny_bundle)
         proposal = retraining.retrain(model, store, folder / "exports", 1, epochs.append, stages.append)
     return {"model": model, "proposal": proposal, "stages": stages, "epochs": epochs, "judged": judged,
@@ -68,7 +68,7 @@ def target(tiny_bundle, retrained, scratch_dir, tmp_path):
     """A deployment serving the tiny bundle with the retrained model waiting; ``remembered``
     lists what ``remember`` was called with."""
     store = open_store(f"sqlite:///{scratch_dir / 'a.db'}", project="demo")
-    store.register_corpus(tiny_bundle.version, tiny_bundle.corpus)
+    store.corpora.register(tiny_bundle.version, tiny_bundle.corpus)
     model = ServedModel(tiny_bundle)
     candidate = retrained["proposal"].candidate
     model.propose(candidate.served.bundle, candidate.comparison)
@@ -81,7 +81,7 @@ def target(tiny_bundle, retrained, scratch_dir, tmp_path):
 
 def test_an_export_is_handed_over_in_memory_as_written(tiny_bundle, scratch_dir, tmp_path):
     with open_store(f"sqlite:///{scratch_dir / 'e.db'}", project="demo") as store:
-        store.register_corpus(tiny_bundle.version, tiny_bundle.corpus)
+        store.corpora.register(tiny_bundle.version, tiny_bundle.corpus)
         judged = judge_twins(store, tiny_bundle)
         done = retraining.export_corrected(store, tiny_bundle.corpus, tiny_bundle.version, "csv", folder=tmp_path / "exports")
     assert done.path.parent == tmp_path / "exports" and done.path.name.startswith("corrected-")
@@ -118,10 +118,10 @@ def test_retrain_trains_on_the_judged_pairs_and_lists_the_queries_it_changed(tin
 
     monkeypatch.setattr(question_encoder, "train", recording_train)
     with open_store(f"sqlite:///{scratch_dir / 'j.db'}", project="demo") as store:
-        store.register_corpus(tiny_bundle.version, tiny_bundle.corpus)
+        store.corpora.register(tiny_bundle.version, tiny_bundle.corpus)
         corpus = tiny_bundle.corpus
         first, second = (int(corpus.loc[corpus["cluster"] == cluster, "qid"].iloc[0]) for cluster in TWINS)
-        store.record("ann", second, "different", tiny_bundle.version, query_qid=first)
+        store.judgments.record("ann", second, "different", tiny_bundle.version, query_qid=first)
         proposal = retraining.retrain(ServedModel(tiny_bundle), store, tmp_path / "exports", 1)
     # The judged pair reaches the training as the export wrote it ("different": is_duplicate 0).
     assert len(seen) == 1 and seen[0] is proposal.export.pairs
@@ -142,7 +142,7 @@ def test_confirm_serves_records_and_remembers_the_candidate(tiny_bundle, target)
     done = retraining.confirm(deployment, "Carol")
     assert deployment.model.current().bundle is new and deployment.model.candidate() is None
     assert done.bundle is new and done.replaced == tiny_bundle.version and Bundle.load(done.path).version == new.version
-    swaps = deployment.store.swaps()
+    swaps = deployment.store.swaps.frame()
     assert swaps[["annotator", "bundle_version", "replaced_version"]].values.tolist() == [["Carol", new.version,
                                                                                           tiny_bundle.version]]
     assert swaps.iloc[0]["judgment_ids"] == new.manifest.labels["judgment_ids"]
@@ -154,7 +154,7 @@ def test_confirm_serves_records_and_remembers_the_candidate(tiny_bundle, target)
 def test_a_record_that_fails_once_is_retried(target, monkeypatch):
     deployment, remembered = target
     monkeypatch.setattr(retraining, "RETRY_PAUSE_S", 0.0)
-    real, calls = deployment.store.record_swap, []
+    real, calls = deployment.store.swaps.record, []
 
     def flaky(*args):
         calls.append(args)
@@ -162,9 +162,9 @@ def test_a_record_that_fails_once_is_retried(target, monkeypatch):
             raise OperationalError("INSERT", {}, Exception("database is locked"))
         return real(*args)
 
-    monkeypatch.setattr(deployment.store, "record_swap", flaky)
+    monkeypatch.setattr(deployment.store.swaps, "record", flaky)
     done = retraining.confirm(deployment, "Carol")
-    assert len(calls) == 2 and len(deployment.store.swaps()) == 1 and len(remembered) == 1
+    assert len(calls) == 2 and len(deployment.store.swaps.frame()) == 1 and len(remembered) == 1
     assert deployment.model.current().bundle is done.bundle
 
 
@@ -177,7 +177,7 @@ def test_a_record_that_keeps_failing_takes_the_swap_back(tiny_bundle, target, mo
         calls.append(args)
         raise OperationalError("INSERT", {}, Exception("disk I/O error"))
 
-    monkeypatch.setattr(deployment.store, "record_swap", broken)
+    monkeypatch.setattr(deployment.store.swaps, "record", broken)
     with pytest.raises(QPRError, match="could not be recorded \\(.*disk I/O error.*\\), so it was taken back"):
         retraining.confirm(deployment, "Carol")
     assert len(calls) == retraining.ATTEMPTS
@@ -186,7 +186,7 @@ def test_a_record_that_keeps_failing_takes_the_swap_back(tiny_bundle, target, mo
     assert deployment.model.last_swap() is None and remembered == []
     monkeypatch.undo()  # the database is back: confirming again works
     retraining.confirm(deployment, "Carol")
-    assert deployment.model.current().bundle is candidate.served.bundle and len(deployment.store.swaps()) == 1
+    assert deployment.model.current().bundle is candidate.served.bundle and len(deployment.store.swaps.frame()) == 1
 
 
 def test_a_bug_in_a_step_after_the_swap_takes_it_back_and_keeps_its_traceback(tiny_bundle, target, monkeypatch):
@@ -197,7 +197,7 @@ def test_a_bug_in_a_step_after_the_swap_takes_it_back_and_keeps_its_traceback(ti
         calls.append(args)
         raise TypeError("a bug")
 
-    monkeypatch.setattr(deployment.store, "record_swap", buggy)
+    monkeypatch.setattr(deployment.store.swaps, "record", buggy)
     with pytest.raises(TypeError, match="a bug"):
         retraining.confirm(deployment, "Carol")
     assert len(calls) == 1, "a bug is not retried"
@@ -216,7 +216,7 @@ def test_a_remember_that_keeps_failing_takes_the_swap_back_and_records_that(tiny
     with pytest.raises(QPRError, match="could not be remembered for a restart .*No space left"):
         retraining.confirm(replace(deployment, home=Home(deployment.home.save, full)), "Carol")
     assert deployment.model.current().bundle is tiny_bundle and deployment.model.candidate() is candidate
-    swaps = deployment.store.swaps()[["bundle_version", "replaced_version"]].values.tolist()
+    swaps = deployment.store.swaps.frame()[["bundle_version", "replaced_version"]].values.tolist()
     assert swaps == [[new.version, tiny_bundle.version], [tiny_bundle.version, new.version]], "the record says what is served"
 
 
@@ -264,7 +264,7 @@ def test_training_needs_clusters_to_hold_out(tiny_bundle, scratch_dir, tmp_path)
     lexical = Bundle.lexical_of(bare)
     job = TrainingJob(tmp_path / "training")
     with open_store(f"sqlite:///{scratch_dir / 't.db'}", project="demo") as store:
-        store.register_corpus(lexical.version, lexical.corpus)
+        store.corpora.register(lexical.version, lexical.corpus)
         with pytest.raises(QPRError, match="Only 0 cluster\\(s\\) of 2 or more questions so far"):
             retraining.start_training(ServedModel(lexical), store, job, tmp_path / "exports", None, None, None, "ann")
     assert job.status()["state"] == "none", "no worker started"
@@ -279,7 +279,7 @@ def retrain_cli(tiny_bundle, scratch_dir, tmp_path):
     and ``main`` run with ``retrain`` and these: returns (argv prefix, db URL, judgment ids)."""
     url = f"sqlite:///{scratch_dir / 'cli.db'}"
     with open_store(url, project="demo") as store:
-        store.register_corpus(tiny_bundle.version, tiny_bundle.corpus)
+        store.corpora.register(tiny_bundle.version, tiny_bundle.corpus)
         judged = judge_twins(store, tiny_bundle)
     folder = tiny_bundle.save(tmp_path / "bundle")
     return ["retrain", "--db", url, "--bundle", str(folder), "--epochs", "1", "--quiet"], url, judged
@@ -296,7 +296,7 @@ def test_cli_retrain_compares_and_changes_nothing_without_confirm(tiny_bundle, r
     (export,) = (tmp_path / "bundles" / "exports").glob("corrected-*[0-9]Z.parquet")  # the export, beside --out
     assert str(export) in shown and manifest_path(export).is_file()
     with open_store(url, project="demo") as store:
-        assert store.swaps().empty
+        assert store.swaps.frame().empty
 
 
 def test_cli_retrain_with_confirm_saves_the_bundle_and_records_the_swap(tiny_bundle, retrain_cli, tmp_path, capsys):
@@ -310,7 +310,7 @@ def test_cli_retrain_with_confirm_saves_the_bundle_and_records_the_swap(tiny_bun
     assert new.manifest.labels["export_file"].startswith(str((tmp_path / "ex").resolve()))
     assert new.manifest.labels["export_file"].endswith(".csv")
     with open_store(url, project="demo") as store:
-        swaps = store.swaps()
+        swaps = store.swaps.frame()
     assert swaps[["annotator", "bundle_version", "replaced_version"]].values.tolist() == [["Carol", new.version,
                                                                                           tiny_bundle.version]]
     assert swaps.iloc[0]["judgment_ids"] == judged
@@ -324,7 +324,7 @@ def test_cli_retrain_refuses_bad_input_in_one_line(tiny_bundle, retrain_cli, scr
                                train_info=tiny_bundle.manifest.training)
     bundle, few_url = few_bundle.save(tmp_path / "few"), f"sqlite:///{scratch_dir / 'few.db'}"
     with open_store(few_url, project="demo") as store:  # its own: the version may be the tiny bundle's (same weights, same second)
-        store.register_corpus(few_bundle.version, few)
+        store.corpora.register(few_bundle.version, few)
     (tmp_path / "notes.txt").write_text("mine")
     cases = [
         ([*argv, "--db", f"sqlite:///{scratch_dir / 'empty.db'}"], "is not registered in project 'demo'"),
@@ -340,7 +340,7 @@ def test_cli_retrain_refuses_bad_input_in_one_line(tiny_bundle, retrain_cli, scr
     assert "is an existing file, not a bundle" in capsys.readouterr().err
     assert not (tmp_path / "out").exists() and (tmp_path / "notes.txt").read_text() == "mine"
     with open_store(url, project="demo") as store:
-        assert store.swaps().empty
+        assert store.swaps.frame().empty
 
 
 class RunningJob:
@@ -365,11 +365,11 @@ def test_a_new_version_is_refused_before_its_file_is_read(tmp_path, slug, traini
 def test_corrections_are_recorded_then_served_and_a_restart_serves_them_again(tiny_bundle, tmp_path):
     model = ServedModel(tiny_bundle)
     with open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo") as store:
-        store.register_corpus(tiny_bundle.version, tiny_bundle.corpus)
+        store.corpora.register(tiny_bundle.version, tiny_bundle.corpus)
         judge_twins(store, tiny_bundle)
         serve_corrections(model, store, "ann")
         served = model.current()
-        assert served.labels_version == 1 and store.labels(tiny_bundle.version)[0] == 1
+        assert served.labels_version == 1 and store.labels.corpus(tiny_bundle.version)[0] == 1
         merged = served.labels.set_index("qid")["cluster"]
         twins = tiny_bundle.corpus[tiny_bundle.corpus["cluster"].isin(TWINS)]["qid"]
         assert merged.loc[twins].nunique() == 1, "the twin clusters are served as one"

@@ -100,7 +100,7 @@ class ProjectAccess:
             role = project_roles.role_for(self.database, self.admins, project, self.project_name(project), who, roles,
                                           action, self.projects.built_in(project))
             if record:
-                self.database.record_action(project, who, role, action)
+                self.database.roles.record_action(project, who, role, action)
         return who
 
     def role_of(self, who: str) -> str | None:

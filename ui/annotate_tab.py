@@ -162,7 +162,7 @@ class AnnotateTab:
         row = session.current() if session else None
         if row is None:
             raise QPRError("Nothing to judge: pick a cluster or check a query first.")
-        judgment = self.ctx.store.record(
+        judgment = self.ctx.store.judgments.record(
             who, int(row["candidate_qid"]), label, session.version,
             query_qid=None if pd.isna(row["query_qid"]) else int(row["query_qid"]),
             query_text=None if pd.isna(row["query_text"]) else str(row["query_text"]),
@@ -188,7 +188,7 @@ class AnnotateTab:
         """Withdraw this page's last judgment still in force (a bounded number back), name it, return to it."""
         who = self.ctx.annotator(name, request, profile)
         session = session or AnnotateSession()
-        withdrawn = self.ctx.store.undo_last(who, among=[judgment for judgment, _ in session.judged])
+        withdrawn = self.ctx.store.judgments.undo_last(who, among=[judgment for judgment, _ in session.judged])
         if withdrawn is None:
             message = (f"Nothing to undo on this page: undo reaches the last {UNDO_STEPS} judgments made on this page and "
                        "still in force (a reload starts a new page). Re-judge older ones on the My work tab.")
@@ -224,7 +224,7 @@ class AnnotateTab:
         }
 
     def _progress(self, session: AnnotateSession, who: str) -> str:
-        progress = self.ctx.store.progress(who)  # the store is the page's project's
+        progress = self.ctx.store.judgments.progress(who)  # the store is the page's project's
         counts = f"Judged today: **{progress['today']}** · left in this queue: **{session.left}** · labelled in total: **{progress['total']}**"
         if session.group is not None:
             return f"{building_note(self.ctx.store, self.ctx.model.current())} · {counts}"

@@ -86,7 +86,7 @@ class AppContext(ProjectAccess, ServedProjects):
     def whoami(self, name: str | None, request: gr.Request | None, profile: gr.OAuthProfile | None) -> str:
         """The page header's line about who is annotating (``name``: the 'Your name' box)."""
         try:
-            who = self.database.display_name(identify(self.identity, name, request, profile, "annotate"))  # as first written
+            who = self.database.judgments.display_name(identify(self.identity, name, request, profile, "annotate"))  # as first written
         except QPRError:
             return NAME_PROMPT if self.identity == "name" else "Not signed in: you can search, but sign in to annotate."
         if self.identity == "name":

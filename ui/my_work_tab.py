@@ -1,5 +1,5 @@
 """The My work tab: the annotator's own judgments (history included) with a text search, a
-re-judgment of any one (``store.record``: the earlier label stays as history), a comment per
+re-judgment of any one (``store.judgments.record``: the earlier label stays as history), a comment per
 judgment, and a logout link in login mode (Gradio's ``/logout`` route)."""
 
 from __future__ import annotations
@@ -48,12 +48,12 @@ class MyWorkTab:
         save.click(self.save_comment, [self.judgment, self.comment, *listing], [self.status, self.table])
 
     def _mine(self, who: str, search: str, history: bool) -> pd.DataFrame:
-        judged = self.ctx.store.judgments(annotator=who, current_only=not history)
+        judged = self.ctx.store.judgments.frame(annotator=who, current_only=not history)
         judged = judged.assign(
             query=judged["query_question"].fillna(judged["query_text"]), candidate=judged["candidate_question"],
             status=["current" if c else "undone" if pd.notna(w) else "superseded"
                     for c, w in zip(judged["is_current"], judged["withdrawn_at"])],
-            comment=judged["id"].map(self.ctx.store.comments()),
+            comment=judged["id"].map(self.ctx.store.review.comments()),
             created_at=judged["created_at"].map(when),
         )
         words = (search or "").strip().casefold()
@@ -82,7 +82,7 @@ class MyWorkTab:
             judgment_id = int(str(judgment).strip())
         except ValueError:
             raise QPRError("Type a judgment id, or click a row of your judgments.") from None
-        rows = self.ctx.store.judgments(annotator=who, current_only=False, ids=[judgment_id])
+        rows = self.ctx.store.judgments.frame(annotator=who, current_only=False, ids=[judgment_id])
         if rows.empty:
             raise QPRError(f"Judgment {judgment_id} is not one of yours; click a row of your judgments.")
         return rows.iloc[0]
@@ -96,7 +96,7 @@ class MyWorkTab:
         if label not in LABELS:
             raise QPRError(f"Choose the new label: {', '.join(LABELS)}.")
         query_qid = None if pd.isna(old["query_qid"]) else int(old["query_qid"])
-        new_id = self.ctx.store.record(who, int(old["candidate_qid"]), label, old["bundle_version"], query_qid=query_qid,
+        new_id = self.ctx.store.judgments.record(who, int(old["candidate_qid"]), label, old["bundle_version"], query_qid=query_qid,
                                        query_text=None if query_qid is not None else old["query_text"],
                                        rank=None if pd.isna(old["rank"]) else int(old["rank"]),
                                        distance=None if pd.isna(old["distance"]) else float(old["distance"]),
@@ -110,5 +110,5 @@ class MyWorkTab:
         """Attach ``comment`` to one of my judgments."""
         who = self.ctx.annotator(name, request, profile)
         old = self._own(who, judgment)
-        self.ctx.store.comment(who, int(old["id"]), comment)
+        self.ctx.store.review.comment(who, int(old["id"]), comment)
         return {self.status: f"Comment saved on judgment {old['id']}.", self.table: self._mine(who, search, history)}

@@ -150,7 +150,7 @@ class RetrainTab:
         ``QPR_BUNDLE`` names another."""
         who = self.ctx.replacer(name, request, profile)
         done = retraining.confirm(self.ctx.current(), who)
-        note = (f"Now serving **{plain(done.bundle.version)}** (put in service by {plain(self.ctx.store.display_name(who))}), "
+        note = (f"Now serving **{plain(done.bundle.version)}** (put in service by {plain(self.ctx.store.judgments.display_name(who))}), "
                 f"saved in **{plain(done.path)}**; the app serves it again after a restart (unless QPR_BUNDLE names another "
                 "bundle).")
         return self._decided(note) | {self.comparison: text_table(done.comparison.round(3))}

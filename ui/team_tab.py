@@ -45,13 +45,13 @@ class TeamTab:
         if self.ctx.identity == "name":
             return {self.note: f"**Name mode** (no QPR_AUTH): {NAME_MODE}."}
         project = self.ctx.project
-        actions = self.ctx.store.actions(project).iloc[::-1].head(SHOWN_ACTIONS)
+        actions = self.ctx.store.roles.actions(project).iloc[::-1].head(SHOWN_ACTIONS)
         note = (f"Roles in **{plain(self.ctx.project_name(project))}**: an **owner** uploads versions, trains, uses or "
                 "discards a model and grants roles; a **reviewer** reviews and applies corrections; an **annotator** judges. "
                 "The app's admins (QPR_ADMINS) may do everything.")
         if self.ctx.projects.built_in(project):
             note += " The demo project has no roles: its rights are the admins', or everyone's when there are none."
-        roles = self.ctx.store.roles(project)
+        roles = self.ctx.store.roles.frame(project)
         return {self.note: note, self.roles: text_table(roles.assign(granted_at=roles["granted_at"].map(when))),
                 self.actions: text_table(actions.assign(created_at=actions["created_at"].map(when)), ACTION_COLUMNS)}
 
@@ -65,5 +65,5 @@ class TeamTab:
         who = self.ctx.privileged("grant roles", name, request, profile)
         if not (person or "").strip():
             raise QPRError("Type the login name of the person to give the role to.")
-        self.ctx.store.grant(self.ctx.project, person, role, who)
+        self.ctx.store.roles.grant(self.ctx.project, person, role, who)
         return self.show()

@@ -68,7 +68,7 @@ def task_queue(store: AnnotationStore, served: Served, who: str, tasks: CorpusTa
     (``group_queue``)."""
     if needs_clusters(served.bundle.corpus):
         return group_queue(store, served, who)
-    task, mine = tasks.of(served, size), store.judgments(annotator=who)
+    task, mine = tasks.of(served, size), store.judgments.frame(annotator=who)
     left = remaining(task, mine)
     message = f"{len(left)} pair(s) of the task left for you." if len(left) else "You have judged every pair of the task."
     return Queue(left, message, task=True, task_size=len(task), task_done=len(task) - len(left), pace=pace_seconds(mine))

@@ -39,7 +39,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.push:
         hub_export.check_repo(args.push)  # before anything is exported
     with open_store(args.db, project=args.project) as store:
-        version, corpus = store.corpus(args.bundle_version)
+        version, corpus = store.corpora.snapshot(args.bundle_version)
         done = retraining.export_corrected(store, corpus, version, args.format, out=args.out)
     out, manifest = done.path, done.manifest
     print(f"{out}: {manifest['questions']} questions, {manifest['clusters_before']} -> {manifest['clusters_after']} "
@@ -85,11 +85,11 @@ def cmd_retrain(args: argparse.Namespace) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     with open_store(args.db, project=args.project) as store:
-        every = store.judgments(current_only=False)
+        every = store.judgments.frame(current_only=False)
         summary = {
-            "bundle_versions": store.bundle_versions()["version"].tolist(),
+            "bundle_versions": store.corpora.versions()["version"].tolist(),
             "judgments": {"recorded": len(every), "current": int(every["is_current"].sum())},
-            "annotators": {name: store.progress(name) for name in store.annotators()},
+            "annotators": {name: store.judgments.progress(name) for name in store.judgments.annotators()},
             "agreement": agreement(store).to_dict("records"),
         }
     print(json.dumps(summary, indent=2))

@@ -44,7 +44,7 @@ def cluster_facts(served: Served, store: AnnotationStore, cluster: str) -> Clust
     cluster, members = cluster_members(store, served, cluster)
     rep = representative(served, members)
     inside = set(members["qid"])
-    judged = store.judgments()
+    judged = store.judgments.frame()
     labels = labels_against(judged, inside)
     judged = judged[judged["query_qid"].isin(inside) | judged["candidate_qid"].isin(inside)]
     judged = judged.assign(query=judged["query_question"].fillna(judged["query_text"])).rename(

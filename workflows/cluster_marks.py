@@ -72,13 +72,13 @@ def mark(store: AnnotationStore, served: Served, who: str, cluster: str, selecte
     rep = representative(served, members)
     if qid == rep:
         raise QPRError(f"Question {qid} is the representative the others are judged against; mark another one.")
-    version, name = served.bundle.version, store.display_name(who)
+    version, name = served.bundle.version, store.judgments.display_name(who)
     leaving = _leaving(served, members, qid) if label == "same" else None
-    store.record(who, qid, label, version, query_qid=rep, role=role)
+    store.judgments.record(who, qid, label, version, query_qid=rep, role=role)
     said = f"Recorded: question {qid} {MARKS[label]} {cluster} (against representative {rep})"
     if leaving is not None:
         home, home_rep = leaving
-        store.record(who, qid, "different", version, query_qid=home_rep, role=role)
+        store.judgments.record(who, qid, "different", version, query_qid=home_rep, role=role)
         said += f" and no longer to {home} (different from its representative {home_rep})"
     return f"{said}, by {name}. {_outcome(store, served, qid, cluster, label)}"
 
@@ -124,13 +124,13 @@ def merge_clusters(store: AnnotationStore, served: Served, who: str, cluster: st
     both = merge_preview(store, served, cluster, other)
     a, b = (both[both["cluster"] == c] for c in both["cluster"].unique())
     rep_a, rep_b = representative(served, a), representative(served, b)
-    store.record(who, rep_b, "same", served.bundle.version, query_qid=rep_a, role=role)
+    store.judgments.record(who, rep_b, "same", served.bundle.version, query_qid=rep_a, role=role)
     # One "same" moves one question (annotations.constraints): the decision about the whole clusters,
     # taken with both in view, is recorded as such.
-    store.record_adjudication(who, "apply", cluster_a=a["cluster"].iloc[0], cluster_b=b["cluster"].iloc[0],
+    store.review.adjudicate(who, "apply", cluster_a=a["cluster"].iloc[0], cluster_b=b["cluster"].iloc[0],
                               note="whole clusters merged on the Clusters tab")
     return (f"Recorded: the whole clusters {a['cluster'].iloc[0]} ({len(a)} questions) and {b['cluster'].iloc[0]} "
-            f"({len(b)}) mean the same (their representatives {rep_a} and {rep_b}), by {store.display_name(who)}. "
+            f"({len(b)}) mean the same (their representatives {rep_a} and {rep_b}), by {store.judgments.display_name(who)}. "
             "Apply corrections to serve them as one cluster.")
 
 
@@ -140,8 +140,8 @@ def where_went(store: AnnotationStore, served: Served, cluster: str) -> str | No
     no version ever had it."""
     version = served.bundle.version
     qids = served.bundle.corpus.loc[served.bundle.corpus["cluster"] == cluster, "qid"]
-    for number in reversed(store.label_versions(version)["number"].tolist() if qids.empty else []):
-        labels = store.labels(version, int(number))[1]
+    for number in reversed(store.labels.versions(version)["number"].tolist() if qids.empty else []):
+        labels = store.labels.corpus(version, int(number))[1]
         qids = labels.loc[labels["cluster"] == cluster, "qid"]
         if len(qids):
             break

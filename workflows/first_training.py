@@ -31,8 +31,8 @@ def serve_when_trained(target: Project, train: Callable[[], Bundle], log: Callab
     served = target.model.current()
     bundle = train()
     if target.model.candidate() is not None:
-        target.store.register_corpus(bundle.version, bundle.corpus)
-        retried(lambda: target.store.record_swap(FIRST_TRAINING, bundle.version, served.bundle.version, []))
+        target.store.corpora.register(bundle.version, bundle.corpus)
+        retried(lambda: target.store.swaps.record(FIRST_TRAINING, bundle.version, served.bundle.version, []))
         path = target.home.save(bundle)
         log(f"trained the demo model {bundle.version} (saved in {path}, served from the next start); not served now: "
             "a retrained model waits for a decision")

@@ -66,6 +66,6 @@ def serve_latest(model: ServedModel, store: AnnotationStore) -> None:
     bundle = model.current().bundle
     # Most starts have no labels version to serve: asking for its number first spares reading the
     # corpus; when there is one, its changes go onto the bundle's own corpus (the registered one).
-    number = store.latest_label_number(bundle.version)
+    number = store.labels.latest_number(bundle.version)
     if number:
-        model.relabel(bundle.version, store.labels(bundle.version, number, snapshot=bundle.corpus)[1], number)
+        model.relabel(bundle.version, store.labels.corpus(bundle.version, number, snapshot=bundle.corpus)[1], number)

@@ -55,4 +55,4 @@ def model_scores(model: ServedModel) -> tuple[pd.DataFrame, pd.DataFrame, str]:
 def label_outlook(store: AnnotationStore) -> str:
     """The label errors the judgments in ``store`` found so far and what the next 500 are expected
     to fix, with the assumptions (``annotations.simulation.outlook``)."""
-    return describe(outlook(store.judgments()))
+    return describe(outlook(store.judgments.frame()))

@@ -23,11 +23,11 @@ ADOPTED = "own the project as its creator (it had no owner when logins began)"
 def owner_from_creator(projects: Projects, store: AnnotationStore, slug: str) -> str | None:
     """Grant ``owner`` of project ``slug`` to its creator if nobody holds a role there (module doc);
     returns who was granted it, or None when nothing changed. The built-in demo never has roles."""
-    if projects.built_in(slug) or not store.roles(slug).empty:
+    if projects.built_in(slug) or not store.roles.frame(slug).empty:
         return None
     creator = (projects.manifest(slug).get("created_by") or "").strip()
     if not creator:
         return None
-    store.grant(slug, creator, "owner", creator)
-    store.record_action(slug, creator, "owner", ADOPTED)
+    store.roles.grant(slug, creator, "owner", creator)
+    store.roles.record_action(slug, creator, "owner", ADOPTED)
     return creator

@@ -127,7 +127,7 @@ class Project:
 
     def versions(self) -> list[str]:
         """The project's bundle versions registered in the store: what its judgments point into."""
-        return self.store.bundle_versions()["version"].tolist()
+        return self.store.corpora.versions()["version"].tolist()
 
     def clusters_formed(self) -> int:
         """Clusters of 2+ questions the project's current judgments form over its served corpus

@@ -41,7 +41,7 @@ def may_read(database: AnnotationStore, admins: frozenset[str], slug: str, who: 
     whoever holds a role there."""
     if not logins or built_in:
         return True
-    return who is not None and (annotator_key(who) in admins or database.role(slug, who) is not None)
+    return who is not None and (annotator_key(who) in admins or database.roles.role_of(slug, who) is not None)
 
 
 def role_for(database: AnnotationStore, admins: frozenset[str], project: str, project_name: str, who: str,
@@ -57,10 +57,10 @@ def role_for(database: AnnotationStore, admins: frozenset[str], project: str, pr
         if role in roles:
             return role
         raise QPRError(f"Only the app's admins (QPR_ADMINS) may {action} in the demo project; ask one of them.")
-    role = database.role(project, who)
+    role = database.roles.role_of(project, who)
     if role in roles:
         return role
-    owners = database.roles(project).query("role == 'owner'")["annotator"].tolist()
+    owners = database.roles.frame(project).query("role == 'owner'")["annotator"].tolist()
     needed = " or ".join(r for r in ROLES if r in roles)
     raise QPRError(f"To {action} in project {project_name!r} you need the role {needed} there; you have "
                    f"{'the role ' + role if role else 'no role'}. Ask its owner ({', '.join(owners) or 'an admin'}) "

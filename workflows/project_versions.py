@@ -50,7 +50,7 @@ def create_project(projects: Projects, store: AnnotationStore, name: str, file: 
     written, and owned by ``who`` who made it (roles apply with logins). Returns its slug and the upload."""
     upload = file.read()
     slug = projects.create(name, upload, who)
-    store.grant(slug, who, "owner", who)
+    store.roles.grant(slug, who, "owner", who)
     return slug, upload
 
 

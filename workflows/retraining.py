@@ -227,15 +227,15 @@ def confirm(project: Project, who: str) -> Confirmed:
     if candidate is None:
         raise QPRError("No retrained model is waiting: press 'Retrain' first.")
     bundle = candidate.served.bundle
-    store.register_corpus(bundle.version, bundle.corpus)
+    store.corpora.register(bundle.version, bundle.corpus)
     replaced = model.current().bundle.version
     model.confirm(bundle.version)
     judgment_ids = (bundle.manifest.labels or {}).get("judgment_ids", [])
     kept_or_taken_back(model, bundle.version, replaced, "recorded",
-                       lambda: store.record_swap(who, bundle.version, replaced, judgment_ids))
+                       lambda: store.swaps.record(who, bundle.version, replaced, judgment_ids))
 
     def recorded_back() -> None:  # recorded as served by now: a swap taken back is recorded back too
-        store.record_swap(who, replaced, bundle.version, [])
+        store.swaps.record(who, replaced, bundle.version, [])
 
     path = kept_or_taken_back(model, bundle.version, replaced, "saved", lambda: project.home.save(bundle),
                               undo=recorded_back)

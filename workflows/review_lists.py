@@ -41,7 +41,7 @@ def review_lists(store: AnnotationStore, corpus: pd.DataFrame) -> ReviewLists:
     """What the current judgments and decisions in ``store`` say about ``corpus`` (the served
     bundle's own), for a reviewer."""
     result = corrected_clusters(store, corpus)
-    decided = store.adjudications()
+    decided = store.review.adjudications()
     on_item = dict(zip(decided["item_key"].dropna(), decided.loc[decided["item_key"].notna(), "decision"]))
     pairs_decided = decided[decided["kind"] == "cluster_pair"]
     on_pair = {(a, b): d for a, b, d in zip(pairs_decided["cluster_a"], pairs_decided["cluster_b"], pairs_decided["decision"])}
@@ -71,7 +71,7 @@ def review_lists(store: AnnotationStore, corpus: pd.DataFrame) -> ReviewLists:
 
 def evidence(store: AnnotationStore, ids: list[int]) -> pd.DataFrame:
     """The judgments ``ids`` (superseded ones too) with their query and candidate texts (``EVIDENCE_COLUMNS``)."""
-    judged = store.judgments(current_only=False, ids=ids)
+    judged = store.judgments.frame(current_only=False, ids=ids)
     judged = judged.assign(query=judged["query_question"].fillna(judged["query_text"]), candidate=judged["candidate_question"])
     return judged[EVIDENCE_COLUMNS]
 
@@ -84,7 +84,7 @@ def record_decision(store: AnnotationStore, who: str, decision: str | None, item
     if decision not in DECISIONS:
         raise QPRError("Choose a decision: same or different for an item, apply or reject for a cluster pair.")
     if decision in ("same", "different"):
-        store.record_adjudication(who, decision, item=item, note=note)
+        store.review.adjudicate(who, decision, item=item, note=note)
         return f"item {item.strip()}"
-    store.record_adjudication(who, decision, cluster_a=cluster_a, cluster_b=cluster_b, note=note)
+    store.review.adjudicate(who, decision, cluster_a=cluster_a, cluster_b=cluster_b, note=note)
     return f"clusters {cluster_a.strip()} and {cluster_b.strip()}"

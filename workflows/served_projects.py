@@ -122,10 +122,10 @@ class ServedProjects:
         register ``model``'s corpus in it (so judgments can point into it), serve its newest labels
         version, and (``register``) serve it for the project."""
         store = self.database.for_project(slug)
-        store.claim_versions(self.projects.bundle_versions(slug))
+        store.corpora.claim_versions(self.projects.bundle_versions(slug))
         reconcile(open_project(self.projects, self.cache, slug, model, store))  # a swap cut short by a crash
         served = model.current().bundle
-        store.register_corpus(served.version, served.corpus, served.manifest.data_fingerprint)
+        store.corpora.register(served.version, served.corpus, served.manifest.data_fingerprint)
         serve_latest(model, store)
         if register:
             self.served.put(slug, model)

@@ -167,9 +167,9 @@ def annotate(
     weighing ``scorer``'s pair probabilities as the app's retrain does (``workflows.retraining``).
     """
     version = model.bundle.version
-    store.register_corpus(version, corpus)
+    store.corpora.register(version, corpus)
     if pool is None:
-        pool = candidate_pool(model.retriever, corpus, k, exclude=judged_pairs(store.judgments(annotator=annotator.name)))
+        pool = candidate_pool(model.retriever, corpus, k, exclude=judged_pairs(store.judgments.frame(annotator=annotator.name)))
     start = time.perf_counter()
     judged = annotator.judge(store, select(pool, strategy, budget, seed), version)
     seconds = time.perf_counter() - start
@@ -257,7 +257,7 @@ def run_loop(
             )
             corpus = done.corrected
             row = {"strategy": config.strategy, "budget": config.budget, "round": round_no}
-            row |= measures(done, store.judgments(annotator=annotator.name), clean, split)
+            row |= measures(done, store.judgments.frame(annotator=annotator.name), clean, split)
             log(f"round {round_no}: {row['judgments']} judged, precision {row['precision']}, {row['reconnected']} of "
                 f"{len(split)} split clusters reconnected; retraining")
             model = fit(corpus, clean, **fitting, warm_start=model if config.warm_start else None, labels=done.export.labels)

@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 def reconcile(project: Project) -> str | None:
     """Make what ``project`` serves and its last recorded swap agree (module doc), before it
     serves anything; returns what was repaired, in words, or None when nothing was."""
-    swaps = project.store.swaps()
+    swaps = project.store.swaps.frame()
     if swaps.empty:
         return None
     last = swaps.iloc[-1]
@@ -50,7 +50,7 @@ def reconcile(project: Project) -> str | None:
             path = project.home.where(version)
             bundle = Bundle.load(path)
         except QPRError as err:
-            project.store.record_swap(RECOVERY, served, version, [])
+            project.store.swaps.record(RECOVERY, served, version, [])
             repaired = (f"{project.slug}: the swap to {version} was recorded but its bundle never saved ({one_line(err)}); "
                         f"recorded back to {served}, which is served")
         else:

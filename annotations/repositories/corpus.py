@@ -18,7 +18,7 @@ INSERT_CHUNK = 50_000  # corpus rows per INSERT: bounded memory whatever the cor
 class CorpusRepository(Repository):
     """Registers a bundle version's corpus once and reads it back as a qpr corpus."""
 
-    def register_corpus(self, bundle_version: str, corpus: pd.DataFrame, digest: str | None = None) -> None:
+    def register(self, bundle_version: str, corpus: pd.DataFrame, digest: str | None = None) -> None:
         """Store the qid/question/cluster/split snapshot that ``bundle_version`` serves, as a
         bundle version of this project.
 
@@ -88,7 +88,7 @@ class CorpusRepository(Repository):
 
         return self.writer.write(work)
 
-    def bundle_versions(self) -> pd.DataFrame:
+    def versions(self) -> pd.DataFrame:
         """This project's registered bundle versions (version, questions, registered_at), newest first."""
         with Session(self.engine) as session:
             rows = session.execute(
@@ -98,10 +98,10 @@ class CorpusRepository(Repository):
             ).all()
         return pd.DataFrame(rows, columns=["version", "questions", "registered_at"])
 
-    def corpus(self, bundle_version: str | None = None) -> tuple[str, pd.DataFrame]:
+    def snapshot(self, bundle_version: str | None = None) -> tuple[str, pd.DataFrame]:
         """``(version, corpus)``: the registered snapshot of this project's ``bundle_version``
         (default: its newest), as a qpr corpus (columns qid, question, cluster, split)."""
-        versions = self.bundle_versions()["version"].tolist()
+        versions = self.versions()["version"].tolist()
         if not versions:
             raise AnnotationError(f"no corpus of project {self.project!r} is registered in the annotation database yet "
                                   "(open the project in the app first)")

@@ -15,7 +15,7 @@ from annotations.repositories.base import Repository
 class ExportRepository(Repository):
     """Records an export in the same transaction as its judgments, decisions and files."""
 
-    def record_export(
+    def record(
         self,
         bundle_version: str,
         fmt: str,
@@ -52,7 +52,7 @@ class ExportRepository(Repository):
 
         return self.writer.write(work, solo=True)
 
-    def export_recorded(self, note: dict) -> bool:
+    def recorded(self, note: dict) -> bool:
         """Whether the export that ``note`` describes (export_id, path, created: what
         ``annotations.export`` journals while placing files) was committed to the database."""
         try:

@@ -132,10 +132,10 @@ class JudgmentRepository(Repository):
         withdrawn = self.writer.write(work)
         if withdrawn is None:
             return None
-        frame = self.judgments(current_only=False, ids=[withdrawn])
+        frame = self.frame(current_only=False, ids=[withdrawn])
         return frame.iloc[0].to_dict()
 
-    def judgments(
+    def frame(
         self,
         annotator: str | None = None,
         cluster: str | None = None,

@@ -6,25 +6,30 @@ from __future__ import annotations
 import json
 
 import pandas as pd
-from sqlalchemy import func, insert, select
+from sqlalchemy import Engine, func, insert, select
 from sqlalchemy.orm import Session
 
 from annotations.errors import AnnotationError
 from annotations.models import LABEL_VERSION_KINDS, Annotator, LabelChange, LabelVersion
 from annotations.names import annotator_name
-from annotations.repositories.base import annotator_row, corpus_snapshot
+from annotations.repositories.base import Repository, annotator_row, corpus_snapshot
 from annotations.repositories.corpus import CorpusRepository
+from annotations.writer import GroupCommitWriter
 
 LABEL_VERSION_COLUMNS = [
     "number", "created_at", "annotator", "kind", "restores", "note", "judgment_ids", "decisions", "changes",
 ]
 
 
-class LabelRepository(CorpusRepository):
-    """Label versions of a bundle's corpus; they are read against its snapshot, hence the corpus
-    repository as the base."""
+class LabelRepository(Repository):
+    """Label versions of a bundle's corpus; they are read against its snapshot, which ``corpora``
+    (the store's corpus repository, of the same project) holds."""
 
-    def record_labels(self, annotator: str, bundle_version: str, labels: pd.DataFrame, kind: str = "apply",
+    def __init__(self, engine: Engine, writer: GroupCommitWriter, project: str, corpora: CorpusRepository) -> None:
+        super().__init__(engine, writer, project)
+        self.corpora = corpora
+
+    def record(self, annotator: str, bundle_version: str, labels: pd.DataFrame, kind: str = "apply",
                       judgment_ids: list[int] = (), decisions: list[dict] = (), restores: int | None = None,
                       note: str | None = None) -> int:
         """Record ``labels`` (the corpus of ``bundle_version`` with corrected clusters and splits)
@@ -36,7 +41,7 @@ class LabelRepository(CorpusRepository):
         name = annotator_name(annotator)
         if kind not in LABEL_VERSION_KINDS:
             raise AnnotationError(f"kind must be one of {', '.join(LABEL_VERSION_KINDS)}; got {kind!r}")
-        version, snapshot = self.corpus(bundle_version)
+        version, snapshot = self.corpora.snapshot(bundle_version)
         labels = corpus_snapshot(labels).sort_values("qid").reset_index(drop=True)
         if not labels[["qid", "question"]].equals(snapshot[["qid", "question"]]):
             raise AnnotationError(f"these labels are not over the corpus of bundle {version!r} (other questions or texts); "
@@ -64,7 +69,7 @@ class LabelRepository(CorpusRepository):
 
         return self.writer.write(work)
 
-    def label_versions(self, bundle_version: str) -> pd.DataFrame:
+    def versions(self, bundle_version: str) -> pd.DataFrame:
         """The label versions of ``bundle_version``, one of this project's (``LABEL_VERSION_COLUMNS``),
         oldest first; ``changes``: how many questions each one labels differently from the bundle's snapshot."""
         with Session(self.engine) as session:
@@ -84,14 +89,14 @@ class LabelRepository(CorpusRepository):
         frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)
         return frame.astype({"number": "int64", "restores": "Int64", "changes": "int64"})
 
-    def latest_label_number(self, bundle_version: str) -> int:
+    def latest_number(self, bundle_version: str) -> int:
         """The number of ``bundle_version``'s newest label version (0: none recorded); one of this
         project's bundle versions."""
         with Session(self.engine) as session:
             version = self.own_version(session, bundle_version)
             return session.scalar(select(func.max(LabelVersion.number)).where(LabelVersion.bundle_version == version)) or 0
 
-    def labels(self, bundle_version: str, number: int | None = None,
+    def corpus(self, bundle_version: str, number: int | None = None,
                snapshot: pd.DataFrame | None = None) -> tuple[int, pd.DataFrame]:
         """``(number, corpus)``: the corpus of ``bundle_version`` under its label version ``number``
         (default: the newest; 0, or none recorded: the registered snapshot itself). ``snapshot``:
@@ -99,9 +104,9 @@ class LabelRepository(CorpusRepository):
         registration matched), so that it is not read back from the database (a minute at ten
         million questions)."""
         if number is None:
-            number = self.latest_label_number(bundle_version)
+            number = self.latest_number(bundle_version)
         if snapshot is None:
-            version, corpus = self.corpus(bundle_version)
+            version, corpus = self.corpora.snapshot(bundle_version)
         else:
             with Session(self.engine) as session:
                 version = self.own_version(session, bundle_version)

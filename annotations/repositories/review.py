@@ -22,7 +22,7 @@ ADJUDICATION_COLUMNS = [
 class ReviewRepository(Repository):
     """Decisions of reviewers, annotators' notes on their own judgments, and versioned guidelines."""
 
-    def record_adjudication(
+    def adjudicate(
         self,
         reviewer: str,
         decision: str,

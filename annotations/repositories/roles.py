@@ -35,14 +35,14 @@ class RoleRepository(Repository):
 
         self.writer.write(work)
 
-    def role(self, project: str, annotator: str) -> str | None:
+    def role_of(self, project: str, annotator: str) -> str | None:
         """``annotator``'s role in ``project``, or None."""
         with Session(self.engine) as session:
             return session.scalar(select(ProjectRole.role).join(Annotator, ProjectRole.annotator_id == Annotator.id)
                                   .where(ProjectRole.project == project,
                                          Annotator.name_key == annotator_key(annotator_name(annotator))))
 
-    def roles(self, project: str) -> pd.DataFrame:
+    def frame(self, project: str) -> pd.DataFrame:
         """Every role held in ``project`` (``ROLE_COLUMNS``), owners first, then by name."""
         granter = aliased(Annotator)
         with Session(self.engine) as session:

@@ -15,7 +15,7 @@ from annotations.repositories.base import Repository, annotator_row, bundle_vers
 class SwapRepository(Repository):
     """The record of served models, oldest first."""
 
-    def record_swap(self, annotator: str, bundle_version: str, replaced_version: str | None,
+    def record(self, annotator: str, bundle_version: str, replaced_version: str | None,
                     judgment_ids: list[int]) -> int:
         """Record that ``annotator`` put ``bundle_version`` into service in place of
         ``replaced_version``, trained from ``judgment_ids``; returns the record's id."""
@@ -34,7 +34,7 @@ class SwapRepository(Repository):
 
         return self.writer.write(work)
 
-    def swaps(self) -> pd.DataFrame:
+    def frame(self) -> pd.DataFrame:
         """This project's model swaps, oldest first: id, created_at, annotator (as first written),
         bundle_version, replaced_version, judgment_ids."""
         with Session(self.engine) as session:

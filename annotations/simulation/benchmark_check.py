@@ -62,7 +62,7 @@ def _once(ranked: pd.DataFrame) -> pd.DataFrame:
 def judged_h1(table: pd.DataFrame, judgments: pd.DataFrame) -> float:
     """H@1 over ``table``'s queries where a judged (query, top result) pair (in either order) counts as its label
     says ("same": hit, "different": miss; "unsure" and unjudged pairs: as the corpus labels say).
-    ``judgments``: rows with query_qid, candidate_qid and label (``store.judgments()``; the
+    ``judgments``: rows with query_qid, candidate_qid and label (``store.judgments.frame()``; the
     newest per pair wins)."""
     decided = judgments[judgments["label"].isin(["same", "different"]) & judgments["query_qid"].notna()]
     said = {pair: label == "same" for q, c, label in zip(decided["query_qid"], decided["candidate_qid"], decided["label"])

@@ -4,7 +4,7 @@ Measuring the annotation loop (``workflows.simulated_loop``) needs an annotator 
 ``SimulatedAnnotator(truth)`` answers "same" exactly when two questions share a cluster of the
 ``truth`` corpus (the clean labels before ``qpr.data.noise`` split clusters; a question in no cluster
 shares none), wrong on a seeded random ``error_rate`` share of its answers, and records every
-answer through ``AnnotationStore.record`` as a person clicking in the app would: under one
+answer through ``store.judgments.record`` as a person clicking in the app would: under one
 annotator name, one judgment per item.
 
 The measures compare judgments and merges with the truth: ``label_errors`` (which pairs a
@@ -70,7 +70,7 @@ class SimulatedAnnotator:
         judged by this annotator: one judgment per item.
         """
         queries, shown = candidates["query_qid"].tolist(), candidates["candidate_qid"].tolist()
-        earlier = judged_pairs(store.judgments(annotator=self.name))
+        earlier = judged_pairs(store.judgments.frame(annotator=self.name))
         seen: set[tuple[int, int]] = set()
         for pair in zip(queries, shown):
             if pair in earlier or pair in seen:
@@ -78,7 +78,7 @@ class SimulatedAnnotator:
             seen |= {pair, pair[::-1]}
         labels = self.labels(queries, shown, candidates["distance"].to_numpy())
         ids = [
-            store.record(self.name, int(c), str(label), bundle_version, query_qid=int(q), rank=None if pd.isna(r) else int(r),
+            store.judgments.record(self.name, int(c), str(label), bundle_version, query_qid=int(q), rank=None if pd.isna(r) else int(r),
                          distance=None if pd.isna(d) else float(d))
             for q, c, label, r, d in zip(queries, shown, labels, candidates["rank"], candidates["distance"])
         ]
@@ -99,7 +99,7 @@ def precision(judged: pd.DataFrame) -> float:
 def recall(judgments: pd.DataFrame, truth: pd.DataFrame, split: Sequence[str]) -> float:
     """Share of the ``split`` clusters (true clusters that noise cut in two) reconnected by at least
     one confirmed pair: a pair labelled "same" whose questions both belong to that true cluster.
-    ``judgments``: rows with query_qid, candidate_qid and label (e.g. ``store.judgments()``)."""
+    ``judgments``: rows with query_qid, candidate_qid and label (e.g. ``store.judgments.frame()``)."""
     if not len(split):
         return float("nan")
     confirmed = judgments[judgments["label"] == "same"]

@@ -26,7 +26,7 @@ WINDOW = 500
 
 
 def found_errors(judgments: pd.DataFrame) -> np.ndarray:
-    """Whether each judgment (``store.judgments()`` rows) found a label error in the clusters it
+    """Whether each judgment (``store.judgments.frame()`` rows) found a label error in the clusters it
     was shown: "same" across clusters (or with a question in none), "different" within one;
     "unsure" finds none."""
     query, candidate = judgments["query_cluster"], judgments["candidate_cluster"]
@@ -57,7 +57,7 @@ class Outlook:
 
 def outlook(judgments: pd.DataFrame, next_n: int = NEXT, window: int = WINDOW) -> Outlook | None:
     """The estimate from ``judgments`` (current ones of corpus questions, oldest first; e.g.
-    ``store.judgments()``); None before any "same" or "different" judgment."""
+    ``store.judgments.frame()``); None before any "same" or "different" judgment."""
     decided = judgments[judgments["label"].isin(["same", "different"]) & judgments["query_qid"].notna()]
     if decided.empty:
         return None

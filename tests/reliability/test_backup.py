@@ -31,7 +31,7 @@ def _writing(store, stop: threading.Event, acknowledged: list[int]) -> threading
     def run() -> None:
         i = 0
         while not stop.is_set():
-            acknowledged.append(store.record(f"writer {i % 3}", 2 + i % 100, ("same", "different")[i % 2], "v1",
+            acknowledged.append(store.judgments.record(f"writer {i % 3}", 2 + i % 100, ("same", "different")[i % 2], "v1",
                                              query_qid=1, rank=1 + i % 10))
             i += 1
     thread = threading.Thread(target=run)
@@ -43,7 +43,7 @@ def test_backup_while_writing_is_consistent_and_restores_equal(scratch_dir):
     url = f"sqlite:///{scratch_dir / 'live.db'}"
     out = scratch_dir / "backups" / "b1.db"
     with open_store(url, project="demo") as store:
-        store.register_corpus("v1", make_corpus())
+        store.corpora.register("v1", make_corpus())
         stop, acknowledged = threading.Event(), []
         thread = _writing(store, stop, acknowledged)
         try:
@@ -68,35 +68,35 @@ def test_backup_while_writing_is_consistent_and_restores_equal(scratch_dir):
     restored_url = f"sqlite:///{scratch_dir / 'restored.db'}"
     assert restore(out, restored_url).judgments == len(copied)
     with open_store(restored_url, project="demo") as store:
-        frame = store.judgments(current_only=False)
+        frame = store.judgments.frame(current_only=False)
     assert frame["id"].tolist() == copied
 
 
 def test_restore_refuses_an_existing_database_unless_asked(scratch_dir):
     live, other = scratch_dir / "live.db", scratch_dir / "other.db"
     with open_store(f"sqlite:///{live}", project="demo") as store:
-        store.register_corpus("v1", make_corpus())
-        store.record("alice", 2, "same", "v1", query_qid=1)
+        store.corpora.register("v1", make_corpus())
+        store.judgments.record("alice", 2, "same", "v1", query_qid=1)
     backup(f"sqlite:///{live}", scratch_dir / "b.db")
     with open_store(f"sqlite:///{other}", project="demo") as store:  # a database in use, with other judgments
-        store.register_corpus("v1", make_corpus())
+        store.corpora.register("v1", make_corpus())
         for qid in (3, 4, 5):
-            store.record("bob", qid, "different", "v1", query_qid=1)
+            store.judgments.record("bob", qid, "different", "v1", query_qid=1)
         before = hashlib.sha256(other.read_bytes()).hexdigest()
         with pytest.raises(AnnotationError, match="--replace"):
             restore(scratch_dir / "b.db", f"sqlite:///{other}")
         assert hashlib.sha256(other.read_bytes()).hexdigest() == before
         restore(scratch_dir / "b.db", f"sqlite:///{other}", replace=True)
         # the open store sees the restored database whole on its next read
-        assert store.judgments(current_only=False)["annotator"].tolist() == ["alice"]
-        store.record("carol", 6, "same", "v1", query_qid=1)  # and keeps writing to it
+        assert store.judgments.frame(current_only=False)["annotator"].tolist() == ["alice"]
+        store.judgments.record("carol", 6, "same", "v1", query_qid=1)  # and keeps writing to it
     assert len(judgment_ids(other)) == 2
 
 
 def test_bad_backups_and_targets_are_refused_with_one_line(scratch_dir):
     live = scratch_dir / "live.db"
     with open_store(f"sqlite:///{live}", project="demo") as store:
-        store.register_corpus("v1", make_corpus())
+        store.corpora.register("v1", make_corpus())
     (scratch_dir / "notes.txt").write_text("not a database")
     (scratch_dir / "taken.db").write_text("someone's file")
     cases = [
@@ -174,8 +174,8 @@ def test_cli_refuses_a_tampered_backup_in_one_line(scratch_dir, capsys):
 def test_cli_backup_and_restore(scratch_dir, capsys):
     url = f"sqlite:///{scratch_dir / 'live.db'}"
     with open_store(url, project="demo") as store:
-        store.register_corpus("v1", make_corpus())
-        store.record("alice", 2, "same", "v1", query_qid=1)
+        store.corpora.register("v1", make_corpus())
+        store.judgments.record("alice", 2, "same", "v1", query_qid=1)
     out = scratch_dir / "b.db"
     assert annotations_main(["--db", url, "backup", "--out", str(out)]) == 0
     assert "1 judgments" in capsys.readouterr().out
@@ -192,8 +192,8 @@ def test_postgres_backup_is_a_pg_dump_archive(postgres_url, tmp_path, monkeypatc
     if shutil.which("pg_restore") is None:
         pytest.fail("PostgreSQL's client tools (pg_dump, pg_restore) are not installed")
     with open_store(postgres_url, project="demo") as store:
-        store.register_corpus("v1", make_corpus())
-        store.record("alice", 2, "same", "v1", query_qid=1)
+        store.corpora.register("v1", make_corpus())
+        store.judgments.record("alice", 2, "same", "v1", query_qid=1)
     done = backup(postgres_url, tmp_path / "pg.dump")
     listing = subprocess.run(["pg_restore", "--list", done.path], capture_output=True, text=True, check=True).stdout
     assert "TABLE DATA" in listing and "judgments" in listing
@@ -208,8 +208,8 @@ def test_the_app_header_shows_the_last_backup(bundle, scratch_dir):
         page.build()
         assert "No backup" in page.backup_status("alice")
         assert page.backup_status("") == "", "shown only to someone who may act on it (a name typed, here)"
-        store.register_corpus("v1", make_corpus())
-        store.record("alice", 2, "same", "v1", query_qid=1)
+        store.corpora.register("v1", make_corpus())
+        store.judgments.record("alice", 2, "same", "v1", query_qid=1)
         done = backup(url, scratch_dir / "b.db")
         line = page.backup_status("alice")
     assert done.at[:10] in line and "1 judgments" in line

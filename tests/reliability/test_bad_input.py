@@ -174,7 +174,7 @@ def test_cli_names_the_problem_in_one_line_and_changes_nothing(world, argv, mess
 def test_annotations_export_refuses_a_folder_and_an_unwritable_path(world, capsys):
     url = f"sqlite:///{world / 'db' / 'a.db'}"
     with open_store(url, project="demo") as store:
-        store.register_corpus("v1", make_corpus())
+        store.corpora.register("v1", make_corpus())
     (world / "out.csv").mkdir()
     before = snapshot(world)
     for out, message in [(world / "out.csv", "is an existing folder; give a file name"),
@@ -255,11 +255,11 @@ def test_file_readers_raise_one_clear_error_and_change_nothing(world, reader, na
 ])
 def test_store_refuses_bad_text_and_writes_nothing(tmp_path, kwargs, message):
     with open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo") as store:
-        store.register_corpus("v1", make_corpus())
+        store.corpora.register("v1", make_corpus())
         args = {"annotator": "ann", "candidate_qid": 2, "label": "same", "bundle_version": "v1"} | kwargs
         if "query_text" not in args:
             args["query_qid"] = 1
         with pytest.raises(AnnotationError) as caught:
-            store.record(**args)
+            store.judgments.record(**args)
         assert message in str(caught.value)
-        assert store.judgments(current_only=False).empty and store.annotators() == []
+        assert store.judgments.frame(current_only=False).empty and store.judgments.annotators() == []

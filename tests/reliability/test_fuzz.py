@@ -192,21 +192,21 @@ def test_fuzzed_queries_get_hits_or_a_clear_error(retrievers, query, k):
 @pytest.fixture(scope="module")
 def store(scratch):
     with open_store(f"sqlite:///{scratch / 'fuzz.db'}", project="demo") as opened:
-        opened.register_corpus("v1", make_corpus())
+        opened.corpora.register("v1", make_corpus())
         yield opened
 
 
 @FUZZ
 @given(name=st.one_of(any_text, st.text(st.characters(codec="utf-8"), max_size=120)), query=any_text)
 def test_fuzzed_names_and_typed_queries_are_stored_or_refused_whole(store, name, query):
-    before = len(store.judgments(current_only=False)), store.annotators()
+    before = len(store.judgments.frame(current_only=False)), store.judgments.annotators()
     try:
-        store.record(name, 2, "unsure", "v1", query_text=query)
+        store.judgments.record(name, 2, "unsure", "v1", query_text=query)
     except AnnotationError as err:
         one_line_error(err)
-        assert (len(store.judgments(current_only=False)), store.annotators()) == before
+        assert (len(store.judgments.frame(current_only=False)), store.judgments.annotators()) == before
     else:
         shown = annotator_name(name)
         assert annotator_name(shown) == shown and len(shown) <= 100 and annotator_key(shown)
-        assert store.display_name(name) in store.annotators()
-        assert store.judgments(annotator=name)["query_text"].iloc[-1] == query
+        assert store.judgments.display_name(name) in store.judgments.annotators()
+        assert store.judgments.frame(annotator=name)["query_text"].iloc[-1] == query

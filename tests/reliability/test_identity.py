@@ -22,7 +22,7 @@ VERSION = "v1"
 @pytest.fixture
 def store(db_url):
     with open_store(db_url, project="demo") as opened:
-        opened.register_corpus(VERSION, make_corpus())
+        opened.corpora.register(VERSION, make_corpus())
         yield opened
 
 
@@ -37,25 +37,25 @@ ZOE_DECOMPOSED = unicodedata.normalize("NFD", ZOE)
     (["alice", "al\u200bice", "\u200balice"], "alice"),  # an invisible character makes no second alice
 ])
 def test_spellings_of_one_name_are_one_annotator_shown_as_first_written(store, spellings, shown):
-    ids = [store.record(name, candidate, "same", VERSION, query_qid=1) for name, candidate in zip(spellings, (2, 3, 4))]
-    assert store.annotators() == [shown]
+    ids = [store.judgments.record(name, candidate, "same", VERSION, query_qid=1) for name, candidate in zip(spellings, (2, 3, 4))]
+    assert store.judgments.annotators() == [shown]
     for name in spellings:
-        assert store.judgments(annotator=name)["id"].tolist() == ids
-        assert store.progress(name)["total"] == 3
-        assert store.display_name(name) == shown
-    assert set(store.judgments()["annotator"]) == {shown}
+        assert store.judgments.frame(annotator=name)["id"].tolist() == ids
+        assert store.judgments.progress(name)["total"] == 3
+        assert store.judgments.display_name(name) == shown
+    assert set(store.judgments.frame()["annotator"]) == {shown}
 
 
 def test_rejudging_under_another_spelling_supersedes_and_undo_touches_only_ones_own(store):
-    first = store.record("Alice", 2, "same", VERSION, query_qid=1)
-    bobs = store.record("bob", 2, "different", VERSION, query_qid=1)
-    second = store.record(" ALICE", 2, "different", VERSION, query_qid=1)
-    current = store.judgments().set_index("id")
+    first = store.judgments.record("Alice", 2, "same", VERSION, query_qid=1)
+    bobs = store.judgments.record("bob", 2, "different", VERSION, query_qid=1)
+    second = store.judgments.record(" ALICE", 2, "different", VERSION, query_qid=1)
+    current = store.judgments.frame().set_index("id")
     assert sorted(current.index) == [bobs, second]  # one current label per annotator and item
-    assert store.undo_last("alice")["id"] == second
-    assert store.undo_last("ALICE")["id"] == first
-    assert store.undo_last("Alice") is None  # bob's judgment is not alice's to undo
-    assert store.judgments()["id"].tolist() == [bobs]
+    assert store.judgments.undo_last("alice")["id"] == second
+    assert store.judgments.undo_last("ALICE")["id"] == first
+    assert store.judgments.undo_last("Alice") is None  # bob's judgment is not alice's to undo
+    assert store.judgments.frame()["id"].tolist() == [bobs]
 
 
 def test_two_spellings_racing_to_be_first_make_one_annotator(store):
@@ -63,7 +63,7 @@ def test_two_spellings_racing_to_be_first_make_one_annotator(store):
 
     def judge(name, candidate):
         try:
-            store.record(name, candidate, "same", VERSION, query_qid=1)
+            store.judgments.record(name, candidate, "same", VERSION, query_qid=1)
         except BaseException as err:  # pragma: no cover - reported below
             errors.append(err)
 
@@ -74,11 +74,11 @@ def test_two_spellings_racing_to_be_first_make_one_annotator(store):
     for thread in threads:
         thread.join()
     assert errors == []
-    assert len(store.annotators()) == 1 and len(store.judgments(annotator="carol")) == 8
+    assert len(store.judgments.annotators()) == 1 and len(store.judgments.frame(annotator="carol")) == 8
 
 
 def test_the_database_refuses_a_second_annotator_with_the_same_identity(store):
-    store.record("dave", 2, "same", VERSION, query_qid=1)
+    store.judgments.record("dave", 2, "same", VERSION, query_qid=1)
     with pytest.raises(IntegrityError), store.engine.begin() as connection:
         connection.execute(text("INSERT INTO annotators (name, name_key, created_at) "
                                 "VALUES ('DAVE', 'dave', CURRENT_TIMESTAMP)"))
@@ -93,8 +93,8 @@ def test_the_database_refuses_a_second_annotator_with_the_same_identity(store):
 ])
 def test_names_that_cannot_identify_anyone_are_refused_and_write_nothing(store, name, message):
     with pytest.raises(AnnotationError, match=message):
-        store.record(name, 2, "same", VERSION, query_qid=1)
-    assert store.annotators() == [] and store.judgments(current_only=False).empty
+        store.judgments.record(name, 2, "same", VERSION, query_qid=1)
+    assert store.judgments.annotators() == [] and store.judgments.frame(current_only=False).empty
 
 
 def test_normalising_is_idempotent():
@@ -130,12 +130,12 @@ def test_upgrading_merges_annotators_that_were_one_person(db_url):
             "(5, 3, 'old', 1, 4, 'qid:1:4', 'same', CURRENT_TIMESTAMP, TRUE)"))
     engine.dispose()
     with open_store(db_url, project="demo") as store:
-        assert store.annotators() == ["alice", "bob"]
-        history = store.judgments(current_only=False).set_index("id")
+        assert store.judgments.annotators() == ["alice", "bob"]
+        history = store.judgments.frame(current_only=False).set_index("id")
         assert len(history) == 5  # no judgment lost
         assert history.loc[[1, 2, 4, 5], "annotator"].tolist() == ["alice"] * 4
-        assert sorted(store.judgments(annotator="ALICE")["id"]) == [2, 4, 5]
+        assert sorted(store.judgments.frame(annotator="ALICE")["id"]) == [2, 4, 5]
         assert history.loc[1, "superseded_by"] == 4 and not history.loc[1, "is_current"]
-        assert store.undo_last("alice")["id"] == 5
-        assert store.undo_last("alice")["id"] == 4
-        assert sorted(store.judgments(annotator="alice")["id"]) == [1, 2]  # undo restored the label 4 replaced
+        assert store.judgments.undo_last("alice")["id"] == 5
+        assert store.judgments.undo_last("alice")["id"] == 4
+        assert sorted(store.judgments.frame(annotator="alice")["id"]) == [1, 2]  # undo restored the label 4 replaced

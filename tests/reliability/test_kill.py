@@ -110,7 +110,7 @@ def commit(self):
 
 os.replace, qpr.fsutil.file_group.FileGroup.publish, qpr.fsutil.file_group.FileGroup.commit = replace, publish, commit
 store = open_store(url, project="demo")
-version, corpus = store.corpus("v1")
+version, corpus = store.corpora.snapshot("v1")
 export(store, corpus, "csv", out, bundle_version=version)
 """
 
@@ -124,10 +124,10 @@ def exports_recorded(store) -> list[tuple[int, str]]:
 def test_kill_during_an_export_shows_no_partial_export(tmp_path, point, recovered_to):
     url, out, corpus = f"sqlite:///{tmp_path / 'a.db'}", tmp_path / "corrected.csv", make_corpus()
     with open_store(url, project="demo") as store:
-        store.register_corpus(VERSION, corpus)
-        store.record("ann", 2, "same", VERSION, query_qid=1)
+        store.corpora.register(VERSION, corpus)
+        store.judgments.record("ann", 2, "same", VERSION, query_qid=1)
         first = check_export(export(store, corpus, "csv", out, bundle_version=VERSION))
-        store.record("ann", 7, "same", VERSION, query_qid=6)  # the second export differs from the first
+        store.judgments.record("ann", 7, "same", VERSION, query_qid=6)  # the second export differs from the first
 
     run_until_killed(EXPORTER, [point, url, str(out)], tmp_path / "marker")
 
@@ -173,14 +173,14 @@ items = [(1, c) for c in range(2, 6)] + [(1, 3), (1, 4), (6, 7), (1, 3)]
 for number, (query, candidate) in enumerate(items):
     state["item"] = number
     label = ("same", "different", "unsure")[number % 3]
-    print(store.record("ann", candidate, label, "v1", query_qid=query), flush=True)
+    print(store.judgments.record("ann", candidate, label, "v1", query_qid=query), flush=True)
 """
 
 
 def test_kill_of_a_writer_mid_batch_loses_no_judgment_and_half_writes_none(tmp_path):
     url = f"sqlite:///{tmp_path / 'a.db'}"
     with open_store(url, project="demo") as store:
-        store.register_corpus(VERSION, make_corpus())
+        store.corpora.register(VERSION, make_corpus())
     stop = 5  # the re-judgment of (1, 4)
     _, _, output = run_until_killed(WRITER, [url, str(stop)], tmp_path / "marker")
     recorded = [int(line) for line in output.split() if line.isdigit()]
@@ -189,12 +189,12 @@ def test_kill_of_a_writer_mid_batch_loses_no_judgment_and_half_writes_none(tmp_p
     with open_store(url, project="demo") as store:
         with store.engine.connect() as connection:
             assert connection.exec_driver_sql("PRAGMA integrity_check").scalar() == "ok"
-        history = store.judgments(current_only=False)
+        history = store.judgments.frame(current_only=False)
         assert history["id"].tolist() == recorded  # every returned id is there, the killed one is not
-        current = store.judgments()
+        current = store.judgments.frame()
         assert not current.duplicated("item_key").any()
         assert set(current["item_key"]) == {f"qid:1:{c}" for c in range(2, 6)}  # (1, 4) keeps its first label
         assert history.loc[history["item_key"] == "qid:1:4", "is_current"].tolist() == [True]
         assert history["superseded_by"].dropna().tolist() == [recorded[4]]  # only the completed re-judgment
-        store.record("ann", 4, "same", VERSION, query_qid=1)  # the dead writer's lock is gone
-        assert len(store.judgments(current_only=False)) == stop + 1
+        store.judgments.record("ann", 4, "same", VERSION, query_qid=1)  # the dead writer's lock is gone
+        assert len(store.judgments.frame(current_only=False)) == stop + 1

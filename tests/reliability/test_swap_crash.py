@@ -35,8 +35,8 @@ def swapped(tiny_bundle, tmp_path):
     first, later = Bundle.lexical_of(tiny_bundle.corpus, "first"), Bundle.lexical_of(tiny_bundle.corpus, "uploaded later")
     store = open_store(f"sqlite:///{tmp_path / 'app.db'}", project="demo")
     for bundle in (first, tiny_bundle, later):
-        store.register_corpus(bundle.version, bundle.corpus)
-    store.record_swap("Carol", tiny_bundle.version, first.version, [])
+        store.corpora.register(bundle.version, bundle.corpus)
+    store.swaps.record("Carol", tiny_bundle.version, first.version, [])
     DemoHome(tmp_path / "cache").save(tiny_bundle)
     yield store, first, later
     store.close()
@@ -46,7 +46,7 @@ def test_a_start_leaves_alone_a_model_served_on_purpose_since_the_swap(tiny_bund
     store, _, later = swapped
     project = Project("demo", "Demo", ServedModel(later), store, DemoHome(tmp_path / "cache"))
     assert reconcile(project) is None
-    assert project.model.current().bundle is later and len(store.swaps()) == 1
+    assert project.model.current().bundle is later and len(store.swaps.frame()) == 1
 
 
 @dataclass(frozen=True)
@@ -61,4 +61,4 @@ def test_a_pointer_that_cannot_be_repaired_still_serves_the_recorded_swap(tiny_b
     store, first, _ = swapped
     project = Project("demo", "Demo", ServedModel(first), store, ReadOnlyHome(tmp_path / "cache"))
     assert "could not be remembered now ([Errno 30] Read-only file system)" in reconcile(project)
-    assert project.model.current().bundle.version == tiny_bundle.version and len(store.swaps()) == 1
+    assert project.model.current().bundle.version == tiny_bundle.version and len(store.swaps.frame()) == 1
