@@ -92,7 +92,10 @@ class QPRPage:
             opened.then(self.search.relabel, [self.search.shown, self.search.compare], self.search.relabelled)
             opened.then(self.retrain.restore, None, self.retrain.decision_outputs)
             opened.then(self.projects.listed, None, self.projects.listing)
-            project.input(None, [project], None, js=OPEN_JS)
+            # A person's choice from the list, not any change of the value: the page's own load sets
+            # it, and Gradio's dropdown can report that as input too, which reloaded the page under
+            # a test's click (CI: a click left waiting 30 s for that navigation to finish).
+            project.select(None, [project], None, js=OPEN_JS)
             demo.unload(self.ctx.close_page)
         return demo
 
