@@ -7,7 +7,7 @@ recorded against a bundle version belongs to that project through it; judgments 
 annotator, project and item), and adjudications and guidelines, which name no bundle version,
 carry it themselves. Rows written before this revision belong to the demo project
 (``FIRST_PROJECT``) until a project claims its own bundle versions when it is opened
-(``CorpusRepository.claim_versions``), taking their judgments and the adjudications of their items
+(``store.corpora.claim_versions``), taking their judgments and the adjudications of their items
 along; guidelines written before stay the demo's.
 
 Revision ID: 0009
