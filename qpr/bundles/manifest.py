@@ -34,6 +34,8 @@ LEGACY_FILES = {CORPUS_FILE: (PARQUET_CORPUS_FILE,)}
 MANIFEST_FILE = "manifest.json"
 MANIFEST_FIELDS = {"format_version": int, "version": str, "encoder_config": dict, "index": dict, "data_fingerprint": str}
 LEXICAL_FIELDS = {"format_version": int, "version": str, "data_fingerprint": str}
+# An entry's old name -> the field that holds it now (``Manifest.from_json``).
+LEGACY_KEYS = {"labels": "provenance"}
 INDEX_FIELDS = {"factory": str}  # search parameters (or, in older bundles, nprobe and ef_search) are checked by VectorIndex.load
 CARD_FILES = ("README.md", "config.json")  # the model card and config a bundle carries for the Hub (bundles/card.py)
 BM25_FOLDER = "bm25"  # the BM25 index of the corpus, saved so that a large corpus is not re-indexed at every start
@@ -69,7 +71,7 @@ class Manifest:
     fusion: dict | None = None  # the fitted hybrid scorer or rank fusion (``qpr.retrieval.hybrid``)
     fusion_skipped: str | None = None  # why training fitted no hybrid
     fusion_choice: dict | None = None  # how a project from a general encoder chose its fusion
-    labels: dict | None = None  # provenance: the export (and judgment ids) a retrained bundle learned from
+    provenance: dict | None = None  # what the encoder learned from: the export (and judgment ids) of a retrained bundle
     asymmetric: dict | None = None  # an asymmetric bundle's teacher and its weight
     general: dict | None = None  # a project made from a general encoder: which, and how adapted
     domain_metrics: dict | None = None  # a general encoder's scores per domain
@@ -79,7 +81,11 @@ class Manifest:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Manifest":
-        """The manifest a JSON object holds (checked by ``load`` first)."""
+        """The manifest a JSON object holds (checked by ``load`` first). A bundle saved before the
+        provenance had its name holds it as ``labels`` (``LEGACY_KEYS``): read as ``provenance``,
+        and written back under that name only."""
+        data = {(LEGACY_KEYS[key] if key in LEGACY_KEYS and LEGACY_KEYS[key] not in data else key): value
+                for key, value in data.items()}
         known = {f.name for f in fields(cls)} - {"extra"}
         return cls(**{key: value for key, value in data.items() if key in known},
                    extra={key: value for key, value in data.items() if key not in known})
