@@ -671,10 +671,10 @@ def test_queues_leave_out_items_with_a_negligible_chance(qpr_app):
     corpus = served.bundle.corpus
     cut_somewhere = False
     for cluster in [TWIN_A, *sorted(corpus["cluster"].dropna().unique())[:12]]:
-        full = spot_check(qpr_app.ctx.store, served.dense, corpus, "ann", cluster=cluster)
+        full = spot_check(qpr_app.ctx.store, served.model_retriever, corpus, "ann", cluster=cluster)
         view = qpr_app.annotate.start_cluster(cluster, "ann", None, None)
         kept = session(view).queue
-        assert len(kept) == int((served.probability(served.dense, full["distance"]) >= NEGLIGIBLE).sum())
+        assert len(kept) == int((served.probability(served.model_retriever, full["distance"]) >= NEGLIGIBLE).sum())
         cut_somewhere |= len(kept) < len(full) and "left out" in view[qpr_app.annotate.status]
         if cluster == TWIN_A:
             assert TWIN_B in set(kept["cluster"].dropna()), "the real false negatives stay in the queue"

@@ -159,7 +159,7 @@ def retrain(model: ServedModel, store: AnnotationStore, folder: Path, max_epochs
         raise QPRError("This project has no encoder yet: train one first (on the Projects tab, where it trains in "
                        "the background while BM25 serves, or with `qpr train`).")
     on_stage("exporting")
-    scorer = PairScorer.of(served.dense, served.bundle.corpus, served.calibrations.get(served.dense.name))
+    scorer = PairScorer.of(served.model_retriever, served.bundle.corpus, served.calibrations.get(served.model_retriever.name))
     done = export_corrected(store, served.bundle.corpus, served.bundle.version, fmt, folder=folder, scorer=scorer)
     check_clusters(done.corpus)
     bm25 = BM25Retriever(done.corpus)
@@ -183,7 +183,7 @@ def start_training(model: ServedModel, store: AnnotationStore, job: TrainingJob,
         raise QPRError(f"A training of this project is already running ({describe(status)}); it was started by "
                        f"{status.get('by', 'someone')}. Wait for it or cancel it.")
     served = model.current()
-    scorer = PairScorer.of(served.dense, served.bundle.corpus, served.calibrations.get(served.dense.name))
+    scorer = PairScorer.of(served.model_retriever, served.bundle.corpus, served.calibrations.get(served.model_retriever.name))
     done = export_corrected(store, served.bundle.corpus, served.bundle.version, "parquet", folder=folder, scorer=scorer)
     check_clusters(done.corpus)
     base = None if served.bundle.lexical else served.bundle.save(job.folder / "base")
