@@ -15,7 +15,7 @@
 
 It also hands the export over in memory (``Export``: the corrected corpus and the manifest as
 written), so a caller in the same process trains on it without reading the files back;
-``Export.labels`` is what a bundle trained on it records. ``export`` is the same for callers that
+``Export.provenance`` is what a bundle trained on it records. ``export`` is the same for callers that
 want the file only (the command line, scripts).
 """
 
@@ -58,8 +58,8 @@ class Export:
     purity: pd.Series | None = None
 
     @property
-    def labels(self) -> dict:
-        """What a bundle trained on this export records as its ``labels``, the one schema of that
+    def provenance(self) -> dict:
+        """What a bundle trained on this export records as its ``provenance``, the one schema of that
         trace: ``export_id``, ``export_file`` (the cluster file's absolute path, as the database's
         export record holds it) and ``judgment_ids``."""
         return {"export_id": self.manifest["export_id"], "export_file": str(self.path.resolve()),

@@ -360,14 +360,14 @@ def test_a_retrained_bundle_names_the_judgments_and_export_it_learned_from(qpr_a
     view = judge_until(qpr_app, qpr_app.annotate.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
     qpr_app.annotate.judge("same", session(view), "ann", None, None)
     qpr_app.retrain.retrain(1, "ann", progress=NO_PROGRESS)
-    labels = qpr_app.ctx.model.candidate().served.bundle.manifest.labels
+    provenance = qpr_app.ctx.model.candidate().served.bundle.manifest.provenance
     judged = sorted(qpr_app.ctx.store.judgments.frame()["id"].tolist())
-    assert labels["judgment_ids"] == judged and len(judged) >= 2
-    export_manifest = json.loads(open(f"{labels['export_file']}.manifest.json").read())
-    assert export_manifest["export_id"] == labels["export_id"] and export_manifest["judgment_ids"] == judged
+    assert provenance["judgment_ids"] == judged and len(judged) >= 2
+    export_manifest = json.loads(open(f"{provenance['export_file']}.manifest.json").read())
+    assert export_manifest["export_id"] == provenance["export_id"] and export_manifest["judgment_ids"] == judged
     qpr_app.retrain.confirm("ann", None, None)
     saved = json.loads((qpr_app.ctx.cache / "bundles" / qpr_app.ctx.model.current().bundle.version / "manifest.json").read_text())
-    assert saved["labels"] == labels, "the saved bundle keeps its trace to the labels"
+    assert saved["provenance"] == provenance and "labels" not in saved, "the saved bundle keeps its trace to the judgments"
 
 
 def test_a_retrain_builds_bm25_once(qpr_app, monkeypatch):
@@ -671,10 +671,10 @@ def test_queues_leave_out_items_with_a_negligible_chance(qpr_app):
     corpus = served.bundle.corpus
     cut_somewhere = False
     for cluster in [TWIN_A, *sorted(corpus["cluster"].dropna().unique())[:12]]:
-        full = spot_check(qpr_app.ctx.store, served.dense, corpus, "ann", cluster=cluster)
+        full = spot_check(qpr_app.ctx.store, served.model_retriever, corpus, "ann", cluster=cluster)
         view = qpr_app.annotate.start_cluster(cluster, "ann", None, None)
         kept = session(view).queue
-        assert len(kept) == int((served.probability(served.dense, full["distance"]) >= NEGLIGIBLE).sum())
+        assert len(kept) == int((served.probability(served.model_retriever, full["distance"]) >= NEGLIGIBLE).sum())
         cut_somewhere |= len(kept) < len(full) and "left out" in view[qpr_app.annotate.status]
         if cluster == TWIN_A:
             assert TWIN_B in set(kept["cluster"].dropna()), "the real false negatives stay in the queue"
@@ -712,7 +712,7 @@ def test_replacing_the_served_model_needs_a_name_and_is_recorded(qpr_app):
     swaps = qpr_app.ctx.store.swaps.frame()
     new = qpr_app.ctx.model.current().bundle
     assert swaps[["annotator", "bundle_version", "replaced_version"]].values.tolist() == [["Carol", new.version, old]]
-    assert swaps.iloc[0]["judgment_ids"] == new.manifest.labels["judgment_ids"] == sorted(
+    assert swaps.iloc[0]["judgment_ids"] == new.manifest.provenance["judgment_ids"] == sorted(
         qpr_app.ctx.store.judgments.frame()["id"].tolist())
 
 

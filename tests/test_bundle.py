@@ -44,6 +44,38 @@ def test_a_manifest_keeps_what_it_does_not_know_and_changes_only_by_copy(tiny_bu
     assert fused.manifest.fusion == {"kind": "rrf"} and tiny_bundle.manifest.fusion is None  # the old bundle's is unchanged
 
 
+def test_a_bundle_saved_with_the_old_labels_key_loads_its_provenance_and_saves_it_under_the_new_name(tiny_bundle, tmp_path):
+    saved = tiny_bundle.save(tmp_path / "b")
+    trace = {"export_id": 4, "export_file": "/exports/corrected.parquet", "judgment_ids": [1, 2, 5]}
+    written = json.loads((saved / "manifest.json").read_text())
+    assert "provenance" not in written and "labels" not in written  # a first training learned from no export
+    (saved / "manifest.json").write_text(json.dumps(written | {"labels": trace}))  # as versions before the rename wrote it
+    loaded = Bundle.load(saved)
+    assert loaded.manifest.provenance == trace and loaded.manifest.extra == {}
+    loaded.save(tmp_path / "again")
+    again = json.loads((tmp_path / "again" / "manifest.json").read_text())
+    assert again["provenance"] == trace and "labels" not in again
+
+
+def test_a_manifest_refuses_changes_in_place(tiny_bundle):
+    manifest = tiny_bundle.with_manifest(provenance={"export_id": 1, "judgment_ids": [3]}, metrics={"val": {"H1": 0.5}}).manifest
+    with pytest.raises(TypeError):
+        manifest.metrics["x"] = 1
+    with pytest.raises(TypeError):
+        manifest.metrics["val"].update(H1=1.0)  # nested objects too
+    with pytest.raises(TypeError):
+        manifest.provenance["judgment_ids"].append(4)  # and arrays
+    with pytest.raises(TypeError):
+        manifest.training.pop("history", None)
+    with pytest.raises(TypeError):
+        manifest.extra.setdefault("x", 1)
+    merged = manifest.metrics | {"x": 1}  # a new value, for a new manifest
+    assert type(merged) is dict and "x" not in manifest.metrics
+    assert tiny_bundle.with_manifest(metrics=merged).manifest.metrics["x"] == 1
+    written = manifest.to_json()
+    assert type(written["metrics"]) is dict and type(written["provenance"]["judgment_ids"]) is list
+    assert json.loads(json.dumps(written)) == written
+
 def test_index_settings_survive_the_round_trip_and_older_manifests_load(tiny_bundle, tmp_path):
     tiny_bundle.with_index(IndexConfig("HNSW8", "efSearch=50")).save(tmp_path / "b")
     assert Bundle.load(tmp_path / "b").index.describe() == "HNSW8/efSearch=50"

@@ -90,7 +90,7 @@ def test_a_bm25_project_shows_scores_under_their_own_name_never_a_negative_dista
         assert all(0 <= r["score"] <= 1 for r in results)
     table = page.search.search("how do i learn chess ?", 5, False)[page.search.results]
     assert list(table.columns)[-1] == results[0]["score_is"] and (table.iloc[:, -1] >= 0).all()
-    uncalibrated = served.__class__(served.bundle, served.dense, served.bm25, served.default)  # no calibrations
+    uncalibrated = served.__class__(served.bundle, served.model_retriever, served.bm25, served.default)  # no calibrations
     header, scores = uncalibrated.readable(served.bm25, [-8.07, -4.22])
     assert header == "BM25 score (higher = more alike)" and scores.tolist() == [8.07, 4.22]
     shown = page.annotate.start_cluster("c-chess", "ann", None, None)

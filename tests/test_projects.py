@@ -78,7 +78,7 @@ def test_a_lexical_bundle_saves_loads_and_serves_bm25_everywhere(tmp_path):
     assert loaded.lexical and loaded.version == bundle.version
     assert sorted(os.listdir(tmp_path / "b")) == ["bm25", "corpus.arrow", "manifest.json"]
     served = ServedModel(loaded).current()
-    assert served.default is served.dense is served.bm25
+    assert served.default is served.model_retriever is served.bm25
     assert served.default.search("how do i learn chess ?", 1)[0].cluster == "c-chess"
 
 
@@ -231,11 +231,11 @@ def test_with_a_general_bundle_bare_questions_are_grouped_by_its_encoder(general
         make_corpus()[["question"]].to_csv(path, index=False)
         page.projects.create(str(path), "questions", "Inbox", "", "", "", False, "ann")
         served = page.ctx.model.current()
-        assert not served.bundle.lexical and served.dense is not served.bm25  # the general encoder, beside BM25
+        assert not served.bundle.lexical and served.model_retriever is not served.bm25  # the general encoder, beside BM25
         shown = page.annotate.start_cluster("", "ann", None, None)  # "Next cluster": a group of near questions
         group = shown[page.annotate.session].queue
         seed = served.corpus.set_index("qid").loc[int(group["query_qid"].iloc[0]), "question"]
-        nearest = served.dense.search([seed], len(served.corpus))[0]
+        nearest = served.model_retriever.search([seed], len(served.corpus))[0]
         dense_distance = {hit.qid: hit.distance for hit in nearest}
         assert all(abs(dense_distance[q] - d) < 1e-4 for q, d in zip(group["candidate_qid"], group["distance"]))
         assert "**0** cluster(s) of 2+ questions formed so far" in shown[page.annotate.progress]

@@ -110,8 +110,8 @@ def test_retraining_a_seed_bundle_refits_it_with_its_own_settings_on_the_correct
     corrected = trained.corpus.copy()
     train_clusters = corrected.loc[corrected["split"] == "train", "cluster"].unique()
     corrected.loc[corrected["cluster"] == train_clusters[1], "cluster"] = train_clusters[0]  # a merge
-    new = retrain_bundle(trained, corrected, labels={"export_id": 7})
-    assert new.system == "film" and new.version != trained.version and new.manifest.labels == {"export_id": 7}
+    new = retrain_bundle(trained, corrected, provenance={"export_id": 7})
+    assert new.system == "film" and new.version != trained.version and new.manifest.provenance == {"export_id": 7}
     assert new.manifest.training["settings"] == trained.manifest.training["settings"]
     assert new.manifest.training["data"] == "corrected clusters"
     assert new.encoder.settings()["rank"] == SMALL.film_rank
@@ -218,7 +218,7 @@ def test_the_app_retrains_a_served_seed_bundle_from_judgments_and_swaps_on_confi
         page.annotate.judge("same", annotate_session, "ann", None, None)
         page.retrain.retrain(1, "ann", progress=lambda *args, **kwargs: None)
         candidate = page.ctx.model.candidate().served.bundle
-        assert candidate.system == system and candidate.manifest.labels["judgment_ids"]
+        assert candidate.system == system and candidate.manifest.provenance["judgment_ids"]
         page.retrain.confirm("ann", None, None)
         served = page.ctx.model.current().bundle
         assert served.version == candidate.version

@@ -124,8 +124,8 @@ def test_retraining_continues_the_bundle_s_model_and_leaves_the_served_one_untou
     corrected = trained.corpus.copy()
     train_clusters = corrected.loc[corrected["split"] == "train", "cluster"].unique()
     corrected.loc[corrected["cluster"] == train_clusters[1], "cluster"] = train_clusters[0]  # a merge
-    new = retrain_bundle(trained, corrected, max_epochs=1, labels={"export_id": 3}, progress=False)
-    assert new.system == "transformer" and new.manifest.labels == {"export_id": 3}
+    new = retrain_bundle(trained, corrected, max_epochs=1, provenance={"export_id": 3}, progress=False)
+    assert new.system == "transformer" and new.manifest.provenance == {"export_id": 3}
     assert new.manifest.data_fingerprint != trained.manifest.data_fingerprint
     fit = new.manifest.training["fit"]
     assert fit["warm_start"] and [row["epoch"] for row in fit["history"]] == [0, 1]

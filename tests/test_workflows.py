@@ -89,8 +89,8 @@ def test_an_export_is_handed_over_in_memory_as_written(tiny_bundle, scratch_dir,
     assert done.manifest == json.loads(manifest_path(done.path).read_text())
     twins = done.corpus[tiny_bundle.corpus["cluster"].isin(TWINS)]
     assert twins["cluster"].nunique() == 1 and len(done.manifest["merges"]) == 1
-    # The one labels schema: the export's id, its cluster file's absolute path, its judgments.
-    assert done.labels == {"export_id": done.manifest["export_id"], "export_file": str(done.path.resolve()),
+    # The one provenance schema: the export's id, its cluster file's absolute path, its judgments.
+    assert done.provenance == {"export_id": done.manifest["export_id"], "export_file": str(done.path.resolve()),
                            "judgment_ids": judged}
 
 
@@ -98,8 +98,8 @@ def test_retrain_proposes_a_model_trained_on_the_export_and_changes_nothing_serv
     proposal, model = retrained["proposal"], retrained["model"]
     new = proposal.candidate.served.bundle
     assert model.current().bundle is tiny_bundle and model.candidate() is proposal.candidate
-    assert new.version != tiny_bundle.version and new.manifest.labels == proposal.export.labels
-    assert proposal.export.labels["judgment_ids"] == retrained["judged"]
+    assert new.version != tiny_bundle.version and new.manifest.provenance == proposal.export.provenance
+    assert proposal.export.provenance["judgment_ids"] == retrained["judged"]
     assert proposal.export.path.parent == retrained["folder"] and proposal.export.path.suffix == ".parquet"
     assert list(proposal.candidate.comparison["model"]) == ["current", "current", "retrained", "retrained"]
     assert retrained["stages"] == ["exporting", "comparing"] and [row["epoch"] for row in retrained["epochs"]] == [1]
@@ -145,7 +145,7 @@ def test_confirm_serves_records_and_remembers_the_candidate(tiny_bundle, target)
     swaps = deployment.store.swaps.frame()
     assert swaps[["annotator", "bundle_version", "replaced_version"]].values.tolist() == [["Carol", new.version,
                                                                                           tiny_bundle.version]]
-    assert swaps.iloc[0]["judgment_ids"] == new.manifest.labels["judgment_ids"]
+    assert swaps.iloc[0]["judgment_ids"] == new.manifest.provenance["judgment_ids"]
     assert remembered == [(done.path, "Carol")]
     with pytest.raises(QPRError, match="No retrained model is waiting"):
         retraining.confirm(deployment, "Carol")
@@ -306,9 +306,9 @@ def test_cli_retrain_with_confirm_saves_the_bundle_and_records_the_swap(tiny_bun
                  "--by", "Carol"]) == 0
     new = Bundle.load(out)
     assert f"saved {new.version} at {out}; recorded Carol's swap from {tiny_bundle.version}" in capsys.readouterr().out
-    assert new.manifest.labels["judgment_ids"] == judged
-    assert new.manifest.labels["export_file"].startswith(str((tmp_path / "ex").resolve()))
-    assert new.manifest.labels["export_file"].endswith(".csv")
+    assert new.manifest.provenance["judgment_ids"] == judged
+    assert new.manifest.provenance["export_file"].startswith(str((tmp_path / "ex").resolve()))
+    assert new.manifest.provenance["export_file"].endswith(".csv")
     with open_store(url, project="demo") as store:
         swaps = store.swaps.frame()
     assert swaps[["annotator", "bundle_version", "replaced_version"]].values.tolist() == [["Carol", new.version,
@@ -400,3 +400,37 @@ def test_a_background_training_gets_the_judged_pairs_of_its_export(tiny_bundle, 
     # The worker (not started here) continues the encoder on these pairs as the in-process retrain does.
     assert pd.read_parquet(tmp_path / "job" / background.PAIRS).equals(judged)
     background._CHILDREN.pop(NoWorker.pid, None)
+
+
+def test_a_background_job_written_before_the_provenance_rename_still_records_it(tiny_bundle, tmp_path, monkeypatch):
+    """A job.json started by a version that called the provenance "labels" and run by this one."""
+    import workflows.background_training as background
+
+    class NoWorker:
+        pid = 999_999_998
+
+        def poll(self):
+            return None  # still running: the test runs the worker itself
+
+    monkeypatch.setattr(background.subprocess, "Popen", lambda *args, **kwargs: NoWorker())
+    monkeypatch.setattr(background.torch, "set_num_threads", lambda n: None)
+    trace = {"export_id": 9, "export_file": "/exports/corrected.parquet", "judgment_ids": [1, 2]}
+    job = TrainingJob(tmp_path / "job")
+    job.start(tiny_bundle.corpus, TrainConfig(), tiny_bundle.vocab.config, tiny_bundle.encoder.config, tmp_path / "base",
+              trace, "ann")
+    background._CHILDREN.pop(NoWorker.pid, None)
+    written = json.loads((tmp_path / "job" / background.JOB).read_text())
+    assert written["provenance"] == trace and "labels" not in written
+    old = {("labels" if key == "provenance" else key): value for key, value in written.items()}
+    (tmp_path / "job" / background.JOB).write_text(json.dumps(old))
+    seen = {}
+
+    def retrain(bundle, corpus, **kwargs):
+        seen.update(kwargs)
+        return bundle.with_manifest(provenance=kwargs["provenance"])
+
+    monkeypatch.setattr(background.Bundle, "load", classmethod(lambda cls, path: tiny_bundle))
+    monkeypatch.setattr(background, "retrain_bundle", retrain)
+    background.run(tmp_path / "job")
+    assert seen["provenance"] == trace
+    assert json.loads((tmp_path / "job" / background.BUNDLE / "manifest.json").read_text())["provenance"] == trace

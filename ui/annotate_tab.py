@@ -208,7 +208,7 @@ class AnnotateTab:
             return shown | {self.query: "", self.candidate: "", self.details: finished, self.queue: pd.DataFrame(columns=QUEUE_COLUMNS)}
         queue = session.queue
         served = self.ctx.model.current()
-        scored, scores = served.readable(served.dense, queue["distance"])
+        scored, scores = served.readable(served.model_retriever, queue["distance"])
         text = served.bundle.corpus.set_index("qid")["question"]
         queue = queue.assign(**{scored: scores.round(3), "suspicion": queue["suspicion"].round(3),
                                 "query": queue["query_qid"].map(text).where(queue["query_qid"].notna(), queue["query_text"])})

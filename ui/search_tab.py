@@ -93,7 +93,7 @@ class SearchTab:
         served = self.ctx.model.current()
         parts = {self.results: served.default}
         if compare:
-            parts |= {self.dense: served.dense, self.bm25: served.bm25} if served.default is not served.dense else {self.bm25: served.bm25}
+            parts |= {self.dense: served.model_retriever, self.bm25: served.bm25} if served.default is not served.model_retriever else {self.bm25: served.bm25}
         # A table not searched (hidden) is emptied rather than left out: see the module's docstring.
         found = {table: _table(served, parts[table], query, int(k)) if table in parts else _empty()
                  for table in (self.results, self.dense, self.bm25)}

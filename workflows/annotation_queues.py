@@ -56,8 +56,8 @@ class CorpusTasks:
         """The task of ``size`` pairs over ``served``'s bundle, built on first asking."""
         version = served.bundle.version
         if version not in self._tasks:
-            self._tasks[version] = build_task(served.dense, served.bundle.corpus, size,
-                                              calibration=served.calibrations.get(served.dense.name))
+            self._tasks[version] = build_task(served.model_retriever, served.bundle.corpus, size,
+                                              calibration=served.calibrations.get(served.model_retriever.name))
         return self._tasks[version]
 
 
@@ -87,20 +87,20 @@ def cluster_queue(store: AnnotationStore, served: Served, who: str, cluster: str
     cluster = (cluster or "").strip()
     if not cluster and needs_clusters(served.bundle.corpus):
         return group_queue(store, served, who)
-    cluster = cluster or next_cluster(store, served.corpus, who, retriever=served.dense)
-    rows, message = _worth_checking(served, spot_check(store, served.dense, served.corpus, who, cluster=cluster))
+    cluster = cluster or next_cluster(store, served.corpus, who, retriever=served.model_retriever)
+    rows, message = _worth_checking(served, spot_check(store, served.model_retriever, served.corpus, who, cluster=cluster))
     return Queue(rows, message, cluster=cluster)
 
 
 def query_queue(store: AnnotationStore, served: Served, who: str, text: str) -> Queue:
     """What the served retriever finds for a typed query (a corpus question typed exactly is that question)."""
-    rows, message = _worth_checking(served, spot_check(store, served.dense, served.corpus, who, query_text=text))
+    rows, message = _worth_checking(served, spot_check(store, served.model_retriever, served.corpus, who, query_text=text))
     return Queue(rows, message)
 
 
 def group_queue(store: AnnotationStore, served: Served, who: str) -> Queue:
     """The next group of near questions to confirm or reject (``annotations.grouping``)."""
-    rows = next_group(store, served.dense, served.bundle.corpus, who)
+    rows = next_group(store, served.model_retriever, served.bundle.corpus, who)
     if rows.empty:
         message = "No question outside a cluster has an unjudged near question left: nothing to propose."
         return Queue(rows, f"{message} {building_note(store, served)}")
@@ -119,7 +119,7 @@ def building_note(store: AnnotationStore, served: Served) -> str:
 
 
 def _worth_checking(served: Served, queue: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    kept = worth_checking(queue, served.probability(served.dense, queue["distance"]))
+    kept = worth_checking(queue, served.probability(served.model_retriever, queue["distance"]))
     if queue.empty:
         return kept, why_empty(queue)
     cut = len(queue) - len(kept)

@@ -2,7 +2,7 @@
 
 A ``TrainingJob`` is one folder (a project's ``training/``) holding::
 
-    job.json        what to train: settings, the bundle to continue (if any), labels, who asked
+    job.json        what to train: settings, the bundle to continue (if any), provenance, who asked
     corpus.parquet  the corpus to train on (e.g. the corrected clusters of an export)
     pairs.parquet   the export's judged pairs, which a continued encoder trains on too (if any)
     status.json     state, epoch, step, ETA, message: written by the worker, read by the page
@@ -122,7 +122,7 @@ class TrainingJob:
             return {"state": "failed", "message": f"{self.folder / STATUS} cannot be read; start the training again"}
 
     def start(self, corpus: pd.DataFrame, train: TrainConfig, text: TextConfig, encoder: EncoderConfig,
-              continue_from: Path | None, labels: dict, by: str, judged: pd.DataFrame | None = None) -> dict:
+              continue_from: Path | None, provenance: dict, by: str, judged: pd.DataFrame | None = None) -> dict:
         """Launch a worker that trains on ``corpus`` (continuing the bundle at ``continue_from``
         with its own settings and on the ``judged`` pairs too, else anew with ``train`` / ``text`` /
         ``encoder``); refused while one runs. Returns the status."""
@@ -140,7 +140,7 @@ class TrainingJob:
             with atomic_path(self.folder / PAIRS) as tmp:
                 judged.to_parquet(tmp, index=False)
         _write(self.folder / JOB, {"train": asdict(train), "text": asdict(text), "encoder": encoder.to_dict(),
-                                   "continue_from": str(continue_from) if continue_from else None, "labels": labels,
+                                   "continue_from": str(continue_from) if continue_from else None, "provenance": provenance,
                                    "by": by})
         status = {"state": "starting", "by": by, "started": time.time(), "epoch": 0, "max_epochs": train.max_epochs,
                   "message": "starting the worker"}
@@ -254,6 +254,8 @@ def run(folder: Path) -> None:
     bundle, then mark the job done (or failed with the reason)."""
     torch.set_num_threads(1)  # the worker's own threads: one, beside the app's
     job = json.loads((folder / JOB).read_text(encoding="utf-8"))
+    # A job.json written before the provenance had its name holds it as "labels".
+    provenance = job["provenance"] if "provenance" in job else job["labels"]
     status = json.loads((folder / STATUS).read_text(encoding="utf-8")) | {"state": "running", "pid": os.getpid()}
     started, last, pace = time.monotonic(), 0.0, Pace()
 
@@ -294,12 +296,12 @@ def run(folder: Path) -> None:
         corpus = with_held_out(pd.read_parquet(folder / CORPUS))
         if job["continue_from"]:
             judged = pd.read_parquet(folder / PAIRS) if (folder / PAIRS).is_file() else None
-            bundle = retrain_bundle(Bundle.load(job["continue_from"]), corpus, labels=job["labels"],
+            bundle = retrain_bundle(Bundle.load(job["continue_from"]), corpus, provenance=provenance,
                                     max_epochs=job["train"]["max_epochs"], progress=False, on_epoch=on_epoch,
                                     on_batch=on_batch, judged=judged)
         else:
             bundle = train_bundle(corpus, TrainConfig(**job["train"]), TextConfig(**job["text"]),
-                                  EncoderConfig(**job["encoder"]), labels=job["labels"], progress=False,
+                                  EncoderConfig(**job["encoder"]), provenance=provenance, progress=False,
                                   on_epoch=on_epoch, on_batch=on_batch)
         report(message="saving the trained model", eta_s=None, eta_max_s=None)
         bundle.save(folder / BUNDLE)

@@ -52,7 +52,7 @@ def representative(served: Served, members: pd.DataFrame) -> int:
     if served.bundle.lexical:
         vectors = TfidfVectorizer(token_pattern=r"(?u)\b\w+\b").fit_transform(questions).toarray()
     else:
-        vectors = served.dense.encode(questions)
+        vectors = served.model_retriever.encode(questions)
     spread = ((vectors - vectors.mean(axis=0)) ** 2).sum(axis=1)
     return int(members["qid"].iloc[int(np.argmin(spread))])
 

@@ -8,8 +8,8 @@ record -> remember.
 2. **Retrain** on them, in this process (``retrain``, through ``qpr.bundles.training.retrain_bundle``: the
    served encoder continued, training on the judged pairs themselves too and weighing each cluster
    by its estimated purity) or in a background worker (``start_training``,
-   ``workflows.background_training``). The new bundle's ``labels`` name the export it learned
-   from, in one schema (``Export.labels``).
+   ``workflows.background_training``). The new bundle's ``provenance`` names the export it learned
+   from, in one schema (``Export.provenance``).
 3. **Compare** old and new on the same held-out clusters and hold the new model as the candidate
    (``ServedModel.propose``); nothing changes for searches yet. A worker's result is compared
    when it is offered (``offer_trained``).
@@ -79,7 +79,7 @@ class Offer:
         said, worse = verdict(candidate.comparison)
         bundle = candidate.served.bundle
         return cls(bundle.version, candidate.comparison, said, worse,
-                   len((bundle.manifest.labels or {}).get("judgment_ids", [])))
+                   len((bundle.manifest.provenance or {}).get("judgment_ids", [])))
 
 
 @dataclass(frozen=True)
@@ -159,11 +159,11 @@ def retrain(model: ServedModel, store: AnnotationStore, folder: Path, max_epochs
         raise QPRError("This project has no encoder yet: train one first (on the Projects tab, where it trains in "
                        "the background while BM25 serves, or with `qpr train`).")
     on_stage("exporting")
-    scorer = PairScorer.of(served.dense, served.bundle.corpus, served.calibrations.get(served.dense.name))
+    scorer = PairScorer.of(served.model_retriever, served.bundle.corpus, served.calibrations.get(served.model_retriever.name))
     done = export_corrected(store, served.bundle.corpus, served.bundle.version, fmt, folder=folder, scorer=scorer)
     check_clusters(done.corpus)
     bm25 = BM25Retriever(done.corpus)
-    new = retrain_bundle(served.bundle, done.corpus, labels=done.labels, max_epochs=max_epochs, bm25=bm25,
+    new = retrain_bundle(served.bundle, done.corpus, provenance=done.provenance, max_epochs=max_epochs, bm25=bm25,
                          progress=False, on_epoch=on_epoch, judged=done.pairs, cluster_weights=done.purity)
     on_stage("comparing")
     comparison = compare_bundles(served.bundle, new, done.corpus, bm25)
@@ -183,11 +183,11 @@ def start_training(model: ServedModel, store: AnnotationStore, job: TrainingJob,
         raise QPRError(f"A training of this project is already running ({describe(status)}); it was started by "
                        f"{status.get('by', 'someone')}. Wait for it or cancel it.")
     served = model.current()
-    scorer = PairScorer.of(served.dense, served.bundle.corpus, served.calibrations.get(served.dense.name))
+    scorer = PairScorer.of(served.model_retriever, served.bundle.corpus, served.calibrations.get(served.model_retriever.name))
     done = export_corrected(store, served.bundle.corpus, served.bundle.version, "parquet", folder=folder, scorer=scorer)
     check_clusters(done.corpus)
     base = None if served.bundle.lexical else served.bundle.save(job.folder / "base")
-    return job.start(done.corpus, train, text, encoder, base, done.labels, who, judged=done.pairs)
+    return job.start(done.corpus, train, text, encoder, base, done.provenance, who, judged=done.pairs)
 
 
 def offer_trained(model: ServedModel, job: TrainingJob, version: str) -> Candidate:
@@ -230,7 +230,7 @@ def confirm(project: Project, who: str) -> Confirmed:
     store.corpora.register(bundle.version, bundle.corpus)
     replaced = model.current().bundle.version
     model.confirm(bundle.version)
-    judgment_ids = (bundle.manifest.labels or {}).get("judgment_ids", [])
+    judgment_ids = (bundle.manifest.provenance or {}).get("judgment_ids", [])
     kept_or_taken_back(model, bundle.version, replaced, "recorded",
                        lambda: store.swaps.record(who, bundle.version, replaced, judgment_ids))
 

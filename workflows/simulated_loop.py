@@ -12,7 +12,7 @@ trains an encoder on that noisy copy. Then, each round:
    step (``workflows.retraining.export_corrected``, which applies
    ``annotations.constraints.corrected_clusters``), handed over in memory as the app's retraining gets
    them (``annotations.export.Export``): the training data of the next model, whose bundle
-   records the export as the app's does (``Export.labels``);
+   records the export as the app's does (``Export.provenance``);
 4. the encoder is retrained on it as the app's retrain does (``qpr.bundles.training``:
    from scratch, or continuing the previous one with ``warm_start``), and
    scored on the untouched test clusters with an exact index over the clean corpus
@@ -105,7 +105,7 @@ def fit(
     text_config: TextConfig = TextConfig(),
     encoder_config: EncoderConfig = EncoderConfig(),
     warm_start: Model | None = None,
-    labels: dict | None = None,
+    provenance: dict | None = None,
     progress: bool = False,
     judged: pd.DataFrame | None = None,
     cluster_weights: pd.Series | None = None,
@@ -114,11 +114,11 @@ def fit(
     path ``qpr.bundles.training.retrain_bundle``), behind an exact index, and score
     H@1 / H@10 / MRR on the test clusters of ``clean``: whatever labels the model learned from, it
     is judged against the same clean queries and relevance. ``corpus`` holds the questions of
-    ``clean`` (only clusters differ), so the index searches all of them. ``labels``: the export the
+    ``clean`` (only clusters differ), so the index searches all of them. ``provenance``: the export the
     corpus came from, for the bundle's manifest; ``judged``: its judged pairs (``Export.pairs``),
     which a warm start trains on directly, as the app's retrain does, weighing clusters by
     ``cluster_weights`` (``Export.purity``)."""
-    common = {"labels": labels, "fuse": False, "progress": progress, "return_on_interrupt": False}
+    common = {"provenance": provenance, "fuse": False, "progress": progress, "return_on_interrupt": False}
     if warm_start is None:
         bundle = train_bundle(corpus, config, text_config, encoder_config, index_config=IndexConfig("Flat"),
                               data="simulated loop", **common)
@@ -260,7 +260,7 @@ def run_loop(
             row |= measures(done, store.judgments.frame(annotator=annotator.name), clean, split)
             log(f"round {round_no}: {row['judgments']} judged, precision {row['precision']}, {row['reconnected']} of "
                 f"{len(split)} split clusters reconnected; retraining")
-            model = fit(corpus, clean, **fitting, warm_start=model if config.warm_start else None, labels=done.export.labels)
+            model = fit(corpus, clean, **fitting, warm_start=model if config.warm_start else None, provenance=done.export.provenance)
             summary["runs"].append(row | scores(model, summary["H1_noisy"], summary["H1_clean"]))
             with atomic_path(out_dir / SUMMARY_NAME) as tmp:
                 tmp.write_text(json.dumps(summary, indent=2) + "\n")

@@ -4,8 +4,12 @@ holds (``qpr.systems.registry``), and whether a path may be written as a bundle 
 ``check_target``). ``qpr.bundles.bundle`` loads the rest.
 
 A ``Manifest`` is frozen: a bundle that records something new gets a new one (``dataclasses.replace``,
-``Bundle.with_manifest``), so two bundles may share one and neither changes the other's. Keys this
-version does not know (a newer version's) are kept in ``extra`` and written back as they were read.
+``Bundle.with_manifest``), so two bundles may share one and neither changes the other's. Its
+objects and arrays are frozen too (``ReadOnlyDict``, ``ReadOnlyList``: a dict and a list that refuse
+every change in place), so ``manifest.metrics["val"] = ...`` raises instead of changing every bundle
+that shares the manifest; a new entry is a new value (``manifest.metrics | {...}`` is a plain dict)
+handed to ``replace``. Keys this version does not know (a newer version's) are kept in ``extra``
+and written back as they were read.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ LEGACY_FILES = {CORPUS_FILE: (PARQUET_CORPUS_FILE,)}
 MANIFEST_FILE = "manifest.json"
 MANIFEST_FIELDS = {"format_version": int, "version": str, "encoder_config": dict, "index": dict, "data_fingerprint": str}
 LEXICAL_FIELDS = {"format_version": int, "version": str, "data_fingerprint": str}
+# An entry's old name -> the field that holds it now (``Manifest.from_json``).
+LEGACY_KEYS = {"labels": "provenance"}
 INDEX_FIELDS = {"factory": str}  # search parameters (or, in older bundles, nprobe and ef_search) are checked by VectorIndex.load
 CARD_FILES = ("README.md", "config.json")  # the model card and config a bundle carries for the Hub (bundles/card.py)
 BM25_FOLDER = "bm25"  # the BM25 index of the corpus, saved so that a large corpus is not re-indexed at every start
@@ -43,6 +49,54 @@ TEACHER_FILE = "teacher.npy"  # an asymmetric bundle's teacher vectors of the co
 ENTRIES = (frozenset(LEXICAL_FILES) | set(CARD_FILES) | {BM25_FOLDER, TEACHER_FILE} | {name.split("/")[0] for system in REGISTRY.values() for name in system.files}
            | {old for legacy in (LEGACY_FILES, *(system.legacy for system in REGISTRY.values())) for names in legacy.values()
               for old in names})
+
+
+def _refuse(self, *args, **kwargs):
+    raise TypeError(f"a manifest's {type(self).__name__} cannot be changed in place; build a new value and "
+                    "replace the manifest (dataclasses.replace, Bundle.with_manifest)")
+
+
+class ReadOnlyDict(dict):
+    """A JSON object of a manifest: a dict (equal to, serialised and merged with ``|`` as one: the
+    merge is a plain dict) whose every change in place raises TypeError."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse
+
+    def __reduce__(self):  # copied and pickled by its contents, not by item assignment
+        return type(self), (dict(self),)
+
+
+class ReadOnlyList(list):
+    """A JSON array of a manifest: a list whose every change in place raises TypeError."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = append = extend = insert = pop = remove = clear = reverse = sort = _refuse
+
+    def __reduce__(self):
+        return type(self), (list(self),)
+
+
+def read_only(value: Any) -> Any:
+    """``value`` with every dict and list in it, at any depth, a ``ReadOnlyDict`` / ``ReadOnlyList``."""
+    if isinstance(value, dict):
+        return ReadOnlyDict({key: read_only(item) for key, item in value.items()})
+    if isinstance(value, list):
+        return ReadOnlyList(read_only(item) for item in value)
+    if isinstance(value, tuple):
+        return tuple(read_only(item) for item in value)
+    return value
+
+
+def plain(value: Any) -> Any:
+    """``value`` with every dict and list in it, at any depth, a plain (changeable) copy."""
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [plain(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(plain(item) for item in value)
+    return value
 
 
 @dataclass(frozen=True)
@@ -69,7 +123,7 @@ class Manifest:
     fusion: dict | None = None  # the fitted hybrid scorer or rank fusion (``qpr.retrieval.hybrid``)
     fusion_skipped: str | None = None  # why training fitted no hybrid
     fusion_choice: dict | None = None  # how a project from a general encoder chose its fusion
-    labels: dict | None = None  # provenance: the export (and judgment ids) a retrained bundle learned from
+    provenance: dict | None = None  # what the encoder learned from: the export (and judgment ids) of a retrained bundle
     asymmetric: dict | None = None  # an asymmetric bundle's teacher and its weight
     general: dict | None = None  # a project made from a general encoder: which, and how adapted
     domain_metrics: dict | None = None  # a general encoder's scores per domain
@@ -77,17 +131,30 @@ class Manifest:
     added_questions: int | None = None  # questions added since the index was built (``Bundle.with_questions``)
     extra: dict = field(default_factory=dict)  # keys this version does not know, kept as read
 
+    def __post_init__(self) -> None:
+        # Every object and array read-only (module doc), whoever built the manifest.
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, (dict, list, tuple)):
+                object.__setattr__(self, f.name, read_only(value))
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Manifest":
-        """The manifest a JSON object holds (checked by ``load`` first)."""
+        """The manifest a JSON object holds (checked by ``load`` first). A bundle saved before the
+        provenance had its name holds it as ``labels`` (``LEGACY_KEYS``): read as ``provenance``,
+        and written back under that name only."""
+        data = {(LEGACY_KEYS[key] if key in LEGACY_KEYS and LEGACY_KEYS[key] not in data else key): value
+                for key, value in data.items()}
         known = {f.name for f in fields(cls)} - {"extra"}
         return cls(**{key: value for key, value in data.items() if key in known},
                    extra={key: value for key, value in data.items() if key not in known})
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON object of this manifest: every entry that is set, then the unknown ones as read."""
+        """The JSON object of this manifest: every entry that is set, then the unknown ones as read
+        (plain dicts and lists: the caller's to change)."""
         entries = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
-        return {key: value for key, value in entries.items() if value is not None and not (key == "lexical" and not value)} | self.extra
+        return plain({key: value for key, value in entries.items()
+                      if value is not None and not (key == "lexical" and not value)} | self.extra)
 
     @classmethod
     def load(cls, path: Path) -> "Manifest":

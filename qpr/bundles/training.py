@@ -12,7 +12,7 @@ BM25 over a corpus is built once and handed along (``bm25``): the fusion fit, th
 metrics, the comparison and the served retrievers of the new bundle all read the same one, since
 a retrain changes which cluster a question is in, never the questions BM25 indexes.
 
-``labels`` says what a bundle was trained from (the judgment ids and the export of corrected
+``provenance`` says what a bundle was trained from (the judgment ids and the export of corrected
 clusters, for a retrained one) and is kept in the manifest, so any model can be traced back to
 the judgments that made it.
 """
@@ -55,7 +55,7 @@ def train_system_bundle(
     settings: Any,
     index_config: IndexConfig = IndexConfig(),
     run: Run = Run(),
-    labels: dict | None = None,
+    provenance: dict | None = None,
     bm25: BM25Retriever | None = None,
     fuse: bool = True,
 ) -> Bundle:
@@ -65,12 +65,12 @@ def train_system_bundle(
     or ``fuse`` is off), and record the training run and the val/test metrics of the encoder
     (``metrics``) and of the hybrid (``hybrid_metrics``) in the manifest.
 
-    ``labels`` says what the corpus was labelled from (module doc); ``bm25``, a BM25 retriever
+    ``provenance`` says what the corpus was labelled from (module doc); ``bm25``, a BM25 retriever
     over ``corpus`` already built, saves building another.
     """
     encoder, vocab, info = system_named(system).fit(corpus, settings, run)
     bundle = Bundle.create(encoder, vocab, corpus, index_config, train_info=info)
-    return _measured(bundle, corpus, labels, bm25, fuse)
+    return _measured(bundle, corpus, provenance, bm25, fuse)
 
 
 def train_bundle(
@@ -81,7 +81,7 @@ def train_bundle(
     index_config: IndexConfig = IndexConfig(),
     warm_start: tuple[QuestionEncoder, Vocabulary] | None = None,
     data: str = "",
-    labels: dict | None = None,
+    provenance: dict | None = None,
     bm25: BM25Retriever | None = None,
     fuse: bool = True,
     progress: bool = True,
@@ -94,7 +94,7 @@ def train_bundle(
     # The CNN and the LSTM share one fit; the bundle names the system its encoder turns out to be.
     run = Run(data, warm_start, progress, on_epoch, on_batch, return_on_interrupt)
     return train_system_bundle(corpus, DEFAULT, EncoderSettings(config, text_config, encoder_config), index_config, run,
-                               labels, bm25, fuse)
+                               provenance, bm25, fuse)
 
 
 def train_seed_bundle(
@@ -103,7 +103,7 @@ def train_seed_bundle(
     settings: SeedSettings = SeedSettings(),
     index_config: IndexConfig = IndexConfig(),
     data: str = "",
-    labels: dict | None = None,
+    provenance: dict | None = None,
     bm25: BM25Retriever | None = None,
     fuse: bool = True,
     log: Callable[[dict], None] | None = None,
@@ -111,7 +111,7 @@ def train_seed_bundle(
     """``train_system_bundle`` for a seed system (``qpr.systems.seed_encoders``: film, idf-embed,
     fcrr, convrr), so the bundle is served, compared and retrained like a CNN's. ``log`` sees
     FILM's iterations."""
-    return train_system_bundle(corpus, system, settings, index_config, Run(data, log=log), labels, bm25, fuse)
+    return train_system_bundle(corpus, system, settings, index_config, Run(data, log=log), provenance, bm25, fuse)
 
 
 def train_transformer_bundle(
@@ -119,7 +119,7 @@ def train_transformer_bundle(
     settings: TransformerSettings = TransformerSettings(),
     index_config: IndexConfig = IndexConfig(),
     data: str = "",
-    labels: dict | None = None,
+    provenance: dict | None = None,
     bm25: BM25Retriever | None = None,
     fuse: bool = True,
     warm_start: TransformerEncoder | None = None,
@@ -130,16 +130,16 @@ def train_transformer_bundle(
     ``warm_start``) with SDML on ``corpus`` (``qpr.systems.transformer.fit_transformer``). Needs the
     extra (``qpr.systems.transformer.EXTRA``)."""
     run = Run(data, warm_start, progress, on_batch=on_batch)
-    return train_system_bundle(corpus, TRANSFORMER, settings, index_config, run, labels, bm25, fuse)
+    return train_system_bundle(corpus, TRANSFORMER, settings, index_config, run, provenance, bm25, fuse)
 
 
-def _measured(bundle: Bundle, corpus: pd.DataFrame, labels: dict | None, bm25: BM25Retriever | None, fuse: bool) -> Bundle:
-    """``bundle`` with its labels, the held-out metrics of its encoder and, unless ``fuse`` is off
+def _measured(bundle: Bundle, corpus: pd.DataFrame, provenance: dict | None, bm25: BM25Retriever | None, fuse: bool) -> Bundle:
+    """``bundle`` with its provenance, the held-out metrics of its encoder and, unless ``fuse`` is off
     or val cannot support it, its fitted hybrid and that one's metrics; ``bm25`` (over ``corpus``)
     becomes its BM25, saved with it."""
     bundle = bundle.with_bm25(bm25) if bm25 is not None else bundle
     splits = held_out_splits(corpus)
-    bundle = bundle.with_manifest(labels=labels,
+    bundle = bundle.with_manifest(provenance=provenance,
                                   metrics={split: evaluate(bundle.dense_retriever(), corpus, split) for split in splits})
     if not fuse:
         return bundle.with_manifest(fusion_skipped="not asked for")
@@ -156,7 +156,7 @@ def retrain_bundle(
     bundle: Bundle,
     corpus: pd.DataFrame,
     max_epochs: int | None = None,
-    labels: dict | None = None,
+    provenance: dict | None = None,
     bm25: BM25Retriever | None = None,
     fuse: bool = True,
     progress: bool = True,
@@ -187,7 +187,7 @@ def retrain_bundle(
     settings, warm_start = system.retrain(bundle.manifest, bundle.encoder, bundle.vocab, max_epochs)
     run = Run("corrected clusters", warm_start, progress, on_epoch, on_batch, return_on_interrupt, judged=judged,
               cluster_weights=cluster_weights)
-    return train_system_bundle(corpus, system.name, settings, bundle.index.config, run, labels, bm25, fuse)
+    return train_system_bundle(corpus, system.name, settings, bundle.index.config, run, provenance, bm25, fuse)
 
 
 def compare_bundles(old: Bundle, new: Bundle, corpus: pd.DataFrame, bm25: BM25Retriever | None = None) -> pd.DataFrame:

@@ -44,17 +44,19 @@ def calibration_key(bundle: Bundle) -> str:
 class Served:
     """One consistent view of what is served: a bundle and the retrievers over its corpus.
 
-    ``default`` answers searches (``serving_retriever``); ``dense`` and ``bm25`` are its parts,
-    shown for comparison, and ``dense`` ranks the annotation queue (encoder distances). A lexical
-    bundle has no encoder: there ``dense`` and ``default`` are the BM25 retriever itself, so
-    every tab works on BM25 alone.
+    ``default`` answers searches (``serving_retriever``). ``model_retriever`` is the bundle's own
+    model as a retriever: its encoder's dense retriever, or, for a lexical bundle (no encoder),
+    the BM25 retriever itself. It and ``bm25`` are the default's parts, shown for comparison;
+    ``model_retriever`` ranks the annotation queue and scores an export's pairs. On a lexical
+    bundle ``model_retriever``, ``bm25`` and ``default`` are one BM25 retriever, so every tab
+    works on BM25 alone.
     ``calibrations`` turn each one's distances into probabilities (``qpr.retrieval.calibration``).
     ``labels``: the bundle's corpus with the clusters served now (None: the bundle's own), as
     labels version ``labels_version``.
     """
 
     bundle: Bundle
-    dense: DenseRetriever | BM25Retriever
+    model_retriever: DenseRetriever | BM25Retriever
     bm25: BM25Retriever
     default: Retriever
     calibrations: dict[str, Calibration | None] = field(default_factory=dict)
@@ -82,14 +84,14 @@ class Served:
         retriever name; None where it cannot be fitted); ``bm25``, one over its corpus already
         built, is reused."""
         bm25 = bm25 or bundle.bm25
-        dense, default = bm25 if bundle.lexical else bundle.dense_retriever(), serving_retriever(bundle, bm25)
+        own, default = bm25 if bundle.lexical else bundle.dense_retriever(), serving_retriever(bundle, bm25)
         # Concurrent searches answered together (qpr.serving.batching); a lexical bundle's BM25,
-        # which is also its ``bm25`` and ``dense``, stays itself.
+        # which is also its ``bm25`` and ``model_retriever``, stays itself.
         if settings().coalesce_searches and default is not bm25:
             coalesced = CoalescedRetriever(default)
-            dense, default = (coalesced if dense is default else dense), coalesced
-        retrievers = {r.name: r for r in (default, dense, bm25)}
-        return cls(bundle, dense, bm25, default, kept_calibrations(
+            own, default = (coalesced if own is default else own), coalesced
+        retrievers = {r.name: r for r in (default, own, bm25)}
+        return cls(bundle, own, bm25, default, kept_calibrations(
             settings().cache_dir / "calibrations", calibration_key(bundle), retrievers, bundle.corpus))
 
     def results(self, query: str, k: int, retriever: Retriever | None = None) -> list[dict]:
