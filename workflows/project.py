@@ -22,7 +22,7 @@ from qpr.bundles.bundle import Bundle
 from qpr.model.encoder import EncoderConfig
 from qpr.model.text import TextConfig
 from qpr.serving.projects import Projects
-from qpr.serving.served_model import ServedModel
+from qpr.serving.served_model import Served, ServedModel
 from qpr.training.train import TrainConfig
 from workflows.background_training import TrainingJob
 from workflows.served_pointer import remember_served
@@ -125,6 +125,10 @@ class Project:
     training: TrainingJob | None = None
     built_in: bool = False
 
+    def served(self) -> Served:
+        """What the project serves now (a snapshot: an operation takes it once and works on it)."""
+        return self.model.current()
+
     def versions(self) -> list[str]:
         """The project's bundle versions registered in the store: what its judgments point into."""
         return self.store.corpora.versions()["version"].tolist()
@@ -132,7 +136,7 @@ class Project:
     def clusters_formed(self) -> int:
         """Clusters of 2+ questions the project's current judgments form over its served corpus
         (what a training would get: ``annotations.grouping.progress``)."""
-        return progress(self.store, self.model.current().bundle.corpus)[0]
+        return progress(self.store, self.served().bundle.corpus)[0]
 
 
 def open_project(projects: Projects, cache: Path, slug: str, model: ServedModel, store: AnnotationStore) -> Project:
