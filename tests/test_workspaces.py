@@ -87,7 +87,7 @@ def test_each_page_works_on_its_own_project(two_projects):
     assert ctx.project == beta and len(ctx.current().served().bundle.corpus) == len(make_corpus(n_topics=20))
     as_page("page-1")
     assert ctx.project == alpha and len(ctx.current().served().bundle.corpus) == len(make_corpus(n_topics=16))
-    assert set(ctx.examples) <= set(make_corpus(n_topics=16)["question"])
+    assert set(ctx.examples_of(ctx.project)) <= set(make_corpus(n_topics=16)["question"])
     assert set(ctx.current().versions()) == {ctx.current().served().bundle.version}
     as_page(None)
     assert ctx.project == DEMO, "opening on pages never changes the default"

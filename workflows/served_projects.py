@@ -65,16 +65,6 @@ class ServedProjects:
         self._examples: dict[str, tuple[str, ...]] = {DEMO: tuple(examples)} if examples else {}
         self._serve(DEMO, model)
 
-    @property
-    def model(self) -> ServedModel:
-        """The served model of ``project`` (loaded if it was not served)."""
-        return self.served.get(self.project)
-
-    @property
-    def store(self) -> AnnotationStore:
-        """The annotation store as ``project`` sees it (every query scoped to it)."""
-        return self.database.for_project(self.project)
-
     def current(self) -> Project:
         """``project``, whole (``workflows.project.Project``: its served model, loaded if it was
         not served, and its view of the store)."""
