@@ -1,9 +1,12 @@
 """One project a user owns, in one object (``Project``): its served model, its view of the
 annotation store (every query scoped to it), where its bundles are saved and how the bundle it
 serves is remembered after a restart (its ``home``), its training defaults and its background
-training job. The front ends (the page's tabs, the HTTP API, ``qpr-annotations``, the simulated
-loop) look a project up once and hand it to the workflows (``workflows.retraining``,
-``workflows.labels``, ...), which never call back up into them.
+training job. The front ends (the page's tabs, the HTTP API, ``qpr-annotations retrain``) look a
+project up once and hand it to the use cases (``workflows.retraining``, ``workflows.labels``,
+``workflows.judging``, ...), which take it first, read what they need from it, and never call back
+up into them. An operation takes what the project serves once (``served``) and works on that
+snapshot. The simulated loop serves no model: it records and exports through the store
+(``workflows.retraining.export_corrected``), as ``qpr-annotations export`` does.
 
 Homes: the demo keeps its bundles under the cache and the one it serves in a pointer file
 (``DemoHome``); an uploaded project in its folder and its ``project.json`` (``ProjectHome``); the
