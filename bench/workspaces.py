@@ -105,7 +105,7 @@ def measure(n_projects: int, repeats: int) -> dict:
         answering = 0
         for n, slug in enumerate(slugs):  # every page searches its own project, all open at once
             on_page(f"page-{n}")
-            hits = ctx.model.current().default.search(QUERY, 5)
+            hits = ctx.current().served().default.search(QUERY, 5)
             answering += ctx.project == slug and len(hits) == 5
         served_at_once = len([slug for slug in ctx.served.loaded() if slug in slugs])
         estimate = statistics.median(estimated_mb(ctx.served.get(slug).current()) for slug in slugs)

@@ -78,7 +78,7 @@ def search(qpr_app, query, k, compare):
 
 
 def test_search_serves_the_hybrid_and_shows_its_parts_on_request(qpr_app):
-    assert qpr_app.ctx.model.current().default.name == "hybrid"  # the demo bundle carries a fitted fusion
+    assert qpr_app.ctx.current().served().default.name == "hybrid"  # the demo bundle carries a fitted fusion
     results, dense, bm25 = search(qpr_app, "how can I get my passport renewed?", 5, False)
     assert dense.empty and bm25.empty  # hidden, and emptied: a search sets every table (ui/search_tab.py)
     assert list(results.columns) == ["rank", "question", "cluster", "same meaning"]
@@ -130,7 +130,7 @@ def test_anonymous_users_can_search_but_not_annotate(qpr_app):
         qpr_app.annotate.start_cluster(TWIN_A, "   ", None, None)
     with pytest.warns(UserWarning, match="type your name"):
         qpr_app.annotate.judge("same", None, "", None, None)
-    assert qpr_app.ctx.store.judgments.frame().empty
+    assert qpr_app.ctx.current().store.judgments.frame().empty
 
 
 def test_metrics_state_what_the_next_500_judgments_are_expected_to_fix(qpr_app):
@@ -186,14 +186,14 @@ def test_spot_check_records_a_false_negative_and_undo_withdraws_it(qpr_app):
     tab = qpr_app.annotate
     view = tab.start_cluster(TWIN_A, "ann", None, None)
     members, query, candidate = shown(view, tab.members, tab.query, tab.candidate)
-    assert set(members["question"]) == set(qpr_app.ctx.model.current().bundle.corpus.query("cluster == @TWIN_A")["question"])
+    assert set(members["question"]) == set(qpr_app.ctx.current().served().bundle.corpus.query("cluster == @TWIN_A")["question"])
     assert query in set(members["question"]) and candidate
     assert (session(view).queue["cluster"].fillna("") != TWIN_A).all(), "only questions from other clusters are proposed"
     assert session(view).queue["suspicion"].is_monotonic_decreasing
     view = judge_until(qpr_app, view, TWIN_B)
     row = session(view).current()
     view = tab.judge("same", session(view), "ann", None, None)
-    mine = qpr_app.ctx.store.judgments.frame(annotator="ann")
+    mine = qpr_app.ctx.current().store.judgments.frame(annotator="ann")
     last = mine.iloc[-1]
     assert (last["label"], last["candidate_qid"], last["query_qid"]) == ("same", row["candidate_qid"], row["query_qid"])
     assert (last["query_cluster"], last["candidate_cluster"]) == (TWIN_A, TWIN_B)
@@ -202,12 +202,12 @@ def test_spot_check_records_a_false_negative_and_undo_withdraws_it(qpr_app):
     view = tab.undo(session(view), "ann", None, None)
     assert "Withdrew" in view[tab.status] and session(view).position == len(mine) - 1, "undo steps back to the withdrawn pair"
     assert view[tab.candidate] == row["question"]
-    assert len(qpr_app.ctx.store.judgments.frame(annotator="ann")) == len(mine) - 1
+    assert len(qpr_app.ctx.current().store.judgments.frame(annotator="ann")) == len(mine) - 1
 
 
 def test_the_app_picks_a_cluster_when_none_is_given(qpr_app):
     picked = session(qpr_app.annotate.start_cluster("", "ann", None, None))
-    assert picked.cluster in set(qpr_app.ctx.model.current().bundle.corpus["cluster"].dropna())
+    assert picked.cluster in set(qpr_app.ctx.current().served().bundle.corpus["cluster"].dropna())
     assert len(picked.queue) > 0
 
 
@@ -224,7 +224,7 @@ def test_typed_queries_are_judged_and_stored_verbatim(qpr_app, query):
     view = qpr_app.annotate.start_query(query, "ann", None, None)
     assert view[qpr_app.annotate.query] == query, "the query box shows the text as typed"
     qpr_app.annotate.judge("different", session(view), "ann", None, None)
-    stored = qpr_app.ctx.store.judgments.frame(annotator="ann")
+    stored = qpr_app.ctx.current().store.judgments.frame(annotator="ann")
     assert stored["query_text"].tolist() == [query] and stored["query_qid"].isna().all()
 
 
@@ -242,7 +242,7 @@ def test_cluster_view_shows_members_coherence_and_judgments(qpr_app):
     view = judge_until(qpr_app, qpr_app.annotate.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
     qpr_app.annotate.judge("same", session(view), "ann", None, None)
     summary, members, touching = shown(tab.show_cluster(f"  {TWIN_B} "), tab.summary, tab.members, tab.touching)
-    corpus = qpr_app.ctx.model.current().bundle.corpus
+    corpus = qpr_app.ctx.current().served().bundle.corpus
     expected = corpus[corpus["cluster"] == TWIN_B]
     assert f"{len(expected)} questions" in summary and f"{cluster_coherence(expected['question']):.3f}" in summary
     assert set(members["qid"]) == set(expected["qid"])
@@ -282,14 +282,14 @@ def test_export_contains_the_moved_question(qpr_app, fmt):
     qpr_app.annotate.judge("same", session(view), "ann", None, None)
     files, note = shown(qpr_app.retrain.export_clusters(fmt), qpr_app.retrain.files, qpr_app.retrain.export_note)
     exported = read_cluster_file(files[0]).set_index("qid")["cluster"]
-    corpus = qpr_app.ctx.model.current().bundle.corpus
-    judgments = qpr_app.ctx.store.judgments.frame()
+    corpus = qpr_app.ctx.current().served().bundle.corpus
+    judgments = qpr_app.ctx.current().store.judgments.frame()
     judged = judgments[judgments["label"] == "same"].iloc[0]
     # one "same" moves one of the two questions to the other (annotations.constraints), no whole clusters
     assert exported[int(judged["query_qid"])] == exported[int(judged["candidate_qid"])]
     assert exported.nunique() == corpus["cluster"].nunique()
     manifest = json.loads(open(files[2]).read())
-    assert manifest["judgment_ids"] == sorted(qpr_app.ctx.store.judgments.frame()["id"].tolist())
+    assert manifest["judgment_ids"] == sorted(qpr_app.ctx.current().store.judgments.frame()["id"].tolist())
     assert "0 merge(s) and 1 split(s)" in note and len(judgments[judgments["label"] == "same"]) == 1
 
 
@@ -301,7 +301,7 @@ def test_export_refuses_an_unknown_format(qpr_app):
 def metrics(qpr_app):
     """The Metrics tab's curves, bars and caption; the figures it draws from them are checked too."""
     tab = qpr_app.metrics
-    curves, bars, caption = tab.tables()
+    curves, bars, caption = tab.tables(qpr_app.ctx.current())
     drawn = tab.metrics()
     lines = drawn[tab.auc].axes[0].get_lines()
     assert sorted(line.get_label() for line in lines) == sorted(curves["model"].unique())
@@ -311,7 +311,7 @@ def metrics(qpr_app):
 
 def test_retrain_compares_then_swaps_only_on_confirm(qpr_app):
     tab = qpr_app.retrain
-    old_version = qpr_app.ctx.model.current().bundle.version
+    old_version = qpr_app.ctx.current().served().bundle.version
     view = judge_until(qpr_app, qpr_app.annotate.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
     qpr_app.annotate.judge("same", session(view), "ann", None, None)
     with pytest.warns(UserWarning, match="No retrained model"):
@@ -327,20 +327,20 @@ def test_retrain_compares_then_swaps_only_on_confirm(qpr_app):
     assert any(desc.startswith("Epoch 1 of at most 1 · 50% · about ") and "validation ROC AUC" in desc for _, desc in steps)
     assert all("it/s" not in desc for _, desc in steps), "the whole run, no library's inner steps"
     assert list(table["model"]) == ["current", "current", "retrained", "retrained"]
-    judged = len(qpr_app.ctx.store.judgments.frame())
+    judged = len(qpr_app.ctx.current().store.judgments.frame())
     assert confirm.interactive and discard.interactive and f"merge(s) from {judged} judgment(s)" in note
-    assert qpr_app.ctx.model.current().bundle.version == old_version, "nothing changes before confirming"
+    assert qpr_app.ctx.current().served().bundle.version == old_version, "nothing changes before confirming"
     curves, _, bars, caption = metrics(qpr_app)
     assert set(bars["model"]) == {"before", "after"} and "Before and after" in caption
     assert curves["model"].str.startswith("retrained").any()
     note, confirm = shown(tab.confirm("ann", None, None), tab.note, tab.confirm_button)
-    served = qpr_app.ctx.model.current().bundle
+    served = qpr_app.ctx.current().served().bundle
     assert served.version != old_version and plain(served.version) in note and not confirm.interactive
     assert (qpr_app.ctx.cache / "bundles" / served.version / "manifest.json").is_file()
     curves = metrics(qpr_app)[0]
     assert {m.split()[0] for m in curves["model"]} == {"replaced", "served"}
-    assert served.version in set(qpr_app.ctx.store.corpora.versions()["version"])
-    same = qpr_app.ctx.store.judgments.frame().query("label == 'same'").iloc[0]
+    assert served.version in set(qpr_app.ctx.current().store.corpora.versions()["version"])
+    same = qpr_app.ctx.current().store.judgments.frame().query("label == 'same'").iloc[0]
     now = served.corpus.set_index("qid")["cluster"]
     assert now[int(same["query_qid"])] == now[int(same["candidate_qid"])], "the new bundle serves the corrected clusters"
     moved = served.corpus[served.corpus["qid"] == int(same["candidate_qid"])]
@@ -360,13 +360,13 @@ def test_a_retrained_bundle_names_the_judgments_and_export_it_learned_from(qpr_a
     view = judge_until(qpr_app, qpr_app.annotate.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
     qpr_app.annotate.judge("same", session(view), "ann", None, None)
     qpr_app.retrain.retrain(1, "ann", progress=NO_PROGRESS)
-    provenance = qpr_app.ctx.model.candidate().served.bundle.manifest.provenance
-    judged = sorted(qpr_app.ctx.store.judgments.frame()["id"].tolist())
+    provenance = qpr_app.ctx.current().model.candidate().served.bundle.manifest.provenance
+    judged = sorted(qpr_app.ctx.current().store.judgments.frame()["id"].tolist())
     assert provenance["judgment_ids"] == judged and len(judged) >= 2
     export_manifest = json.loads(open(f"{provenance['export_file']}.manifest.json").read())
     assert export_manifest["export_id"] == provenance["export_id"] and export_manifest["judgment_ids"] == judged
     qpr_app.retrain.confirm("ann", None, None)
-    saved = json.loads((qpr_app.ctx.cache / "bundles" / qpr_app.ctx.model.current().bundle.version / "manifest.json").read_text())
+    saved = json.loads((qpr_app.ctx.cache / "bundles" / qpr_app.ctx.current().served().bundle.version / "manifest.json").read_text())
     assert saved["provenance"] == provenance and "labels" not in saved, "the saved bundle keeps its trace to the judgments"
 
 
@@ -381,16 +381,16 @@ def test_a_retrain_builds_bm25_once(qpr_app, monkeypatch):
     monkeypatch.setattr(BM25Retriever, "__init__", counted)
     qpr_app.retrain.retrain(1, "ann", progress=NO_PROGRESS)
     qpr_app.retrain.confirm("ann", None, None)
-    assert builds == [len(qpr_app.ctx.model.current().bundle.corpus)], "one BM25 over the corrected corpus, reused throughout"
+    assert builds == [len(qpr_app.ctx.current().served().bundle.corpus)], "one BM25 over the corrected corpus, reused throughout"
 
 
 def test_discard_keeps_the_served_model(qpr_app):
     tab = qpr_app.retrain
-    old_version = qpr_app.ctx.model.current().bundle.version
+    old_version = qpr_app.ctx.current().served().bundle.version
     tab.retrain(1, "ann", progress=NO_PROGRESS)
     note, confirm = shown(tab.discard("ann", None, None), tab.note, tab.confirm_button)
     assert "Discarded" in note and not confirm.interactive
-    assert qpr_app.ctx.model.candidate() is None and qpr_app.ctx.model.current().bundle.version == old_version
+    assert qpr_app.ctx.current().model.candidate() is None and qpr_app.ctx.current().served().bundle.version == old_version
 
 
 def test_searches_answer_while_retraining_runs(qpr_app, monkeypatch):
@@ -409,7 +409,7 @@ def test_searches_answer_while_retraining_runs(qpr_app, monkeypatch):
     results, *_ = search(qpr_app, "cheap flights", 3, False)
     searched.set()
     worker.join(timeout=300)
-    assert len(results) == 3 and qpr_app.ctx.model.candidate() is not None
+    assert len(results) == 3 and qpr_app.ctx.current().model.candidate() is not None
 
 
 # -- metrics and startup -----------------------------------------------------------------------
@@ -552,7 +552,7 @@ def test_undo_reaches_only_this_pages_judgments_and_names_what_it_withdrew(qpr_a
     assert shown(tab.undo(session(here), "ann", None, None), tab.status)[0].endswith(
         "Nothing to undo on this page: undo reaches the last 10 judgments made on this page and still in force (a reload "
         "starts a new page). Re-judge older ones on the My work tab.")
-    assert len(qpr_app.ctx.store.judgments.frame(annotator="ann")) == 1, "the other tab's judgment stays"
+    assert len(qpr_app.ctx.current().store.judgments.frame(annotator="ann")) == 1, "the other tab's judgment stays"
     view = here
     for _ in range(12):
         view = tab.judge("unsure", session(view), "ann", None, None)
@@ -563,7 +563,7 @@ def test_undo_reaches_only_this_pages_judgments_and_names_what_it_withdrew(qpr_a
     for _ in range(9):
         view = tab.undo(session(view), "ann", None, None)
     assert "Nothing to undo" in tab.undo(session(view), "ann", None, None)[tab.status]
-    assert len(qpr_app.ctx.store.judgments.frame(annotator="ann")) == 3, "1 elsewhere + 12 here - 10 undone"
+    assert len(qpr_app.ctx.current().store.judgments.frame(annotator="ann")) == 3, "1 elsewhere + 12 here - 10 undone"
 
 
 def test_the_checked_cluster_stays_named_after_judging(qpr_app):
@@ -602,7 +602,7 @@ def test_a_confirmed_model_is_served_again_after_a_restart(qpr_app, monkeypatch)
     monkeypatch.delenv("QPR_BUNDLE", raising=False)
     monkeypatch.setenv("QPR_CACHE_DIR", str(qpr_app.ctx.cache))
     restarted, _ = served_bundle()
-    assert restarted.version == qpr_app.ctx.model.current().bundle.version
+    assert restarted.version == qpr_app.ctx.current().served().bundle.version
     monkeypatch.setenv("QPR_BUNDLE", str(qpr_app.ctx.cache / "nowhere"))
     with pytest.raises(QPRError, match="no bundle directory"):
         served_bundle()  # QPR_BUNDLE says otherwise, and wins
@@ -652,9 +652,9 @@ def test_skip_done_and_a_block_of_same(qpr_app):
     view = tab.start_cluster(TWIN_A, "ann", None, None)
     first = session(view).current()
     view = tab.skip(session(view), "ann", None, None)
-    assert "Skipped" in view[tab.status] and session(view).position == 1 and qpr_app.ctx.store.judgments.frame().empty
+    assert "Skipped" in view[tab.status] and session(view).position == 1 and qpr_app.ctx.current().store.judgments.frame().empty
     view = tab.judge_block(3, session(view), "ann", None, None)
-    judged = qpr_app.ctx.store.judgments.frame(annotator="ann")
+    judged = qpr_app.ctx.current().store.judgments.frame(annotator="ann")
     assert list(judged["label"]) == ["same"] * 3 and first["candidate_qid"] not in set(judged["candidate_qid"])
     assert session(view).position == 4 and len(session(view).judged) == 3
     view = tab.done(session(view), "ann", None, None)
@@ -667,11 +667,11 @@ def test_queues_leave_out_items_with_a_negligible_chance(qpr_app):
     from annotations.queue import spot_check
     from annotations.task import NEGLIGIBLE
 
-    served = qpr_app.ctx.model.current()
+    served = qpr_app.ctx.current().served()
     corpus = served.bundle.corpus
     cut_somewhere = False
     for cluster in [TWIN_A, *sorted(corpus["cluster"].dropna().unique())[:12]]:
-        full = spot_check(qpr_app.ctx.store, served.model_retriever, corpus, "ann", cluster=cluster)
+        full = spot_check(qpr_app.ctx.current().store, served.model_retriever, corpus, "ann", cluster=cluster)
         view = qpr_app.annotate.start_cluster(cluster, "ann", None, None)
         kept = session(view).queue
         assert len(kept) == int((served.probability(served.model_retriever, full["distance"]) >= NEGLIGIBLE).sum())
@@ -687,7 +687,7 @@ def test_the_corpus_wide_task_shows_progress_over_the_whole_task(qpr_app, monkey
     view = tab.start_task("ann", None, None)
     assert session(view).task_size == 30 and len(session(view).queue) == 30
     assert "Task: **0 of 30** judged" in view[tab.progress]
-    queue, corpus = session(view).queue, qpr_app.ctx.model.current().bundle.corpus
+    queue, corpus = session(view).queue, qpr_app.ctx.current().served().bundle.corpus
     within = queue["query_qid"].astype(int).map(corpus.set_index("qid")["cluster"]).eq(queue["cluster"])
     assert within.any() and (~within).any(), "a round of annotations.rounds asks across and within clusters"
     for _ in range(3):
@@ -700,20 +700,20 @@ def test_the_corpus_wide_task_shows_progress_over_the_whole_task(qpr_app, monkey
 def test_replacing_the_served_model_needs_a_name_and_is_recorded(qpr_app):
     view = judge_until(qpr_app, qpr_app.annotate.start_cluster(TWIN_A, "ann", None, None), TWIN_B)
     qpr_app.annotate.judge("same", session(view), "ann", None, None)
-    old = qpr_app.ctx.model.current().bundle.version
+    old = qpr_app.ctx.current().served().bundle.version
     qpr_app.retrain.retrain(1, "ann", progress=NO_PROGRESS)
     with pytest.warns(UserWarning, match="type your name"):
         qpr_app.retrain.confirm("  ", None, None)
     with pytest.warns(UserWarning, match="type your name"):
         qpr_app.retrain.discard("", None, None)
-    assert qpr_app.ctx.model.current().bundle.version == old and qpr_app.ctx.model.candidate() is not None
-    assert qpr_app.ctx.store.swaps.frame().empty
+    assert qpr_app.ctx.current().served().bundle.version == old and qpr_app.ctx.current().model.candidate() is not None
+    assert qpr_app.ctx.current().store.swaps.frame().empty
     qpr_app.retrain.confirm("Carol", None, None)
-    swaps = qpr_app.ctx.store.swaps.frame()
-    new = qpr_app.ctx.model.current().bundle
+    swaps = qpr_app.ctx.current().store.swaps.frame()
+    new = qpr_app.ctx.current().served().bundle
     assert swaps[["annotator", "bundle_version", "replaced_version"]].values.tolist() == [["Carol", new.version, old]]
     assert swaps.iloc[0]["judgment_ids"] == new.manifest.provenance["judgment_ids"] == sorted(
-        qpr_app.ctx.store.judgments.frame()["id"].tolist())
+        qpr_app.ctx.current().store.judgments.frame()["id"].tolist())
 
 
 def test_with_logins_only_admins_may_replace_the_served_model(bundle, tmp_path, monkeypatch):  # noqa: F811
@@ -722,11 +722,11 @@ def test_with_logins_only_admins_may_replace_the_served_model(bundle, tmp_path, 
     page = page_for(bundle, store, "auth", tmp_path)
     with pytest.warns(UserWarning, match="Only the app's admins"):
         page.retrain.retrain(1, "", gr.Request(username="mallory"), progress=NO_PROGRESS)  # retraining is theirs too
-    assert page.ctx.model.candidate() is None
+    assert page.ctx.current().model.candidate() is None
     page.retrain.retrain(1, "", gr.Request(username="bob"), progress=NO_PROGRESS)
     with pytest.warns(UserWarning, match="Only the app's admins"):
         page.retrain.confirm("", gr.Request(username="mallory"), None)
-    assert page.ctx.model.candidate() is not None and store.swaps.frame().empty
+    assert page.ctx.current().model.candidate() is not None and store.swaps.frame().empty
     page.retrain.confirm("", gr.Request(username="ALICE"), None)
     assert store.swaps.frame()["annotator"].tolist() == ["ALICE"]
     store.close()

@@ -61,13 +61,13 @@ def test_next_cluster_and_the_task_build_clusters_until_training_is_offered(bare
 
 def test_check_query_with_a_corpus_question_is_that_question(bare_page):
     page, tab = bare_page, bare_page.annotate
-    question = page.ctx.model.current().corpus["question"].iloc[0]
+    question = page.ctx.current().served().corpus["question"].iloc[0]
     shown = tab.start_query(question, "ann", None, None)
     session = shown[tab.session]
     assert question not in set(session.queue["question"]), "never offered as its own candidate"
     assert session.queue["query_qid"].notna().all()
     tab.judge("same", session, "ann", None, None)
-    judged = page.ctx.store.judgments.frame().iloc[0]
+    judged = page.ctx.current().store.judgments.frame().iloc[0]
     assert judged["query_question"] == question and pd.isna(judged["query_text"])
 
 
@@ -78,20 +78,20 @@ def test_undo_after_a_reload_says_why_nothing_is_undone(bare_page):
     after_reload = tab.undo(None, "ann", None, None)  # a reloaded page has no session
     assert "Nothing to undo on this page" in after_reload[tab.status] and "a reload starts a new page" in after_reload[tab.status]
     assert after_reload[tab.buttons[-1]].interactive, "Z stays on, so it always answers"
-    assert len(bare_page.ctx.store.judgments.frame()) == 1
+    assert len(bare_page.ctx.current().store.judgments.frame()) == 1
 
 
 def test_outsiders_of_a_project_served_by_bm25_show_its_score_not_a_negative_distance(bare_page):
     """Issue 38, bug 9: outsiders showed a negative "distance" (BM25's is minus its score)."""
-    page, store = bare_page, bare_page.ctx.store
-    served = page.ctx.model.current()
+    page, store = bare_page, bare_page.ctx.current().store
+    served = page.ctx.current().served()
     corpus = served.bundle.corpus
     for name in TOPICS[:2]:
         mates = corpus[corpus["question"].map(topic) == name]["qid"].tolist()
         for other in mates[1:]:
             store.judgments.record("ann", int(other), "same", served.bundle.version, query_qid=int(mates[0]))
     page.clusters.apply("", "ann")
-    cluster = page.ctx.model.current().cluster_of([corpus["qid"].iloc[0]])[0]
+    cluster = page.ctx.current().served().cluster_of([corpus["qid"].iloc[0]])[0]
     outsiders = page.clusters.show_cluster(cluster)[page.clusters.outsiders]
     assert "distance" not in outsiders.columns and len(outsiders)
     assert (outsiders["BM25 score"].astype(float) > 0).all()

@@ -43,7 +43,7 @@ def untouched_app(bundle, tmp_path_factory):
 
 
 def members_of(qpr_app, cluster: str):
-    corpus = qpr_app.ctx.model.current().corpus
+    corpus = qpr_app.ctx.current().served().corpus
     return corpus[corpus["cluster"] == cluster]
 
 
@@ -54,7 +54,7 @@ def search_cluster(qpr_app, question: str) -> str:
 
 
 def test_a_member_marked_as_not_belonging_leaves_its_cluster_in_search_at_once(qpr_app, bundle, db_url, tmp_path):
-    tab, served = qpr_app.clusters, qpr_app.ctx.model.current()
+    tab, served = qpr_app.clusters, qpr_app.ctx.current().served()
     members = members_of(qpr_app, TWIN_A)
     rep = representative(served, members)
     view = tab.show_cluster(TWIN_A)
@@ -67,7 +67,7 @@ def test_a_member_marked_as_not_belonging_leaves_its_cluster_in_search_at_once(q
     marked = tab.mark("different", f" {TWIN_A} ", picked[tab.selected], "ann")
     assert "does not belong to" in marked[tab.mark_status]
     assert marked[tab.members].set_index("qid").loc[outsider["qid"], "judged"] == "different x1"
-    judged = qpr_app.ctx.store.judgments.frame().iloc[0]  # the contract other tools rely on
+    judged = qpr_app.ctx.current().store.judgments.frame().iloc[0]  # the contract other tools rely on
     assert (judged["query_qid"], judged["candidate_qid"], judged["label"]) == (rep, outsider["qid"], "different")
     proposed = marked[tab.splits]
     assert proposed[["cluster", "qid"]].values.tolist() == [[TWIN_A, outsider["qid"]]]
@@ -80,12 +80,12 @@ def test_a_member_marked_as_not_belonging_leaves_its_cluster_in_search_at_once(q
     history = applied[tab.history].iloc[0]
     assert (history["version"], history["annotator"], history["kind"]) == (1, "rev", "apply")
     assert f"split qid:{outsider['qid']} out of {TWIN_A}" in history["what"]
-    assert qpr_app.ctx.model.current().bundle is bundle, "the model itself is unchanged"
+    assert qpr_app.ctx.current().served().bundle is bundle, "the model itself is unchanged"
 
     with open_store(db_url, project="demo") as store:  # a restart serves the newest labels version again
         restarted = AppContext(ServedModel(bundle), store, "name", cache=tmp_path)
-        assert restarted.model.current().labels_version == 1
-        assert restarted.model.current().cluster_of([outsider["qid"]]) == [None]
+        assert restarted.current().served().labels_version == 1
+        assert restarted.current().served().cluster_of([outsider["qid"]]) == [None]
 
     rolled = tab.rollback(0, TWIN_A, "rev")
     assert outsider["qid"] in set(rolled[tab.members]["qid"]) and search_cluster(qpr_app, outsider["question"]) == TWIN_A
@@ -101,7 +101,7 @@ def test_b_on_an_outsider_moves_that_one_question_and_x_on_a_member_splits_it(qp
     assert not twin.empty, "the paraphrase cluster is among the closest outsiders"
     qid = int(twin.iloc[0]["qid"])
     before_a, before_b = set(members_of(qpr_app, TWIN_A)["qid"]), set(members_of(qpr_app, TWIN_B)["qid"])
-    rep = representative(qpr_app.ctx.model.current(), members_of(qpr_app, TWIN_A))
+    rep = representative(qpr_app.ctx.current().served(), members_of(qpr_app, TWIN_A))
     member = sorted(before_a - {rep})[0]
     tab.mark("different", TWIN_A, str(member), "ann")
     said = tab.mark("same", TWIN_A, str(qid), "ann")[tab.mark_status].replace("\\", "")  # Markdown escapes off
@@ -147,16 +147,16 @@ def test_merging_two_whole_clusters_is_its_own_action_shown_first_and_can_be_rev
 def test_bad_marks_and_changes_are_refused_with_a_message_and_change_nothing(untouched_app, call, message):
     with pytest.warns(UserWarning, match=message):
         assert call(untouched_app.clusters) == gr.skip()
-    assert untouched_app.ctx.store.judgments.frame().empty and untouched_app.ctx.model.current().labels_version == 0
-    assert untouched_app.ctx.store.labels.versions(untouched_app.ctx.model.current().bundle.version).empty
+    assert untouched_app.ctx.current().store.judgments.frame().empty and untouched_app.ctx.current().served().labels_version == 0
+    assert untouched_app.ctx.current().store.labels.versions(untouched_app.ctx.current().served().bundle.version).empty
 
 
 def test_the_representative_cannot_be_marked(untouched_app):
     members = members_of(untouched_app, TWIN_A)
-    rep = representative(untouched_app.ctx.model.current(), members)
+    rep = representative(untouched_app.ctx.current().served(), members)
     with pytest.warns(UserWarning, match="is the representative"):
         untouched_app.clusters.mark("different", TWIN_A, str(rep), "ann")
-    assert untouched_app.ctx.store.judgments.frame().empty
+    assert untouched_app.ctx.current().store.judgments.frame().empty
 
 
 def test_b_on_a_question_another_judged_different_says_where_it_really_goes(qpr_app):
@@ -165,9 +165,9 @@ def test_b_on_a_question_another_judged_different_says_where_it_really_goes(qpr_
     tab = qpr_app.clusters
     view = tab.show_cluster(TWIN_A)
     qid = int(view[tab.outsiders][view[tab.outsiders]["cluster"] == TWIN_B].iloc[0]["qid"])
-    rep = representative(qpr_app.ctx.model.current(), members_of(qpr_app, TWIN_A))
-    qpr_app.ctx.store.judgments.record("bob", qid, "different", qpr_app.ctx.model.current().bundle.version, query_qid=rep)
+    rep = representative(qpr_app.ctx.current().served(), members_of(qpr_app, TWIN_A))
+    qpr_app.ctx.current().store.judgments.record("bob", qid, "different", qpr_app.ctx.current().served().bundle.version, query_qid=rep)
     said = tab.mark("same", TWIN_A, str(qid), "ann")[tab.mark_status].replace("\\", "")
     assert "only this question moves" not in said and "another judgment of the same pair disagrees" in said
-    placed = corrected_clusters(qpr_app.ctx.store, qpr_app.ctx.model.current().corpus).corpus.set_index("qid")["cluster"]
+    placed = corrected_clusters(qpr_app.ctx.current().store, qpr_app.ctx.current().served().corpus).corpus.set_index("qid")["cluster"]
     assert (f"would be **in {placed[qid]}**" if isinstance(placed[qid], str) else "would be **in no cluster**") in said

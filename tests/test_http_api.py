@@ -50,7 +50,7 @@ def test_the_api_answers_what_the_search_tab_shows(app):
     response = get(app, q=query, k=5)
     assert response.status_code == 200
     body = response.json()
-    served = ctx.model.current()
+    served = ctx.current().served()
     assert (body["project"], body["model"], body["retriever"]) == ("demo", served.bundle.version, served.default.name)
     results = body["results"]
     assert [r["rank"] for r in results] == list(range(1, len(results) + 1)) and 0 < len(results) <= 5

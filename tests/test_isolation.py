@@ -45,7 +45,7 @@ def two_projects(bundle, tmp_path):
     judged = {}
     for name, who, label in (("Alpha", ALPHA, "same"), ("Beta", BETA, "different")):
         page.projects.create(str(path), "clusters", name, "", "", "", False, who)
-        scoped, version = page.ctx.store, page.ctx.model.current().bundle.version
+        scoped, version = page.ctx.current().store, page.ctx.current().served().bundle.version
         for query, candidate in ((1, 6), (1, 11), (2, 7), (16, 21)):  # across clusters c-python, c-guitar, ...
             scoped.judgments.record(who, candidate, label, version, query_qid=query)
         scoped.judgments.record(who, 3, "different", version, query_qid=1)  # within c-python

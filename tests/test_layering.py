@@ -16,6 +16,9 @@ checked as soon as it exists.
 - Only ``qpr/settings.py`` reads the environment in the product (setting a variable for a library,
   a statement whose result is dropped, is not a read).
 - Modules stay small: at most 400 lines in qpr/, annotations/ and workflows/, 250 in ui/.
+- ui/ reaches a project only as a ``workflows.project.Project``, looked up once per handler
+  (``ctx.current()``) and handed to the workflows: never the page's model or store loose
+  (``ctx.model``, ``ctx.store``), which each read the page anew.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ FORBIDDEN = {
     "harness": {"app", "bench", "tests"},
 }
 MAX_LINES = {"qpr": 400, "annotations": 400, "workflows": 400, "ui": 250}
+# What ui/ may not read off the context: the page's served model and store, apart from its project.
+LOOSE = {"model", "store"}
 # What ui/ may import from qpr/ and annotations/ (``BELOW_WORKFLOWS``): what it shows and never
 # calls. Every use case it needs (a function, a class that does something, the settings) comes
 # through workflows/, so that the page reads its inputs, calls one workflow and renders.
@@ -194,6 +199,19 @@ def ui_past_workflows(root: Path = ROOT) -> dict[str, list[str]]:
     return {path: names for path, names in found.items() if names}
 
 
+def loose_project_parts(root: Path = ROOT) -> dict[str, list[int]]:
+    """Every ui/ module that reads the page's model or store off the context (``ctx.model``,
+    ``self.ctx.store``, ...: ``LOOSE`` of a name or attribute ``ctx``), with the lines."""
+    found = {}
+    for path in modules("ui", root=root):
+        lines = sorted({node.lineno for node in ast.walk(ast.parse(path.read_text(), filename=str(path)))
+                        if isinstance(node, ast.Attribute) and node.attr in LOOSE
+                        and (getattr(node.value, "id", None) == "ctx" or getattr(node.value, "attr", None) == "ctx")})
+        if lines:
+            found[str(path.relative_to(root))] = lines
+    return found
+
+
 def research_users(root: Path = ROOT) -> set[str]:
     """Every module that imports qpr.research and may not."""
     users = {str(path.relative_to(root)) for path in modules(*PROJECT, root=root)
@@ -212,6 +230,11 @@ def test_no_package_imports_a_layer_above_it(package):
 def test_ui_talks_to_workflows():
     assert ui_past_workflows() == {}, ("call a workflows function that does the use case (or, for an error, a type "
                                        "or a constant the page only displays, add it to UI_MAY_IMPORT saying why)")
+
+
+def test_ui_reaches_a_project_only_whole():
+    assert loose_project_parts() == {}, ("look the page's project up once (project = self.ctx.current()) and pass it, "
+                                         "or take project.model / project.store from it")
 
 
 def test_no_import_circle():
@@ -270,6 +293,8 @@ def test_each_rule_fails_on_a_module_that_breaks_it(tmp_path):
                           "from workflows.project_roles import role_for\n",
         "ui/clusters_tab.py": "from annotations.merge import MERGE_COLUMNS\nfrom annotations.constraints import corrected_clusters\n"
                               "import qpr.serving.projects\n",
+        "ui/review_tab.py": "def f(self, ctx, project):\n    project.store.review\n    self.ctx.current().model\n"
+                            "    ctx.model.current()\n    return self.ctx.store.review\n",
     }
     for name, text in sources.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -282,6 +307,7 @@ def test_each_rule_fails_on_a_module_that_breaks_it(tmp_path):
     assert research_users(tmp_path) == {"workflows/study.py"}
     assert ui_past_workflows(tmp_path) == {"ui/clusters_tab.py": ["annotations.constraints.corrected_clusters",
                                                                   "qpr.serving.projects"]}
+    assert loose_project_parts(tmp_path) == {"ui/review_tab.py": [4, 5]}
 
 
 def test_qpr_is_sub_packages_that_say_their_purpose():

@@ -7,19 +7,20 @@ import gradio as gr
 import pytest
 
 from annotations.db import open_store
+from conftest import make_corpus
 from test_app_handlers import TWIN_A, TWIN_B, page_for, qpr_app  # noqa: F401  (fixture)
 from ui.guidelines import NONE_YET, guidelines_markdown, guidelines_panel
 
 
 def judged_twins(qpr_app, who="ann", label="same") -> int:
-    corpus = qpr_app.ctx.model.current().bundle.corpus
+    corpus = qpr_app.ctx.current().served().bundle.corpus
     query = int(corpus.loc[corpus["cluster"] == TWIN_A, "qid"].iloc[0])
     candidate = int(corpus.loc[corpus["cluster"] == TWIN_B, "qid"].iloc[0])
-    return qpr_app.ctx.store.judgments.record(who, candidate, label, qpr_app.ctx.model.current().bundle.version, query_qid=query)
+    return qpr_app.ctx.current().store.judgments.record(who, candidate, label, qpr_app.ctx.current().served().bundle.version, query_qid=query)
 
 
 def test_search_rejudge_and_comment_my_judgments(qpr_app):
-    corpus = qpr_app.ctx.model.current().bundle.corpus
+    corpus = qpr_app.ctx.current().served().bundle.corpus
     first = judged_twins(qpr_app)
     judged_twins(qpr_app, who="other", label="different")
     tab = qpr_app.my_work
@@ -44,14 +45,14 @@ def test_rejudge_bad_input(qpr_app, judgment, label, message):
     mine = judged_twins(qpr_app)
     with pytest.warns(UserWarning, match=message):
         qpr_app.my_work.rejudge(str(mine) if judgment is None else judgment, label, "", False, "ann", None, None)
-    assert len(qpr_app.ctx.store.judgments.frame(current_only=False)) == 1
+    assert len(qpr_app.ctx.current().store.judgments.frame(current_only=False)) == 1
 
 
 def test_nobody_comments_on_another_annotators_judgment(qpr_app):
     theirs = judged_twins(qpr_app, who="other")
     with pytest.warns(UserWarning, match="not one of yours"):
         qpr_app.my_work.save_comment(str(theirs), "hi", "", False, "ann", None, None)
-    assert qpr_app.ctx.store.review.comments().empty
+    assert qpr_app.ctx.current().store.review.comments().empty
 
 
 def test_logout_link_only_in_login_mode(bundle, tmp_path):
@@ -65,7 +66,7 @@ def test_logout_link_only_in_login_mode(bundle, tmp_path):
 
 def test_guidelines_are_edited_and_shown_as_text(qpr_app):
     tab = qpr_app.guidelines
-    assert guidelines_markdown(qpr_app.ctx.store.review.guidelines()) == NONE_YET
+    assert guidelines_markdown(qpr_app.ctx.current().store.review.guidelines()) == NONE_YET
     out = tab.save("Same: <b>one</b> answer fits both.", "How do I renew a passport? | Passport renewal steps?",
                    "Reset my password | Change my email", "lead", None, None)
     assert "Saved by lead" in out[tab.status]
@@ -80,8 +81,8 @@ def test_guidelines_are_edited_and_shown_as_text(qpr_app):
         tab.save("text", "", "", "", None, None)
 
 
-def test_guidelines_panel_shows_the_stored_guidelines_on_each_load(qpr_app):
-    store = qpr_app.ctx.store
+def test_guidelines_panel_shows_the_stored_guidelines_on_each_load(qpr_app, tmp_path):
+    store = qpr_app.ctx.current().store
     with gr.Blocks() as demo:
         panel = guidelines_panel(qpr_app.ctx)
     assert panel.value == NONE_YET
@@ -89,5 +90,7 @@ def test_guidelines_panel_shows_the_stored_guidelines_on_each_load(qpr_app):
     on_load = [f.fn for f in demo.fns.values() if panel in f.outputs]  # re-run when a page loads
     assert len(on_load) == 1 and "one answer fits both" in on_load[0]()
     # ... of the page's project, read when the page loads (issue 54: they were the demo's everywhere).
-    qpr_app.ctx.pages.set("other")  # the page's project is now another (outside a page: the default)
-    assert on_load[0]() == NONE_YET
+    path = tmp_path / "other.csv"
+    make_corpus()[["question", "cluster"]].to_csv(path, index=False)
+    qpr_app.projects.create(str(path), "clusters", "Other", "", "", "", False, "lead")  # opened (outside a page: the default)
+    assert qpr_app.ctx.project == "other" and on_load[0]() == NONE_YET

@@ -77,11 +77,11 @@ def test_the_projects_tab_imports_a_file_with_repeats_when_asked(page, tmp_path)
     assert page.projects.create(str(path), "clusters", "With repeats", "", "", "", False, "ann") == gr.skip()
     shown = page.projects.create(str(path), "clusters", "With repeats", "", "", "", True, "ann")
     assert "2 repeated question(s) dropped" in shown[page.projects.note]
-    assert len(page.ctx.model.current().bundle.corpus) == unique
+    assert len(page.ctx.current().served().bundle.corpus) == unique
 
 
 def test_a_bm25_project_shows_scores_under_their_own_name_never_a_negative_distance(page):
-    served = page.ctx.model.current()
+    served = page.ctx.current().served()
     assert served.bundle.lexical
     results = served.results("how do i learn chess ?", 5)
     assert {r["score_is"] for r in results} <= {SAME_MEANING, "BM25 score (higher = more alike)"}
@@ -121,7 +121,7 @@ def test_who_may_review_is_said_as_enforced_and_my_work_without_a_role_explains_
 
 
 def test_use_and_discard_are_on_only_for_who_may_use_a_model(logins):
-    logins.ctx.model.propose(logins.ctx.model.current().bundle, pd.DataFrame())  # a model waits for a decision
+    logins.ctx.current().model.propose(logins.ctx.current().served().bundle, pd.DataFrame())  # a model waits for a decision
     for who, on in (("ann", True), ("bob", False), ("root", True)):
         shown = logins.projects.poll(login(who))
         assert shown[logins.projects.use].interactive is on and shown[logins.projects.drop].interactive is on, who
@@ -138,8 +138,8 @@ def test_a_bare_project_counts_the_clusters_its_judgments_formed(page, tmp_path)
     path = tmp_path / "bare.csv"
     make_corpus()[["question"]].to_csv(path, index=False)
     page.projects.create(str(path), "questions", "Bare", "", "", "", False, "ann")
-    served = page.ctx.model.current().bundle
+    served = page.ctx.current().served().bundle
     for query, candidate in ((1, 2), (6, 7)):
-        page.ctx.store.judgments.record("ann", candidate, "same", served.version, query_qid=query)
+        page.ctx.current().store.judgments.record("ann", candidate, "same", served.version, query_qid=query)
     line = page.projects.poll()[page.projects.active]
     assert "0 clusters (2 of 2+ questions formed by judgments so far)" in line

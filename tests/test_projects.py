@@ -117,11 +117,11 @@ def test_opening_a_project_outside_a_page_sets_the_default_and_a_restart_can_ope
     ctx = AppContext(ServedModel(bundle), store, "name", cache=tmp_path)
     slug = ctx.projects.create("Bare", upload_of(tmp_path, make_corpus(), "questions"), "ann")
     assert ctx.open(slug) == slug
-    assert ctx.model.current().bundle.lexical and ctx.project == slug
+    assert ctx.current().served().bundle.lexical and ctx.project == slug
     again = AppContext(ServedModel(bundle), store, "name", cache=tmp_path, project=slug)
-    assert again.model.current().bundle.version == ctx.model.current().bundle.version
+    assert again.current().served().bundle.version == ctx.current().served().bundle.version
     ctx.open(DEMO)
-    assert ctx.model.current().bundle is bundle
+    assert ctx.current().served().bundle is bundle
     with pytest.raises(QPRError, match="There is no project 'nope'.*Project list"):
         ctx.open("nope")
     store.close()
@@ -162,7 +162,7 @@ def test_a_project_trains_in_the_background_and_swaps_only_on_confirm(app_page, 
     tab = page.projects
     shown = create_faq(page, tmp_path, "My FAQ")
     assert "Created **My FAQ**" in shown[tab.note] and "BM25 only" in shown[tab.active]
-    served = page.ctx.model.current().bundle
+    served = page.ctx.current().served().bundle
     results = page.search.search("how do i learn chess ?", 3, False)[page.search.results]
     assert results["cluster"].iloc[0] == "c-chess"  # BM25 serves at once
     tab.start(3, "ann")
@@ -171,10 +171,10 @@ def test_a_project_trains_in_the_background_and_swaps_only_on_confirm(app_page, 
         page.search.search("how do i learn chess ?", 3, False)  # searches are served meanwhile
         time.sleep(0.5)
     shown = tab.poll()
-    assert "is ready" in shown[tab.status] and page.ctx.model.current().bundle is served  # not swapped yet
-    assert page.ctx.model.candidate() is not None
+    assert "is ready" in shown[tab.status] and page.ctx.current().served().bundle is served  # not swapped yet
+    assert page.ctx.current().model.candidate() is not None
     page.retrain.confirm("ann", None, None)
-    new = page.ctx.model.current().bundle
+    new = page.ctx.current().served().bundle
     assert not new.lexical and page.ctx.current().training.status()["state"] == "decided"
     assert page.ctx.projects.manifest("my-faq")["served"] == new.version  # served again after a restart
 
@@ -198,26 +198,26 @@ def test_with_a_general_bundle_a_new_project_is_served_by_it_and_trains_on_from_
     page.build()
     tab = page.projects
     shown = create_faq(page, tmp_path, "My FAQ")
-    first = page.ctx.model.current().bundle
+    first = page.ctx.current().served().bundle
     assert not first.lexical and first.manifest.general["from"] == general.version
     assert torch.equal(first.encoder.embedding.weight, general.encoder.embedding.weight)  # its encoder, unchanged
     assert first.manifest.fusion == general.manifest.fusion
     assert "the general model with BM25" in shown[tab.active]
-    assert labels_of(page.ctx.model.current())["results"].startswith("Rank fusion")  # what the Search tab says
+    assert labels_of(page.ctx.current().served())["results"].startswith("Rank fusion")  # what the Search tab says
     assert first.manifest.metrics and set(first.manifest.hybrid_metrics) == set(first.manifest.metrics)
     results = page.search.search("how do i learn chess ?", 3, False)[page.search.results]
     assert results["cluster"].iloc[0] == "c-chess"
     path = tmp_path / "faq-v2.csv"
     make_corpus(n_topics=20)[["question", "cluster"]].to_csv(path, index=False)
     tab.new_version(str(path), "clusters", "", "", "", False, "bob")
-    second = page.ctx.model.current().bundle
+    second = page.ctx.current().served().bundle
     assert second.manifest.general["from"] == general.version and second.version != first.version
     assert Bundle.load(page.ctx.projects.bundle_path("my-faq", first.version)).version == first.version  # version 1 kept
     tab.start(2, "ann")
     wait_for(page.ctx.current().training, {"done", "failed"})
     assert "is ready" in tab.poll()[tab.status]
     page.retrain.confirm("ann", None, None)
-    trained = page.ctx.model.current().bundle
+    trained = page.ctx.current().served().bundle
     assert trained.manifest.general is None and trained.vocab.tokens == general.vocab.tokens  # continued from it
     assert "model " in tab.listed()[tab.active] and "general" not in tab.listed()[tab.active]
     store.close()
@@ -230,7 +230,7 @@ def test_with_a_general_bundle_bare_questions_are_grouped_by_its_encoder(general
         path = tmp_path / "inbox.csv"
         make_corpus()[["question"]].to_csv(path, index=False)
         page.projects.create(str(path), "questions", "Inbox", "", "", "", False, "ann")
-        served = page.ctx.model.current()
+        served = page.ctx.current().served()
         assert not served.bundle.lexical and served.model_retriever is not served.bm25  # the general encoder, beside BM25
         shown = page.annotate.start_cluster("", "ann", None, None)  # "Next cluster": a group of near questions
         group = shown[page.annotate.session].queue
@@ -257,9 +257,9 @@ def test_a_cold_start_project_trains_on_the_clusters_its_annotators_built_and_su
     path = tmp_path / "bare.csv"
     make_corpus()[["question"]].to_csv(path, index=False)
     page.projects.create(str(path), "questions", "Bare", "", "", "", False, "ann")
-    store = page.ctx.store  # the project's, now open on the page
+    store = page.ctx.current().store  # the project's, now open on the page
     assert page.projects.start(3, "ann") == gr.skip()  # no clusters yet: told to judge first
-    served = page.ctx.model.current().bundle
+    served = page.ctx.current().served().bundle
     topic = served.corpus["question"].str.extract(r"(\w+) (?:quickly )?\?$")[0]
     recorded = 0
     for _, group in served.corpus[~served.corpus["question"].str.contains("number")].groupby(topic):
@@ -270,11 +270,11 @@ def test_a_cold_start_project_trains_on_the_clusters_its_annotators_built_and_su
     # The app restarts while the worker trains: the new app finds the training on disk.
     restarted = QPRPage(AppContext(ServedModel(bundle), store, "name", cache=tmp_path, project=page.ctx.project))
     restarted.build()
-    assert restarted.ctx.model.current().bundle.version == served.version
+    assert restarted.ctx.current().served().bundle.version == served.version
     wait_for(restarted.ctx.current().training, {"done", "failed"})
     shown = restarted.projects.poll()
     assert "is ready" in shown[restarted.projects.status], shown[restarted.projects.status]
-    assert restarted.ctx.model.current().bundle.version == served.version  # served model intact until confirmed
+    assert restarted.ctx.current().served().bundle.version == served.version  # served model intact until confirmed
     assert recorded == 120 and len(store.judgments.frame()) == recorded  # no judgment lost
 
 
@@ -289,28 +289,28 @@ def test_a_model_trained_on_an_older_version_is_never_offered(app_page, tmp_path
     shown = page.projects.new_version(str(path), "clusters", "", "", "", False, "bob")
     assert "Version 2" in shown[page.projects.note] and "110 question(s) kept (their judgments still apply), 0 new, 50 gone" in shown[page.projects.note]
     assert job.status()["state"] == "decided" and "version 2 was uploaded by bob" in job.status()["message"]
-    assert page.ctx.model.candidate() is None
+    assert page.ctx.current().model.candidate() is None
 
 
 def test_every_tab_works_on_a_project_served_by_bm25_alone(app_page, tmp_path):
     page = app_page
     create_faq(page, tmp_path)
-    assert page.ctx.model.current().bundle.lexical
+    assert page.ctx.current().served().bundle.lexical
     view = page.annotate.start_cluster("c-chess", "ann", None, None)
     assert view  # the queue is ranked by BM25
     view = page.clusters.show_cluster("c-chess")  # no encoder: the representative shares most words
     members = view[page.clusters.members]
-    rep = representative(page.ctx.model.current(), make_corpus()[make_corpus()["cluster"] == "c-chess"])
+    rep = representative(page.ctx.current().served(), make_corpus()[make_corpus()["cluster"] == "c-chess"])
     assert f"**{rep}**" in view[page.clusters.summary]
     odd = int(members[members["qid"] != rep]["qid"].iloc[0])
     page.clusters.mark("different", "c-chess", str(odd), "ann")
     applied = page.clusters.apply("c-chess", "ann")
-    assert odd not in set(applied[page.clusters.members]["qid"]) and page.ctx.model.current().labels_version == 1
+    assert odd not in set(applied[page.clusters.members]["qid"]) and page.ctx.current().served().labels_version == 1
     slug = page.ctx.project
     page.ctx.open(DEMO)
     page.ctx.served.drop(slug)  # as after a restart or an unload: opening it again builds the project's model again
     page.ctx.open(slug)
-    assert page.ctx.model.current().labels_version == 1, "a project opened again serves its corrected labels"
+    assert page.ctx.current().served().labels_version == 1, "a project opened again serves its corrected labels"
     assert page.clusters.overview()
     assert page.metrics.metrics()
     files = page.retrain.export_clusters("csv")[page.retrain.files]
@@ -333,8 +333,8 @@ def test_a_refused_upload_lists_one_problem_per_line_in_the_page(app_page, tmp_p
 
 def test_the_search_labels_follow_the_project_served_to_the_session(app_page, tmp_path):
     search = app_page.search
-    hybrid = labels_of(app_page.ctx.model.current())
-    before = app_page.ctx.model.current().bundle.version
+    hybrid = labels_of(app_page.ctx.current().served())
+    before = app_page.ctx.current().served().bundle.version
     assert hybrid["results"] == "Hybrid: SDML and BM25 candidates re-scored" == search.results.label
     assert search.relabel(before, True) == gr.skip()  # the page already shows it
     # values only, one in each table (a table left out costs Gradio a rebuild of its config)
@@ -342,7 +342,7 @@ def test_the_search_labels_follow_the_project_served_to_the_session(app_page, tm
     assert set(alone) == {search.results, search.dense, search.bm25}
     assert all(isinstance(value, pd.DataFrame) for value in alone.values()) and alone[search.dense].empty
     create_faq(app_page, tmp_path)  # the page creates and opens a project served by BM25 alone
-    now = app_page.ctx.model.current().bundle.version
+    now = app_page.ctx.current().served().bundle.version
     found = search.search("how do i learn chess ?", 3, True, before)
     assert found[search.shown] == now != before
     # Issue 38, bug 3: the examples are the project's own questions, not the demo's.

@@ -12,7 +12,7 @@ from test_app_handlers import TWIN_A, TWIN_B, page_for, qpr_app, session, shown 
 
 
 def twin_pair(qpr_app) -> tuple[int, int]:
-    corpus = qpr_app.ctx.model.current().bundle.corpus
+    corpus = qpr_app.ctx.current().served().bundle.corpus
     return int(corpus.loc[corpus["cluster"] == TWIN_A, "qid"].iloc[0]), int(corpus.loc[corpus["cluster"] == TWIN_B, "qid"].iloc[0])
 
 
@@ -21,7 +21,7 @@ def select(table, row: int = 0) -> gr.SelectData:
 
 
 def test_a_tie_is_listed_and_a_reviewer_adjudicates_it(qpr_app):
-    store, version = qpr_app.ctx.store, qpr_app.ctx.model.current().bundle.version
+    store, version = qpr_app.ctx.current().store, qpr_app.ctx.current().served().bundle.version
     query, candidate = twin_pair(qpr_app)
     ids = [store.judgments.record("alice", candidate, "same", version, query_qid=query),
            store.judgments.record("bob", candidate, "different", version, query_qid=query)]
@@ -43,9 +43,9 @@ def test_a_tie_is_listed_and_a_reviewer_adjudicates_it(qpr_app):
 
 
 def test_a_proposed_merge_is_applied_with_its_judgments_one_click_away(qpr_app):
-    store, version = qpr_app.ctx.store, qpr_app.ctx.model.current().bundle.version
+    store, version = qpr_app.ctx.current().store, qpr_app.ctx.current().served().bundle.version
     query, candidate = twin_pair(qpr_app)
-    corpus = qpr_app.ctx.model.current().bundle.corpus
+    corpus = qpr_app.ctx.current().served().bundle.corpus
     second = [int(corpus.loc[corpus["cluster"] == c, "qid"].iloc[1]) for c in (TWIN_A, TWIN_B)]
     # Two independent links: evidence for the whole clusters (one link would move one question).
     judged = [store.judgments.record("alice", candidate, "same", version, query_qid=query),
@@ -62,8 +62,8 @@ def test_a_proposed_merge_is_applied_with_its_judgments_one_click_away(qpr_app):
 
 
 def test_a_proposed_split_is_listed_and_a_reviewer_keeps_the_member(qpr_app):
-    store, corpus = qpr_app.ctx.store, qpr_app.ctx.model.current().bundle.corpus
-    version = qpr_app.ctx.model.current().bundle.version
+    store, corpus = qpr_app.ctx.current().store, qpr_app.ctx.current().served().bundle.corpus
+    version = qpr_app.ctx.current().served().bundle.version
     reference, member = corpus.loc[corpus["cluster"] == TWIN_A, "qid"].iloc[:2].astype(int)
     judged = store.judgments.record("alice", member, "different", version, query_qid=reference)
     tab = qpr_app.review
@@ -86,7 +86,7 @@ def test_bad_decisions_say_what_to_fix_and_write_nothing(qpr_app, args, message)
         qpr_app.review.decide(*args, "carol", None, None)
     with pytest.warns(UserWarning, match="type your name"):
         qpr_app.review.decide("qid:1:2", "", "", "same", "", "  ", None, None)
-    assert qpr_app.ctx.store.review.adjudications().empty
+    assert qpr_app.ctx.current().store.review.adjudications().empty
 
 
 def test_in_login_mode_only_admins_may_review(bundle, tmp_path, monkeypatch):

@@ -60,7 +60,7 @@ def logins(bundle, tmp_path):
 
 
 def test_each_right_needs_its_role_in_the_page_s_project_and_is_recorded(logins):
-    ctx, store = logins.ctx, logins.ctx.store
+    ctx, store = logins.ctx, logins.ctx.current().store
     assert ctx.project == "faq" and store.roles.role_of("faq", "ann") == "owner"  # the creator owns it
     with pytest.raises(QPRError, match="To record judgments in project 'FAQ' you need the role owner or reviewer or "
                                        "annotator there; you have no role. Ask its owner \\(ann\\)"):
@@ -95,16 +95,16 @@ def test_each_right_needs_its_role_in_the_page_s_project_and_is_recorded(logins)
 
 
 def test_only_an_owner_uploads_a_new_version_and_the_upload_is_recorded(logins, tmp_path):
-    ctx, store = logins.ctx, logins.ctx.store
+    ctx, store = logins.ctx, logins.ctx.current().store
     logins.team.grant("bob", "reviewer", None, login("ann"))
     path = tmp_path / "faq-2.csv"
     make_corpus(n_topics=18)[["question", "cluster"]].to_csv(path, index=False)
-    before = ctx.model.current().bundle.version
+    before = ctx.current().served().bundle.version
     with pytest.warns(UserWarning, match="To upload a new version of this project in project 'FAQ' you need the role owner"):
         logins.projects.new_version(str(path), "clusters", "", "", "", False, None, login("bob"))
-    assert ctx.model.current().bundle.version == before
+    assert ctx.current().served().bundle.version == before
     logins.projects.new_version(str(path), "clusters", "", "", "", False, None, login("ann"))
-    assert ctx.model.current().bundle.version != before
+    assert ctx.current().served().bundle.version != before
     assert store.roles.actions("faq")[["annotator", "role", "action"]].values.tolist()[-1] == [
         "ann", "owner", "upload a new version of this project"]
 
@@ -117,7 +117,7 @@ def test_the_memory_budget_of_served_projects_is_qpr_max_served_mb(bundle, tmp_p
 
 def a_member_to_mark(ctx) -> tuple[str, str]:
     """A cluster of the page's project and one of its members that is not its representative."""
-    served = ctx.model.current()
+    served = ctx.current().served()
     cluster = served.corpus["cluster"].dropna().iloc[0]
     members = served.corpus[served.corpus["cluster"] == cluster]
     rep = representative(served, members)
@@ -125,7 +125,7 @@ def a_member_to_mark(ctx) -> tuple[str, str]:
 
 
 def test_each_judgment_records_the_role_it_was_made_under(logins):
-    ctx, store = logins.ctx, logins.ctx.store
+    ctx, store = logins.ctx, logins.ctx.current().store
     logins.team.grant("bob", "annotator", None, login("ann"))
     cluster, qid = a_member_to_mark(ctx)
     for who in ("bob", "ann", "root"):
@@ -135,7 +135,7 @@ def test_each_judgment_records_the_role_it_was_made_under(logins):
     assert store.judgments.frame()[["annotator", "role"]].values.tolist() == [["bob", "annotator"], ["ann", "owner"],
                                                                         ["root", "admin"]]
     with pytest.raises(AnnotationError, match="role must be one of"):
-        store.judgments.record("bob", int(qid), "same", ctx.model.current().bundle.version, query_qid=int(qid) + 1, role="boss")
+        store.judgments.record("bob", int(qid), "same", ctx.current().served().bundle.version, query_qid=int(qid) + 1, role="boss")
     with pytest.raises(IntegrityError), store.engine.begin() as connection:  # the database refuses it too
         connection.execute(update(Judgment).values(role="boss"))
 

@@ -217,10 +217,10 @@ def test_the_app_retrains_a_served_seed_bundle_from_judgments_and_swaps_on_confi
         assert len(annotate_session.queue) > 0
         page.annotate.judge("same", annotate_session, "ann", None, None)
         page.retrain.retrain(1, "ann", progress=lambda *args, **kwargs: None)
-        candidate = page.ctx.model.candidate().served.bundle
+        candidate = page.ctx.current().model.candidate().served.bundle
         assert candidate.system == system and candidate.manifest.provenance["judgment_ids"]
         page.retrain.confirm("ann", None, None)
-        served = page.ctx.model.current().bundle
+        served = page.ctx.current().served().bundle
         assert served.version == candidate.version
         assert Bundle.load(tmp_path / "bundles" / served.version).system == system
     finally:

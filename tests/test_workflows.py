@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Callable
 
 import pandas as pd
@@ -25,7 +26,7 @@ from workflows.background_training import BUNDLE, STATUS, TrainingJob
 from workflows.cli import main
 from workflows.labels import serve_corrections, serve_latest, serve_rollback
 from workflows.project_versions import add_version
-from workflows.project import Project
+from workflows.project import FolderHome, Project
 
 TWINS = ("c-chess", "c-piano")  # two clusters judged the same: one merge
 
@@ -36,6 +37,12 @@ class Home:
 
     save: Callable
     remember: Callable
+
+
+def demo_project(model: ServedModel, store, training: TrainingJob | None = None) -> Project:
+    """The demo project serving ``model``, seen through ``store`` (its home a folder that the tests
+    using it never confirm a model into)."""
+    return Project("demo", "Demo", model, store, FolderHome(Path("never-confirmed")), training=training)
 
 
 def judge_twins(store, bundle: Bundle) -> list[int]:
@@ -58,7 +65,7 @@ def retrained(tiny_bundle, tmp_path_factory):
     with open_store(f"sqlite:///{folder / 'a.db'}", project="demo") as store:
         store.corpora.register(tiny_bundle.version, tiny_bundle.corpus)
         judged = judge_twins(store, tiny_bundle)
-        proposal = retraining.retrain(model, store, folder / "exports", 1, epochs.append, stages.append)
+        proposal = retraining.retrain(demo_project(model, store), folder / "exports", 1, epochs.append, stages.append)
     return {"model": model, "proposal": proposal, "stages": stages, "epochs": epochs, "judged": judged,
             "folder": folder / "exports"}
 
@@ -122,7 +129,7 @@ def test_retrain_trains_on_the_judged_pairs_and_lists_the_queries_it_changed(tin
         corpus = tiny_bundle.corpus
         first, second = (int(corpus.loc[corpus["cluster"] == cluster, "qid"].iloc[0]) for cluster in TWINS)
         store.judgments.record("ann", second, "different", tiny_bundle.version, query_qid=first)
-        proposal = retraining.retrain(ServedModel(tiny_bundle), store, tmp_path / "exports", 1)
+        proposal = retraining.retrain(demo_project(ServedModel(tiny_bundle), store), tmp_path / "exports", 1)
     # The judged pair reaches the training as the export wrote it ("different": is_duplicate 0).
     assert len(seen) == 1 and seen[0] is proposal.export.pairs
     assert seen[0][["qid1", "qid2", "is_duplicate"]].values.tolist() == [[first, second, 0]]
@@ -132,7 +139,7 @@ def test_retrain_trains_on_the_judged_pairs_and_lists_the_queries_it_changed(tin
 def test_retrain_refuses_a_model_served_by_bm25_alone(tiny_bundle, scratch_dir, tmp_path):
     with open_store(f"sqlite:///{scratch_dir / 'l.db'}", project="demo") as store:
         with pytest.raises(QPRError, match="no encoder yet"):
-            retraining.retrain(ServedModel(Bundle.lexical_of(tiny_bundle.corpus)), store, tmp_path / "exports", 1)
+            retraining.retrain(demo_project(ServedModel(Bundle.lexical_of(tiny_bundle.corpus)), store), tmp_path / "exports", 1)
     assert not (tmp_path / "exports").exists()
 
 
@@ -229,14 +236,15 @@ def finished_training(job: TrainingJob, bundle: Bundle) -> None:
 def test_a_finished_training_is_offered_once_and_settled_by_the_decision(tiny_bundle, retrained, target, monkeypatch):
     deployment, _ = target
     model, job = ServedModel(tiny_bundle), deployment.training
+    trained = replace(deployment, model=model)  # nothing waits yet: the training's model is offered
     new = retrained["proposal"].candidate.served.bundle
     finished_training(job, new)
-    offered = retraining.offer_trained(model, job, new.version)
+    offered = retraining.offer_trained(trained, new.version)
     assert model.candidate() is offered and offered.served.bundle.version == new.version
     assert list(offered.comparison["model"]) == ["current", "current", "retrained", "retrained"]
     monkeypatch.setattr(retraining, "compare_bundles", lambda *args: pytest.fail("compared twice"))
-    assert retraining.offer_trained(model, job, new.version) is offered
-    assert retraining.discard(model, job, "bob") is offered
+    assert retraining.offer_trained(trained, new.version) is offered
+    assert retraining.discard(trained, "bob") is offered
     assert model.candidate() is None and model.current().bundle is tiny_bundle
     assert job.status()["state"] == "decided" and job.status()["message"] == "discarded by bob"
 
@@ -254,7 +262,7 @@ def test_a_result_that_cannot_be_compared_is_not_offered(tiny_bundle, tmp_path):
     (job.folder / STATUS).write_text(json.dumps({"state": "done", "version": "v-gone", "by": "ann"}))
     model = ServedModel(tiny_bundle)
     with pytest.raises(QPRError):
-        retraining.offer_trained(model, job, "v-gone")  # no bundle in the folder
+        retraining.offer_trained(demo_project(model, None, training=job), "v-gone")  # no bundle in the folder
     assert model.candidate() is None and job.status()["state"] == "decided"
     assert job.status()["message"].startswith("not offered: ")
 
@@ -266,7 +274,7 @@ def test_training_needs_clusters_to_hold_out(tiny_bundle, scratch_dir, tmp_path)
     with open_store(f"sqlite:///{scratch_dir / 't.db'}", project="demo") as store:
         store.corpora.register(lexical.version, lexical.corpus)
         with pytest.raises(QPRError, match="Only 0 cluster\\(s\\) of 2 or more questions so far"):
-            retraining.start_training(ServedModel(lexical), store, job, tmp_path / "exports", None, None, None, "ann")
+            retraining.start_training(demo_project(ServedModel(lexical), store, training=job), tmp_path / "exports", "ann")
     assert job.status()["state"] == "none", "no worker started"
 
 
@@ -359,7 +367,7 @@ def never_read():
 def test_a_new_version_is_refused_before_its_file_is_read(tmp_path, slug, training, said):
     project = Project(slug, slug, None, None, None, training=training, built_in=slug == "demo")
     with pytest.raises(QPRError, match=said):
-        add_version(Projects(tmp_path), project, never_read, "ann", lambda slug: None)
+        add_version(project, Projects(tmp_path), never_read, "ann", lambda slug: None)
 
 
 def test_corrections_are_recorded_then_served_and_a_restart_serves_them_again(tiny_bundle, tmp_path):
@@ -367,7 +375,7 @@ def test_corrections_are_recorded_then_served_and_a_restart_serves_them_again(ti
     with open_store(f"sqlite:///{tmp_path / 'a.db'}", project="demo") as store:
         store.corpora.register(tiny_bundle.version, tiny_bundle.corpus)
         judge_twins(store, tiny_bundle)
-        serve_corrections(model, store, "ann")
+        serve_corrections(demo_project(model, store), "ann")
         served = model.current()
         assert served.labels_version == 1 and store.labels.corpus(tiny_bundle.version)[0] == 1
         merged = served.labels.set_index("qid")["cluster"]
@@ -375,10 +383,10 @@ def test_corrections_are_recorded_then_served_and_a_restart_serves_them_again(ti
         assert merged.loc[twins].nunique() == 1, "the twin clusters are served as one"
 
         restarted = ServedModel(tiny_bundle)
-        serve_latest(restarted, store)
+        serve_latest(demo_project(restarted, store))
         assert restarted.current().labels_version == 1
 
-        serve_rollback(model, store, 0, "ann")
+        serve_rollback(demo_project(model, store), 0, "ann")
         assert model.current().labels_version == 2
         assert model.current().labels.set_index("qid")["cluster"].loc[twins].nunique() == 2
 

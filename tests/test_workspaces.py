@@ -84,11 +84,11 @@ def test_each_page_works_on_its_own_project(two_projects):
     ctx.open(alpha)
     as_page("page-2")
     ctx.open(beta)
-    assert ctx.project == beta and len(ctx.model.current().bundle.corpus) == len(make_corpus(n_topics=20))
+    assert ctx.project == beta and len(ctx.current().served().bundle.corpus) == len(make_corpus(n_topics=20))
     as_page("page-1")
-    assert ctx.project == alpha and len(ctx.model.current().bundle.corpus) == len(make_corpus(n_topics=16))
-    assert set(ctx.examples) <= set(make_corpus(n_topics=16)["question"])
-    assert set(ctx.current().versions()) == {ctx.model.current().bundle.version}
+    assert ctx.project == alpha and len(ctx.current().served().bundle.corpus) == len(make_corpus(n_topics=16))
+    assert set(ctx.examples_of(ctx.project)) <= set(make_corpus(n_topics=16)["question"])
+    assert set(ctx.current().versions()) == {ctx.current().served().bundle.version}
     as_page(None)
     assert ctx.project == DEMO, "opening on pages never changes the default"
     assert set(ctx.served.loaded()) == {DEMO, alpha, beta}  # several projects served at once

@@ -11,11 +11,14 @@ import gradio as gr
 import pandas as pd
 
 from qpr.errors import QPRError
+from qpr.serving.served_model import Served
 from ui.annotate_session import MEMBER_COLUMNS, QUEUE_COLUMNS, UNDO_STEPS, AnnotateSession
 from ui.common import AppContext
 from ui.display import plain, shows_errors, text_table
 from ui.guidelines import guidelines_panel
 from workflows.annotation_queues import CorpusTasks, Queue, building_note, cluster_queue, query_queue, task_queue
+from workflows.judging import judge, undo
+from workflows.project import Project
 
 LABEL_BUTTONS = (("same", "Same meaning", "1 / S"), ("different", "Different", "2 / D"), ("unsure", "Unsure", "3 / U"))
 SHOWN_AHEAD = 30  # queue rows sent to the page: a 2,000-pair task's table cost 0.8 s per judgment
@@ -103,12 +106,12 @@ class AnnotateTab:
         return {button: gr.Button(interactive=True if button is self.buttons[-1] else judging) for button in self.buttons} | {
             self.ticket: f'<span hidden data-answered="{time.monotonic_ns()}"></span>'}
 
-    def _show(self, queue: Queue, who: str) -> dict:
-        served = self.ctx.model.current()
+    def _show(self, project: Project, queue: Queue, who: str) -> dict:
+        served = project.served()
         corpus = served.corpus  # the served labels: a cluster as corrected, outsiders as corrected
         shown = corpus[corpus["cluster"] == queue.cluster] if queue.cluster else corpus[corpus["qid"] == queue.group]
-        return self.view(AnnotateSession(served.bundle.version, queue.cluster, text_table(shown, MEMBER_COLUMNS), queue.rows,
-                                         message=queue.message, group=queue.group), who)
+        return self.view(project, AnnotateSession(served.bundle.version, queue.cluster, text_table(shown, MEMBER_COLUMNS),
+                                                  queue.rows, message=queue.message, group=queue.group), who)
 
     @shows_errors(keep=_keys_back)
     def start_cluster(self, cluster: str, name: str, request: gr.Request, profile: gr.OAuthProfile | None,
@@ -116,14 +119,16 @@ class AnnotateTab:
         """A spot-check queue for ``cluster`` (or for a cluster the app picks when it is empty; on a
         project of bare questions, the next group of near questions to build a cluster from)."""
         who = self.ctx.annotator(name, request, profile)
-        return self._show(cluster_queue(self.ctx.store, self.ctx.model.current(), who, cluster), who)
+        project = self.ctx.current()
+        return self._show(project, cluster_queue(project, who, cluster), who)
 
     @shows_errors(keep=_keys_back)
     def start_query(self, query: str, name: str, request: gr.Request, profile: gr.OAuthProfile | None,
                     shown: AnnotateSession | None = None) -> dict:
         """A spot-check queue of what the encoder retrieves for a typed query."""
         who = self.ctx.annotator(name, request, profile)
-        return self._show(query_queue(self.ctx.store, self.ctx.model.current(), who, query), who)
+        project = self.ctx.current()
+        return self._show(project, query_queue(project, who, query), who)
 
     @shows_errors(keep=_keys_back)
     def start_task(self, name: str, request: gr.Request, profile: gr.OAuthProfile | None,
@@ -131,19 +136,21 @@ class AnnotateTab:
         """The corpus-wide task's pairs this annotator has not judged yet, most worth checking first
         (on a project of bare questions, which has no task yet: the next group to build a cluster from)."""
         who = self.ctx.annotator(name, request, profile)
-        served = self.ctx.model.current()
-        queue = task_queue(self.ctx.store, served, who, self._tasks, self.task_size)
+        project = self.ctx.current()
+        version = project.served().bundle.version  # the task's, read before it is built
+        queue = task_queue(project, who, self._tasks, self.task_size)
         if not queue.task:
-            return self._show(queue, who)
-        return self.view(AnnotateSession(served.bundle.version, queue=queue.rows, message=queue.message,
-                                         task_size=queue.task_size, task_done=queue.task_done, pace_before=queue.pace), who)
+            return self._show(project, queue, who)
+        return self.view(project, AnnotateSession(version, queue=queue.rows, message=queue.message, task_size=queue.task_size,
+                                                  task_done=queue.task_done, pace_before=queue.pace), who)
 
     @shows_errors(keep=_keys_back)
     def judge(self, label: str, session: AnnotateSession | None, name: str, request: gr.Request,
               profile: gr.OAuthProfile | None) -> dict:
         """Record ``label`` for the current (query, candidate) item and move to the next one."""
         who = self.ctx.annotator(name, request, profile)
-        return self.view(self._record(label, session, who), who)
+        project = self.ctx.current()
+        return self.view(project, self._record(project, label, session, who), who)
 
     @shows_errors(keep=_keys_back)
     def judge_block(self, n: float, session: AnnotateSession | None, name: str, request: gr.Request,
@@ -152,23 +159,18 @@ class AnnotateTab:
         who = self.ctx.annotator(name, request, profile)
         if n is None or int(n) < 1:
             raise QPRError("Say how many of the next items are the same (1 or more).")
+        project = self.ctx.current()
         for _ in range(int(n)):
             if session is None or session.current() is None:
                 break
-            session = self._record("same", session, who)
-        return self.view(session, who)
+            session = self._record(project, "same", session, who)
+        return self.view(project, session, who)
 
-    def _record(self, label: str, session: AnnotateSession | None, who: str) -> AnnotateSession:
+    def _record(self, project: Project, label: str, session: AnnotateSession | None, who: str) -> AnnotateSession:
         row = session.current() if session else None
         if row is None:
             raise QPRError("Nothing to judge: pick a cluster or check a query first.")
-        judgment = self.ctx.store.judgments.record(
-            who, int(row["candidate_qid"]), label, session.version,
-            query_qid=None if pd.isna(row["query_qid"]) else int(row["query_qid"]),
-            query_text=None if pd.isna(row["query_text"]) else str(row["query_text"]),
-            rank=int(row["rank"]), distance=float(row["distance"]), role=self.ctx.role_of(who),
-        )
-        return session.after_judging(judgment, label)
+        return session.after_judging(judge(project, who, row, label, session.version, self.ctx.role_of(who)), label)
 
     @shows_errors(keep=_keys_back)
     def skip(self, session: AnnotateSession | None, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
@@ -176,38 +178,40 @@ class AnnotateTab:
         who = self.ctx.annotator(name, request, profile)
         if session is None or session.current() is None:
             raise QPRError("Nothing to skip: pick a cluster or check a query first.")
-        return self.view(session.skipped(), who)
+        return self.view(self.ctx.current(), session.skipped(), who)
 
     @shows_errors(keep=_keys_back)
     def done(self, session: AnnotateSession | None, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
         """Stop this queue here; what is left stays unjudged."""
-        return self.view((session or AnnotateSession()).finished(), self.ctx.annotator(name, request, profile))
+        who = self.ctx.annotator(name, request, profile)
+        return self.view(self.ctx.current(), (session or AnnotateSession()).finished(), who)
 
     @shows_errors(keep=_keys_back)
     def undo(self, session: AnnotateSession | None, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
         """Withdraw this page's last judgment still in force (a bounded number back), name it, return to it."""
         who = self.ctx.annotator(name, request, profile)
+        project = self.ctx.current()
         session = session or AnnotateSession()
-        withdrawn = self.ctx.store.judgments.undo_last(who, among=[judgment for judgment, _ in session.judged])
+        withdrawn = undo(project, who, [judgment for judgment, _ in session.judged])
         if withdrawn is None:
             message = (f"Nothing to undo on this page: undo reaches the last {UNDO_STEPS} judgments made on this page and "
                        "still in force (a reload starts a new page). Re-judge older ones on the My work tab.")
-            return self.view(replace(session, judged=(), message=message), who)
-        return self.view(session.after_undo(withdrawn), who)
+            return self.view(project, replace(session, judged=(), message=message), who)
+        return self.view(project, session.after_undo(withdrawn), who)
 
-    def view(self, session: AnnotateSession, who: str) -> dict:
-        """The tab's outputs for ``session``: itself, status, members, the current item and its
-        details, the rest of the queue, the annotator's progress and the keys."""
+    def view(self, project: Project, session: AnnotateSession, who: str) -> dict:
+        """The tab's outputs for ``session`` in ``project`` (the page's): itself, status, members,
+        the current item and its details, the rest of the queue, the annotator's progress and the keys."""
         row = session.current()
         status = " · ".join(part for part in (session.heading, session.message) if part)
         shown = {self.session: session, self.status: status, self.members: session.members,
-                 self.progress: self._progress(session, who)} | self.buttons_for(session)
+                 self.progress: self._progress(project, session, who)} | self.buttons_for(session)
         if row is None:
             finished = ("Group finished: press 'Next cluster' for the next group." if session.group is not None else
                         "Queue finished: pick the next cluster or check a query.") if len(session.queue) else ""
             return shown | {self.query: "", self.candidate: "", self.details: finished, self.queue: pd.DataFrame(columns=QUEUE_COLUMNS)}
         queue = session.queue
-        served = self.ctx.model.current()
+        served = project.served()
         scored, scores = served.readable(served.model_retriever, queue["distance"])
         text = served.bundle.corpus.set_index("qid")["question"]
         queue = queue.assign(**{scored: scores.round(3), "suspicion": queue["suspicion"].round(3),
@@ -215,7 +219,7 @@ class AnnotateTab:
         score = f"{scored} {scores[session.position]:.3f}"
         cluster = plain(row["cluster"]) if pd.notna(row["cluster"]) else "none"
         return shown | {
-            self.query: row["query_text"] if pd.isna(row["query_qid"]) else self._question(int(row["query_qid"])),
+            self.query: row["query_text"] if pd.isna(row["query_qid"]) else _question(served, int(row["query_qid"])),
             self.candidate: row["question"],
             self.details: f"Candidate {session.position + 1} of {len(queue)} · its cluster: **{cluster}** · "
                           f"rank {int(row['rank'])} · {score} · suspicion {row['suspicion']:.3f}",
@@ -223,11 +227,12 @@ class AnnotateTab:
                                    [*QUEUE_COLUMNS[:3], scored, QUEUE_COLUMNS[-1]]),
         }
 
-    def _progress(self, session: AnnotateSession, who: str) -> str:
-        progress = self.ctx.store.judgments.progress(who)  # the store is the page's project's
+    @staticmethod
+    def _progress(project: Project, session: AnnotateSession, who: str) -> str:
+        progress = project.store.judgments.progress(who)  # in the page's project
         counts = f"Judged today: **{progress['today']}** · left in this queue: **{session.left}** · labelled in total: **{progress['total']}**"
         if session.group is not None:
-            return f"{building_note(self.ctx.store, self.ctx.model.current())} · {counts}"
+            return f"{building_note(project)} · {counts}"
         if not session.task_size:
             return counts
         done, pace = session.task_done, session.pace
@@ -235,7 +240,8 @@ class AnnotateTab:
                 if pace else "")
         return f"Task: **{done:,} of {session.task_size:,}** judged{left} · {counts}"
 
-    def _question(self, qid: int) -> str:
-        corpus = self.ctx.model.current().bundle.corpus
-        found = corpus.loc[corpus["qid"] == qid, "question"]
-        return str(found.iloc[0]) if len(found) else f"(question {qid} is not in the served corpus)"
+
+def _question(served: Served, qid: int) -> str:
+    corpus = served.bundle.corpus
+    found = corpus.loc[corpus["qid"] == qid, "question"]
+    return str(found.iloc[0]) if len(found) else f"(question {qid} is not in the served corpus)"

@@ -24,6 +24,7 @@ from ui.display import plain, shows_errors, text_table, when
 from workflows.cluster_facts import LeastCoherent, cluster_facts
 from workflows.cluster_marks import mark, merge_clusters, merge_preview, where_went
 from workflows.labels import labels_overview, serve_corrections, serve_revert, serve_rollback
+from workflows.project import Project
 
 
 SPLIT_SHOWN = ["cluster", "qid", "question", "into", "support", "judgment_ids", "decided_by", "evidence"]  # a split, with its question
@@ -111,10 +112,10 @@ class ClustersTab:
     def show_cluster(self, cluster: str) -> dict:
         """Members (as served now), representative, coherence, the closest outsiders and the
         judgments touching ``cluster``."""
-        return self._cluster_view(cluster)
+        return self._cluster_view(self.ctx.current(), cluster)
 
-    def _cluster_view(self, cluster: str) -> dict:
-        view = cluster_view(cluster_facts(self.ctx.model.current(), self.ctx.store, cluster))
+    def _cluster_view(self, project: Project, cluster: str) -> dict:
+        view = cluster_view(cluster_facts(project, cluster))
         return {self.summary: view.summary, self.members: view.members, self.outsiders: view.outsiders,
                 self.touching: view.touching}
 
@@ -144,13 +145,14 @@ class ClustersTab:
         (``workflows.cluster_marks.mark``: B on an outsider moves that one question), then show the
         cluster and what the judgments now propose."""
         who = self.ctx.annotator(name, request, profile)
-        status = mark(self.ctx.store, self.ctx.model.current(), who, cluster, selected, label, self.ctx.role_of(who))
-        return {self.mark_status: plain(status)} | self._cluster_view(cluster) | self.overview()
+        project = self.ctx.current()
+        status = mark(project, who, cluster, selected, label, self.ctx.role_of(who))
+        return {self.mark_status: plain(status)} | self._cluster_view(project, cluster) | self._overview(project)
 
     @shows_errors
     def preview_merge(self, cluster: str, other: str) -> dict:
         """Both whole clusters, shown before they may be merged."""
-        both = merge_preview(self.ctx.store, self.ctx.model.current(), cluster, other)
+        both = merge_preview(self.ctx.current(), cluster, other)
         return {self.both: text_table(both), self.merge_button: gr.Button(interactive=True)}
 
     @shows_errors
@@ -158,17 +160,21 @@ class ClustersTab:
               profile: gr.OAuthProfile | None = None) -> dict:
         """Record that the two whole clusters shown mean the same (to serve on Apply)."""
         who = self.ctx.annotator(name, request, profile)
-        status = merge_clusters(self.ctx.store, self.ctx.model.current(), who, cluster, other, self.ctx.role_of(who))
+        project = self.ctx.current()
+        status = merge_clusters(project, who, cluster, other, self.ctx.role_of(who))
         return ({self.mark_status: plain(status), self.merge_button: gr.Button(interactive=False)}
-                | self._cluster_view(cluster) | self.overview())
+                | self._cluster_view(project, cluster) | self._overview(project))
 
     # -- what the judgments imply, and the served labels ---------------------------------------
 
     def overview(self) -> dict:
         """Least coherent clusters (as served), the merges, splits and conflicts the current
         judgments imply, and the served labels with their history."""
-        served = self.ctx.model.current()
-        found = labels_overview(self.ctx.store, served)
+        return self._overview(self.ctx.current())
+
+    def _overview(self, project: Project) -> dict:
+        served = project.served()
+        found = labels_overview(project)
         merges, splits, conflicts = (frame.assign(judgment_ids=frame["judgment_ids"].map(_ids))
                                      for frame in (found.merges, found.splits, found.conflicts))
         shown = found.history
@@ -182,8 +188,9 @@ class ClustersTab:
               profile: gr.OAuthProfile | None = None) -> dict:
         """Serve the corrected clusters of the current judgments at once, as the next labels version."""
         who = self._changer(name, request, profile)
-        serve_corrections(self.ctx.model, self.ctx.store, who)
-        return self._after_change(cluster)
+        project = self.ctx.current()
+        serve_corrections(project, who)
+        return self._after_change(project, cluster)
 
     @shows_errors
     def rollback(self, version: float | None, cluster: str, name: str, request: gr.Request | None = None,
@@ -192,8 +199,9 @@ class ClustersTab:
         who = self._changer(name, request, profile)
         if version is None:
             raise QPRError("Type the number of the version to go back to (0 is the bundle's own clusters).")
-        serve_rollback(self.ctx.model, self.ctx.store, int(version), who)
-        return self._after_change(cluster)
+        project = self.ctx.current()
+        serve_rollback(project, int(version), who)
+        return self._after_change(project, cluster)
 
     @shows_errors
     def revert(self, cluster_a: str, cluster_b: str, cluster: str, name: str, request: gr.Request | None = None,
@@ -203,22 +211,23 @@ class ClustersTab:
         if not (cluster_a or "").strip() or not (cluster_b or "").strip():
             raise QPRError("Type the two sides of the merge or split to revert, as the history names them "
                            "(a split: the cluster and qid:<n>).")
-        serve_revert(self.ctx.model, self.ctx.store, who, cluster_a, cluster_b)
-        return self._after_change(cluster)
+        project = self.ctx.current()
+        serve_revert(project, who, cluster_a, cluster_b)
+        return self._after_change(project, cluster)
 
     def _changer(self, name: str, request: gr.Request | None, profile: gr.OAuthProfile | None) -> str:
         return self.ctx.privileged("change the served clusters", name, request, profile, roles=("owner", "reviewer"))
 
-    def _after_change(self, cluster: str) -> dict:
+    def _after_change(self, project: Project, cluster: str) -> dict:
         """The overview, and the cluster view again: reloaded when that cluster is still served,
         else emptied, saying where its questions went."""
-        out = self.overview()
-        served = self.ctx.model.current()
+        out = self._overview(project)
+        served = project.served()
         if (cluster or "").strip() in set(served.corpus["cluster"].dropna()):
-            return out | self._cluster_view(cluster)
+            return out | self._cluster_view(project, cluster)
         if not (cluster or "").strip():
             return out
-        gone = where_went(self.ctx.store, served, cluster.strip()) or f"There is no cluster {cluster.strip()!r} any more."
+        gone = where_went(project, served, cluster.strip()) or f"There is no cluster {cluster.strip()!r} any more."
         return out | {self.summary: plain(gone), self.members: pd.DataFrame(columns=MEMBER_COLUMNS),
                       self.outsiders: pd.DataFrame(columns=OUTSIDER_COLUMNS), self.touching: pd.DataFrame(columns=JUDGMENT_COLUMNS)}
 

@@ -1,8 +1,10 @@
 """What every tab shares: the app's context (``AppContext``: which project each page has open, who
 may do what, over the projects, their served models and the annotation database that
 ``workflows.served_projects.ServedProjects`` holds). A project itself, its model, its view of the
-store and its home, is a ``workflows.project.Project``. Which page has which project is
-``ui.pages``'; roles ``ui.access``'; safe display ``ui.display``'s.
+store and its home, is a ``workflows.project.Project``: a handler looks the page's up once
+(``AppContext.current()``) and hands it to the workflows it calls; nothing here gives the page's
+model or store apart from it. Which page has which project is ``ui.pages``'; roles
+``ui.access``'; safe display ``ui.display``'s.
 """
 
 from __future__ import annotations
@@ -35,10 +37,11 @@ class AppContext(ProjectAccess, ServedProjects):
     "oauth" (Hugging Face sign-in on Spaces); ``admins`` the app's admins (default
     ``QPR_ADMINS``'), ``task_size`` the corpus-wide task's (default ``QPR_TASK_SIZE``'s).
 
-    Each page works on a project of its own (a workspace): ``project`` and ``model`` are the
-    project and served model of the page whose request is being handled (``ui.pages``), and
-    ``open`` changes them for that page only. Outside a page's request (tests, commands) they are
-    the default project's: ``project`` given here, else the demo, which ``model`` serves."""
+    Each page works on a project of its own (a workspace): ``project`` is the slug of the page
+    whose request is being handled (``ui.pages``), ``current()`` that project whole (a
+    ``workflows.project.Project``), and ``open`` changes it for that page only. Outside a page's
+    request (tests, commands) it is the default project: ``project`` given here, else the demo,
+    which ``model`` serves."""
 
     def __init__(self, model, store, identity: str = "name", examples: Iterable[str] = (), cache: Path | None = None,
                  admins: frozenset[str] | None = None, task_size: int | None = None, project: str = DEMO,
@@ -56,11 +59,6 @@ class AppContext(ProjectAccess, ServedProjects):
     def project(self) -> str:
         """The slug of the project the current page has open (``default_project`` outside a page)."""
         return self.pages.current()
-
-    @property
-    def examples(self) -> tuple[str, ...]:
-        """Queries for the Search tab: the current page's project's (``ServedProjects.examples_of``)."""
-        return self.examples_of(self.project)
 
     def open(self, slug: str | None, request: gr.Request | None = None, profile: gr.OAuthProfile | None = None) -> str:
         """Open project ``slug`` (the demo when empty) on the current page for the one behind

@@ -31,7 +31,7 @@ def guidelines_markdown(shown: dict | None) -> str:
 def guidelines_panel(ctx: AppContext, **kwargs) -> gr.Markdown:
     """A gr.Markdown showing the page's project's guidelines, re-read on every page load (call
     inside a layout; the page's project is read then, not when the layout is built)."""
-    return gr.Markdown(lambda: guidelines_markdown(ctx.store.review.guidelines()), elem_id=kwargs.pop("elem_id", "guidelines-panel"), **kwargs)
+    return gr.Markdown(lambda: guidelines_markdown(ctx.current().store.review.guidelines()), elem_id=kwargs.pop("elem_id", "guidelines-panel"), **kwargs)
 
 
 class GuidelinesTab:
@@ -56,7 +56,7 @@ class GuidelinesTab:
 
     def load(self) -> dict:
         """The guidelines in force in the edit boxes, and the preview."""
-        shown = self.ctx.store.review.guidelines()
+        shown = self.ctx.current().store.review.guidelines()
         edited = shown or {"text": "", "same_examples": "", "different_examples": ""}
         return {self.text: edited["text"], self.same: edited["same_examples"], self.different: edited["different_examples"],
                 self.preview: guidelines_markdown(shown)}
@@ -66,5 +66,6 @@ class GuidelinesTab:
              profile: gr.OAuthProfile | None) -> dict:
         """Store a new version of the guidelines (the earlier one stays as history)."""
         who = reviewer(self.ctx, name, request, profile)
-        self.ctx.store.review.set_guidelines(who, text, same, different)
-        return {self.status: f"Saved by {plain(who)}.", self.preview: guidelines_markdown(self.ctx.store.review.guidelines())}
+        review = self.ctx.current().store.review
+        review.set_guidelines(who, text, same, different)
+        return {self.status: f"Saved by {plain(who)}.", self.preview: guidelines_markdown(review.guidelines())}

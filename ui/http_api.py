@@ -49,10 +49,10 @@ def search_routes(ctx: AppContext, logins: Logins | None) -> list[APIRoute]:
         try:
             if not ctx.may_read(project, who):
                 raise QPRError(f"There is no project {project!r} you may read.")
-            model = ctx.model_of(project)
+            found = ctx.project_of(project)
         except QPRError as err:
             raise HTTPException(404, str(err)) from None
-        served = model.current()
+        served = found.served()
         try:
             results = served.results(q, k)
         except QPRError as err:

@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 
 from ui.common import AppContext
 from workflows.metrics_report import label_outlook, model_scores
+from workflows.project import Project
 
 
 class MetricsTab:
@@ -33,16 +34,18 @@ class MetricsTab:
             self.outlook = gr.Markdown(elem_id="metrics-outlook")
         tab.select(self.metrics, None, [self.auc, self.loss, self.bars, self.caption, self.outlook])
 
-    def tables(self) -> tuple[pd.DataFrame, pd.DataFrame, str]:
-        """What the tab plots: the page's project's training curves and scores, and a caption
-        saying which (``workflows.metrics_report.model_scores``)."""
-        return model_scores(self.ctx.model)
+    @staticmethod
+    def tables(project: Project) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+        """What the tab plots: ``project``'s training curves and scores, and a caption saying which
+        (``workflows.metrics_report.model_scores``)."""
+        return model_scores(project)
 
     def metrics(self) -> dict:
         """The tab's plots, caption and label-error outlook, drawn afresh."""
-        curves, bars, caption = self.tables()
+        project = self.ctx.current()
+        curves, bars, caption = self.tables(project)
         return {self.auc: line_figure(curves, "val ROC AUC"), self.loss: line_figure(curves, "loss"),
-                self.bars: bar_figure(bars), self.caption: caption, self.outlook: label_outlook(self.ctx.store)}
+                self.bars: bar_figure(bars), self.caption: caption, self.outlook: label_outlook(project)}
 
 
 def line_figure(curves: pd.DataFrame, measure: str) -> Figure:

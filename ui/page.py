@@ -102,7 +102,7 @@ class QPRPage:
     def credit(self) -> str:
         """The page's project's source and license where its bundle names them (the BANKING77
         demo's: CC BY 4.0 asks for it); nothing for a project of the user's own."""
-        return (self.ctx.model.current().bundle.manifest.card or {}).get("credit", "")
+        return (self.ctx.current().served().bundle.manifest.card or {}).get("credit", "")
 
     def backup_status(self, name: str | None, request: gr.Request = None, profile: gr.OAuthProfile | None = None) -> str:
         """The header's line about the annotation database's last backup (``ServedProjects.backup_line``),

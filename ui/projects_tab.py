@@ -15,7 +15,6 @@ it shows the decision with that tab's outputs.
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
 
 import gradio as gr
 import pandas as pd
@@ -26,8 +25,8 @@ from ui.common import AppContext
 from ui.display import plain, shows_errors, text_table
 from ui.project_view import progress_bar, project_line, status_line
 from ui.retrain_tab import RetrainTab, exports
-from workflows.background_training import ACTIVE, TrainingJob
-from workflows.project import SMALL_CORPUS
+from workflows.background_training import ACTIVE
+from workflows.project import SMALL_CORPUS, Project
 from workflows.project_versions import ProjectFile, add_version, create_project, upload_limit
 from workflows.retraining import Offer, offer_trained, start_training
 
@@ -129,7 +128,7 @@ class ProjectsTab:
                name: str | None, request: gr.Request = None, profile: gr.OAuthProfile | None = None) -> dict:
         """Validate the upload, create the project and open it on this page (BM25 until trained)."""
         who = identify(self.ctx.identity, name, request, profile, "create a project")  # needs no role in any project
-        slug, upload = create_project(self.ctx.projects, self.ctx.store, project,
+        slug, upload = create_project(self.ctx.projects, self.ctx.database, project,
                                       self._file(path, kind, question, cluster, answer, drop), who)
         self.ctx.open(slug, request, profile)
         record = self.ctx.projects.manifest(slug)["versions"][-1]
@@ -143,10 +142,12 @@ class ProjectsTab:
         """Validate the upload and make it the served project's new corpus version; questions
         whose text is unchanged keep their qid, so their judgments still apply."""
         who = self.ctx.privileged("upload a new version of this project", name, request, profile)
-        record, upload = add_version(self.ctx.projects, self.ctx.current(),
-                                     self._file(path, kind, question, cluster, answer, drop).read, who, self.ctx.serve_new_version)
-        note = (f"Version {record['number']} of **{plain(self.ctx.project_name())}**: {record['kept']} question(s) kept "
+        project = self.ctx.current()
+        record, upload = add_version(project, self.ctx.projects, self._file(path, kind, question, cluster, answer, drop).read,
+                                     who, self.ctx.serve_new_version)
+        note = (f"Version {record['number']} of **{plain(project.name)}**: {record['kept']} question(s) kept "
                 f"(their judgments still apply), {record['new']} new, {record['dropped']} gone. " + self._imported(record))
+        # Listed anew: the project now serves its new version, a model ``project`` does not hold.
         return self._imported_view(note, upload) | self.listed(request, profile)
 
     @staticmethod
@@ -177,30 +178,30 @@ class ProjectsTab:
         encoder continued, or (a project served by BM25 alone) a new one."""
         who = self.ctx.privileged("train this project's model", name, request, profile)
         project = self.ctx.current()
-        defaults = project.defaults
-        start_training(project.model, project.store, project.training, exports(self.ctx),
-                       replace(defaults.train, max_epochs=int(epochs)), defaults.text, defaults.encoder, who)
-        return self.poll(request, profile)
+        start_training(project, exports(self.ctx, project), who, int(epochs))
+        return self._poll(project, request, profile)
 
     @shows_errors(action="cancel the training")
     def cancel(self, name: str | None, request: gr.Request = None, profile: gr.OAuthProfile | None = None) -> dict:
         """Stop the running training; the served model is untouched."""
         who = self.ctx.privileged("cancel this project's training", name, request, profile)
-        self.ctx.current().training.cancel(who)
-        return self.poll(request, profile)
+        project = self.ctx.current()
+        project.training.cancel(who)
+        return self._poll(project, request, profile)
 
     def poll(self, request: gr.Request = None, profile: gr.OAuthProfile | None = None) -> dict:
         """The tab as the disk says: the served project, the training's progress, and a finished
         model offered for a decision (compared once; a page reload or restart offers it again),
         its buttons on for whoever may take the decision (in login mode, an owner or admin)."""
-        project = self.ctx.current()
-        job = project.training
-        status = job.status()
+        return self._poll(self.ctx.current(), request, profile)
+
+    def _poll(self, project: Project, request: gr.Request | None, profile: gr.OAuthProfile | None) -> dict:
+        status = project.training.status()
         shown = {self.active: project_line(project), self.progress: progress_bar(status), self.status: status_line(status),
                  self.timer: gr.Timer(active=status["state"] in ACTIVE)}
         if status["state"] == "done":
             with self._offering:  # pages poll at once: compare and propose a finished model once
-                shown |= self._offer(job, status, request, profile)
+                shown |= self._offer(project, status, request, profile)
         waiting = project.model.candidate() is not None and self.ctx.may_replace(request, profile)
         return shown | {self.use: gr.Button(interactive=waiting), self.drop: gr.Button(interactive=waiting)}
 
@@ -209,12 +210,12 @@ class ProjectsTab:
         every tick, which would reset a choice being made)."""
         return self.poll(request, profile) | self.choice_update(None, request, profile)
 
-    def _offer(self, job: TrainingJob, status: dict, request: gr.Request | None, profile: gr.OAuthProfile | None) -> dict:
+    def _offer(self, project: Project, status: dict, request: gr.Request | None, profile: gr.OAuthProfile | None) -> dict:
         try:
-            offer = Offer.of(offer_trained(self.ctx.model, job, status.get("version")))
+            offer = Offer.of(offer_trained(project, status.get("version")))
         except QPRError as err:  # a damaged result, or nothing held out to compare on
             return {self.status: f"Training finished, but the model cannot be compared: {plain(err)}"}
         note = (f"Trained model **{plain(status['version'])}** is ready, trained on this project's corrected clusters "
                 f"and {offer.judgments} judgment(s); nothing changes until someone uses it. {offer.said} "
                 "The full comparison is on the Retrain & export tab.")
-        return self.retrain.restore(request, profile) | {self.status: note}
+        return self.retrain.offered(project, request, profile) | {self.status: note}

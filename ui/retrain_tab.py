@@ -2,8 +2,9 @@
 dataset); retrain on them, compare old and new on the same held-out clusters, and swap the new
 model in only when the user confirms.
 
-The handlers read their inputs, call the retraining workflow (``workflows.retraining``: export,
-retrain, compare, confirm or discard, record, remember) and render what it returns.
+The handlers read their inputs, look the page's project up once, call the retraining workflow
+with it (``workflows.retraining``: export, retrain, compare, confirm or discard, record,
+remember) and render what it returns.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ from qpr.bundles.training import COMPARISON_COLUMNS
 from ui.common import AppContext
 from ui.display import plain, shows_errors, text_table
 from workflows import hub_export, judgment_effect, retraining
+from workflows.project import Project
 
 
-def exports(ctx: AppContext) -> Path:
-    """Where the app writes the page's project's exports: ``exports/<project>/`` under its cache
-    (one folder per project: a project's exports are its own)."""
-    return ctx.cache / "exports" / ctx.project
+def exports(ctx: AppContext, project: Project) -> Path:
+    """Where the app writes ``project``'s exports: ``exports/<project>/`` under its cache (one
+    folder per project: a project's exports are its own)."""
+    return ctx.cache / "exports" / project.slug
 
 
 class RetrainTab:
@@ -71,7 +73,8 @@ class RetrainTab:
         who may read the project (``AppContext.reader``), in a folder of their own whose name
         nobody can guess (the files are served by their path to the page that asked)."""
         self.ctx.reader("export the corrected clusters", name, request, profile)
-        export = retraining.export_to_download(self.ctx.current(), fmt, exports(self.ctx))
+        project = self.ctx.current()
+        export = retraining.export_to_download(project, fmt, exports(self.ctx, project))
         done = export.manifest
         note = (f"Exported {done['questions']} questions: {done['clusters_before']} clusters before, "
                 f"{done['clusters_after']} after {len(done['merges'])} merge(s) and {len(done['splits'])} split(s), which "
@@ -85,9 +88,8 @@ class RetrainTab:
         """Export the corrected clusters and push them to a Hub dataset repository
         (``workflows.hub_export``): publishing the project's data is an owner's action."""
         self.ctx.privileged("push the corrected clusters to the Hub", name, request, profile)
-        bundle = self.ctx.model.current().bundle
-        done, url = hub_export.push_corrected(self.ctx.store, bundle.corpus, bundle.version, self.ctx.project,
-                                              repo.strip(), exports(self.ctx))
+        project = self.ctx.current()
+        done, url = hub_export.push_corrected(project, repo.strip(), exports(self.ctx, project))
         return {self.export_note: f"Pushed export #{done.manifest['export_id']} ({len(done.manifest['judgment_ids'])} "
                                   f"judgment(s)) to the Hub dataset **{plain(repo.strip())}**: {plain(url)}"}
 
@@ -114,7 +116,8 @@ class RetrainTab:
             else:
                 progress(epochs / (epochs + 1), desc="Evaluating both models on the held-out clusters")
 
-        proposal = retraining.retrain(self.ctx.model, self.ctx.store, exports(self.ctx), epochs, epoch_done, stage)
+        project = self.ctx.current()
+        proposal = retraining.retrain(project, exports(self.ctx, project), epochs, epoch_done, stage)
         progress(1.0, desc="Done")
         done, new = proposal.export.manifest, proposal.candidate.served.bundle
         note = (f"Retrained on {len(done['merges'])} merge(s) from {len(done['judgment_ids'])} judgment(s) (export "
@@ -137,7 +140,11 @@ class RetrainTab:
     def restore(self, request: gr.Request = None, profile: gr.OAuthProfile | None = None) -> dict:
         """On page load: a retrained model still waiting for a decision (made before a reload,
         or in another tab) is shown with its comparison, and can be decided by whoever may."""
-        offer = retraining.waiting(self.ctx.model)
+        return self.offered(self.ctx.current(), request, profile)
+
+    def offered(self, project: Project, request: gr.Request | None, profile: gr.OAuthProfile | None) -> dict:
+        """The tab with ``project``'s model waiting for a decision (``restore``), or with none."""
+        offer = retraining.waiting(project)
         if offer is None:
             return self._decided("")
         note = f"A retrained model, **{plain(offer.version)}**, is waiting for your decision."
@@ -149,8 +156,9 @@ class RetrainTab:
         replacing which, from which judgments; the app serves it again after a restart unless
         ``QPR_BUNDLE`` names another."""
         who = self.ctx.replacer(name, request, profile)
-        done = retraining.confirm(self.ctx.current(), who)
-        note = (f"Now serving **{plain(done.bundle.version)}** (put in service by {plain(self.ctx.store.judgments.display_name(who))}), "
+        project = self.ctx.current()
+        done = retraining.confirm(project, who)
+        note = (f"Now serving **{plain(done.bundle.version)}** (put in service by {plain(project.store.judgments.display_name(who))}), "
                 f"saved in **{plain(done.path)}**; the app serves it again after a restart (unless QPR_BUNDLE names another "
                 "bundle).")
         return self._decided(note) | {self.comparison: text_table(done.comparison.round(3))}
@@ -159,8 +167,7 @@ class RetrainTab:
     def discard(self, name: str, request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
         """Drop the retrained model waiting for a decision; the served one stays."""
         who = self.ctx.replacer(name, request, profile)
-        project = self.ctx.current()
-        retraining.discard(project.model, project.training, who)
+        retraining.discard(self.ctx.current(), who)
         return self._decided("Discarded the retrained model; the served one is unchanged.")
 
     def _decided(self, note: str) -> dict:

@@ -10,6 +10,7 @@ import pandas as pd
 from annotations.agreement import AGREEMENT_COLUMNS
 from ui.common import AppContext, review_note, reviewer
 from ui.display import plain, shows_errors, text_table, when
+from workflows.project import Project
 from workflows.review_lists import (DECIDED_COLUMNS, DECISIONS, EVIDENCE_COLUMNS, ITEM_COLUMNS, PAIR_COLUMNS, evidence,
                                     record_decision, review_lists)
 
@@ -55,7 +56,10 @@ class ReviewTab:
 
     def overview(self) -> dict:
         """Agreement, tied items, proposed merges and conflicts, and the decisions in force."""
-        lists = review_lists(self.ctx.store, self.ctx.model.current().bundle.corpus)
+        return self._overview(self.ctx.current())
+
+    def _overview(self, project: Project) -> dict:
+        lists = review_lists(project)
         items, pairs = (frame.assign(judgment_ids=frame["judgment_ids"].map(_ids)) for frame in (lists.items, lists.pairs))
         decided = lists.decided.assign(created_at=lists.decided["created_at"].map(when))
         return {self.agreement: text_table(lists.agreement.round(3)), self.items: text_table(items, ITEM_COLUMNS),
@@ -63,7 +67,7 @@ class ReviewTab:
 
     def evidence_for(self, judgment_ids: str) -> pd.DataFrame:
         """The judgments named by a comma-separated id list, with their question texts."""
-        judged = evidence(self.ctx.store, [int(i) for i in str(judgment_ids).replace(" ", "").split(",") if i])
+        judged = evidence(self.ctx.current(), [int(i) for i in str(judgment_ids).replace(" ", "").split(",") if i])
         return text_table(judged.assign(created_at=judged["created_at"].map(when)))
 
     def pick_item(self, event: gr.SelectData) -> dict:
@@ -83,8 +87,9 @@ class ReviewTab:
                request: gr.Request, profile: gr.OAuthProfile | None) -> dict:
         """Record the reviewer's decision on the item (same/different) or cluster pair (apply/reject)."""
         who = reviewer(self.ctx, name, request, profile)
-        target = record_decision(self.ctx.store, who, decision, item, cluster_a, cluster_b, note)
-        return {self.status: f"Recorded **{decision}** on {plain(target)} by {plain(who)}."} | self.overview()
+        project = self.ctx.current()
+        target = record_decision(project, who, decision, item, cluster_a, cluster_b, note)
+        return {self.status: f"Recorded **{decision}** on {plain(target)} by {plain(who)}."} | self._overview(project)
 
 
 def _ids(ids) -> str:

@@ -54,7 +54,8 @@ class SearchTab:
 
     def render(self) -> None:
         """Lay out the tab (inside a gr.Blocks) and wire it to ``search``."""
-        served = self.ctx.model.current()
+        project = self.ctx.current()
+        served = project.served()
         labels = labels_of(served)
         with gr.Tab("Search") as tab:
             self.shown = gr.State(served.bundle.version)  # the served model this page shows
@@ -72,7 +73,7 @@ class SearchTab:
                     for part in ("results", "dense", "bm25")
                 )
             # The page's project's example queries (``controls`` replaces them when the served model changes).
-            self.examples = gr.Dataset(components=[query], samples=[[q] for q in self.ctx.examples],
+            self.examples = gr.Dataset(components=[query], samples=[[q] for q in self.ctx.examples_of(project.slug)],
                                        label="Examples (click to search and compare)", elem_id="search-examples")
             inputs = [query, k, self.compare, self.shown]
             self.relabelled = [self.results, self.dense, self.bm25, self.shown]  # what a search sets
@@ -90,7 +91,7 @@ class SearchTab:
         one) and, when ``compare``, from its two parts alone: the encoder and BM25. ``shown`` is
         the version of the served model the session's page shows (None: not tracked, as in a
         direct call): when another is served now, the tables come with its labels."""
-        served = self.ctx.model.current()
+        served = self.ctx.current().served()
         parts = {self.results: served.default}
         if compare:
             parts |= {self.dense: served.model_retriever, self.bm25: served.bm25} if served.default is not served.model_retriever else {self.bm25: served.bm25}
@@ -106,7 +107,7 @@ class SearchTab:
     def relabel(self, shown: str, compare: bool) -> dict:
         """On opening the tab: if another model is served than the page shows, its labels and
         empty tables."""
-        return self._labelled(self.ctx.model.current(), shown, compare) or gr.skip()
+        return self._labelled(self.ctx.current().served(), shown, compare) or gr.skip()
 
     def _labelled(self, served: Served, shown: str, compare: bool, tables: dict | None = None) -> dict:
         """``tables`` (new contents); when ``served`` is not the model the page shows (``shown``),
@@ -127,8 +128,9 @@ class SearchTab:
     def controls(self) -> dict:
         """When the page's served model changed: the compare box's label and the example queries
         of what is served now."""
-        return {self.compare: gr.Checkbox(label=labels_of(self.ctx.model.current())["compare"]),
-                self.examples: gr.Dataset(samples=[[q] for q in self.ctx.examples])}
+        project = self.ctx.current()
+        return {self.compare: gr.Checkbox(label=labels_of(project.served())["compare"]),
+                self.examples: gr.Dataset(samples=[[q] for q in self.ctx.examples_of(project.slug)])}
 
     @staticmethod
     def example(sample: list[str]) -> list:
@@ -139,7 +141,7 @@ class SearchTab:
         """Show or hide the two parts' tables (a lexical bundle has no encoder: BM25's only).
         Only the compare box changes their visibility: a visibility update costs Gradio a rebuild
         of the component's config (see ``_labelled``)."""
-        encoder = not self.ctx.model.current().bundle.lexical
+        encoder = not self.ctx.current().served().bundle.lexical
         return {self.dense: gr.update(visible=compare and encoder), self.bm25: gr.update(visible=compare)}
 
     def refresh(self, query: str, k: float, compare: bool, shown: str | None = None) -> dict:

@@ -12,6 +12,7 @@ from annotations.repositories.roles import ROLE_COLUMNS
 from qpr.errors import QPRError
 from ui.common import NAME_MODE, AppContext
 from ui.display import plain, shows_errors, text_table, when
+from workflows.project import Project
 
 ACTION_COLUMNS = ["created_at", "annotator", "role", "action"]
 SHOWN_ACTIONS = 200  # the newest actions the tab lists
@@ -42,16 +43,18 @@ class TeamTab:
 
     def show(self) -> dict:
         """The page's project's roles and role-checked actions (name mode: what the mode means)."""
+        return self._show(self.ctx.current())
+
+    def _show(self, project: Project) -> dict:
         if self.ctx.identity == "name":
             return {self.note: f"**Name mode** (no QPR_AUTH): {NAME_MODE}."}
-        project = self.ctx.project
-        actions = self.ctx.store.roles.actions(project).iloc[::-1].head(SHOWN_ACTIONS)
-        note = (f"Roles in **{plain(self.ctx.project_name(project))}**: an **owner** uploads versions, trains, uses or "
+        actions = project.store.roles.actions(project.slug).iloc[::-1].head(SHOWN_ACTIONS)
+        note = (f"Roles in **{plain(project.name)}**: an **owner** uploads versions, trains, uses or "
                 "discards a model and grants roles; a **reviewer** reviews and applies corrections; an **annotator** judges. "
                 "The app's admins (QPR_ADMINS) may do everything.")
-        if self.ctx.projects.built_in(project):
+        if project.built_in:
             note += " The demo project has no roles: its rights are the admins', or everyone's when there are none."
-        roles = self.ctx.store.roles.frame(project)
+        roles = project.store.roles.frame(project.slug)
         return {self.note: note, self.roles: text_table(roles.assign(granted_at=roles["granted_at"].map(when))),
                 self.actions: text_table(actions.assign(created_at=actions["created_at"].map(when)), ACTION_COLUMNS)}
 
@@ -59,11 +62,12 @@ class TeamTab:
     def grant(self, person: str, role: str, name: str | None, request: gr.Request = None,
               profile: gr.OAuthProfile | None = None) -> dict:
         """Give ``person`` the ``role`` in the page's project (its owner, or an admin, only)."""
-        if self.ctx.projects.built_in(self.ctx.project):
+        project = self.ctx.current()
+        if project.built_in:
             raise QPRError("The demo project has no roles (its rights are the admins'): open one of your projects "
                            "in the list at the top, then grant roles in it.")
         who = self.ctx.privileged("grant roles", name, request, profile)
         if not (person or "").strip():
             raise QPRError("Type the login name of the person to give the role to.")
-        self.ctx.store.roles.grant(self.ctx.project, person, role, who)
-        return self.show()
+        project.store.roles.grant(project.slug, person, role, who)
+        return self._show(project)

@@ -17,10 +17,10 @@ import pandas as pd
 
 from annotations.grouping import needs_clusters, next_group, progress
 from annotations.queue import next_cluster, spot_check, why_empty
-from annotations.store import AnnotationStore
 from annotations.task import BREAK_S, TASK_SIZE, build_task, pace_seconds, remaining, worth_checking
 from qpr.serving.served_model import Served
 from qpr.settings import settings
+from workflows.project import Project
 
 
 @dataclass(frozen=True)
@@ -61,14 +61,15 @@ class CorpusTasks:
         return self._tasks[version]
 
 
-def task_queue(store: AnnotationStore, served: Served, who: str, tasks: CorpusTasks, size: int) -> Queue:
-    """The corpus-wide task's pairs ``who`` has not judged yet, most worth checking first (``tasks``'
-    task of ``size`` pairs), with the task's size, how much of it they did and their pace; on a
-    project of bare questions, which has no task yet, the next group to build a cluster from
-    (``group_queue``)."""
+def task_queue(project: Project, who: str, tasks: CorpusTasks, size: int) -> Queue:
+    """The corpus-wide task's pairs ``who`` has not judged yet in ``project``, most worth checking
+    first (``tasks``' task of ``size`` pairs over what it serves), with the task's size, how much
+    of it they did and their pace; on a project of bare questions, which has no task yet, the next
+    group to build a cluster from (``group_queue``)."""
+    served = project.served()
     if needs_clusters(served.bundle.corpus):
-        return group_queue(store, served, who)
-    task, mine = tasks.of(served, size), store.judgments.frame(annotator=who)
+        return group_queue(project, who)
+    task, mine = tasks.of(served, size), project.store.judgments.frame(annotator=who)
     left = remaining(task, mine)
     message = f"{len(left)} pair(s) of the task left for you." if len(left) else "You have judged every pair of the task."
     return Queue(left, message, task=True, task_size=len(task), task_done=len(task) - len(left), pace=pace_seconds(mine))
@@ -81,36 +82,41 @@ def recent_pace(times: tuple[float, ...], before: float | None) -> float | None:
     return statistics.median(gaps) if gaps else before
 
 
-def cluster_queue(store: AnnotationStore, served: Served, who: str, cluster: str = "") -> Queue:
-    """``cluster`` spot-checked against the served labels; with no cluster given, the one the app
-    picks, or on a project of bare questions the next group to build a cluster from."""
+def cluster_queue(project: Project, who: str, cluster: str = "") -> Queue:
+    """``cluster`` spot-checked against ``project``'s served labels; with no cluster given, the one
+    the app picks, or on a project of bare questions the next group to build a cluster from."""
+    served, store = project.served(), project.store
     cluster = (cluster or "").strip()
     if not cluster and needs_clusters(served.bundle.corpus):
-        return group_queue(store, served, who)
+        return group_queue(project, who)
     cluster = cluster or next_cluster(store, served.corpus, who, retriever=served.model_retriever)
     rows, message = _worth_checking(served, spot_check(store, served.model_retriever, served.corpus, who, cluster=cluster))
     return Queue(rows, message, cluster=cluster)
 
 
-def query_queue(store: AnnotationStore, served: Served, who: str, text: str) -> Queue:
-    """What the served retriever finds for a typed query (a corpus question typed exactly is that question)."""
-    rows, message = _worth_checking(served, spot_check(store, served.model_retriever, served.corpus, who, query_text=text))
+def query_queue(project: Project, who: str, text: str) -> Queue:
+    """What ``project``'s served retriever finds for a typed query (a corpus question typed exactly
+    is that question)."""
+    served = project.served()
+    rows, message = _worth_checking(served, spot_check(project.store, served.model_retriever, served.corpus, who, query_text=text))
     return Queue(rows, message)
 
 
-def group_queue(store: AnnotationStore, served: Served, who: str) -> Queue:
-    """The next group of near questions to confirm or reject (``annotations.grouping``)."""
-    rows = next_group(store, served.model_retriever, served.bundle.corpus, who)
+def group_queue(project: Project, who: str) -> Queue:
+    """The next group of ``project``'s near questions to confirm or reject (``annotations.grouping``)."""
+    served = project.served()
+    rows = next_group(project.store, served.model_retriever, served.bundle.corpus, who)
     if rows.empty:
         message = "No question outside a cluster has an unjudged near question left: nothing to propose."
-        return Queue(rows, f"{message} {building_note(store, served)}")
+        return Queue(rows, f"{message} {building_note(project)}")
     kept, _ = _worth_checking(served, rows)
-    return Queue(kept, building_note(store, served), group=int(rows["query_qid"].iloc[0]))
+    return Queue(kept, building_note(project), group=int(rows["query_qid"].iloc[0]))
 
 
-def building_note(store: AnnotationStore, served: Served) -> str:
-    """How many clusters the judgments form so far, how many training needs, and what to do next."""
-    formed, needed = progress(store, served.bundle.corpus)
+def building_note(project: Project) -> str:
+    """How many clusters ``project``'s judgments form so far, how many training needs, and what to
+    do next."""
+    formed, needed = progress(project.store, project.served().bundle.corpus)
     if formed >= needed:
         return (f"**{formed}** cluster(s) of 2+ questions formed, enough to train (training needs {needed}): "
                 "train a model on the Projects tab ('Train in the background'), or go on building.")

@@ -1,7 +1,8 @@
 """``qpr-annotations`` (or ``python -m workflows``): export corrected clusters, retrain a bundle on them (compare,
 and with ``--confirm`` save and record the swap), summarise the annotation database, and measure the annotation loop
 with a simulated annotator (``loop``, see ``workflows.simulated_loop``). Export and retrain go through the app's
-retraining workflow (``workflows.retraining``); ``export --dataset``/``--push`` also write the export as a Hub
+retraining workflow (``workflows.retraining``), retrain on a ``workflows.project.Project`` whose home is the
+``--out`` folder (``FolderHome``); ``export --dataset``/``--push`` also write the export as a Hub
 dataset (``workflows.hub_export``). ``backup`` and ``restore`` copy the database while it is in
 use (``annotations.backup``).
 
@@ -63,12 +64,13 @@ def cmd_retrain(args: argparse.Namespace) -> int:
     # Before minutes of training, as `qpr train` does: --out must be a new path or a bundle.
     check_target(args.out)
     old = Bundle.load(args.bundle)
-    model = ServedModel(old)
     exports = args.exports or args.out.parent / "exports"
     on_epoch = (lambda row: None) if args.quiet else (
         lambda row: print(f"epoch {row['epoch']}: validation ROC AUC {row['val_auc']:.4f}", file=sys.stderr))
     with open_store(args.db, project=args.project) as store:
-        proposal = retraining.retrain(model, store, exports, args.epochs, on_epoch=on_epoch, fmt=args.format)
+        # The project as this command sees it: the bundle given, served only while it runs, saved at --out.
+        project = Project(args.project, args.project, ServedModel(old), store, FolderHome(args.out))
+        proposal = retraining.retrain(project, exports, args.epochs, on_epoch=on_epoch, fmt=args.format)
         comparison, new = proposal.candidate.comparison, proposal.candidate.served.bundle
         print(f"exported {proposal.export.path} ({len(proposal.export.manifest['judgment_ids'])} judgments); "
               f"retrained {old.version} -> {new.version}")
@@ -78,7 +80,7 @@ def cmd_retrain(args: argparse.Namespace) -> int:
             print("not confirmed: no bundle saved, no swap recorded (run again with --confirm to use it)")
             return 0
         who = args.by or getpass.getuser()
-        done = retraining.confirm(Project(args.project, args.project, model, store, FolderHome(args.out)), who)
+        done = retraining.confirm(project, who)
     print(f"saved {done.bundle.version} at {done.path}; recorded {who}'s swap from {done.replaced}")
     return 0
 

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from annotations.queue import least_coherent
-from annotations.store import AnnotationStore
 from qpr.data.coherence import cluster_coherence
 from qpr.serving.served_model import Served
 from workflows.cluster_marks import cluster_members, representative
+from workflows.project import Project
 
 OUTSIDERS = 10  # retrieved questions from other clusters shown with a cluster
 
@@ -38,13 +38,14 @@ class ClusterFacts:
     touching: pd.DataFrame
 
 
-def cluster_facts(served: Served, store: AnnotationStore, cluster: str) -> ClusterFacts:
-    """``cluster`` of the served labels, whole; QPRError when there is no such cluster (saying
-    where its questions went when it is no longer served)."""
-    cluster, members = cluster_members(store, served, cluster)
+def cluster_facts(project: Project, cluster: str) -> ClusterFacts:
+    """``cluster`` of ``project``'s served labels, whole; QPRError when there is no such cluster
+    (saying where its questions went when it is no longer served)."""
+    served = project.served()
+    cluster, members = cluster_members(project, served, cluster)
     rep = representative(served, members)
     inside = set(members["qid"])
-    judged = store.judgments.frame()
+    judged = project.store.judgments.frame()
     labels = labels_against(judged, inside)
     judged = judged[judged["query_qid"].isin(inside) | judged["candidate_qid"].isin(inside)]
     judged = judged.assign(query=judged["query_question"].fillna(judged["query_text"])).rename(

@@ -14,7 +14,8 @@ out of its cluster on a "different" against a member of that cluster (rule 2). S
   representatives and the decision to merge the pair (an applied cluster pair, rule 0 of
   ``annotations.constraints``: one "same" alone would move one question, not the clusters).
 
-Nothing is served until "Apply corrections" (``workflows.labels``).
+Nothing is served until "Apply corrections" (``workflows.labels``). Each action takes the project's
+served snapshot once (``Project.served``) and works on it; the helpers are handed both.
 """
 
 from __future__ import annotations
@@ -24,23 +25,24 @@ import pandas as pd
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from annotations.constraints import corrected_clusters
-from annotations.store import AnnotationStore
 from qpr.errors import QPRError
 from qpr.serving.served_model import Served
+from workflows.project import Project
 
 MARKS = {"same": "belongs to", "different": "does not belong to"}
 
 
-def cluster_members(store: AnnotationStore, served: Served, cluster: str) -> tuple[str, pd.DataFrame]:
-    """``cluster`` (trimmed) and its members in the served labels; QPRError saying what to type,
-    or, for a cluster that is no longer served, where its questions went."""
+def cluster_members(project: Project, served: Served, cluster: str) -> tuple[str, pd.DataFrame]:
+    """``cluster`` (trimmed) and its members in the labels ``served`` (``project``'s snapshot);
+    QPRError saying what to type, or, for a cluster that is no longer served, where its questions
+    went."""
     cluster = (cluster or "").strip()
     if not cluster:
         raise QPRError("Type a cluster id, or click one in the list of least coherent clusters.")
     corpus = served.corpus
     members = corpus[corpus["cluster"] == cluster]
     if members.empty:
-        raise QPRError(where_went(store, served, cluster) or f"There is no cluster {cluster!r} in the served corpus.")
+        raise QPRError(where_went(project, served, cluster) or f"There is no cluster {cluster!r} in the served corpus.")
     return cluster, members
 
 
@@ -57,12 +59,12 @@ def representative(served: Served, members: pd.DataFrame) -> int:
     return int(members["qid"].iloc[int(np.argmin(spread))])
 
 
-def mark(store: AnnotationStore, served: Served, who: str, cluster: str, selected: str, label: str,
-         role: str | None = None) -> str:
+def mark(project: Project, who: str, cluster: str, selected: str, label: str, role: str | None = None) -> str:
     """Record ``label`` ("same": belongs, "different": does not belong) for question ``selected``
-    against ``cluster`` as the module doc says, by ``who`` under ``role`` (login mode); returns
-    the sentence saying what was recorded."""
-    cluster, members = cluster_members(store, served, cluster)
+    against ``project``'s ``cluster`` as the module doc says, by ``who`` under ``role`` (login
+    mode); returns the sentence saying what was recorded."""
+    served, store = project.served(), project.store
+    cluster, members = cluster_members(project, served, cluster)
     try:
         qid = int(str(selected).strip())
     except ValueError:
@@ -80,15 +82,15 @@ def mark(store: AnnotationStore, served: Served, who: str, cluster: str, selecte
         home, home_rep = leaving
         store.judgments.record(who, qid, "different", version, query_qid=home_rep, role=role)
         said += f" and no longer to {home} (different from its representative {home_rep})"
-    return f"{said}, by {name}. {_outcome(store, served, qid, cluster, label)}"
+    return f"{said}, by {name}. {_outcome(project, served, qid, cluster, label)}"
 
 
-def _outcome(store: AnnotationStore, served: Served, qid: int, cluster: str, label: str) -> str:
+def _outcome(project: Project, served: Served, qid: int, cluster: str, label: str) -> str:
     """Where question ``qid`` is once corrections are applied, under every judgment in force (the
     mark's and earlier ones, anyone's), said plainly when it is not what the mark asked for: an
     earlier "different" by someone else ties with a "same", and the question then waits for a
     reviewer in no cluster rather than moving."""
-    after = corrected_clusters(store, served.corpus).corpus.set_index("qid")["cluster"]
+    after = corrected_clusters(project.store, served.corpus).corpus.set_index("qid")["cluster"]
     now = after.get(qid)
     now = None if pd.isna(now) else str(now)
     if (now == cluster) == (label == "same"):
@@ -110,18 +112,25 @@ def _leaving(served: Served, members: pd.DataFrame, qid: int) -> tuple[str, int]
     return (str(home), representative(served, rest)) if len(rest) else None
 
 
-def merge_preview(store: AnnotationStore, served: Served, cluster: str, other: str) -> pd.DataFrame:
-    """Both whole clusters, as a table (cluster, qid, question), before they are merged."""
-    (cluster, members), (other, more) = cluster_members(store, served, cluster), cluster_members(store, served, other)
+def merge_preview(project: Project, cluster: str, other: str) -> pd.DataFrame:
+    """Both whole clusters of ``project``'s served labels, as a table (cluster, qid, question),
+    before they are merged."""
+    return _both(project, project.served(), cluster, other)
+
+
+def _both(project: Project, served: Served, cluster: str, other: str) -> pd.DataFrame:
+    """``merge_preview`` on the snapshot ``served``, which a merge then records against."""
+    (cluster, members), (other, more) = cluster_members(project, served, cluster), cluster_members(project, served, other)
     if cluster == other:
         raise QPRError(f"Type another cluster to merge {cluster} with.")
     return pd.concat([members, more])[["cluster", "qid", "question"]].reset_index(drop=True)
 
 
-def merge_clusters(store: AnnotationStore, served: Served, who: str, cluster: str, other: str, role: str | None = None) -> str:
-    """Record that the two whole clusters mean the same (module doc), by ``who`` under ``role``;
-    returns what was recorded."""
-    both = merge_preview(store, served, cluster, other)
+def merge_clusters(project: Project, who: str, cluster: str, other: str, role: str | None = None) -> str:
+    """Record that the two whole clusters of ``project`` mean the same (module doc), by ``who``
+    under ``role``; returns what was recorded."""
+    served, store = project.served(), project.store
+    both = _both(project, served, cluster, other)
     a, b = (both[both["cluster"] == c] for c in both["cluster"].unique())
     rep_a, rep_b = representative(served, a), representative(served, b)
     store.judgments.record(who, rep_b, "same", served.bundle.version, query_qid=rep_a, role=role)
@@ -134,10 +143,11 @@ def merge_clusters(store: AnnotationStore, served: Served, who: str, cluster: st
             "Apply corrections to serve them as one cluster.")
 
 
-def where_went(store: AnnotationStore, served: Served, cluster: str) -> str | None:
-    """For a cluster no longer served: how many questions it had (in the bundle's own clusters,
-    else the newest label version that had it) and which served clusters hold them now; None when
-    no version ever had it."""
+def where_went(project: Project, served: Served, cluster: str) -> str | None:
+    """For a cluster no longer in ``served`` (``project``'s snapshot): how many questions it had (in
+    the bundle's own clusters, else the newest label version that had it) and which served clusters
+    hold them now; None when no version ever had it."""
+    store = project.store
     version = served.bundle.version
     qids = served.bundle.corpus.loc[served.bundle.corpus["cluster"] == cluster, "qid"]
     for number in reversed(store.labels.versions(version)["number"].tolist() if qids.empty else []):

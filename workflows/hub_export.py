@@ -29,15 +29,14 @@ import json
 import tempfile
 from pathlib import Path
 
-import pandas as pd
 from huggingface_hub import DatasetCardData, HfApi
 
 from annotations.export import Export
 from annotations.st_export import training_tables
-from annotations.store import AnnotationStore
 from qpr.bundles.hub import fetch_file, is_repo_id, upload
 from qpr.errors import QPRError, one_line
 from qpr.fsutil.atomic import atomic_path
+from workflows.project import Project
 from workflows.retraining import export_corrected
 
 RECORD = "qpr-export.json"
@@ -48,14 +47,16 @@ SIZES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_
          (10_000_000, "1M<n<10M"))
 
 
-def push_corrected(store: AnnotationStore, corpus: pd.DataFrame, version: str, project: str, repo: str, folder: Path,
-                   private: bool = False, api: HfApi | None = None) -> tuple[Export, str]:
-    """Export ``corpus``'s corrected clusters (``workflows.retraining.export_corrected``, as
-    Parquet into ``folder``) and push them to the Hub dataset ``repo``: the Retrain tab's push.
-    Returns the export and the commit's URL; QPRError for a bad repository id, before exporting."""
+def push_corrected(project: Project, repo: str, folder: Path, private: bool = False,
+                   api: HfApi | None = None) -> tuple[Export, str]:
+    """Export the corrected clusters of ``project``'s served corpus
+    (``workflows.retraining.export_corrected``, as Parquet into ``folder``) and push them to the
+    Hub dataset ``repo``: the Retrain tab's push. Returns the export and the commit's URL; QPRError
+    for a bad repository id, before exporting."""
     check_repo(repo)
-    done = export_corrected(store, corpus, version, "parquet", folder=folder)
-    return done, push_export(done, repo, project, private=private, api=api)
+    bundle = project.served().bundle
+    done = export_corrected(project.store, bundle.corpus, bundle.version, "parquet", folder=folder)
+    return done, push_export(done, repo, project.slug, private=private, api=api)
 
 
 def check_repo(repo: str) -> None:

@@ -10,18 +10,18 @@ from __future__ import annotations
 import pandas as pd
 
 from annotations.simulation.outlook import describe, outlook
-from annotations.store import AnnotationStore
-from qpr.serving.served_model import ServedModel
+from workflows.project import Project
 
 CURVE_COLUMNS = ["model", "epoch", "val ROC AUC", "loss"]
 BAR_COLUMNS = ["measure", "model", "value"]
 
 
-def model_scores(model: ServedModel) -> tuple[pd.DataFrame, pd.DataFrame, str]:
-    """Training curves of ``model``'s served bundle (and of the one it replaced, or of a retrained
+def model_scores(project: Project) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """Training curves of ``project``'s served bundle (and of the one it replaced, or of a retrained
     one waiting; ``CURVE_COLUMNS``), H@1 / MRR before and after the waiting or else the last
     confirmed retraining, or of the served model alone (``BAR_COLUMNS``; a discarded retraining is
     not shown), and a caption saying which."""
+    model = project.model
     served, candidate, swap = model.current().bundle, model.candidate(), model.last_swap()
     bundles = [("replaced", swap.replaced if swap else None), ("served", served)]
     if candidate is not None:
@@ -52,7 +52,7 @@ def model_scores(model: ServedModel) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     return curves, bars, caption
 
 
-def label_outlook(store: AnnotationStore) -> str:
-    """The label errors the judgments in ``store`` found so far and what the next 500 are expected
-    to fix, with the assumptions (``annotations.simulation.outlook``)."""
-    return describe(outlook(store.judgments.frame()))
+def label_outlook(project: Project) -> str:
+    """The label errors ``project``'s judgments found so far and what the next 500 are expected to
+    fix, with the assumptions (``annotations.simulation.outlook``)."""
+    return describe(outlook(project.store.judgments.frame()))

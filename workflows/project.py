@@ -1,9 +1,12 @@
 """One project a user owns, in one object (``Project``): its served model, its view of the
 annotation store (every query scoped to it), where its bundles are saved and how the bundle it
 serves is remembered after a restart (its ``home``), its training defaults and its background
-training job. The front ends (the page's tabs, the HTTP API, ``qpr-annotations``, the simulated
-loop) look a project up once and hand it to the workflows (``workflows.retraining``,
-``workflows.labels``, ...), which never call back up into them.
+training job. The front ends (the page's tabs, the HTTP API, ``qpr-annotations retrain``) look a
+project up once and hand it to the use cases (``workflows.retraining``, ``workflows.labels``,
+``workflows.judging``, ...), which take it first, read what they need from it, and never call back
+up into them. An operation takes what the project serves once (``served``) and works on that
+snapshot. The simulated loop serves no model: it records and exports through the store
+(``workflows.retraining.export_corrected``), as ``qpr-annotations export`` does.
 
 Homes: the demo keeps its bundles under the cache and the one it serves in a pointer file
 (``DemoHome``); an uploaded project in its folder and its ``project.json`` (``ProjectHome``); the
@@ -22,7 +25,7 @@ from qpr.bundles.bundle import Bundle
 from qpr.model.encoder import EncoderConfig
 from qpr.model.text import TextConfig
 from qpr.serving.projects import Projects
-from qpr.serving.served_model import ServedModel
+from qpr.serving.served_model import Served, ServedModel
 from qpr.training.train import TrainConfig
 from workflows.background_training import TrainingJob
 from workflows.served_pointer import remember_served
@@ -125,6 +128,10 @@ class Project:
     training: TrainingJob | None = None
     built_in: bool = False
 
+    def served(self) -> Served:
+        """What the project serves now (a snapshot: an operation takes it once and works on it)."""
+        return self.model.current()
+
     def versions(self) -> list[str]:
         """The project's bundle versions registered in the store: what its judgments point into."""
         return self.store.corpora.versions()["version"].tolist()
@@ -132,7 +139,7 @@ class Project:
     def clusters_formed(self) -> int:
         """Clusters of 2+ questions the project's current judgments form over its served corpus
         (what a training would get: ``annotations.grouping.progress``)."""
-        return progress(self.store, self.model.current().bundle.corpus)[0]
+        return progress(self.store, self.served().bundle.corpus)[0]
 
 
 def open_project(projects: Projects, cache: Path, slug: str, model: ServedModel, store: AnnotationStore) -> Project:

@@ -54,11 +54,11 @@ def create_project(projects: Projects, store: AnnotationStore, name: str, file: 
     return slug, upload
 
 
-def add_version(projects: Projects, project: Project, read: Callable[[], Upload], who: str,
+def add_version(project: Project, projects: Projects, read: Callable[[], Upload], who: str,
                 serve: Callable[[str], None]) -> tuple[dict, Upload]:
     """Make the upload ``read()`` returns (called only once the project may take one) ``project``'s
-    new corpus version on ``who``'s behalf, have ``serve(slug)`` serve it, and settle a finished
-    training of the old version as not used. Returns the version's record
+    new corpus version among ``projects`` on ``who``'s behalf, have ``serve(slug)`` serve it, and
+    settle a finished training of the old version as not used. Returns the version's record
     (``Projects.add_version``) and the upload."""
     if project.built_in:
         raise QPRError("The demo's corpus is fixed; create a project from your file instead.")

@@ -23,15 +23,18 @@ record -> remember.
    Or **discard** (``discard``): drop the candidate, the served model stays.
 
 Callers (the Retrain and Projects tabs, the simulated loop, the command line) read their inputs,
-call one of these functions and show the result; where bundles are saved, how a swap is
-remembered and the background training job come with the ``workflows.project.Project``.
+call one of these functions and show the result. Each use case takes the
+``workflows.project.Project`` it acts on: its served model, its store, where its bundles are saved
+and how a swap is remembered, its training defaults and background job (``export_corrected``,
+which the simulated loop and the benchmarks call without a served model, takes the store and a
+corpus).
 """
 
 from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -46,11 +49,8 @@ from qpr.bundles.bundle import Bundle, serving_retriever
 from qpr.bundles.training import compare_bundles, retrain_bundle, verdict
 from qpr.data.upload import MIN_TRAIN_CLUSTERS
 from qpr.errors import QPRError, one_line
-from qpr.model.encoder import EncoderConfig
-from qpr.model.text import TextConfig
 from qpr.retrieval.lexical import BM25Retriever
 from qpr.serving.served_model import Candidate, ServedModel
-from qpr.training.train import TrainConfig
 from workflows.background_training import ACTIVE, TrainingJob, describe
 from workflows.judgment_effect import changed_top_results
 from workflows.project import Project
@@ -128,7 +128,7 @@ def export_to_download(project: Project, fmt: str, folder: Path) -> Export:
     """Export the project's served corpus, corrected, for a person to download: into a new folder
     under ``folder`` whose name nobody can guess, since the app serves such files by their path to
     the page that asked (``export_corrected``)."""
-    bundle = project.model.current().bundle
+    bundle = project.served().bundle
     return export_corrected(project.store, bundle.corpus, bundle.version, fmt, folder=Path(folder) / secrets.token_urlsafe(16))
 
 
@@ -143,10 +143,10 @@ def check_clusters(corpus: pd.DataFrame) -> None:
                        "there joins two questions into a cluster. Then train.")
 
 
-def retrain(model: ServedModel, store: AnnotationStore, folder: Path, max_epochs: int | None,
-            on_epoch: Callable[[dict], None] | None = None, on_stage: Callable[[str], None] = lambda stage: None,
-            fmt: str = "parquet") -> Proposal:
-    """Export (into ``folder``, as ``fmt``), continue the served encoder on the corrected clusters
+def retrain(project: Project, folder: Path, max_epochs: int | None, on_epoch: Callable[[dict], None] | None = None,
+            on_stage: Callable[[str], None] = lambda stage: None, fmt: str = "parquet") -> Proposal:
+    """Export ``project``'s corrected clusters (into ``folder``, as ``fmt``), continue its served
+    encoder on them
     for at most ``max_epochs`` (None: as many as it was trained with), compare old and new on the
     same held-out clusters, list the held-out queries whose first result changed (with the
     judged questions among them), and hold the new model as the candidate. Refused for a model without
@@ -154,13 +154,13 @@ def retrain(model: ServedModel, store: AnnotationStore, folder: Path, max_epochs
     gets each epoch's history row; ``on_stage`` is told "exporting", then "comparing". BM25 over
     the corrected corpus is built once and shared by the fusion fit, the comparison and the
     candidate's retrievers."""
-    served = model.current()
+    served = project.served()
     if served.bundle.lexical:
         raise QPRError("This project has no encoder yet: train one first (on the Projects tab, where it trains in "
                        "the background while BM25 serves, or with `qpr train`).")
     on_stage("exporting")
     scorer = PairScorer.of(served.model_retriever, served.bundle.corpus, served.calibrations.get(served.model_retriever.name))
-    done = export_corrected(store, served.bundle.corpus, served.bundle.version, fmt, folder=folder, scorer=scorer)
+    done = export_corrected(project.store, served.bundle.corpus, served.bundle.version, fmt, folder=folder, scorer=scorer)
     check_clusters(done.corpus)
     bm25 = BM25Retriever(done.corpus)
     new = retrain_bundle(served.bundle, done.corpus, provenance=done.provenance, max_epochs=max_epochs, bm25=bm25,
@@ -169,32 +169,36 @@ def retrain(model: ServedModel, store: AnnotationStore, folder: Path, max_epochs
     comparison = compare_bundles(served.bundle, new, done.corpus, bm25)
     changed = changed_top_results(serving_retriever(served.bundle, bm25), serving_retriever(new, bm25), done.corpus,
                                   done.pairs)
-    return Proposal(model.propose(new, comparison, bm25), done, changed)
+    return Proposal(project.model.propose(new, comparison, bm25), done, changed)
 
 
-def start_training(model: ServedModel, store: AnnotationStore, job: TrainingJob, folder: Path, train: TrainConfig,
-                   text: TextConfig, encoder: EncoderConfig, who: str) -> dict:
-    """Export (into ``folder``) and train on the corrected clusters in ``job``'s background
-    worker: the served encoder continued, or (a model served by BM25 alone) a new one with
-    ``train`` / ``text`` / ``encoder``. Refused while a training runs, or with too few clusters
-    to hold some out. Returns the job's status."""
+def start_training(project: Project, folder: Path, who: str, max_epochs: int | None = None) -> dict:
+    """Export ``project``'s corrected clusters (into ``folder``) and train on them in its background
+    job, on ``who``'s behalf: the served encoder continued, or (a model served by BM25 alone) a new
+    one with the project's training defaults, for at most ``max_epochs`` (None: the defaults').
+    Refused while a training runs, or with too few clusters to hold some out. Returns the job's
+    status."""
+    job, defaults = project.training, project.defaults
     status = job.status()
     if status["state"] in ACTIVE:
         raise QPRError(f"A training of this project is already running ({describe(status)}); it was started by "
                        f"{status.get('by', 'someone')}. Wait for it or cancel it.")
-    served = model.current()
+    served = project.served()
     scorer = PairScorer.of(served.model_retriever, served.bundle.corpus, served.calibrations.get(served.model_retriever.name))
-    done = export_corrected(store, served.bundle.corpus, served.bundle.version, "parquet", folder=folder, scorer=scorer)
+    done = export_corrected(project.store, served.bundle.corpus, served.bundle.version, "parquet", folder=folder,
+                            scorer=scorer)
     check_clusters(done.corpus)
     base = None if served.bundle.lexical else served.bundle.save(job.folder / "base")
-    return job.start(done.corpus, train, text, encoder, base, done.provenance, who, judged=done.pairs)
+    train = defaults.train if max_epochs is None else replace(defaults.train, max_epochs=max_epochs)
+    return job.start(done.corpus, train, defaults.text, defaults.encoder, base, done.provenance, who, judged=done.pairs)
 
 
-def offer_trained(model: ServedModel, job: TrainingJob, version: str) -> Candidate:
-    """The finished background training's model ``version`` as the candidate, compared with the
-    served model on the same held-out clusters once (it stays the candidate after that). A result
-    that cannot be compared (damaged, or nothing held out) is marked decided ("not offered") and
-    the QPRError says why."""
+def offer_trained(project: Project, version: str) -> Candidate:
+    """The finished background training's model ``version`` as ``project``'s candidate, compared
+    with the served model on the same held-out clusters once (it stays the candidate after that).
+    A result that cannot be compared (damaged, or nothing held out) is marked decided ("not
+    offered") and the QPRError says why."""
+    model, job = project.model, project.training
     candidate = model.candidate()
     if candidate is not None and candidate.served.bundle.version == version:
         return candidate
@@ -208,10 +212,10 @@ def offer_trained(model: ServedModel, job: TrainingJob, version: str) -> Candida
     return model.propose(new, comparison, bm25)
 
 
-def waiting(model: ServedModel) -> Offer | None:
-    """The model waiting for a decision on ``model`` (a retrained one, or a background training's),
-    as offered; None when none waits."""
-    candidate = model.candidate()
+def waiting(project: Project) -> Offer | None:
+    """The model waiting for a decision in ``project`` (a retrained one, or a background
+    training's), as offered; None when none waits."""
+    candidate = project.model.candidate()
     return None if candidate is None else Offer.of(candidate)
 
 
@@ -245,12 +249,12 @@ def confirm(project: Project, who: str) -> Confirmed:
     return Confirmed(bundle, path, replaced, candidate.comparison)
 
 
-def discard(model: ServedModel, training: TrainingJob | None, who: str) -> Candidate | None:
-    """Drop the candidate (if any) on ``who``'s decision; the served model stays. Returns it."""
-    candidate = model.candidate()
-    model.discard()
+def discard(project: Project, who: str) -> Candidate | None:
+    """Drop ``project``'s candidate (if any) on ``who``'s decision; the served model stays. Returns it."""
+    candidate = project.model.candidate()
+    project.model.discard()
     if candidate is not None:
-        settle(training, candidate.served.bundle.version, f"discarded by {who}")
+        settle(project.training, candidate.served.bundle.version, f"discarded by {who}")
     return candidate
 
 

@@ -14,8 +14,8 @@ import pandas as pd
 from annotations.agreement import agreement
 from annotations.constraints import corrected_clusters
 from annotations.repositories.review import ADJUDICATION_COLUMNS
-from annotations.store import AnnotationStore
 from qpr.errors import QPRError
+from workflows.project import Project
 
 DECISIONS = ["same", "different", "apply", "reject"]  # same/different for an item, apply/reject for a cluster pair
 ITEM_COLUMNS = ["item", "query", "candidate", "same", "different", "judgment_ids", "adjudicated"]
@@ -37,9 +37,10 @@ class ReviewLists:
     decided: pd.DataFrame
 
 
-def review_lists(store: AnnotationStore, corpus: pd.DataFrame) -> ReviewLists:
-    """What the current judgments and decisions in ``store`` say about ``corpus`` (the served
-    bundle's own), for a reviewer."""
+def review_lists(project: Project) -> ReviewLists:
+    """What ``project``'s current judgments and decisions say about its served bundle's own
+    corpus, for a reviewer."""
+    store, corpus = project.store, project.served().bundle.corpus
     result = corrected_clusters(store, corpus)
     decided = store.review.adjudications()
     on_item = dict(zip(decided["item_key"].dropna(), decided.loc[decided["item_key"].notna(), "decision"]))
@@ -69,18 +70,20 @@ def review_lists(store: AnnotationStore, corpus: pd.DataFrame) -> ReviewLists:
     return ReviewLists(agreement(store), items, pairs.reindex(columns=PAIR_COLUMNS), decided[DECIDED_COLUMNS])
 
 
-def evidence(store: AnnotationStore, ids: list[int]) -> pd.DataFrame:
-    """The judgments ``ids`` (superseded ones too) with their query and candidate texts (``EVIDENCE_COLUMNS``)."""
-    judged = store.judgments.frame(current_only=False, ids=ids)
+def evidence(project: Project, ids: list[int]) -> pd.DataFrame:
+    """``project``'s judgments ``ids`` (superseded ones too) with their query and candidate texts
+    (``EVIDENCE_COLUMNS``)."""
+    judged = project.store.judgments.frame(current_only=False, ids=ids)
     judged = judged.assign(query=judged["query_question"].fillna(judged["query_text"]), candidate=judged["candidate_question"])
     return judged[EVIDENCE_COLUMNS]
 
 
-def record_decision(store: AnnotationStore, who: str, decision: str | None, item: str, cluster_a: str, cluster_b: str,
+def record_decision(project: Project, who: str, decision: str | None, item: str, cluster_a: str, cluster_b: str,
                     note: str) -> str:
-    """Record reviewer ``who``'s ``decision`` (``DECISIONS``) on the ``item`` (same or different)
-    or on the cluster pair (apply or reject), with ``note``; returns what it was taken on (e.g.
-    "item qid:1:2"). QPRError for a missing decision or a target it does not fit."""
+    """Record reviewer ``who``'s ``decision`` (``DECISIONS``) in ``project`` on the ``item`` (same
+    or different) or on the cluster pair (apply or reject), with ``note``; returns what it was
+    taken on (e.g. "item qid:1:2"). QPRError for a missing decision or a target it does not fit."""
+    store = project.store
     if decision not in DECISIONS:
         raise QPRError("Choose a decision: same or different for an item, apply or reject for a cluster pair.")
     if decision in ("same", "different"):

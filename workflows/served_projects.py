@@ -10,8 +10,9 @@ as owner (``workflows.ownership``), a swap a crash cut short is repaired
 (``workflows.swap_recovery``), its bundle versions on disk are claimed, the served corpus is
 registered (so judgments can point into it) and its newest labels version is served.
 
-``project`` is the one being worked on, which ``model``, ``store`` and ``current`` are of: the
-default project here; the page (``ui.common.AppContext``) makes it the page's own.
+``project`` is the slug of the one being worked on, which ``current`` returns whole: the default
+project here; the page (``ui.common.AppContext``) makes it the page's own. Callers look the
+project up once (``current`` or ``project_of``) and hand the ``Project`` to the workflows.
 """
 
 from __future__ import annotations
@@ -64,18 +65,9 @@ class ServedProjects:
         self._examples: dict[str, tuple[str, ...]] = {DEMO: tuple(examples)} if examples else {}
         self._serve(DEMO, model)
 
-    @property
-    def model(self) -> ServedModel:
-        """The served model of ``project`` (loaded if it was not served)."""
-        return self.served.get(self.project)
-
-    @property
-    def store(self) -> AnnotationStore:
-        """The annotation store as ``project`` sees it (every query scoped to it)."""
-        return self.database.for_project(self.project)
-
     def current(self) -> Project:
-        """``project``, whole (``workflows.project.Project``)."""
+        """``project``, whole (``workflows.project.Project``: its served model, loaded if it was
+        not served, and its view of the store)."""
         return self.project_of(self.project)
 
     def project_of(self, slug: str) -> Project:
@@ -121,11 +113,11 @@ class ServedProjects:
         store was scoped by project), repair a swap a crash cut short (``workflows.swap_recovery``),
         register ``model``'s corpus in it (so judgments can point into it), serve its newest labels
         version, and (``register``) serve it for the project."""
-        store = self.database.for_project(slug)
-        store.corpora.claim_versions(self.projects.bundle_versions(slug))
-        reconcile(open_project(self.projects, self.cache, slug, model, store))  # a swap cut short by a crash
-        served = model.current().bundle
-        store.corpora.register(served.version, served.corpus, served.manifest.data_fingerprint)
-        serve_latest(model, store)
+        project = open_project(self.projects, self.cache, slug, model, self.database.for_project(slug))
+        project.store.corpora.claim_versions(self.projects.bundle_versions(slug))
+        reconcile(project)  # a swap cut short by a crash
+        served = project.served().bundle
+        project.store.corpora.register(served.version, served.corpus, served.manifest.data_fingerprint)
+        serve_latest(project)
         if register:
             self.served.put(slug, model)

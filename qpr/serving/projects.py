@@ -96,8 +96,18 @@ class Projects:
         return slug == DEMO
 
     def name(self, slug: str) -> str:
-        """How project ``slug`` is shown ("Demo" for the built-in one)."""
-        return "Demo" if slug == DEMO else self.names().get(slug, slug)
+        """How project ``slug`` is shown ("Demo" for the built-in one; its slug when its manifest
+        cannot be read). Reads its manifest alone: a page looks its project up on every search."""
+        if slug == DEMO:
+            return "Demo"
+        return self._name(self.folder(slug) / MANIFEST) or slug
+
+    @staticmethod
+    def _name(manifest: Path) -> str | None:
+        try:
+            return json.loads(manifest.read_text(encoding="utf-8"))["name"]
+        except (OSError, ValueError, KeyError):
+            return None  # a damaged manifest is reported when the project is opened
 
     def bundle_versions(self, slug: str) -> list[str]:
         """The bundle versions project ``slug`` keeps on disk (none for the demo, whose bundles are
@@ -107,13 +117,8 @@ class Projects:
 
     def names(self) -> dict[str, str]:
         """Slug -> name of every project on disk, by name."""
-        found = {}
-        for path in sorted(self.root.glob(f"*/{MANIFEST}")):
-            try:
-                found[path.parent.name] = json.loads(path.read_text(encoding="utf-8"))["name"]
-            except (OSError, ValueError, KeyError):
-                continue  # a damaged manifest is reported when the project is opened
-        return dict(sorted(found.items(), key=lambda item: item[1].lower()))
+        found = {path.parent.name: self._name(path) for path in sorted(self.root.glob(f"*/{MANIFEST}"))}
+        return dict(sorted(((slug, name) for slug, name in found.items() if name is not None), key=lambda item: item[1].lower()))
 
     def create(self, name: str, upload: Upload, who: str) -> str:
         """A new project ``name`` whose first version is ``upload``, served as the module doc
