@@ -4,7 +4,10 @@ record -> remember.
 1. **Export** (``export_corrected``, the one export entry point of the app, the command line and
    the simulated loop): a corpus' corrected clusters are written for the user (cluster file,
    pairs, manifest; atomically, ``annotations.export``) and handed over in memory
-   (``annotations.export.Export``): nothing is read back from disk.
+   (``annotations.export.Export``): nothing is read back from disk. What a project trains on
+   (``export_for_training``: the Retrain tab and the background training) is
+   its served corpus exported so, weighing the served model's own pair probabilities, and
+   refused with too few clusters to train on.
 2. **Retrain** on them, in this process (``retrain``, through ``qpr.bundles.training.retrain_bundle``: the
    served encoder continued, training on the judged pairs themselves too and weighing each cluster
    by its estimated purity) or in a background worker (``start_training``,
@@ -26,8 +29,8 @@ Callers (the Retrain and Projects tabs, the simulated loop, the command line) re
 call one of these functions and show the result. Each use case takes the
 ``workflows.project.Project`` it acts on: its served model, its store, where its bundles are saved
 and how a swap is remembered, its training defaults and background job (``export_corrected``,
-which the simulated loop and the benchmarks call without a served model, takes the store and a
-corpus).
+which ``qpr-annotations export`` and the benchmarks that bring their own pair scorer call without
+a served model, takes the store and a corpus).
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ from qpr.bundles.training import compare_bundles, retrain_bundle, verdict
 from qpr.data.upload import MIN_TRAIN_CLUSTERS
 from qpr.errors import QPRError, one_line
 from qpr.retrieval.lexical import BM25Retriever
-from qpr.serving.served_model import Candidate, ServedModel
+from qpr.serving.served_model import Candidate, Served, ServedModel
 from workflows.background_training import ACTIVE, TrainingJob, describe
 from workflows.judgment_effect import changed_top_results
 from workflows.project import Project
@@ -143,6 +146,24 @@ def check_clusters(corpus: pd.DataFrame) -> None:
                        "there joins two questions into a cluster. Then train.")
 
 
+def export_for_training(project: Project, fmt: str, *, folder: Path | None = None, out: Path | None = None,
+                        served: Served | None = None) -> Export:
+    """Export ``project``'s served corpus, corrected, as the training data of its next model: in
+    format ``fmt``, into ``folder`` or to ``out`` (``export_corrected``), recorded against the
+    served version, the corrected clusters weighing the served model's own calibrated pair
+    probabilities beside the judgments (``PairScorer``; none for BM25 alone, whose judgments then
+    decide). Refused (QPRError) with too few clusters to train on (``check_clusters``), after the
+    export is written. ``served``: the snapshot the caller already took (default: taken here), so
+    one operation works on one model throughout."""
+    served = served or project.served()
+    model = served.model_retriever
+    scorer = PairScorer.of(model, served.bundle.corpus, served.calibrations.get(model.name))
+    done = export_corrected(project.store, served.bundle.corpus, served.bundle.version, fmt, out=out, folder=folder,
+                            scorer=scorer)
+    check_clusters(done.corpus)
+    return done
+
+
 def retrain(project: Project, folder: Path, max_epochs: int | None, on_epoch: Callable[[dict], None] | None = None,
             on_stage: Callable[[str], None] = lambda stage: None, fmt: str = "parquet") -> Proposal:
     """Export ``project``'s corrected clusters (into ``folder``, as ``fmt``), continue its served
@@ -159,9 +180,7 @@ def retrain(project: Project, folder: Path, max_epochs: int | None, on_epoch: Ca
         raise QPRError("This project has no encoder yet: train one first (on the Projects tab, where it trains in "
                        "the background while BM25 serves, or with `qpr train`).")
     on_stage("exporting")
-    scorer = PairScorer.of(served.model_retriever, served.bundle.corpus, served.calibrations.get(served.model_retriever.name))
-    done = export_corrected(project.store, served.bundle.corpus, served.bundle.version, fmt, folder=folder, scorer=scorer)
-    check_clusters(done.corpus)
+    done = export_for_training(project, fmt, folder=folder, served=served)
     bm25 = BM25Retriever(done.corpus)
     new = retrain_bundle(served.bundle, done.corpus, provenance=done.provenance, max_epochs=max_epochs, bm25=bm25,
                          progress=False, on_epoch=on_epoch, judged=done.pairs, cluster_weights=done.purity)
@@ -184,10 +203,7 @@ def start_training(project: Project, folder: Path, who: str, max_epochs: int | N
         raise QPRError(f"A training of this project is already running ({describe(status)}); it was started by "
                        f"{status.get('by', 'someone')}. Wait for it or cancel it.")
     served = project.served()
-    scorer = PairScorer.of(served.model_retriever, served.bundle.corpus, served.calibrations.get(served.model_retriever.name))
-    done = export_corrected(project.store, served.bundle.corpus, served.bundle.version, "parquet", folder=folder,
-                            scorer=scorer)
-    check_clusters(done.corpus)
+    done = export_for_training(project, "parquet", folder=folder, served=served)
     base = None if served.bundle.lexical else served.bundle.save(job.folder / "base")
     train = defaults.train if max_epochs is None else replace(defaults.train, max_epochs=max_epochs)
     return job.start(done.corpus, train, defaults.text, defaults.encoder, base, done.provenance, who, judged=done.pairs)
