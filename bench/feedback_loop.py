@@ -41,7 +41,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from annotations.db import open_store
-from workflows.simulated_loop import Model, annotate, fit, measures, scores
+from workflows.simulated_loop import Model, annotate, fit, loop_project, measures, scores
 from annotations.simulation.oracle import SimulatedAnnotator, true_same
 from annotations.simulation.strategies import STRATEGIES, candidate_pool
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
@@ -150,8 +150,8 @@ def one_run(setup: Setup, folder: Path, strategy: str, budget: int, error_rate: 
     annotator = SimulatedAnnotator(setup.clean, "oracle", error_rate, seed=seed)
     with open_store(f"sqlite:///{(folder / 'annotations.db').resolve()}", project="demo") as store:
         # seed + 1: the random pick of round 1 of `qpr-annotations loop` with the same seed
-        done = annotate(store, annotator, setup.noisy_model, setup.noisy, strategy, budget, folder / "corrected.parquet",
-                        seed=seed + 1, pool=setup.pool)
+        done = annotate(loop_project(store, setup.noisy_model.bundle, folder), annotator, strategy, budget,
+                        folder / "corrected.parquet", seed=seed + 1, pool=setup.pool)
         row = {"strategy": strategy, "budget": budget, "round": 1}
         row |= measures(done, store.judgments.frame(annotator=annotator.name), setup.clean, setup.split)
     expected = setup.reference["pool_precision"]

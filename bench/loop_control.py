@@ -55,7 +55,7 @@ from qpr.data.corpus import data_dir
 from qpr.fsutil.atomic import atomic_path
 from qpr.research.cluster_quality import cluster_quality
 from qpr.research.confidence import mean_ci
-from workflows.simulated_loop import annotate
+from workflows.simulated_loop import annotate, loop_project
 
 MARKER = "loop-control"
 JUDGMENTS = 1000
@@ -83,8 +83,8 @@ def judged_export(work: Work, model, noisy: pd.DataFrame, kind: str, budget: int
     folder.mkdir(parents=True)
     annotator = SimulatedAnnotator(work.clean, "oracle", seed=1)
     with open_store(f"sqlite:///{(folder / 'annotations.db').resolve()}", project="demo") as store:
-        done = annotate(store, annotator, model, noisy, STRATEGY, budget, folder / "corrected.parquet", seed=1,
-                        pool=suspects(model, noisy, kind))
+        done = annotate(loop_project(store, model.bundle, folder), annotator, STRATEGY, budget, folder / "corrected.parquet",
+                        seed=1, pool=suspects(model, noisy, kind))
     return done.export.corpus, done.export.pairs
 
 

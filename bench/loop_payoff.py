@@ -45,7 +45,7 @@ import pandas as pd
 
 from annotations.simulation.benchmark_check import judged_h1, order, top_results
 from annotations.db import open_store
-from workflows.simulated_loop import Model, annotate, fit
+from workflows.simulated_loop import Model, annotate, fit, loop_project
 from annotations.simulation.oracle import SimulatedAnnotator, label_errors, true_same
 from annotations.simulation.strategies import candidate_pool, within_pool
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
@@ -156,15 +156,16 @@ def config_for(loss: str, batching: str, seed: int) -> TrainConfig:
                        **loss_settings)
 
 
-def corrected(work: Work, model: Model, noisy: pd.DataFrame, pool: pd.DataFrame, strategy: str, budget: int,
-              folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+def corrected(work: Work, model: Model, pool: pd.DataFrame, strategy: str, budget: int, folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Judge ``budget`` pairs of ``pool`` picked by ``strategy`` into a fresh store in ``folder``,
-    merge and export; returns (judged pairs, corrected corpus read back from the export)."""
+    merge and export the corpus ``model`` learned from (``workflows.simulated_loop.annotate``);
+    returns (judged pairs, corrected corpus read back from the export)."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     annotator = SimulatedAnnotator(work.clean, "oracle", seed=1)
     with open_store(f"sqlite:///{(folder / 'annotations.db').resolve()}", project="demo") as store:
-        done = annotate(store, annotator, model, noisy, strategy, budget, folder / "corrected.parquet", seed=1, pool=pool)
+        done = annotate(loop_project(store, model.bundle, folder), annotator, strategy, budget, folder / "corrected.parquet",
+                        seed=1, pool=pool)
     return done.judged, done.corrected
 
 
@@ -172,7 +173,7 @@ def export_row(work: Work, model: Model, noisy: pd.DataFrame, pool: pd.DataFrame
                strategy: str, budget: int, part: str = "export") -> tuple[dict, pd.DataFrame]:
     """One export run: its row (precision vs random, cluster quality before and after, errors
     fixed) and the corrected corpus."""
-    judged, fixed = corrected(work, model, noisy, pool, strategy, budget, work.folder / "exports" / f"{part}-{noise}-{rate:g}-{strategy}-{budget}")
+    judged, fixed = corrected(work, model, pool, strategy, budget, work.folder / "exports" / f"{part}-{noise}-{rate:g}-{strategy}-{budget}")
     clean = work.clean
     errors = label_errors(clean, noisy, judged["query_qid"], judged["candidate_qid"])
     base = float(label_errors(clean, noisy, pool["query_qid"], pool["candidate_qid"]).mean())

@@ -14,6 +14,9 @@ import pytest
 from workflows.cli import main
 from annotations.db import open_store
 from annotations.errors import AnnotationError
+from annotations.export import check_export
+from workflows import simulated_loop
+from workflows.project import FolderHome
 from workflows.simulated_loop import LoopConfig, gap_recovered, run_loop
 from annotations.simulation.oracle import SimulatedAnnotator, precision, recall, reconnected, true_same
 from annotations.queue import spot_check
@@ -222,6 +225,36 @@ def test_a_loop_round_reconnects_split_clusters_through_store_merge_export_and_r
     assert json.loads((tmp_path / "run" / "loop.json").read_text()) == summary
     with pytest.raises(AnnotationError, match="already exists"):
         run_loop(clean, config, small_training(), tmp_path / "run", encoder_config=SMALL_ENCODER, log=lambda _: None)
+
+
+def test_each_round_annotates_and_exports_what_a_project_serves(tmp_path, monkeypatch):
+    # Each round's project is built by loop_project (seen here) and its export is the app's
+    # export for training: recorded against the version the project serves, and weighing that
+    # model's pair probabilities (a threshold on them; judgments alone would leave it None).
+    # A loop that judged or exported around the Project fails one of these.
+    projects = []
+
+    def seen(store, bundle, folder):
+        projects.append(built := loop_project(store, bundle, folder))
+        return built
+
+    loop_project = simulated_loop.loop_project
+    monkeypatch.setattr(simulated_loop, "loop_project", seen)
+    config = LoopConfig(strategy="suspicion", budget=20, noise=0.5, rounds=2)
+    run_loop(make_corpus(), config, small_training(), tmp_path / "run", text_config=PAPER_TEXT,
+             encoder_config=SMALL_ENCODER, log=lambda _: None)
+
+    assert len(projects) == 2
+    first, second = (p.served().bundle.version for p in projects)
+    assert first != second  # the second round serves the model retrained on the first's export
+    with open_store(f"sqlite:///{tmp_path / 'run' / 'annotations.db'}", project="demo") as store:
+        judged = store.judgments.frame(annotator="oracle")
+    assert judged.groupby("bundle_version").size().to_dict() == {first: 20, second: 20}
+    for round_no, project in enumerate(projects, start=1):
+        assert (project.slug, project.name, project.home) == ("demo", "simulated loop", FolderHome(tmp_path / "run"))
+        manifest = check_export(tmp_path / "run" / f"round-{round_no}.parquet")
+        assert manifest["bundle_version"] == project.served().bundle.version
+        assert manifest["same_threshold"] is not None
 
 
 def test_gap_recovered():

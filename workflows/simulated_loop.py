@@ -2,21 +2,35 @@
 
 ``run_loop`` takes clean clusters, splits a share of the training clusters in two
 (``qpr.data.noise.inject_false_negatives``: every pair across a split is a known false negative) and
-trains an encoder on that noisy copy. Then, each round:
+trains an encoder on that noisy copy. Each round works on a ``workflows.project.Project``, as the
+app's tabs do (``loop_project``): the store's project, named "simulated loop", serving the
+round's model (a ``ServedModel`` of its bundle, over the corpus it learned from), its files in the
+run folder (``FolderHome``). Then, each round:
 
-1. the current encoder lists candidate pairs and a strategy picks ``budget`` of them
+1. the served encoder lists candidate pairs and a strategy picks ``budget`` of them
    (``annotations.simulation.strategies``);
 2. a ``SimulatedAnnotator`` judges them into the annotation store (an SQLite file in the run
    folder), as a person in the app would;
 3. the judgments are merged into corrected clusters and exported through the app's own export
-   step (``workflows.retraining.export_corrected``, which applies
-   ``annotations.constraints.corrected_clusters``), handed over in memory as the app's retraining gets
-   them (``annotations.export.Export``): the training data of the next model, whose bundle
-   records the export as the app's does (``Export.provenance``);
+   for training (``workflows.retraining.export_for_training``: the served corpus, recorded against
+   the served version, ``annotations.constraints.corrected_clusters`` weighing the served
+   model's own calibrated pair probabilities beside the judgments), handed over in memory as the
+   app's retraining gets them (``annotations.export.Export``): the training data of the next
+   model, whose bundle records the export as the app's does (``Export.provenance``);
 4. the encoder is retrained on it as the app's retrain does (``qpr.bundles.training``:
    from scratch, or continuing the previous one with ``warm_start``), and
    scored on the untouched test clusters with an exact index over the clean corpus
    (``qpr.evaluation.metrics``).
+
+A ``ServedModel`` per round, rather than the loop's own retriever and a scorer passed in, costs
+what serving a bundle costs: BM25 over its corpus and the calibrations of its retrievers on the
+val clusters (kept under the cache, ``qpr.retrieval.calibration.kept_calibrations``; BM25's build
+and calibration took 4 s on all of Quora-lite), and one encoding of the corpus for the pair
+scores, beside minutes to hours of training. It changes the loop's results against earlier runs,
+which exported on the judgments alone: the model's pair probabilities now weigh in, as in the app.
+The results recorded by ``bench/feedback_loop.py``, the export and retrain parts of
+``bench/loop_payoff.py`` and ``bench/loop_control.py`` before this change are such earlier runs;
+``bench/payoff.py`` keeps calling ``export_corrected`` with its own scorer.
 
 Issue 6 names this ``python -m qpr loop``; it is ``qpr-annotations loop`` (``workflows.cli``)
 instead, because the loop drives the annotation store and ``qpr`` must never import
@@ -38,7 +52,6 @@ import pandas as pd
 from annotations.db import open_store
 from annotations.errors import AnnotationError
 from annotations.export import Export
-from annotations.pair_scores import PairScorer
 from annotations.simulation.oracle import SimulatedAnnotator, precision, recall, reconnected
 from annotations.queue import judged_pairs
 from annotations.store import AnnotationStore
@@ -52,11 +65,14 @@ from qpr.retrieval.index import IndexConfig
 from qpr.data.noise import inject_false_negatives
 from qpr.retrieval.dense import DenseRetriever
 from qpr.model.text import MAX_K, TextConfig
+from qpr.serving.served_model import ServedModel
 from qpr.serving.slugs import DEMO
 from qpr.training.train import TrainConfig
-from workflows.retraining import export_corrected
+from workflows.project import FolderHome, Project
+from workflows.retraining import export_for_training
 
 DB_NAME = "annotations.db"
+NAME = "simulated loop"  # the project each round works on
 SUMMARY_NAME = "loop.json"
 
 
@@ -147,33 +163,41 @@ class Round:
         return self.export.manifest
 
 
+def loop_project(store: AnnotationStore, bundle: Bundle, folder: Path) -> Project:
+    """The project a round of the loop works on: the store's, named "simulated loop", serving
+    ``bundle`` (the round's model over the corpus it learned from), its bundles and exports in
+    ``folder`` (``FolderHome``: nothing is served after the run)."""
+    return Project(store.project, NAME, ServedModel(bundle), store, FolderHome(Path(folder)))
+
+
 def annotate(
-    store: AnnotationStore,
+    project: Project,
     annotator: SimulatedAnnotator,
-    model: Model,
-    corpus: pd.DataFrame,
     strategy: str,
     budget: int,
     out: Path,
     k: int = 20,
     seed: int = 0,
     pool: pd.DataFrame | None = None,
-    scorer: PairScorer | None = None,
 ) -> Round:
-    """One round of annotation, without retraining: register ``corpus`` as the snapshot ``model``
-    serves, let ``annotator`` judge the ``budget`` pairs ``strategy`` picks from ``pool``
-    (default: ``model``'s candidate pool over ``corpus`` minus pairs the annotator judged
-    before), and export the corrected clusters to ``out`` (its extension names the format),
-    weighing ``scorer``'s pair probabilities as the app's retrain does (``workflows.retraining``).
+    """One round of annotation in ``project`` (``loop_project``), without retraining: register
+    the corpus it serves under the served version, let ``annotator`` judge the ``budget`` pairs
+    ``strategy`` picks from ``pool`` (default: the served model's candidate pool over that corpus
+    minus pairs the annotator judged before), and export the corrected clusters to ``out`` (its
+    extension names the format) as the app's retraining does
+    (``workflows.retraining.export_for_training``: weighing the served model's pair probabilities,
+    refused with too few clusters to train on).
     """
-    version = model.bundle.version
+    served = project.served()
+    version, corpus, store = served.bundle.version, served.bundle.corpus, project.store
     store.corpora.register(version, corpus)
     if pool is None:
-        pool = candidate_pool(model.retriever, corpus, k, exclude=judged_pairs(store.judgments.frame(annotator=annotator.name)))
+        pool = candidate_pool(served.model_retriever, corpus, k,
+                              exclude=judged_pairs(store.judgments.frame(annotator=annotator.name)))
     start = time.perf_counter()
     judged = annotator.judge(store, select(pool, strategy, budget, seed), version)
     seconds = time.perf_counter() - start
-    done = export_corrected(store, corpus, version, Path(out).suffix.lstrip("."), out=out, scorer=scorer)
+    done = export_for_training(project, Path(out).suffix.lstrip("."), out=out, served=served)
     return Round(judged, done, seconds)
 
 
@@ -247,13 +271,12 @@ def run_loop(
     model = fit(noisy, clean, **fitting)
     summary |= {"H1_noisy": model.test["H1"], "MRR_noisy": model.test["MRR"], "runs": []}
     annotator = SimulatedAnnotator(clean, config.annotator, config.error_rate, seed=config.seed)
-    corpus = noisy
     with open_store(f"sqlite:///{db.resolve()}", project=DEMO) as store:
         for round_no in range(1, config.rounds + 1):
             log(f"round {round_no}: {config.budget} judgments by {config.strategy}")
             done = annotate(
-                store, annotator, model, corpus, config.strategy, config.budget, out_dir / f"round-{round_no}.parquet",
-                k=config.k, seed=config.seed + round_no,
+                loop_project(store, model.bundle, out_dir), annotator, config.strategy, config.budget,
+                out_dir / f"round-{round_no}.parquet", k=config.k, seed=config.seed + round_no,
             )
             corpus = done.corrected
             row = {"strategy": config.strategy, "budget": config.budget, "round": round_no}
