@@ -5,8 +5,14 @@ training job. The front ends (the page's tabs, the HTTP API, ``qpr-annotations r
 project up once and hand it to the use cases (``workflows.retraining``, ``workflows.labels``,
 ``workflows.judging``, ...), which take it first, read what they need from it, and never call back
 up into them. An operation takes what the project serves once (``served``) and works on that
-snapshot. The simulated loop serves no model: it records and exports through the store
-(``workflows.retraining.export_corrected``), as ``qpr-annotations export`` does.
+snapshot. The simulated loop (``qpr-annotations loop``, the benchmarks built on it) works on the
+same object: each round a project of the store's, named "simulated loop", serving that round's
+model, its files in the run folder (``workflows.simulated_loop.loop_project``): its candidate
+pairs come from the served model and its export is the one the app trains on
+(``workflows.retraining.export_for_training``). ``workflows.retraining.export_corrected``, the
+store's export of a corpus, is left to the exports a person takes away (``export_to_download``,
+``workflows.hub_export``, ``qpr-annotations export``: the judgments alone) and to the benchmarks
+that bring their own pair scorer.
 
 Homes: the demo keeps its bundles under the cache and the one it serves in a pointer file
 (``DemoHome``); an uploaded project in its folder and its ``project.json`` (``ProjectHome``); the

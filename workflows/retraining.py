@@ -5,7 +5,7 @@ record -> remember.
    the simulated loop): a corpus' corrected clusters are written for the user (cluster file,
    pairs, manifest; atomically, ``annotations.export``) and handed over in memory
    (``annotations.export.Export``): nothing is read back from disk. What a project trains on
-   (``export_for_training``: the Retrain tab and the background training) is
+   (``export_for_training``: the Retrain tab, the background training, the simulated loop) is
    its served corpus exported so, weighing the served model's own pair probabilities, and
    refused with too few clusters to train on.
 2. **Retrain** on them, in this process (``retrain``, through ``qpr.bundles.training.retrain_bundle``: the
