@@ -90,9 +90,7 @@ def test_search_annotate_merge_export_retrain(page, server, tmp_path):  # page f
     expect(confirm).to_be_enabled(timeout=RETRAIN_LIMIT_MS)
     expect(page.locator("#retrain-note")).to_contain_text("is ready")
     shot(page, "4-retrain-export")
-    # The click is checked by its effect (the next line), not by Playwright's wait for navigations
-    # the click might schedule: once, in CI, that wait hung 30 s after the click was done.
-    confirm.click(no_wait_after=True)
+    confirm.click()
     expect(page.locator("#retrain-note")).to_contain_text("Now serving")
 
     page.get_by_role("tab", name="Metrics").click()
