@@ -533,6 +533,9 @@ def payoff_bar(rows: list[dict]) -> str:
     others = [r for r in at_error if r["regime"] != PRIMARY["regime"]]
     above = [name(r) for r in others if r["corrected_minus_uncorrected_ci95"][0] > 0]
     below = [name(r) for r in default if r["annotator_error"] <= 0.05 and r["corrected_minus_uncorrected_ci95"][1] < 0]
+    # Outside the bar's reading (the primary's budget), said beside it so that neither is mistaken for the other.
+    elsewhere = [r for r in rows if r["design"] == PRIMARY["design"] and r["budget"] != PRIMARY["budget"]
+                 and r["regime"] != PRIMARY["regime"] and r["corrected_minus_uncorrected_ci95"][0] > 0]
     return "\n".join([
         "The issue's bar at the product's default (design product, "
         f"{PRIMARY['budget']:,} judgments; regimes measured: {', '.join(dict.fromkeys(r['regime'] for r in default)) or 'none'}):",
@@ -541,7 +544,9 @@ def payoff_bar(rows: list[dict]) -> str:
         + (f", {name(primary[0])}" if primary else ""),
         "- another regime's lower end above zero: "
         + ("; ".join(above) if above else "**none**" if others else "no other regime measured"),
-        "- a regime's upper end below zero at annotator error <= 5%: " + ("**" + "; ".join(below) + "**" if below else "none")])
+        "- a regime's upper end below zero at annotator error <= 5%: " + ("**" + "; ".join(below) + "**" if below else "none"),
+        "- not the bar's reading, another regime's lower end above zero at another budget: "
+        + ("; ".join(f"{name(r)} at {r['budget']:,} judgments" for r in elsewhere) if elsewhere else "none")])
 
 
 if __name__ == "__main__":

@@ -44,6 +44,12 @@ def test_a_payoff_row_has_the_issue_keys_intervals_and_the_share_recovered(tmp_p
     bar = payoff_markdown(with_payoff_row(results, loss, 5))
     assert "primary endpoint's lower end above zero: yes" in bar and "another regime's lower end above zero: **none**" in bar
     assert "upper end below zero at annotator error <= 5%: **quora-fp-0.4 at annotator error 0.05" in bar
+    assert "another regime's lower end above zero at another budget: none" in bar
+    results.write_text(json.dumps(with_payoff_row(results, loss, 5)))
+    later = summary_row("banking77-auto-fine", "product", 4000, 0.05, h1(0.02), {((10, 8),)}, about)
+    bar = payoff_markdown(with_payoff_row(results, later, 5))
+    assert "another regime's lower end above zero: **none**" in bar, "the bar reads the primary's budget only"
+    assert "at another budget: banking77-auto-fine at annotator error 0.05" in bar and "at 4,000 judgments" in bar
 
 
 def test_the_bootstrap_resamples_draws_as_well_as_seeds():
