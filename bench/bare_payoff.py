@@ -11,7 +11,7 @@ project; group order seeded by d) up to each budget. At each budget the project'
 trained through the Projects tab's own path (``workflows.retraining.start_training``: the corrected
 clusters exported with the served model's pair scores, a background worker of
 ``workflows.background_training`` with the project's defaults ``workflows.project.SMALL_CORPUS``,
-training seed s), and the model the app then serves (``ServedModel(bundle).current().default``) is
+training seed s, through a ``workflows.project.Project``), and the model the app then serves (``ServedModel(bundle).current().default``) is
 scored on the held-out queries: H@1 = the first result has the query's intent (the query itself is
 not in the corpus). The annotator then goes on judging toward the next budget in the same store.
 
@@ -55,7 +55,7 @@ from qpr.evaluation.metrics import hit_matrix
 from qpr.retrieval.lexical import BM25Retriever
 from qpr.serving.served_model import ServedModel
 from workflows.background_training import TrainingJob
-from workflows.project import SMALL_CORPUS
+from workflows.project import SMALL_CORPUS, FolderHome, Project
 from workflows.retraining import start_training
 
 QUERIES = 1000  # held-out questions per draw: the team's future queries
@@ -93,19 +93,18 @@ def judge_until(store, retriever, bare: pd.DataFrame, oracle: SimulatedAnnotator
 
 
 def first_model(served: ServedModel, store, folder: Path, seed: int, log) -> tuple[Bundle, float]:
-    """The project's first model trained as the Projects tab trains it (module doc), with training
-    seed ``seed``; (bundle, seconds)."""
-    defaults = SMALL_CORPUS
-    job = TrainingJob(folder / "training")
+    """The project's first model trained as the Projects tab trains it (module doc): a ``Project``
+    serving ``served`` with the project defaults but training seed ``seed``; (bundle, seconds)."""
+    defaults = replace(SMALL_CORPUS, train=replace(SMALL_CORPUS.train, seed=seed))
+    project = Project("bare", "bare questions", served, store, FolderHome(folder), defaults, TrainingJob(folder / "training"))
     started = time.monotonic()
-    start_training(served, store, job, folder / "exports", replace(defaults.train, seed=seed), defaults.text,
-                   defaults.encoder, "bench")
-    while (status := job.status())["state"] in ("starting", "running"):
+    start_training(project, folder / "exports", "bench")
+    while (status := project.training.status())["state"] in ("starting", "running"):
         time.sleep(POLL_S)
     if status["state"] != "done":
-        raise SystemExit(f"the training in {job.folder} ended {status['state']}: {status.get('message')}")
+        raise SystemExit(f"the training in {project.training.folder} ended {status['state']}: {status.get('message')}")
     log(f"  trained in {time.monotonic() - started:.0f} s")
-    return job.result(), time.monotonic() - started
+    return project.training.result(), time.monotonic() - started
 
 
 def run_draw(work: Path, truth: pd.DataFrame, draw: int, seeds: int, error: float, budgets: tuple[int, ...], log) -> dict:
