@@ -11,7 +11,7 @@ import numbers
 from datetime import datetime
 
 import pandas as pd
-from sqlalchemy import Select, and_, distinct, func, or_, select
+from sqlalchemy import Select, and_, func, or_, select
 from sqlalchemy.orm import Session, aliased
 
 from annotations.errors import AnnotationError
@@ -197,9 +197,9 @@ class JudgmentRepository(Repository):
     def annotators(self) -> list[str]:
         """Everyone who judged in this project, by the name they first wrote, alphabetically."""
         with Session(self.engine) as session:
-            return list(session.scalars(self._scoped(select(distinct(Annotator.name))
+            return list(session.scalars(self._scoped(select(Annotator.name)
                                                      .join_from(Judgment, Annotator, Annotator.id == Judgment.annotator_id))
-                                        .order_by(Annotator.name)))
+                                        .distinct().order_by(Annotator.name)))
 
     def _scoped(self, statement: Select) -> Select:
         """``statement`` (over ``Judgment``) limited to this project's judgments."""
