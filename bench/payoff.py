@@ -135,9 +135,11 @@ def config(seed: int) -> TrainConfig:
 
 
 def cell(folder: Path, name: str, corpus: pd.DataFrame, clean: pd.DataFrame, seed: int, log: Callable[[str], None],
-         warm: Model | None = None, judged: pd.DataFrame | None = None, weights: pd.Series | None = None) -> Model:
+         warm: Model | None = None, judged: pd.DataFrame | None = None, weights: pd.Series | None = None,
+         retrain: dict | None = None) -> Model:
     """The model ``name`` (cached in ``folder``): from scratch, or a warm start from ``warm`` through
-    the product's retrain path with the seed ``seed``, batches of ``RETRAIN_BATCH`` pairs."""
+    the product's retrain path with the seed ``seed``, batches of ``RETRAIN_BATCH`` pairs and the
+    retrain settings ``retrain`` (``WEIGHTS``) put over the noisy model's."""
     path = folder / "models" / name
     if (path / "manifest.json").is_file():
         bundle = Bundle.load(path)
@@ -147,7 +149,7 @@ def cell(folder: Path, name: str, corpus: pd.DataFrame, clean: pd.DataFrame, see
         # The warm start continues with the settings the noisy model was trained with; the retrain's
         # seed and batch size are the only ones set here (the same for every arm).
         warm = replace(warm, bundle=warm.bundle.with_manifest(
-            training=warm.bundle.manifest.training | {"retrain": {"seed": seed, "batch_size": RETRAIN_BATCH}}))
+            training=warm.bundle.manifest.training | {"retrain": {"seed": seed, "batch_size": RETRAIN_BATCH} | (retrain or {})}))
     model = fit(corpus, clean, config(seed), PAPER_TEXT, QUICK_ENCODER, warm_start=warm, judged=judged,
                 cluster_weights=weights)
     model = replace(model, bundle=model.bundle.with_manifest(metrics=model.bundle.manifest.metrics | {"test": model.test}))
@@ -211,6 +213,11 @@ def bootstrap_ci(differences: np.ndarray, rng: np.random.Generator) -> list[floa
 # the judged pairs, the purity weights). "product" is the default retrain; the others take one part away.
 DESIGNS = {"product": ("export", True, True), "no-purity": ("export", True, False),
            "judged-on-uncorrected": ("uncorrected", True, True)}
+# The product's design with one of its retrain weights moved from its default
+# (``qpr.training.train.JUDGED_REPEAT`` = 2, ``MIN_PURITY`` = 0.2): what measures those defaults.
+WEIGHTS = {"judged-repeat-1": {"judged_repeat": 1}, "judged-repeat-4": {"judged_repeat": 4},
+           "min-purity-0": {"min_purity": 0.0}, "min-purity-0.4": {"min_purity": 0.4}}
+DESIGNS |= {name: DESIGNS["product"] for name in WEIGHTS}
 
 
 def regime_rows(data: Path, work: Path, regime: str, budget: int, errors: list[float], draws: int, seeds: int,
@@ -239,7 +246,7 @@ def regime_rows(data: Path, work: Path, regime: str, budget: int, errors: list[f
                 for seed in range(seeds):
                     for arm, (labels, judged, weights, model_name) in arms.items():
                         model = cell(folder, f"{model_name}-s{seed}", labels, clean, seed, log, warm=noisy_model,
-                                     judged=judged, weights=weights)
+                                     judged=judged, weights=weights, retrain=WEIGHTS.get(design) if arm == "corrected" else None)
                         h1[arm][draw, seed] = model.test["H1"]
                         shapes.add(tuple((row["steps"], row["batch_pairs"]) for row in model.training["history"]))
             row = summary_row(regime, design, budget, error, h1, shapes, abouts)

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from bench.loop_payoff import ISSUE_KEYS, payoff_markdown, with_payoff_row
-from bench.payoff import REGIMES, bootstrap_ci, check_batch, summary_row
+from bench.payoff import DESIGNS, REGIMES, WEIGHTS, bootstrap_ci, check_batch, summary_row
 from qpr.errors import QPRError
+from qpr.training.train import TrainConfig
 from qpr.research.cluster_quality import cluster_quality
 
 
@@ -76,3 +77,12 @@ def test_a_regime_changes_only_the_training_clusters(regime, data_dir):
 def test_a_regime_with_too_few_clusters_for_the_batch_is_refused(tiny_corpus):
     with pytest.raises(QPRError, match="RETRAIN_BATCH"):
         check_batch("tiny", {"ceiling": tiny_corpus})
+
+
+def test_a_weight_design_is_the_product_with_one_retrain_setting_moved_off_its_default():
+    defaults = TrainConfig()
+    for design, moved in WEIGHTS.items():
+        assert DESIGNS[design] == DESIGNS["product"] and len(moved) == 1
+        [(field, value)] = moved.items()
+        assert getattr(defaults, field) != value, f"{design} must move {field} off the product's default"
+        TrainConfig(**{field: value})  # a valid setting
