@@ -123,7 +123,7 @@ def run_draw(work: Path, truth: pd.DataFrame, draw: int, seeds: int, error: floa
         cells["bm25_h1"] = h1(BM25Retriever(bare.corpus), truth, queries)
         cells["minilm_h1"] = h1(MiniLMRetriever(bare.corpus, folder / "minilm.npy"), truth, queries)
         log(f"draw {draw}: BM25 {cells['bm25_h1']:.3f}, MiniLM {cells['minilm_h1']:.3f}")
-        _save(done, cells)
+        write_json(cells, done)
     store = open_store(f"sqlite:///{folder / 'judgments.db'}", project="bare")
     served = ServedModel(bare)
     store.corpora.register(bare.version, bare.corpus)
@@ -144,14 +144,10 @@ def run_draw(work: Path, truth: pd.DataFrame, draw: int, seeds: int, error: floa
                 row["clusters"] = int((bundle.corpus["cluster"].value_counts() >= 2).sum())
                 log(f"draw {draw}, {budget} judgments, seed {seed}: served H@1 {row['served_h1'][-1]:.3f}")
                 cells[key] = row
-                _save(done, cells)
+                write_json(cells, done)
     finally:
         store.close()
     return cells
-
-
-def _save(path: Path, cells: dict) -> None:
-    write_json(cells, path)
 
 
 def summarise(draws: list[dict], error: float, seeds: int, budgets: tuple[int, ...]) -> list[dict]:

@@ -17,11 +17,14 @@ def judge(project: Project, who: str, item: pd.Series, label: str, version: str,
     (``workflows.annotation_queues.Queue.rows``) of ``project``'s bundle ``version``; returns the
     judgment's id."""
     return project.store.judgments.record(
-        who, int(item["candidate_qid"]), label, version,
-        query_qid=None if pd.isna(item["query_qid"]) else int(item["query_qid"]),
-        query_text=None if pd.isna(item["query_text"]) else str(item["query_text"]),
-        rank=int(item["rank"]), distance=float(item["distance"]), role=role,
+        who, int(item["candidate_qid"]), label, version, query_qid=_given(item["query_qid"], int),
+        query_text=_given(item["query_text"], str), rank=int(item["rank"]), distance=float(item["distance"]), role=role,
     )
+
+
+def _given(value, cast):
+    """``value`` as ``cast`` makes it, or None where a row leaves it empty (NaN / NA)."""
+    return None if pd.isna(value) else cast(value)
 
 
 def undo(project: Project, who: str, among: list[int]) -> dict | None:
@@ -49,12 +52,10 @@ def rejudge(project: Project, who: str, judgment: str, label: str | None, role: 
     old = own(project, who, judgment)
     if label not in LABELS:
         raise QPRError(f"Choose the new label: {', '.join(LABELS)}.")
-    query_qid = None if pd.isna(old["query_qid"]) else int(old["query_qid"])
+    query_qid = _given(old["query_qid"], int)
     new_id = project.store.judgments.record(who, int(old["candidate_qid"]), label, old["bundle_version"], query_qid=query_qid,
                                             query_text=None if query_qid is not None else old["query_text"],
-                                            rank=None if pd.isna(old["rank"]) else int(old["rank"]),
-                                            distance=None if pd.isna(old["distance"]) else float(old["distance"]),
-                                            role=role)
+                                            rank=_given(old["rank"], int), distance=_given(old["distance"], float), role=role)
     return old, new_id
 
 
