@@ -50,7 +50,7 @@ from annotations.simulation.oracle import SimulatedAnnotator, label_errors, true
 from annotations.simulation.strategies import candidate_pool, within_pool
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
 from bench.feedback_loop import MIN_HALF, QUICK_ENCODER, noisy_copy, quick_slice, singleton_share
-from bench.payoff import DESIGNS, RETRAIN_BATCH, regime_rows
+from bench.payoff import DESIGNS, ENCODERS, RETRAIN_BATCH, regime_rows
 from bench.payoff import REGIMES as PAYOFF_REGIMES
 from qpr.bundles.bundle import Bundle
 from qpr.research.cluster_quality import cluster_quality, errors_fixed
@@ -438,6 +438,9 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=3, help="draws of (clustering, noisy model, judged set)")
     parser.add_argument("--designs", nargs="+", choices=list(DESIGNS), default=["product"],
                         help="what the corrected arm trains on (bench.payoff.DESIGNS); product: the default retrain")
+    parser.add_argument("--encoder", choices=list(ENCODERS), default="product",
+                        help="what the payoff part's models are built with (bench.payoff.ENCODERS): the product's "
+                             "defaults (the primary rows), or the quick 64-d CNN (sweeps)")
     parser.add_argument("--payoff-work", type=Path, default=ROOT / "runs" / "loop-payoff-57")
     parser.add_argument("--seeds", type=int, default=5, help="training seeds per model in the retraining part")
     parser.add_argument("--export-budgets", nargs="+", type=int, default=list(EXPORT_BUDGETS))
@@ -452,10 +455,11 @@ def main() -> None:
         results = json.loads(args.results.read_text())
     elif args.parts == ["payoff"]:
         start = time.perf_counter()
-        log(f"payoff: {args.regime}, {args.budget} judgments, errors {args.errors}, {args.draws} draws x {args.seeds} seeds")
+        log(f"payoff: {args.regime}, {args.encoder} encoder, {args.budget} judgments, errors {args.errors}, "
+            f"{args.draws} draws x {args.seeds} seeds")
         last = start
         for row in regime_rows(args.data.parent, args.payoff_work, args.regime, args.budget, args.errors, args.draws,
-                               args.seeds, log, tuple(args.designs)):
+                               args.seeds, log, tuple(args.designs), args.encoder):
             # This row's wall time in this invocation (cells cached by an earlier one not counted).
             row["seconds"], last = round(time.perf_counter() - last), time.perf_counter()
             results = with_payoff_row(args.results, row, round(time.perf_counter() - start))
@@ -479,13 +483,15 @@ def main() -> None:
 
 def with_payoff_row(results_file: Path, row: dict, seconds: int) -> dict:
     """The results file with ``row`` in place of an earlier payoff row of the same regime, budget,
-    error and design, every other row kept, and every row carrying ``ISSUE_KEYS``."""
+    error, design and encoder, every other row kept, and every row carrying ``ISSUE_KEYS``."""
     results = json.loads(results_file.read_text()) if results_file.is_file() else {"runs": []}
-    same = ("regime", "budget", "annotator_error", "design")
+    same = ("regime", "budget", "annotator_error", "design", "encoder")
     kept = [r for r in results["runs"] if not (r.get("part") == "payoff" and all(r.get(k) == row[k] for k in same))]
     results["runs"] = [dict.fromkeys(ISSUE_KEYS) | r for r in kept + [row]]
     results["payoff"] = {"machine": machine(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                         "seconds": seconds, "primary": PRIMARY, "encoder_config": QUICK_ENCODER.to_dict()}
+                         "seconds": seconds, "primary": PRIMARY,
+                         "encoders": {name: {"text_config": asdict(text), "encoder_config": encoder.to_dict()}
+                                      for name, (text, encoder) in ENCODERS.items()}}
     return results
 
 
@@ -504,17 +510,17 @@ def payoff_markdown(results: dict) -> str:
         "f1": f"{r['pair_f1_before']:.3f} -> {r['pair_f1_after']:.3f}",
         "shape": "yes" if r["equal_steps"] else "NO",
         "recovered": "" if r["recovered_share"] is None else f"{r['recovered_share']:.2f}"} for r in rows], [
-        ("regime", "regime"), ("design", "design"), ("budget", "judgments"), ("annotator_error", "annotator error"),
+        ("regime", "regime"), ("design", "design"), ("encoder", "encoder"), ("budget", "judgments"), ("annotator_error", "annotator error"),
         ("primary", "primary"), ("draws", "draws"), ("seeds", "seeds"), ("shape", "equal steps"), ("f1", "pair F1 of the labels"),
         ("H1_uncorrected_mean", "H@1 uncorrected"), ("H1_after_mean", "H@1 corrected"), ("ceiling_h1", "H@1 clean ceiling"),
         ("diff", "corrected - uncorrected [95% CI, draws x seeds]"), ("draws_t", "[95% t over draw means]"),
         ("recovered", "share of the noise cost recovered")])
-    e = about.get("encoder_config", {})
     return (f"Machine: {about.get('machine', '?')}; written {about.get('date', '?')}; {about.get('seconds', 0):,} s for the "
-            f"last invocation (cached cells not counted). Encoder: the quick {e.get('embedding_dim', '?')}-d CNN "
-            f"(`bench.feedback_loop.QUICK_ENCODER`), noisy model 3 epochs from scratch (batch 128), then every arm 3 warm "
-            f"epochs through the product's retrain (fixed-shape batches of {RETRAIN_BATCH} pairs).\n\n{table}\n\n"
-            f"{payoff_bar(rows)}")
+            f"last invocation (cached cells not counted). Encoders (`bench.payoff.ENCODERS`): `quick`, the 64-d CNN of "
+            f"issues 21 and 39 (`bench.feedback_loop.QUICK_ENCODER`, no trigrams), for sweeps; `product`, the product's "
+            f"defaults (`qpr train`'s: trigrams, windows 1, 3 and 5, 300-d). Both: noisy model 3 epochs from scratch "
+            f"(batch 128), then every arm 3 warm epochs through the product's retrain (fixed-shape batches of "
+            f"{RETRAIN_BATCH} pairs).\n\n{table}\n\n{payoff_bar(rows)}")
 
 
 def payoff_bar(rows: list[dict]) -> str:
@@ -525,11 +531,12 @@ def payoff_bar(rows: list[dict]) -> str:
 
     def name(r: dict) -> str:
         low, high = r["corrected_minus_uncorrected_ci95"]
-        return (f"{r['regime']} at annotator error {r['annotator_error']:g} ({r['draws']} draws x {r['seeds']} seeds: "
-                f"{r['corrected_minus_uncorrected']:+.4f} [{low:+.4f}, {high:+.4f}])")
+        return (f"{r['regime']} ({r['encoder']} encoder) at annotator error {r['annotator_error']:g} ({r['draws']} draws "
+                f"x {r['seeds']} seeds: {r['corrected_minus_uncorrected']:+.4f} [{low:+.4f}, {high:+.4f}])")
 
     at_error = [r for r in default if r["annotator_error"] == PRIMARY["annotator_error"]]
-    primary = [r for r in at_error if r["regime"] == PRIMARY["regime"]]
+    # The issue asks the primary rows of the product's encoder: its row first, the quick encoder's beside it.
+    primary = sorted((r for r in at_error if r["regime"] == PRIMARY["regime"]), key=lambda r: r["encoder"] != "product")
     others = [r for r in at_error if r["regime"] != PRIMARY["regime"]]
     above = [name(r) for r in others if r["corrected_minus_uncorrected_ci95"][0] > 0]
     below = [name(r) for r in default if r["annotator_error"] <= 0.05 and r["corrected_minus_uncorrected_ci95"][1] < 0]
@@ -541,7 +548,8 @@ def payoff_bar(rows: list[dict]) -> str:
         f"{PRIMARY['budget']:,} judgments; regimes measured: {', '.join(dict.fromkeys(r['regime'] for r in default)) or 'none'}):",
         "- primary endpoint's lower end above zero: "
         + ("not measured" if not primary else "yes" if primary[0]["corrected_minus_uncorrected_ci95"][0] > 0 else "**no**")
-        + (f", {name(primary[0])}" if primary else ""),
+        + "".join(f", {name(r)}" for r in primary)
+        + ("" if not primary or primary[0]["encoder"] == "product" else " (the product's encoder not measured there)"),
         "- another regime's lower end above zero: "
         + ("; ".join(above) if above else "**none**" if others else "no other regime measured"),
         "- a regime's upper end below zero at annotator error <= 5%: " + ("**" + "; ".join(below) + "**" if below else "none"),

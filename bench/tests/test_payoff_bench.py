@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from bench.loop_payoff import ISSUE_KEYS, payoff_markdown, with_payoff_row
-from bench.payoff import DESIGNS, REGIMES, WEIGHTS, bootstrap_ci, check_batch, summary_row
+from bench.payoff import DESIGNS, ENCODERS, REGIMES, WEIGHTS, bootstrap_ci, check_batch, summary_row
 from qpr.errors import QPRError
+from qpr.model.encoder import EncoderConfig
+from qpr.model.text import TextConfig
 from qpr.training.train import TrainConfig
 from qpr.research.cluster_quality import cluster_quality
 
@@ -25,12 +27,12 @@ def h1(gain: float) -> dict:
 
 def test_a_payoff_row_has_the_issue_keys_intervals_and_the_share_recovered(tmp_path):
     about = [{"pair_f1_before": 0.2, "pair_f1_after": 0.25}] * 3
-    row = summary_row("banking77-auto", "product", 1000, 0.05, h1(0.02), {((10, 8),)}, about)
+    row = summary_row("banking77-auto", "product", "product", 1000, 0.05, h1(0.02), {((10, 8),)}, about)
     low, high = row["corrected_minus_uncorrected_ci95"]
     assert low > 0 and low < row["corrected_minus_uncorrected"] < high
     assert row["equal_steps"] and row["draws"] == 3 and row["seeds"] == 5
     assert abs(row["recovered_share"] - 0.1) < 0.01 and row["ceiling_h1"] > row["H1_after_mean"]
-    unequal = summary_row("banking77-auto", "product", 1000, 0.05, h1(0.0), {((10, 8),), ((11, 8),)}, about)
+    unequal = summary_row("banking77-auto", "product", "product", 1000, 0.05, h1(0.0), {((10, 8),), ((11, 8),)}, about)
     assert not unequal["equal_steps"]
     results = tmp_path / "r.json"
     results.write_text(json.dumps({"runs": [{"part": "retrain", "noise": "fp"}], "control": {"x": 1}}))
@@ -39,18 +41,39 @@ def test_a_payoff_row_has_the_issue_keys_intervals_and_the_share_recovered(tmp_p
     assert all(set(ISSUE_KEYS) <= set(r) for r in written["runs"])
     results.write_text(json.dumps(written))
     again = with_payoff_row(results, row | {"corrected_minus_uncorrected": 0.0}, 5)
-    assert len(again["runs"]) == 2, "the same regime, budget, error and design replace their row"
-    assert "| banking77-auto | product | 1000 | 0.050 | **yes** |" in payoff_markdown(again)
-    loss = summary_row("quora-fp-0.4", "product", 1000, 0.05, h1(-0.02), {((10, 8),)}, about)
+    assert len(again["runs"]) == 2, "the same regime, budget, error, design and encoder replace their row"
+    assert "| banking77-auto | product | product | 1000 | 0.050 | **yes** |" in payoff_markdown(again)
+    loss = summary_row("quora-fp-0.4", "product", "quick", 1000, 0.05, h1(-0.02), {((10, 8),)}, about)
     bar = payoff_markdown(with_payoff_row(results, loss, 5))
     assert "primary endpoint's lower end above zero: yes" in bar and "another regime's lower end above zero: **none**" in bar
-    assert "upper end below zero at annotator error <= 5%: **quora-fp-0.4 at annotator error 0.05" in bar
+    assert "upper end below zero at annotator error <= 5%: **quora-fp-0.4 (quick encoder) at annotator error 0.05" in bar
     assert "another regime's lower end above zero at another budget: none" in bar
     results.write_text(json.dumps(with_payoff_row(results, loss, 5)))
-    later = summary_row("banking77-auto-fine", "product", 4000, 0.05, h1(0.02), {((10, 8),)}, about)
+    later = summary_row("banking77-auto-fine", "product", "quick", 4000, 0.05, h1(0.02), {((10, 8),)}, about)
     bar = payoff_markdown(with_payoff_row(results, later, 5))
     assert "another regime's lower end above zero: **none**" in bar, "the bar reads the primary's budget only"
-    assert "at another budget: banking77-auto-fine at annotator error 0.05" in bar and "at 4,000 judgments" in bar
+    assert "at another budget: banking77-auto-fine (quick encoder) at annotator error 0.05" in bar and "at 4,000 judgments" in bar
+
+
+def test_the_bar_reads_the_product_encoders_primary_row_first_and_keeps_the_quick_ones_beside_it(tmp_path):
+    about = [{"pair_f1_before": 0.2, "pair_f1_after": 0.25}] * 3
+    results = tmp_path / "r.json"
+    quick = summary_row("banking77-auto", "product", "quick", 1000, 0.05, h1(0.0), {((10, 8),)}, about)
+    results.write_text(json.dumps(with_payoff_row(results, quick, 5)))
+    bar = payoff_markdown(json.loads(results.read_text()))
+    assert "lower end above zero: **no**, banking77-auto (quick encoder)" in bar
+    assert "(the product's encoder not measured there)" in bar
+    product = summary_row("banking77-auto", "product", "product", 1000, 0.05, h1(0.02), {((10, 8),)}, about)
+    both = with_payoff_row(results, product, 5)
+    assert len(both["runs"]) == 2, "another encoder's row is kept beside the first"
+    bar = payoff_markdown(both)
+    assert "lower end above zero: yes, banking77-auto (product encoder) at annotator error 0.05" in bar
+    assert ", banking77-auto (quick encoder) at annotator error 0.05" in bar and "not measured there" not in bar
+
+
+def test_the_product_encoder_is_what_qpr_train_builds_by_default():
+    assert ENCODERS["product"] == (TextConfig(), EncoderConfig())
+    assert ENCODERS["quick"][1].embedding_dim < EncoderConfig().embedding_dim
 
 
 def test_the_bootstrap_resamples_draws_as_well_as_seeds():
