@@ -76,6 +76,16 @@ class PairScorer:
         distance = (x ** 2).sum() - 2 * means @ x + squares
         return dict(zip(names, self.calibration.probability(distance).tolist()))
 
+    def coherence(self, groups: pd.Series) -> pd.Series:
+        """Per group (``groups``: name -> qids, two or more each), the probability at the mean squared
+        distance between its members (every pair of two different members): how likely the model
+        finds a random pair of the group the same, i.e. the group's purity as the model sees it."""
+        def one(qids) -> float:
+            x, n = self._rows(qids), len(qids)
+            return 2 * n / (n - 1) * ((x ** 2).sum(axis=1).mean() - (x.mean(axis=0) ** 2).sum())
+        distances = np.array([one(qids) for qids in groups], dtype=float)
+        return pd.Series(self.calibration.probability(distances), index=groups.index, dtype=float)
+
     def between(self, a: Iterable[int], b: Iterable[int]) -> float:
         """The probability at the mean squared distance over every pair across groups ``a`` and ``b``."""
         x, y = self._rows(a), self._rows(b)

@@ -10,7 +10,10 @@ clusters, and a pair the model is already sure of teaches it little. A round her
   that one confusing cluster does not take the round;
 - **audit** (``AUDIT_SHARE``): random member pairs of the clusters most likely to be wrong, ranked
   by size x (1 - estimated purity) (``annotations.purity``): the largest and least pure first, a few
-  each; their answers are the purity estimates that weigh those clusters in a retrain;
+  each; their answers are the purity estimates that weigh those clusters in a retrain. Or
+  (``audit_order`` "coherence", measured as a design, not the default) the least coherent first as
+  the model sees them (``PairScorer.coherence``; an audited cluster by its estimated purity), so
+  that the audits reach small mixed clusters, which the size ranks last;
 - **random** (``RANDOM_SHARE``): uniformly drawn retrieved pairs, for unbiased error rates.
 
 Rounds are meant to be judged with a re-scoring (or a retrain) between them: each round reads the
@@ -23,21 +26,27 @@ import numpy as np
 import pandas as pd
 
 from annotations.merge import item_decisions
+from annotations.pair_scores import PairScorer
 from annotations.purity import audit_purity
 from annotations.queue import hit_rows, judged_pairs
 from qpr.retrieval.calibration import Calibration
 
 UNCERTAIN_SHARE, AUDIT_SHARE, RANDOM_SHARE = 0.7, 0.2, 0.1
 PER_CLUSTER = 3
+AUDIT_ORDERS = ("purity", "coherence")
 ROUND_COLUMNS = ["query_qid", "candidate_qid", "rank", "distance", "probability", "kind"]
 
 
 def queue_round(retriever, corpus: pd.DataFrame, calibration: Calibration, size: int,
-                judgments: pd.DataFrame | None = None, target: float = 0.5, k: int = 10, seed: int = 0) -> pd.DataFrame:
+                judgments: pd.DataFrame | None = None, target: float = 0.5, k: int = 10, seed: int = 0,
+                audit_order: str = "purity") -> pd.DataFrame:
     """Up to ``size`` pairs of ``corpus``' training questions to judge next (module doc), as
     ``ROUND_COLUMNS`` in the order to show them (the kinds interleaved at random, ``seed``).
     ``retriever``'s distances are what ``calibration`` maps to probabilities; ``judgments``: those
-    so far (their pairs are not asked again; their audits estimate purity)."""
+    so far (their pairs are not asked again; their audits estimate purity); ``audit_order``: one of
+    ``AUDIT_ORDERS`` (module doc)."""
+    if audit_order not in AUDIT_ORDERS:
+        raise ValueError(f"audit_order must be one of {AUDIT_ORDERS}, not {audit_order!r}")
     judgments = judgments if judgments is not None else pd.DataFrame(columns=["query_qid", "candidate_qid", "label", "id"])
     done = judged_pairs(judgments)
     rng = np.random.default_rng(seed)
@@ -49,7 +58,8 @@ def queue_round(retriever, corpus: pd.DataFrame, calibration: Calibration, size:
     uncertain = _capped(pool.iloc[np.argsort(np.abs(pool["probability"].to_numpy() - target), kind="stable")],
                         cluster_of, shares[0])
     taken = set(zip(uncertain["query_qid"], uncertain["candidate_qid"]))
-    audit = _audits(retriever, corpus, judgments, done | taken | {(c, q) for q, c in taken}, shares[1], rng)
+    audit = _audits(retriever, corpus, judgments, done | taken | {(c, q) for q, c in taken}, shares[1], rng,
+                    calibration if audit_order == "coherence" else None)
     audit = audit.assign(probability=calibration.probability(audit["distance"]) if len(audit) else [])
     taken |= {pair for q, c in zip(audit["query_qid"], audit["candidate_qid"]) for pair in ((q, c), (c, q))}
     rest = pool[[(q, c) not in taken for q, c in zip(pool["query_qid"], pool["candidate_qid"])]]
@@ -92,21 +102,30 @@ def _capped(ordered: pd.DataFrame, cluster_of: pd.Series, n: int) -> pd.DataFram
 
 
 def _audits(retriever, corpus: pd.DataFrame, judgments: pd.DataFrame, done: set, n: int,
-            rng: np.random.Generator) -> pd.DataFrame:
-    """``n`` random member pairs of the clusters ranked by size x (1 - estimated purity), up to
-    ``PER_CLUSTER`` each, with their encoder distances (NaN for a retriever without ``encode``)."""
+            rng: np.random.Generator, coherence_of: Calibration | None = None) -> pd.DataFrame:
+    """``n`` random member pairs of the clusters ranked by size x (1 - estimated purity), or, given
+    the calibration ``coherence_of`` and a retriever with an encoder, by the estimated purity of the
+    audited ones and the model's coherence of the rest, least first; up to ``PER_CLUSTER`` each,
+    with their encoder distances (NaN for a retriever without ``encode``)."""
     train = corpus[(corpus["split"] == "train") & corpus["cluster"].notna()]
-    sizes = train.groupby("cluster")["qid"].size()
+    members = train.groupby("cluster")["qid"].agg(list)
+    sizes = members.map(len)
     sizes = sizes[sizes >= 2]
     votes = judgments[judgments["query_qid"].notna()].astype({"query_qid": "int64"})
     audited, prior = audit_purity(corpus, item_decisions(votes)) if len(votes) else (pd.Series(dtype=float), 1.0)
-    risk = sizes * (1 - sizes.index.map(lambda c: audited.get(c, prior)).to_numpy(dtype=float) + 1e-9)
+    scorer = PairScorer.of(retriever, train, coherence_of) if coherence_of is not None else None
+    if scorer is not None:
+        seen = scorer.coherence(members[sizes.index])
+        order = sizes.index.map(lambda c: audited.get(c, seen[c])).to_numpy(dtype=float).argsort(kind="stable")
+        ranked = sizes.index[order]
+    else:
+        risk = sizes * (1 - sizes.index.map(lambda c: audited.get(c, prior)).to_numpy(dtype=float) + 1e-9)
+        ranked = risk.sort_values(ascending=False, kind="stable").index
     rows = []
-    for cluster in risk.sort_values(ascending=False, kind="stable").index:
-        members = train.loc[train["cluster"] == cluster, "qid"].to_numpy()
+    for cluster in ranked:
         got = 0
         for _ in range(4 * PER_CLUSTER):
-            q, c = (int(x) for x in rng.choice(members, 2, replace=False))
+            q, c = (int(x) for x in rng.choice(np.asarray(members[cluster]), 2, replace=False))
             if (q, c) not in done and got < PER_CLUSTER:
                 rows.append((q, c))
                 done = done | {(q, c), (c, q)}

@@ -46,7 +46,9 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.preprocessing import normalize
 
 from annotations.db import open_store
+from annotations.constraints import corrected_clusters
 from annotations.pair_scores import PairScorer
+from annotations.purity import cluster_purity
 from annotations.rounds import queue_round
 from annotations.simulation.oracle import SimulatedAnnotator
 from bench.feedback_loop import QUICK_ENCODER, noisy_copy, quick_slice
@@ -166,11 +168,41 @@ def cell(folder: Path, name: str, corpus: pd.DataFrame, clean: pd.DataFrame, see
     return model
 
 
+def imported_clusters(corpus: pd.DataFrame) -> pd.Series:
+    """``corpus``' training clusters of two or more questions: name -> qids."""
+    train = corpus[(corpus["split"] == "train") & corpus["cluster"].notna()]
+    clusters = train.groupby("cluster")["qid"].agg(list)
+    return clusters[clusters.map(len) >= 2]
+
+
+def noisy_scorer(folder: Path, noisy: pd.DataFrame) -> PairScorer:
+    """The pair scorer of a draw's cached noisy model (in ``folder``) over ``noisy``, calibrated on it,
+    as the export judged with it."""
+    retriever = Bundle.load(folder / "models" / "noisy").dense_retriever()
+    return PairScorer.of(retriever, noisy, calibrate(retriever, noisy))
+
+
+def coherence_purity(folder: Path, noisy: pd.DataFrame, export: Path) -> pd.Series:
+    """The ``coherence-prior`` design's purity (``annotations.purity``'s ``priors``): the cached
+    export's clusters rebuilt from its judgments with the noisy model's scorer, each imported
+    cluster's purity shrunk towards the model's coherence of it. Cached beside the export."""
+    done = export / "purity-coherence.json"
+    if done.is_file():
+        return pd.Series(json.loads(done.read_text()), dtype=float)
+    scorer = noisy_scorer(folder, noisy)
+    with open_store(f"sqlite:///{(export / 'annotations.db').resolve()}", project="demo") as store:
+        result = corrected_clusters(store, noisy, scorer)
+    purity = cluster_purity(noisy, result, priors=scorer.coherence(imported_clusters(noisy)))[0]
+    done.write_text(json.dumps(purity.to_dict()))
+    return purity
+
+
 def judged_export(folder: Path, model: Model, clean: pd.DataFrame, noisy: pd.DataFrame, budget: int, error: float,
-                  draw: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series, dict]:
-    """``budget`` judgments in ``ROUNDS`` rounds of the app's queue over ``noisy``, by an annotator
-    wrong on ``error`` of them (near pairs mostly), exported by the product with ``model``'s pair
-    scorer; (corrected corpus, judged pairs, purity, what was judged). Cached in ``folder``."""
+                  draw: int, audit_order: str = "purity") -> tuple[pd.DataFrame, pd.DataFrame, pd.Series, dict]:
+    """``budget`` judgments in ``ROUNDS`` rounds of the app's queue over ``noisy`` (its audits in
+    ``audit_order``), by an annotator wrong on ``error`` of them (near pairs mostly), exported by the
+    product with ``model``'s pair scorer; (corrected corpus, judged pairs, purity, what was judged).
+    Cached in ``folder``."""
     done = folder / "export.json"
     out = folder / "corrected.parquet"
     if done.is_file():
@@ -189,7 +221,7 @@ def judged_export(folder: Path, model: Model, clean: pd.DataFrame, noisy: pd.Dat
         for number in range(ROUNDS):
             size = budget // ROUNDS + (budget % ROUNDS if number == ROUNDS - 1 else 0)
             picked = queue_round(model.retriever, noisy, calibration, size, store.judgments.frame(), target=target,
-                                 seed=draw * 100 + number)
+                                 seed=draw * 100 + number, audit_order=audit_order)
             judged = annotator.judge(store, picked, version)
             kinds.append(judged.assign(round=number))
             export = export_corrected(store, noisy, version, "parquet", out=out, scorer=scorer)
@@ -217,14 +249,20 @@ def bootstrap_ci(differences: np.ndarray, rng: np.random.Generator) -> list[floa
 
 
 # What the corrected arm trains on, per design: (labels: the export's or the uncorrected clusters,
-# the judged pairs, the purity weights). "product" is the default retrain; the others take one part away.
-DESIGNS = {"product": ("export", True, True), "no-purity": ("export", True, False),
-           "judged-on-uncorrected": ("uncorrected", True, True)}
+# the judged pairs, the purity weights: the export's, none, or with the model's coherence as each
+# cluster's prior, ``coherence_purity``). "product" is the default retrain; the others take one part
+# away or change it.
+DESIGNS = {"product": ("export", True, "export"), "no-purity": ("export", True, None),
+           "judged-on-uncorrected": ("uncorrected", True, "export"), "coherence-prior": ("export", True, "coherence")}
 # The product's design with one of its retrain weights moved from its default
 # (``qpr.training.train.JUDGED_REPEAT`` = 2, ``MIN_PURITY`` = 0.2): what measures those defaults.
 WEIGHTS = {"judged-repeat-1": {"judged_repeat": 1}, "judged-repeat-4": {"judged_repeat": 4},
            "min-purity-0": {"min_purity": 0.0}, "min-purity-0.4": {"min_purity": 0.4}}
 DESIGNS |= {name: DESIGNS["product"] for name in WEIGHTS}
+# The product's design judged from a queue whose audits go elsewhere (``annotations.rounds.AUDIT_ORDERS``):
+# a judged set, and so an export, of its own.
+QUEUES = {"audit-by-coherence": "coherence"}
+DESIGNS |= {name: DESIGNS["product"] for name in QUEUES}
 
 
 def regime_rows(data: Path, work: Path, regime: str, budget: int, errors: list[float], draws: int, seeds: int,
@@ -253,19 +291,21 @@ def draw_cells(data: Path, work: Path, regime: str, budget: int, error: float, d
     """One draw of a row: its noisy model, judged export and, per seed (in the order given: two
     processes may fill one draw's cache from either end), the three arms' retrains; (H@1 per arm in
     seed order, the retrains' (steps, batch) shapes, what was judged). Every model is cached."""
-    labels_from, use_pairs, use_purity = DESIGNS[design]
+    labels_from, use_pairs, purity_from = DESIGNS[design]
     clean, noisy = REGIMES[regime](data, draw)
     check_batch(regime, {"ceiling": clean, "uncorrected": noisy})
     folder = work / encoder / regime / f"draw{draw}"
     noisy_model = cell(folder, "noisy", noisy, clean, draw, log, encoder)
-    corrected, pairs, purity, about = judged_export(folder / f"export-j{budget}-e{error:g}", noisy_model, clean, noisy,
-                                                    budget, error, draw)
+    audit_order = QUEUES.get(design, "purity")
+    export = folder / (f"export-j{budget}-e{error:g}" + ("" if audit_order == "purity" else f"-audit-{audit_order}"))
+    corrected, pairs, purity, about = judged_export(export, noisy_model, clean, noisy, budget, error, draw, audit_order)
     check_batch(regime, {"corrected": corrected})
     log(f"{encoder} {regime} draw {draw} error {error:g} {design}: {json.dumps(about)}")
+    purity = coherence_purity(folder, noisy, export) if purity_from == "coherence" else purity if purity_from else None
     name = "corrected" if design == "product" else design  # the product's models keep their first names
     arms = {"uncorrected": (noisy, None, None, "uncorrected"), "ceiling": (clean, None, None, "ceiling"),
             "corrected": (corrected if labels_from == "export" else noisy, pairs if use_pairs else None,
-                          purity if use_purity else None, f"{name}-j{budget}-e{error:g}")}
+                          purity, f"{name}-j{budget}-e{error:g}")}
     h1, shapes = {arm: [] for arm in ARMS}, set()
     for seed in seeds:
         for arm, (labels, judged, weights, model_name) in arms.items():

@@ -88,3 +88,24 @@ def test_a_cluster_audited_impure_weighs_less_and_a_cluster_of_verified_links_co
     assert prior == 1 / 3  # of the three audited pairs inside an imported cluster, one was the same
     assert purity["A"] == (0 + 4 * prior) / (2 + 4) and purity["B"] == (1 + 4 * prior) / (1 + 4)
     assert purity["C"] == purity["D"] == prior and purity["new-11"] == 1.0
+
+
+def test_a_clusters_own_prior_replaces_the_overall_share_where_given():
+    judged = votes((1, 2, "different"), (1, 3, "different"), (4, 5, "same"), (11, 12, "same"))
+    result = constrained_clusters(hand_corpus(), judged, NONE)
+    overall, prior = cluster_purity(hand_corpus(), result)
+    purity, same_prior = cluster_purity(hand_corpus(), result, priors=pd.Series({"A": 0.9, "C": 0.2}))
+    assert same_prior == prior, "the overall share is still what was audited"
+    assert purity["A"] == (0 + 4 * 0.9) / (2 + 4), "an audited cluster shrinks towards its own prior"
+    assert purity["B"] == overall["B"] and purity["D"] == prior, "without a prior of its own: the overall share"
+    assert purity["C"] == 0.2 and purity["new-11"] == 1.0
+
+
+def test_coherence_is_the_probability_at_the_mean_distance_between_different_members():
+    model = scorer(q1=(0, 0), q2=(1, 0), q3=(0, 2))
+    groups = pd.Series({"pair": [1, 2], "three": [1, 2, 3], "far": [4, 5]})
+    coherent = model.coherence(groups)
+    assert coherent["pair"] == model.pairs([1], [2])[0], "two members: their one pair's probability"
+    mean_distance = (1 + 4 + 5) / 3  # squared distances of (1, 2), (1, 3), (2, 3)
+    assert np.isclose(coherent["three"], model.calibration.probability(np.array([mean_distance]))[0])
+    assert coherent["far"] < coherent["three"] < coherent["pair"]

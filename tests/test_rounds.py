@@ -4,6 +4,7 @@ cluster; audits of the largest, least pure clusters; a random share; judged pair
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import pandas as pd
 
 from annotations.rounds import PER_CLUSTER, queue_round
@@ -85,3 +86,20 @@ def test_no_pair_is_asked_twice_in_a_round_even_when_audits_and_the_random_share
     corpus = line()
     picked = queue_round(LineRetriever(corpus), corpus, Calibration(1.0, 4.0, 0), 150, seed=3)
     assert len({frozenset(p) for p in zip(picked["query_qid"], picked["candidate_qid"])}) == len(picked)
+
+
+def test_audits_by_coherence_reach_a_small_mixed_cluster_before_the_largest():
+    corpus = line()
+    spread = [30, 45, 59]  # one small cluster whose members lie far apart: mixed, as the model sees it
+    corpus.loc[corpus["qid"].isin(spread), "cluster"] = "spread"
+    retriever, calibration = LineRetriever(corpus), Calibration(1.0, 4.0, 0)
+    cluster = corpus.set_index("qid")["cluster"]
+    by_size = queue_round(retriever, corpus, calibration, 20, seed=1)
+    audited = by_size.loc[by_size["kind"] == "audit", "query_qid"].map(cluster)
+    assert (audited == "big").sum() == PER_CLUSTER and "spread" not in set(audited), "by size: the largest first"
+    by_coherence = queue_round(retriever, corpus, calibration, 20, seed=1, audit_order="coherence")
+    audits = by_coherence[by_coherence["kind"] == "audit"]
+    assert (audits["query_qid"].map(cluster) == "spread").sum() == PER_CLUSTER, "the least coherent first"
+    assert (audits["query_qid"].map(cluster) == audits["candidate_qid"].map(cluster)).all()
+    with pytest.raises(ValueError, match="audit_order"):
+        queue_round(retriever, corpus, calibration, 20, audit_order="size")

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from bench.loop_payoff import ISSUE_KEYS, payoff_markdown, with_payoff_row
-from bench.payoff import DESIGNS, ENCODERS, REGIMES, WEIGHTS, bootstrap_ci, check_batch, summary_row
+from annotations.rounds import AUDIT_ORDERS
+from bench.payoff import DESIGNS, ENCODERS, QUEUES, REGIMES, WEIGHTS, bootstrap_ci, check_batch, summary_row
 from qpr.errors import QPRError
 from qpr.model.encoder import EncoderConfig
 from qpr.model.text import TextConfig
@@ -109,3 +110,8 @@ def test_a_weight_design_is_the_product_with_one_retrain_setting_moved_off_its_d
         [(field, value)] = moved.items()
         assert getattr(defaults, field) != value, f"{design} must move {field} off the product's default"
         TrainConfig(**{field: value})  # a valid setting
+
+
+def test_a_queue_design_is_the_products_retrain_on_a_queue_the_app_offers():
+    for design, order in QUEUES.items():
+        assert DESIGNS[design] == DESIGNS["product"] and order in AUDIT_ORDERS and order != "purity"
