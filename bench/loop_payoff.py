@@ -50,7 +50,7 @@ from annotations.simulation.oracle import SimulatedAnnotator, label_errors, true
 from annotations.simulation.strategies import candidate_pool, within_pool
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
 from bench.feedback_loop import MIN_HALF, QUICK_ENCODER, noisy_copy, quick_slice, singleton_share
-from bench.payoff import DESIGNS, ENCODERS, RETRAIN_BATCH, regime_rows
+from bench.payoff import DESIGNS, ENCODERS, RETRAIN_BATCH, bootstrap_ci, regime_rows
 from bench.payoff import REGIMES as PAYOFF_REGIMES
 from qpr.bundles.bundle import Bundle
 from qpr.research.cluster_quality import cluster_quality, errors_fixed
@@ -509,18 +509,37 @@ def payoff_markdown(results: dict) -> str:
         "draws_t": interval(r["corrected_minus_uncorrected_draws_t95"]),
         "f1": f"{r['pair_f1_before']:.3f} -> {r['pair_f1_after']:.3f}",
         "shape": "yes" if r["equal_steps"] else "NO",
-        "recovered": "" if r["recovered_share"] is None else f"{r['recovered_share']:.2f}"} for r in rows], [
+        "recovered": "" if r["recovered_share"] is None else f"{r['recovered_share']:.2f}",
+        "versus": versus_product(r, rows)} for r in rows], [
         ("regime", "regime"), ("design", "design"), ("encoder", "encoder"), ("budget", "judgments"), ("annotator_error", "annotator error"),
         ("primary", "primary"), ("draws", "draws"), ("seeds", "seeds"), ("shape", "equal steps"), ("f1", "pair F1 of the labels"),
         ("H1_uncorrected_mean", "H@1 uncorrected"), ("H1_after_mean", "H@1 corrected"), ("ceiling_h1", "H@1 clean ceiling"),
         ("diff", "corrected - uncorrected [95% CI, draws x seeds]"), ("draws_t", "[95% t over draw means]"),
-        ("recovered", "share of the noise cost recovered")])
+        ("recovered", "share of the noise cost recovered"), ("versus", "corrected - the product's corrected [95% CI]")])
     return (f"Machine: {about.get('machine', '?')}; written {about.get('date', '?')}; {about.get('seconds', 0):,} s for the "
             f"last invocation (cached cells not counted). Encoders (`bench.payoff.ENCODERS`): `quick`, the 64-d CNN of "
             f"issues 21 and 39 (`bench.feedback_loop.QUICK_ENCODER`, no trigrams), for sweeps; `product`, the product's "
             f"defaults (`qpr train`'s: trigrams, windows 1, 3 and 5, 300-d). Both: noisy model 3 epochs from scratch "
             f"(batch 128), then every arm 3 warm epochs through the product's retrain (fixed-shape batches of "
             f"{RETRAIN_BATCH} pairs).\n\n{table}\n\n{payoff_bar(rows)}")
+
+
+def versus_product(row: dict, rows: list[dict]) -> str:
+    """A design's corrected H@1 minus the product design's, paired by draw and seed (the same noisy
+    models and training seeds: draws are numbered alike in every row), with its two-level bootstrap
+    interval; empty for the product itself or without a product row of that regime, encoder, budget
+    and error holding those cells."""
+    same = ("regime", "encoder", "budget", "annotator_error")
+    match = [r for r in rows if r["design"] == "product" and all(r[k] == row[k] for k in same)]
+    if row["design"] == "product" or not match:
+        return ""
+    mine, product = np.array(row["H1_per_cell"]["corrected"]), np.array(match[0]["H1_per_cell"]["corrected"])
+    draws, seeds = mine.shape
+    if product.shape[0] < draws or product.shape[1] < seeds:
+        return ""
+    difference = mine - product[:draws, :seeds]
+    low, high = bootstrap_ci(difference, np.random.default_rng(0))
+    return f"{difference.mean():+.4f} [{low:+.4f}, {high:+.4f}]"
 
 
 def payoff_bar(rows: list[dict]) -> str:

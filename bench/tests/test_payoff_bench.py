@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from bench.loop_payoff import ISSUE_KEYS, payoff_markdown, with_payoff_row
+from bench.loop_payoff import ISSUE_KEYS, payoff_markdown, versus_product, with_payoff_row
 from annotations.rounds import AUDIT_ORDERS
 from bench.payoff import DESIGNS, ENCODERS, QUEUES, REGIMES, WEIGHTS, bootstrap_ci, check_batch, summary_row
 from qpr.errors import QPRError
@@ -115,3 +115,21 @@ def test_a_weight_design_is_the_product_with_one_retrain_setting_moved_off_its_d
 def test_a_queue_design_is_the_products_retrain_on_a_queue_the_app_offers():
     for design, order in QUEUES.items():
         assert DESIGNS[design] == DESIGNS["product"] and order in AUDIT_ORDERS and order != "purity"
+
+
+def test_a_design_row_says_its_difference_to_the_products_cells_paired_by_draw_and_seed(tmp_path):
+    about = [{"pair_f1_before": 0.2, "pair_f1_after": 0.25}] * 3
+    results = tmp_path / "r.json"
+    product = summary_row("banking77-auto", "product", "quick", 1000, 0.05, h1(0.02), {((10, 8),)}, about)
+    design = summary_row("banking77-auto", "no-purity", "quick", 1000, 0.05, h1(0.0), {((10, 8),)}, about)
+    other = summary_row("banking77-auto", "no-purity", "product", 1000, 0.05, h1(0.0), {((10, 8),)}, about)
+    results.write_text(json.dumps(with_payoff_row(results, product, 5)))
+    results.write_text(json.dumps(with_payoff_row(results, other, 5)))
+    rows = with_payoff_row(results, design, 5)["runs"]
+    row = next(r for r in rows if r["design"] == "no-purity" and r["encoder"] == "quick")
+    text = versus_product(row, rows)
+    assert text.startswith("-0.02"), text  # h1(0.0) - h1(0.02) on the same uncorrected cells
+    low, high = (float(x) for x in text[text.index("[") + 1:-1].split(", "))
+    assert low < -0.0199 and -0.0201 < high < 0, "the same noise in both: the interval holds the exact difference"
+    assert versus_product(next(r for r in rows if r["encoder"] == "product"), rows) == "", "no product row of its encoder"
+    assert versus_product(product, rows) == ""
