@@ -197,6 +197,11 @@ def coherence_purity(folder: Path, noisy: pd.DataFrame, export: Path) -> pd.Seri
     return purity
 
 
+def export_folder(folder: Path, budget: int, error: float, audit_order: str = "purity") -> Path:
+    """Where a draw's judged export of ``budget`` judgments at annotator error ``error`` is cached."""
+    return folder / (f"export-j{budget}-e{error:g}" + ("" if audit_order == "purity" else f"-audit-{audit_order}"))
+
+
 def judged_export(folder: Path, model: Model, clean: pd.DataFrame, noisy: pd.DataFrame, budget: int, error: float,
                   draw: int, audit_order: str = "purity") -> tuple[pd.DataFrame, pd.DataFrame, pd.Series, dict]:
     """``budget`` judgments in ``ROUNDS`` rounds of the app's queue over ``noisy`` (its audits in
@@ -297,7 +302,7 @@ def draw_cells(data: Path, work: Path, regime: str, budget: int, error: float, d
     folder = work / encoder / regime / f"draw{draw}"
     noisy_model = cell(folder, "noisy", noisy, clean, draw, log, encoder)
     audit_order = QUEUES.get(design, "purity")
-    export = folder / (f"export-j{budget}-e{error:g}" + ("" if audit_order == "purity" else f"-audit-{audit_order}"))
+    export = export_folder(folder, budget, error, audit_order)
     corrected, pairs, purity, about = judged_export(export, noisy_model, clean, noisy, budget, error, draw, audit_order)
     check_batch(regime, {"corrected": corrected})
     log(f"{encoder} {regime} draw {draw} error {error:g} {design}: {json.dumps(about)}")

@@ -16,7 +16,9 @@ clusters from the pure ones:
   calibrated probability at the mean squared distance between its members), a signal that needs no
   judgment.
 
-    python -m bench.payoff_audits --work runs/loop-payoff-57 --encoder quick
+    python -m bench.payoff_audits --work runs/loop-payoff-57 --encoder quick --audit-orders purity coherence
+
+(a draw whose export is not cached is left out, with a line saying so).
 
 Writes bench/results/payoff_audits.json and the marked section ``payoff-audits`` of docs/LOOP_PAYOFF.md.
 """
@@ -33,7 +35,8 @@ import pandas as pd
 
 from annotations.db import open_store
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
-from bench.payoff import REGIMES, imported_clusters, noisy_scorer
+from annotations.rounds import AUDIT_ORDERS
+from bench.payoff import REGIMES, export_folder, imported_clusters, noisy_scorer
 from qpr.data.corpus import data_dir
 
 RESULTS = ROOT / "bench" / "results" / "payoff_audits.json"
@@ -48,11 +51,12 @@ def pair_precision(truth: np.ndarray) -> float:
     return float((counts * (counts - 1)).sum() / (n * (n - 1)))
 
 
-def draw_row(data: Path, work: Path, encoder: str, regime: str, draw: int, budget: int, error: float) -> dict:
-    """The audit figures of one cached draw (module doc)."""
+def draw_row(data: Path, work: Path, encoder: str, regime: str, draw: int, budget: int, error: float,
+             audit_order: str = "purity") -> dict:
+    """The audit figures of one cached draw (module doc), judged by the queue with ``audit_order``."""
     clean, noisy = REGIMES[regime](data, draw)
     folder = work / encoder / regime / f"draw{draw}"
-    export = folder / f"export-j{budget}-e{error:g}"
+    export = export_folder(folder, budget, error, audit_order)
     purity = pd.Series(json.loads((export / "export.json").read_text())["purity"], dtype=float)
     with open_store(f"sqlite:///{(export / 'annotations.db').resolve()}", project="demo") as store:
         judged = store.judgments.frame()
@@ -67,7 +71,8 @@ def draw_row(data: Path, work: Path, encoder: str, regime: str, draw: int, budge
     coherent = noisy_scorer(folder, noisy).coherence(clusters)
     estimated = purity.reindex(clusters.index)
     kept = estimated.notna()
-    return {"encoder": encoder, "regime": regime, "draw": draw, "budget": budget, "annotator_error": error,
+    return {"encoder": encoder, "regime": regime, "draw": draw, "audit_order": audit_order, "budget": budget,
+            "annotator_error": error,
             "judged": len(judged), "judged_inside": int(inside.sum()),
             "inside_truly_same": float(truly[inside].mean()) if inside.any() else None,
             "clusters": len(clusters), "impure_share": float((precision < 1).mean()),
@@ -83,7 +88,7 @@ def markdown(results: dict) -> str:
     table = markdown_table([r | {"inside": f"{r['judged_inside']} of {r['judged']}",
                                  "truly": "" if r["inside_truly_same"] is None else f"{r['inside_truly_same']:.2f}"}
                             for r in results["rows"]], [
-        ("regime", "regime"), ("encoder", "encoder"), ("draw", "draw"), ("budget", "judgments"),
+        ("regime", "regime"), ("encoder", "encoder"), ("audit_order", "audits by"), ("draw", "draw"), ("budget", "judgments"),
         ("inside", "judged pairs inside a cluster"), ("truly", "of those truly the same"),
         ("clusters", "training clusters"), ("impure_share", "impure share"), ("mean_pair_precision", "mean pair precision"),
         ("audited_clusters", "clusters audited"), ("audits_per_audited_median", "audits each (median)"),
@@ -101,14 +106,21 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=3)
     parser.add_argument("--budget", type=int, default=1000)
     parser.add_argument("--error", type=float, default=0.05)
+    parser.add_argument("--audit-orders", nargs="+", choices=AUDIT_ORDERS, default=["purity"],
+                        help="the queues whose cached exports to read (bench.payoff.QUEUES' designs: coherence)")
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--doc", type=Path, default=DOC)
     args = parser.parse_args()
     rows = []
     for regime in args.regimes:
-        for draw in range(args.draws):
-            rows.append(draw_row(args.data, args.work, args.encoder, regime, draw, args.budget, args.error))
-            print(json.dumps(rows[-1]), flush=True)
+        for order in args.audit_orders:
+            for draw in range(args.draws):
+                folder = args.work / args.encoder / regime / f"draw{draw}"
+                if not (export_folder(folder, args.budget, args.error, order) / "export.json").is_file():
+                    print(f"{regime} draw {draw}, audits by {order}: no cached export in {folder}, left out", flush=True)
+                    continue
+                rows.append(draw_row(args.data, args.work, args.encoder, regime, draw, args.budget, args.error, order))
+                print(json.dumps(rows[-1]), flush=True)
     results = {"machine": machine(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "rows": rows}
     write_json(results, args.results)
     replace_marked_section(args.doc, MARKER, markdown(results))
