@@ -179,7 +179,7 @@ def noisy_scorer(folder: Path, noisy: pd.DataFrame) -> PairScorer:
     """The pair scorer of a draw's cached noisy model (in ``folder``) over ``noisy``, calibrated on it,
     as the export judged with it."""
     retriever = Bundle.load(folder / "models" / "noisy").dense_retriever()
-    return PairScorer.of(retriever, noisy, calibrate(retriever, noisy))
+    return PairScorer.of(retriever, noisy)  # calibrated on noisy's val clusters, as PairScorer.of does by default
 
 
 def coherence_purity(folder: Path, noisy: pd.DataFrame, export: Path) -> pd.Series:
