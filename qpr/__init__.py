@@ -23,8 +23,15 @@ whole project; ``qpr --help`` lists the command-line entry points.
 """
 
 import importlib
+import os
 
 from qpr.errors import QPRError
+
+# bm25s (our BM25) runs a JAX top-k as it is imported whenever JAX is installed; on a GPU machine
+# that takes three quarters of the GPU's memory in every process importing it, so a second process
+# (or torch's training beside it) runs out (seen on a lent H200: five benchmark processes, four
+# failed). bm25s only ever gets CPU arrays from us; a user who sets JAX_PLATFORMS keeps theirs.
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 __all__ = ["Hit", "QPRError", "Retriever"]
 

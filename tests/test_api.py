@@ -3,6 +3,7 @@ arguments are errors that say what to do, and a bundle without an encoder is sea
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -75,3 +76,15 @@ except AttributeError as err:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "module 'qpr' has no attribute 'Nope'"
+
+
+def test_importing_the_engine_keeps_jax_off_the_gpu_unless_the_user_chose_a_platform():
+    """bm25s starts JAX when it is imported, and JAX on a GPU takes most of its memory in every
+    process; ``qpr`` keeps it on the CPU, and leaves a platform the user set alone."""
+    script = "import os, qpr.retrieval.lexical; print(os.environ['JAX_PLATFORMS'])"
+    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+    default = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    chosen = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                            env=env | {"JAX_PLATFORMS": "cuda"})
+    assert (default.returncode, default.stdout.strip()) == (0, "cpu"), default.stderr
+    assert (chosen.returncode, chosen.stdout.strip()) == (0, "cuda"), chosen.stderr
