@@ -36,7 +36,7 @@ def test_a_cpu_dry_run_measures_every_system_and_merges_with_paired_gaps(tmp_pat
     monkeypatch.setattr(general, "teacher_words", lambda: ["bank", "loan"])  # the CNN's words from MiniLM: a few, at a test's size
     out = tmp_path / "run.json"
     ood_asymmetric.run(data, out, "cpu", seeds=[0, 1], domains=["banking77", "covid-faq"], budget=1e9, max_queries=20, epochs=1,
-                       cnn=True)
+                       students=("static", "cnn"))
     measured = json.loads(out.read_text())
     assert not measured["partial"] and set(measured["per_query"]) == {"banking77", "covid-faq"}
     systems = {row["system"] for row in measured["rows"]}
@@ -81,6 +81,23 @@ def test_a_cpu_dry_run_measures_every_system_and_merges_with_paired_gaps(tmp_pat
     assert bar["minilm_minus_fast_by_system"]["static"] == round(float(np.mean(
         [np.mean(np.subtract(hits["minilm"], hits[f"static@{seed}"])) for seed in (0, 1) for hits in measured["per_query"].values()])), 4)
     assert bar["best_fast_encode_over_minilm"] == 13.3
+    monkeypatch.setattr(ood_asymmetric, "BAR_SEEDS", 2)  # with systems at enough seeds, one seed's figure is shown, never the best
+    ood_asymmetric.merge([out, second], rates)
+    bar = json.loads(results.read_text())["bar"]
+    assert bar["best_fast_system"] == best and bar["minilm_minus_fast_by_system"]["cnn-x"] == 0.0
+    # A later call that measured one student at one seed on part of the domains: the domains stay all the
+    # first file's, a system measured on fewer is shown but has no mean, and one seed is not the bar's best.
+    one_seed = dict(measured, seeds=[5], per_query={"banking77": {"minilm": measured["per_query"]["banking77"]["minilm"],
+                                                                  "bm25": measured["per_query"]["banking77"]["bm25"],
+                                                                  "cnn-y@5": measured["per_query"]["banking77"]["minilm"]}},
+                    rows=[{"left_out": "banking77", "system": "cnn-y", "seed": 5, "H1": 1.0, "asymmetric": False}], partial=True)
+    third = tmp_path / "run3.json"
+    third.write_text(json.dumps(one_seed))
+    ood_asymmetric.merge([out, third], rates)
+    merged = json.loads(results.read_text())
+    assert merged["bar"]["best_fast_system"] == best and "cnn-y" not in merged["bar"]["minilm_minus_fast_by_system"]
+    assert {r["left_out"] for r in merged["runs"] if r.get("system") == "cnn-y"} == {"banking77"}
+    assert len({r["left_out"] for r in merged["runs"] if r.get("issue") == 58}) == 2
 
 
 def test_the_weight_a_system_scores_with_and_the_kept_token_ids():
