@@ -5,6 +5,8 @@ app serving 1M / 10M questions. Each step merges its keys into bench/results/ser
     python -m bench.serving burst [--bundle B]               # 20 back-to-back clients, old path vs coalesced
     python -m bench.serving build --n 1000000 --out B1M      # a bundle over n questions (untrained weights)
     python -m bench.serving big --bundle B1M --key oneM      # startup, RSS, search p50/p99 through the app
+    python -m bench.serving asymmetric --out A1M             # issue 58: a 1M student bundle and its asymmetric twin
+    python -m bench.serving big --bundle A1M/asymmetric --key oneM_asymmetric   # (and A1M/student, oneM_student)
     python -m bench.serving gpu-merge FILE                   # bench.serving_gpu's file (a GPU machine's) as "gpu"
 
 ``tokenize``: every Quora-lite question from texts to padded id arrays, per CPU second of this
@@ -48,6 +50,7 @@ import os
 import statistics
 import tempfile
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -61,15 +64,19 @@ from bench.scale import SHARD, Stacked, scale_corpus, shard_path, shards
 from bench.search_load import GradioClient, HttpClient, run_search_load
 from harness.app_process import start_app, stop_app
 from qpr.bundles.bundle import Bundle
+from qpr.bundles.general import STUDENT
 from qpr.data.corpus import load_corpus
 from qpr.data.corpus_file import corpus_path, read_corpus_file
 from qpr.fsutil.atomic import atomic_path
 from qpr.model.encoder import EncoderConfig, QuestionEncoder, encode_texts, pad_batch
 from qpr.model.text import TextConfig, Vocabulary
 from qpr.research.confidence import mean_ci
+from qpr.retrieval.asymmetric import MEASURED, WeightChoice, unit
+from qpr.retrieval.index import VectorIndex
 
 RESULTS = ROOT / "bench" / "results" / "serving.json"
 EMPTY = {"questions": 0, "startup_s": 0.0, "rss_gb": 0.0, "search_p50_ms": 0.0, "search_p99_ms": 0.0}
+MINILM_DIM = 384  # the teacher's width, which an asymmetric bundle's student shares
 NO_GPU = "not measured: this task was not drawn for a device machine (no GPU lent)"
 
 
@@ -183,18 +190,23 @@ def burst(bundle: Path | None, clients: int, per_client: int, repeats: int) -> d
                 "load_average": os.getloadavg()[0]}
 
 
-def build(n: int, out: Path, work: Path) -> Path:
-    """A bundle over Quora-lite + distractors up to ``n`` questions (``bench.scale``'s corpus) with
-    the product's default encoder shape, weights untrained (seed 0): what a search costs depends on
-    the shapes (300-d vectors, the index ``auto`` picks for ``n``), not the weights' values; no
-    quality is measured from it (docs/SCALE.md has quality at these sizes)."""
+def scale_table(n: int, work: Path) -> tuple[pd.DataFrame, Vocabulary]:
+    """Quora-lite + distractors up to ``n`` questions (``bench.scale``'s corpus, kept under
+    ``work``) and the vocabulary of Quora-lite's training questions."""
     base = load_corpus(Path(os.environ.get("QPR_DATA_DIR", ROOT.parent / "shared" / "data")) / "quora-lite")
     table_path = work / f"corpus-{n}.parquet"
     if not table_path.exists():
         with atomic_path(table_path) as tmp:
             (base if n <= len(base) else scale_corpus(base, n)).to_parquet(tmp, index=False)
-    corpus = pd.read_parquet(table_path)
-    vocab = Vocabulary.build(base.loc[base["split"] == "train", "question"], TextConfig())
+    return pd.read_parquet(table_path), Vocabulary.build(base.loc[base["split"] == "train", "question"], TextConfig())
+
+
+def build(n: int, out: Path, work: Path) -> Path:
+    """A bundle over Quora-lite + distractors up to ``n`` questions (``bench.scale``'s corpus) with
+    the product's default encoder shape, weights untrained (seed 0): what a search costs depends on
+    the shapes (300-d vectors, the index ``auto`` picks for ``n``), not the weights' values; no
+    quality is measured from it (docs/SCALE.md has quality at these sizes)."""
+    corpus, vocab = scale_table(n, work)
     torch.manual_seed(0)
     encoder = QuestionEncoder(vocab.size, EncoderConfig())
     vectors = encoded_shards(work, n, encoder, vocab, corpus)
@@ -203,6 +215,40 @@ def build(n: int, out: Path, work: Path) -> Path:
                            vectors=vectors)
     print(f"built {len(corpus):,} questions in {time.perf_counter() - start:.0f} s: {bundle.index.describe()}", flush=True)
     return bundle.save(out)
+
+
+def build_asymmetric(n: int, out: Path, work: Path) -> dict:
+    """Issue 58's costs at ``n`` questions: the general CNN's shape (``STUDENT``, MiniLM's 384
+    dimensions; untrained, seed 0) encodes ``bench.scale``'s corpus into a symmetric bundle
+    (``out``/student) and its asymmetric twin (``out``/asymmetric: ``Bundle.with_teacher``, what
+    ``qpr rebase --asymmetric`` builds, at the weight ``MEASURED``). The teacher's vectors are random
+    unit vectors (seed 0): an index's size, build and search cost depend on the shapes, not the
+    values, and MiniLM's own encoding of the corpus is a one-time cost measured apart (its rate in
+    docs/OUT_OF_DOMAIN.md). Returns the build's seconds and sizes."""
+    corpus, vocab = scale_table(n, work)
+    torch.manual_seed(0)
+    encoder = QuestionEncoder(vocab.size, replace(STUDENT, output_dim=MINILM_DIM, normalize=True))
+    start = time.perf_counter()
+    student = encode_texts(encoder, vocab, corpus["question"].tolist())
+    encode_s = time.perf_counter() - start
+    start = time.perf_counter()
+    bundle = Bundle.create(encoder, vocab, corpus, train_info={"weights": "untrained, seed 0 (bench.serving asymmetric)"},
+                           vectors=student)
+    create_s = time.perf_counter() - start
+    start = time.perf_counter()
+    VectorIndex.build(student, corpus["qid"].to_numpy(), bundle.index.config)
+    symmetric_s = time.perf_counter() - start
+    teacher = unit(np.random.default_rng(0).standard_normal((len(corpus), MINILM_DIM)).astype(np.float32))
+    start = time.perf_counter()
+    asymmetric = bundle.with_teacher(teacher, WeightChoice(MEASURED, {}, 0), student=student)
+    asymmetric_s = time.perf_counter() - start
+    folders = {"student": bundle.save(out / "student"), "asymmetric": asymmetric.save(out / "asymmetric")}
+    size = {name: sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 1e9 for name, folder in folders.items()}
+    return {"questions": len(corpus), "dimensions": MINILM_DIM, "encode_s": encode_s, "create_s": create_s,
+            "index_build_s": {"student": symmetric_s, "asymmetric": asymmetric_s},
+            "index": {"student": bundle.index.describe(), "asymmetric": asymmetric.index.describe()},
+            "bundle_gb": size, "teacher": "random unit vectors, seed 0 (costs depend on shapes, not values)",
+            "machine": machine(), "date": datetime.now(timezone.utc).isoformat(timespec="minutes")}
 
 
 def encoded_shards(work: Path, n: int, encoder: QuestionEncoder, vocab: Vocabulary, corpus: pd.DataFrame):
@@ -319,9 +365,13 @@ def main() -> None:
     p.add_argument("--n", type=int, required=True)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--work", type=Path, default=ROOT.parent / "scale-work")
+    p = sub.add_parser("asymmetric")
+    p.add_argument("--n", type=int, default=1_000_000)
+    p.add_argument("--out", type=Path, required=True, help="a folder: the symmetric and asymmetric bundles go in it")
+    p.add_argument("--work", type=Path, default=ROOT.parent / "scale-work")
     p = sub.add_parser("big")
     p.add_argument("--bundle", type=Path, required=True)
-    p.add_argument("--key", choices=["oneM", "tenM"], required=True)
+    p.add_argument("--key", choices=["oneM", "tenM", "oneM_student", "oneM_asymmetric"], required=True)
     p.add_argument("--searches", type=int, default=300)
     p = sub.add_parser("gpu-merge")
     p.add_argument("file", type=Path, help="the JSON file python -m bench.serving_gpu wrote")
@@ -335,6 +385,8 @@ def main() -> None:
         print(merge({key: measured | ({"questions": size} if size else {"corpus": "demo"})}, replace=True))
     elif args.step == "build":
         build(args.n, args.out, args.work)
+    elif args.step == "asymmetric":
+        print(merge({"oneM_asymmetric_build": build_asymmetric(args.n, args.out, args.work)}, replace=True))
     elif args.step == "gpu-merge":
         gpu = merge({"gpu": gpu_row(args.file), "gpu_reason": None}, replace=True)["gpu"]
         replace_marked_section(ROOT / "docs" / "SERVING.md", "gpu", gpu_table(gpu))
