@@ -251,6 +251,29 @@ def build_asymmetric(n: int, out: Path, work: Path) -> dict:
             "machine": machine(), "date": datetime.now(timezone.utc).isoformat(timespec="minutes")}
 
 
+ASYMMETRIC_KEYS = ("oneM_asymmetric_build", "oneM_student", "oneM_asymmetric")
+
+
+def asymmetric_table(results: dict) -> str:
+    """docs/SERVING.md's ``asym1m`` section: the 1M student bundle beside its asymmetric twin
+    (``build_asymmetric``, then ``big`` on each), from the results' ``ASYMMETRIC_KEYS``."""
+    built, served = results["oneM_asymmetric_build"], {name: results[f"oneM_{name}"] for name in ("student", "asymmetric")}
+    rows = [{"bundle": name, "index": built["index"][name], "index_build_s": built["index_build_s"][name],
+             "bundle_gb": built["bundle_gb"][name], "startup_s": row["startup_s"], "first_start_s": row["first_start_s"],
+             "rss_gb": row["rss_gb"], "private_rss_gb": row["private_rss_gb"],
+             "p50_p99": f"{row['search_p50_ms']:.1f} / {row['search_p99_ms']:.1f}",
+             "http_p50_p99": f"{row['http_search_p50_ms']:.1f} / {row['http_search_p99_ms']:.1f}", "load": row["load_average"]}
+            for name, row in served.items()]
+    table = markdown_table(rows, [("bundle", "bundle"), ("index", "index"), ("index_build_s", "index build (s)"),
+                                  ("bundle_gb", "on disk (GB)"), ("startup_s", "restart (s)"), ("first_start_s", "first start (s)"),
+                                  ("rss_gb", "RSS (GB)"), ("private_rss_gb", "private (GB)"), ("p50_p99", "Gradio p50 / p99 (ms)"),
+                                  ("http_p50_p99", "HTTP p50 / p99 (ms)"), ("load", "1-min load")])
+    return (f"Measured {built['date']} on {built['machine']}: {built['questions']:,} questions (Quora-lite + distractors), "
+            f"the general CNN's shape ({built['dimensions']}-d, untrained, seed 0; encoding the corpus took "
+            f"{built['encode_s']:.0f} s on one thread), the teacher's vectors {built['teacher']}; "
+            f"{served['student']['searches']} searches one at a time, one run each.\n\n{table}")
+
+
 def encoded_shards(work: Path, n: int, encoder: QuestionEncoder, vocab: Vocabulary, corpus: pd.DataFrame):
     """The corpus' vectors from ``bench.scale encode``'s shards under ``work`` (memory-mapped; K
     processes encode them in parallel and resumably), if they are all there and hold this
@@ -392,7 +415,10 @@ def main() -> None:
         replace_marked_section(ROOT / "docs" / "SERVING.md", "gpu", gpu_table(gpu))
         print(gpu_table(gpu))
     else:
-        print(merge({args.key: big(args.bundle, args.searches)}, replace=True))
+        results = merge({args.key: big(args.bundle, args.searches)}, replace=True)
+        print(results[args.key])
+        if all(key in results for key in ASYMMETRIC_KEYS):
+            replace_marked_section(ROOT / "docs" / "SERVING.md", "asym1m", asymmetric_table(results))
 
 
 if __name__ == "__main__":
