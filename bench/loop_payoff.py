@@ -443,6 +443,9 @@ def main() -> None:
                              "defaults (the primary rows), or the quick 64-d CNN (sweeps)")
     parser.add_argument("--payoff-work", type=Path, default=ROOT / "runs" / "loop-payoff-57")
     parser.add_argument("--seeds", type=int, default=5, help="training seeds per model in the retraining part")
+    parser.add_argument("--keep-recorded-draws", action="store_true",
+                        help="payoff part: take the draws a row of --results already has (its recorded cells) and train "
+                             "only the draws after them, e.g. to add draws on a machine without the earlier draws' cache")
     parser.add_argument("--export-budgets", nargs="+", type=int, default=list(EXPORT_BUDGETS))
     parser.add_argument("--eval-budgets", nargs="+", type=int, default=list(EVAL_BUDGETS))
     parser.add_argument("--work", type=Path, default=ROOT / "runs" / "loop-payoff", help="models and finished rows, for resuming")
@@ -458,8 +461,9 @@ def main() -> None:
         log(f"payoff: {args.regime}, {args.encoder} encoder, {args.budget} judgments, errors {args.errors}, "
             f"{args.draws} draws x {args.seeds} seeds")
         last = start
+        recorded = json.loads(args.results.read_text())["runs"] if args.keep_recorded_draws and args.results.is_file() else []
         for row in regime_rows(args.data.parent, args.payoff_work, args.regime, args.budget, args.errors, args.draws,
-                               args.seeds, log, tuple(args.designs), args.encoder):
+                               args.seeds, log, tuple(args.designs), args.encoder, recorded):
             # This row's wall time in this invocation (cells cached by an earlier one not counted).
             row["seconds"], last = round(time.perf_counter() - last), time.perf_counter()
             results = with_payoff_row(args.results, row, round(time.perf_counter() - start))

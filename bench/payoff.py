@@ -40,6 +40,7 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 from sklearn.cluster import KMeans
 from sklearn.decomposition import TruncatedSVD
 from sklearn.feature_extraction.text import TfidfVectorizer
@@ -271,17 +272,27 @@ DESIGNS |= {name: DESIGNS["product"] for name in QUEUES}
 
 
 def regime_rows(data: Path, work: Path, regime: str, budget: int, errors: list[float], draws: int, seeds: int,
-                log: Callable[[str], None], designs: tuple[str, ...] = ("product",), encoder: str = "quick") -> Iterator[dict]:
+                log: Callable[[str], None], designs: tuple[str, ...] = ("product",), encoder: str = "quick",
+                recorded: list[dict] = ()) -> Iterator[dict]:
     """The rows of ``regime`` (a name of ``REGIMES``) with ``encoder`` (of ``ENCODERS``), yielded as they
     finish: one per annotator error rate and design, in the order given (the primary endpoint's first),
-    each over every draw and seed."""
+    each over every draw and seed. A row of ``recorded`` (earlier result rows) with the same setting
+    and seeds gives its draws as they were measured, so that only the draws after them are trained
+    (``recorded_draw``)."""
     for error in errors:
         for design in designs:
             h1 = {arm: np.zeros((draws, seeds)) for arm in ARMS}
             shapes, abouts = set(), []
+            earlier = next((r for r in recorded if r.get("part") == "payoff" and r["seeds"] == seeds and all(
+                r[k] == v for k, v in {"regime": regime, "budget": budget, "annotator_error": error, "design": design,
+                                       "encoder": encoder}.items())), None)
             for draw in range(draws):
-                cells, draw_shapes, about = draw_cells(data, work, regime, budget, error, design, draw, range(seeds), log,
-                                                       encoder)
+                if earlier is not None and draw < earlier["draws"]:
+                    cells, draw_shapes, about = recorded_draw(earlier, draw)
+                    log(f"{encoder} {regime} draw {draw} error {error:g} {design}: as recorded")
+                else:
+                    cells, draw_shapes, about = draw_cells(data, work, regime, budget, error, design, draw, range(seeds),
+                                                           log, encoder)
                 for arm in ARMS:
                     h1[arm][draw] = cells[arm]
                 shapes |= draw_shapes
@@ -321,6 +332,14 @@ def draw_cells(data: Path, work: Path, regime: str, budget: int, error: float, d
     return h1, shapes, about
 
 
+def recorded_draw(row: dict, draw: int) -> tuple[dict, set, dict]:
+    """One draw of a result row as ``draw_cells`` gives it (H@1 per arm in seed order, the retrains'
+    shapes, what was judged), read from the row's recorded cells: for adding draws to a row whose
+    earlier draws' models are no longer cached (the row keeps every cell it was computed from)."""
+    shapes = {tuple(map(tuple, shape)) for shape in row["steps_and_batch"]}
+    return {arm: row["H1_per_cell"][arm][draw] for arm in ARMS}, shapes, row["judged"][draw]
+
+
 def summary_row(regime: str, design: str, encoder: str, budget: int, error: float, h1: dict, shapes: set,
                 abouts: list[dict]) -> dict:
     """One result row: means, the paired difference with its intervals, the ceiling and the share recovered."""
@@ -328,7 +347,7 @@ def summary_row(regime: str, design: str, encoder: str, budget: int, error: floa
     gain = h1["corrected"] - h1["uncorrected"]
     room = h1["ceiling"] - h1["uncorrected"]
     per_draw = gain.mean(axis=1)
-    t_half = {2: 4.303, 3: 3.182, 4: 2.776}.get(len(per_draw) - 1, 2.0) * per_draw.std(ddof=1) / np.sqrt(len(per_draw))
+    t_half = stats.t.ppf(0.975, len(per_draw) - 1) * per_draw.std(ddof=1) / np.sqrt(len(per_draw))
     return {
         "part": "payoff", "regime": regime, "design": design, "encoder": encoder, "annotator_error": error, "budget": budget,
         "judgments": budget, "draws": int(gain.shape[0]), "seeds": int(gain.shape[1]), "equal_steps": len(shapes) == 1,

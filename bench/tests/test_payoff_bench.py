@@ -11,7 +11,8 @@ import pytest
 
 from bench.loop_payoff import ISSUE_KEYS, payoff_markdown, versus_product, with_payoff_row
 from annotations.rounds import AUDIT_ORDERS
-from bench.payoff import DESIGNS, ENCODERS, QUEUES, REGIMES, WEIGHTS, bootstrap_ci, check_batch, summary_row
+import bench.payoff
+from bench.payoff import DESIGNS, ENCODERS, QUEUES, REGIMES, WEIGHTS, bootstrap_ci, check_batch, regime_rows, summary_row
 from qpr.errors import QPRError
 from qpr.model.encoder import EncoderConfig
 from qpr.model.text import TextConfig
@@ -56,6 +57,33 @@ def test_a_payoff_row_has_the_issue_keys_intervals_and_the_share_recovered(tmp_p
     assert "at another budget: banking77-auto-fine (quick encoder) at annotator error 0.05" in bar and "at 4,000 judgments" in bar
 
 
+def test_recorded_draws_extend_a_row_with_only_the_new_draws_trained(monkeypatch, tmp_path):
+    """--keep-recorded-draws: a row's recorded cells stand for its draws (no model is trained for
+    them), the new draws are trained, and the row over all of them is what one run would give."""
+    cells, about = h1(0.02), [{"pair_f1_before": 0.2 + d, "pair_f1_after": 0.25} for d in range(3)]
+    full = summary_row("banking77-auto", "product", "product", 1000, 0.05, cells, {((10, 8),)}, about)
+    first = summary_row("banking77-auto", "product", "product", 1000, 0.05, {a: v[:2] for a, v in cells.items()},
+                        {((10, 8),)}, about[:2])
+    first = json.loads(json.dumps(first))  # as the results file holds it
+    trained = []
+
+    def draw_cells(data, work, regime, budget, error, design, draw, seeds, log, encoder):
+        trained.append(draw)
+        return {arm: list(cells[arm][draw]) for arm in cells}, {((10, 8),)}, about[draw]
+
+    monkeypatch.setattr(bench.payoff, "draw_cells", draw_cells)
+    rows = regime_rows(tmp_path, tmp_path, "banking77-auto", 1000, [0.05], 3, 5, lambda line: None,
+                       encoder="product", recorded=[first | {"encoder": "quick"}, first])
+    (row,) = list(rows)
+    assert trained == [2], "only the draw after the recorded ones is trained"
+    assert row == full
+    other_seeds = regime_rows(tmp_path, tmp_path, "banking77-auto", 1000, [0.05], 3, 5, lambda line: None,
+                              encoder="product", recorded=[first | {"seeds": 4}])
+    trained.clear()
+    list(other_seeds)
+    assert trained == [0, 1, 2], "a row of other seeds is not taken"
+
+
 def test_the_bar_reads_the_product_encoders_primary_row_first_and_keeps_the_quick_ones_beside_it(tmp_path):
     about = [{"pair_f1_before": 0.2, "pair_f1_after": 0.25}] * 3
     results = tmp_path / "r.json"
@@ -70,6 +98,17 @@ def test_the_bar_reads_the_product_encoders_primary_row_first_and_keeps_the_quic
     bar = payoff_markdown(both)
     assert "lower end above zero: yes, banking77-auto (product encoder) at annotator error 0.05" in bar
     assert ", banking77-auto (quick encoder) at annotator error 0.05" in bar and "not measured there" not in bar
+
+
+def test_the_t_interval_over_draw_means_uses_the_t_quantile_of_its_draws():
+    """Six draws: t(0.975, 5) = 2.571, not the normal's 2 (which gave too narrow an interval)."""
+    rng = np.random.default_rng(1)
+    cells = {"uncorrected": 0.5 + rng.normal(0, 0.01, (6, 5))}
+    cells |= {"corrected": cells["uncorrected"] + rng.normal(0.02, 0.01, (6, 5)), "ceiling": cells["uncorrected"] + 0.2}
+    row = summary_row("banking77-auto", "product", "quick", 1000, 0.05, cells, {((10, 8),)}, [{"pair_f1_before": 0.2, "pair_f1_after": 0.2}] * 6)
+    means = (cells["corrected"] - cells["uncorrected"]).mean(axis=1)
+    low, high = row["corrected_minus_uncorrected_draws_t95"]
+    assert high - low == pytest.approx(2 * 2.5706 * means.std(ddof=1) / np.sqrt(6), rel=1e-4)
 
 
 def test_the_product_encoder_is_what_qpr_train_builds_by_default():
