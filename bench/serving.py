@@ -80,15 +80,15 @@ MINILM_DIM = 384  # the teacher's width, which an asymmetric bundle's student sh
 NO_GPU = "not measured: this task was not drawn for a device machine (no GPU lent)"
 
 
-def merge(update: dict, replace: bool = False) -> dict:
+def merge(update: dict, overwrite: bool = False) -> dict:
     """``update`` merged into the results file (created with the issue's keys), with machine and
-    date; ``replace``: its keys' values replace the file's instead of being merged into them."""
+    date; ``overwrite``: its keys' values replace the file's instead of being merged into them."""
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {
         "tokenize_qps_per_core": 0.0, "tokenize_qps_per_core_before": 0.0, "tenM": dict(EMPTY), "oneM": dict(EMPTY),
         "burst": {"clients": 20, "questions": 0, "searches_per_s": 0.0, "searches_per_s_before": 0.0, "p99_ms": 0.0},
         "gpu": None, "gpu_reason": NO_GPU, "machine": "", "date": ""}
     for key, value in update.items():
-        merged = not replace and isinstance(results.get(key), dict) and isinstance(value, dict)
+        merged = not overwrite and isinstance(results.get(key), dict) and isinstance(value, dict)
         results[key] = results[key] | value if merged else value
     results |= {"machine": f"2-core CPU machine: {machine()}", "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     write_json(results, RESULTS)
@@ -405,17 +405,17 @@ def main() -> None:
         measured = burst(args.bundle, args.clients, args.per_client, args.repeats)
         key = "burst" if args.bundle else "burst_demo"
         size = len(read_corpus_file(corpus_path(args.bundle), "rebuild the bundle")) if args.bundle else None
-        print(merge({key: measured | ({"questions": size} if size else {"corpus": "demo"})}, replace=True))
+        print(merge({key: measured | ({"questions": size} if size else {"corpus": "demo"})}, overwrite=True))
     elif args.step == "build":
         build(args.n, args.out, args.work)
     elif args.step == "asymmetric":
-        print(merge({"oneM_asymmetric_build": build_asymmetric(args.n, args.out, args.work)}, replace=True))
+        print(merge({"oneM_asymmetric_build": build_asymmetric(args.n, args.out, args.work)}, overwrite=True))
     elif args.step == "gpu-merge":
-        gpu = merge({"gpu": gpu_row(args.file), "gpu_reason": None}, replace=True)["gpu"]
+        gpu = merge({"gpu": gpu_row(args.file), "gpu_reason": None}, overwrite=True)["gpu"]
         replace_marked_section(ROOT / "docs" / "SERVING.md", "gpu", gpu_table(gpu))
         print(gpu_table(gpu))
     else:
-        results = merge({args.key: big(args.bundle, args.searches)}, replace=True)
+        results = merge({args.key: big(args.bundle, args.searches)}, overwrite=True)
         print(results[args.key])
         if all(key in results for key in ASYMMETRIC_KEYS):
             replace_marked_section(ROOT / "docs" / "SERVING.md", "asym1m", asymmetric_table(results))
