@@ -24,6 +24,10 @@ and 300 test clusters, 2,000 distractors) and a small encoder, three parts:
 
     python -m bench.loop_payoff            # everything; resumable (models and rows kept in --work)
     python -m bench.loop_payoff --render-only
+    python -m bench.loop_payoff --parts payoff --encoder product --errors 0.05 --draws 6 --keep-recorded-draws
+                                           # issue 57's payoff part (``bench.payoff``): add draws 3-5 to a row
+                                           # whose draws 0-2 are recorded but no longer cached
+    python -m bench.loop_payoff --parts payoff --encoder product --errors 0.05 --designs no-purity --draws 6 --first-draw 3
 
 Writes bench/results/loop_payoff.json and the marked section of docs/LOOP_PAYOFF.md.
 """
@@ -50,7 +54,7 @@ from annotations.simulation.oracle import SimulatedAnnotator, label_errors, true
 from annotations.simulation.strategies import candidate_pool, within_pool
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
 from bench.feedback_loop import MIN_HALF, QUICK_ENCODER, noisy_copy, quick_slice, singleton_share
-from bench.payoff import DESIGNS, ENCODERS, RETRAIN_BATCH, bootstrap_ci, regime_rows
+from bench.payoff import DESIGNS, ENCODERS, RETRAIN_BATCH, bootstrap_ci, regime_rows, row_draws
 from bench.payoff import REGIMES as PAYOFF_REGIMES
 from qpr.bundles.bundle import Bundle
 from qpr.research.cluster_quality import cluster_quality, errors_fixed
@@ -443,6 +447,9 @@ def main() -> None:
                              "defaults (the primary rows), or the quick 64-d CNN (sweeps)")
     parser.add_argument("--payoff-work", type=Path, default=ROOT / "runs" / "loop-payoff-57")
     parser.add_argument("--seeds", type=int, default=5, help="training seeds per model in the retraining part")
+    parser.add_argument("--first-draw", type=int, default=0,
+                        help="payoff part: the row's draws are --first-draw to --draws - 1 (e.g. a design measured on the "
+                             "draws whose noisy models this machine holds, paired with the product's same draws)")
     parser.add_argument("--keep-recorded-draws", action="store_true",
                         help="payoff part: take the draws a row of --results already has (its recorded cells) and train "
                              "only the draws after them, e.g. to add draws on a machine without the earlier draws' cache")
@@ -463,7 +470,7 @@ def main() -> None:
         last = start
         recorded = json.loads(args.results.read_text())["runs"] if args.keep_recorded_draws and args.results.is_file() else []
         for row in regime_rows(args.data.parent, args.payoff_work, args.regime, args.budget, args.errors, args.draws,
-                               args.seeds, log, tuple(args.designs), args.encoder, recorded):
+                               args.seeds, log, tuple(args.designs), args.encoder, recorded, args.first_draw):
             # This row's wall time in this invocation (cells cached by an earlier one not counted).
             row["seconds"], last = round(time.perf_counter() - last), time.perf_counter()
             results = with_payoff_row(args.results, row, round(time.perf_counter() - start))
@@ -511,12 +518,13 @@ def payoff_markdown(results: dict) -> str:
         "primary": "**yes**" if all(r.get(k) == v for k, v in PRIMARY.items()) else "",
         "diff": f"{r['corrected_minus_uncorrected']:+.4f} {interval(r['corrected_minus_uncorrected_ci95'])}",
         "draws_t": interval(r["corrected_minus_uncorrected_draws_t95"]),
+        "draw_numbers": f"{r['draws']}" + (f" ({r['first_draw']}-{r['first_draw'] + r['draws'] - 1})" if r.get("first_draw") else ""),
         "f1": f"{r['pair_f1_before']:.3f} -> {r['pair_f1_after']:.3f}",
         "shape": "yes" if r["equal_steps"] else "NO",
         "recovered": "" if r["recovered_share"] is None else f"{r['recovered_share']:.2f}",
         "versus": versus_product(r, rows)} for r in rows], [
         ("regime", "regime"), ("design", "design"), ("encoder", "encoder"), ("budget", "judgments"), ("annotator_error", "annotator error"),
-        ("primary", "primary"), ("draws", "draws"), ("seeds", "seeds"), ("shape", "equal steps"), ("f1", "pair F1 of the labels"),
+        ("primary", "primary"), ("draw_numbers", "draws"), ("seeds", "seeds"), ("shape", "equal steps"), ("f1", "pair F1 of the labels"),
         ("H1_uncorrected_mean", "H@1 uncorrected"), ("H1_after_mean", "H@1 corrected"), ("ceiling_h1", "H@1 clean ceiling"),
         ("diff", "corrected - uncorrected [95% CI, draws x seeds]"), ("draws_t", "[95% t over draw means]"),
         ("recovered", "share of the noise cost recovered"), ("versus", "corrected - the product's corrected [95% CI]")])
@@ -539,9 +547,10 @@ def versus_product(row: dict, rows: list[dict]) -> str:
         return ""
     mine, product = np.array(row["H1_per_cell"]["corrected"]), np.array(match[0]["H1_per_cell"]["corrected"])
     draws, seeds = mine.shape
-    if product.shape[0] < draws or product.shape[1] < seeds:
+    if not set(row_draws(row)) <= set(row_draws(match[0])) or product.shape[1] < seeds:
         return ""
-    difference = mine - product[:draws, :seeds]
+    first = row_draws(row).start - row_draws(match[0]).start
+    difference = mine - product[first:first + draws, :seeds]
     low, high = bootstrap_ci(difference, np.random.default_rng(0))
     return f"{difference.mean():+.4f} [{low:+.4f}, {high:+.4f}]"
 

@@ -273,31 +273,31 @@ DESIGNS |= {name: DESIGNS["product"] for name in QUEUES}
 
 def regime_rows(data: Path, work: Path, regime: str, budget: int, errors: list[float], draws: int, seeds: int,
                 log: Callable[[str], None], designs: tuple[str, ...] = ("product",), encoder: str = "quick",
-                recorded: list[dict] = ()) -> Iterator[dict]:
+                recorded: list[dict] = (), first_draw: int = 0) -> Iterator[dict]:
     """The rows of ``regime`` (a name of ``REGIMES``) with ``encoder`` (of ``ENCODERS``), yielded as they
     finish: one per annotator error rate and design, in the order given (the primary endpoint's first),
-    each over every draw and seed. A row of ``recorded`` (earlier result rows) with the same setting
-    and seeds gives its draws as they were measured, so that only the draws after them are trained
-    (``recorded_draw``)."""
+    each over the draws ``first_draw`` to ``draws`` - 1 and every seed. A row of ``recorded`` (earlier
+    result rows) with the same setting and seeds gives the draws it holds as they were measured, so
+    that only the other draws are trained (``recorded_draw``)."""
     for error in errors:
         for design in designs:
-            h1 = {arm: np.zeros((draws, seeds)) for arm in ARMS}
+            h1 = {arm: np.zeros((draws - first_draw, seeds)) for arm in ARMS}
             shapes, abouts = set(), []
             earlier = next((r for r in recorded if r.get("part") == "payoff" and r["seeds"] == seeds and all(
                 r[k] == v for k, v in {"regime": regime, "budget": budget, "annotator_error": error, "design": design,
                                        "encoder": encoder}.items())), None)
-            for draw in range(draws):
-                if earlier is not None and draw < earlier["draws"]:
+            for draw in range(first_draw, draws):
+                if earlier is not None and draw in row_draws(earlier):
                     cells, draw_shapes, about = recorded_draw(earlier, draw)
                     log(f"{encoder} {regime} draw {draw} error {error:g} {design}: as recorded")
                 else:
                     cells, draw_shapes, about = draw_cells(data, work, regime, budget, error, design, draw, range(seeds),
                                                            log, encoder)
                 for arm in ARMS:
-                    h1[arm][draw] = cells[arm]
+                    h1[arm][draw - first_draw] = cells[arm]
                 shapes |= draw_shapes
                 abouts.append(about)
-            row = summary_row(regime, design, encoder, budget, error, h1, shapes, abouts)
+            row = summary_row(regime, design, encoder, budget, error, h1, shapes, abouts, first_draw)
             log(json.dumps(row))
             yield row
 
@@ -332,17 +332,25 @@ def draw_cells(data: Path, work: Path, regime: str, budget: int, error: float, d
     return h1, shapes, about
 
 
+def row_draws(row: dict) -> range:
+    """The draws a result row measured (rows before ``first_draw`` existed start at draw 0)."""
+    first = row.get("first_draw", 0)
+    return range(first, first + row["draws"])
+
+
 def recorded_draw(row: dict, draw: int) -> tuple[dict, set, dict]:
     """One draw of a result row as ``draw_cells`` gives it (H@1 per arm in seed order, the retrains'
     shapes, what was judged), read from the row's recorded cells: for adding draws to a row whose
     earlier draws' models are no longer cached (the row keeps every cell it was computed from)."""
     shapes = {tuple(map(tuple, shape)) for shape in row["steps_and_batch"]}
-    return {arm: row["H1_per_cell"][arm][draw] for arm in ARMS}, shapes, row["judged"][draw]
+    at = draw - row.get("first_draw", 0)
+    return {arm: row["H1_per_cell"][arm][at] for arm in ARMS}, shapes, row["judged"][at]
 
 
 def summary_row(regime: str, design: str, encoder: str, budget: int, error: float, h1: dict, shapes: set,
-                abouts: list[dict]) -> dict:
-    """One result row: means, the paired difference with its intervals, the ceiling and the share recovered."""
+                abouts: list[dict], first_draw: int = 0) -> dict:
+    """One result row: means, the paired difference with its intervals, the ceiling and the share
+    recovered; its cells are the draws ``first_draw`` on, in order."""
     rng = np.random.default_rng(0)
     gain = h1["corrected"] - h1["uncorrected"]
     room = h1["ceiling"] - h1["uncorrected"]
@@ -350,7 +358,7 @@ def summary_row(regime: str, design: str, encoder: str, budget: int, error: floa
     t_half = stats.t.ppf(0.975, len(per_draw) - 1) * per_draw.std(ddof=1) / np.sqrt(len(per_draw))
     return {
         "part": "payoff", "regime": regime, "design": design, "encoder": encoder, "annotator_error": error, "budget": budget,
-        "judgments": budget, "draws": int(gain.shape[0]), "seeds": int(gain.shape[1]), "equal_steps": len(shapes) == 1,
+        "judgments": budget, "first_draw": first_draw, "draws": int(gain.shape[0]), "seeds": int(gain.shape[1]), "equal_steps": len(shapes) == 1,
         "steps_and_batch": [list(map(list, shape)) for shape in sorted(shapes)],
         "H1_uncorrected_mean": float(h1["uncorrected"].mean()), "H1_after_mean": float(h1["corrected"].mean()),
         "ceiling_h1": float(h1["ceiling"].mean()),

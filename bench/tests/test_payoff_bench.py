@@ -84,6 +84,33 @@ def test_recorded_draws_extend_a_row_with_only_the_new_draws_trained(monkeypatch
     assert trained == [0, 1, 2], "a row of other seeds is not taken"
 
 
+def test_a_design_row_on_later_draws_is_paired_with_the_products_same_draws(monkeypatch, tmp_path):
+    """--first-draw: a design measured on draws 3-5 only is trained on those draws, says so in the
+    table, and is compared with the product's cells of draws 3-5 (not 0-2)."""
+    rng = np.random.default_rng(2)
+    uncorrected = 0.5 + rng.normal(0, 0.01, (6, 5))
+    product_cells = {"uncorrected": uncorrected, "ceiling": uncorrected + 0.2,
+                     "corrected": uncorrected + np.repeat([[0.0], [0.0], [0.0], [0.03], [0.03], [0.03]], 5, axis=1)}
+    about = [{"pair_f1_before": 0.2, "pair_f1_after": 0.25}] * 6
+    product = summary_row("banking77-auto", "product", "product", 1000, 0.05, product_cells, {((10, 8),)}, about)
+    trained = []
+
+    def draw_cells(data, work, regime, budget, error, design, draw, seeds, log, encoder):
+        trained.append(draw)
+        return ({"uncorrected": list(uncorrected[draw]), "ceiling": list(uncorrected[draw] + 0.2),
+                 "corrected": list(uncorrected[draw] + 0.01)}, {((10, 8),)}, about[draw])
+
+    monkeypatch.setattr(bench.payoff, "draw_cells", draw_cells)
+    (design,) = regime_rows(tmp_path, tmp_path, "banking77-auto", 1000, [0.05], 6, 5, lambda line: None,
+                            ("no-purity",), "product", first_draw=3)
+    assert trained == [3, 4, 5] and design["draws"] == 3 and design["first_draw"] == 3
+    results = tmp_path / "r.json"
+    results.write_text(json.dumps(with_payoff_row(results, product, 5)))
+    rows = with_payoff_row(results, design, 5)["runs"]
+    assert versus_product(design, rows).startswith("-0.0200 [-0.0200, -0.0200]"), "paired with the product's draws 3-5"
+    assert "| no-purity | product | 1000 | 0.050 |  | 3 (3-5) | 5 |" in payoff_markdown({"runs": rows})
+
+
 def test_the_bar_reads_the_product_encoders_primary_row_first_and_keeps_the_quick_ones_beside_it(tmp_path):
     about = [{"pair_f1_before": 0.2, "pair_f1_after": 0.25}] * 3
     results = tmp_path / "r.json"
