@@ -47,6 +47,7 @@ import argparse
 import gc
 import json
 import os
+import resource
 import statistics
 import tempfile
 import time
@@ -248,7 +249,8 @@ def build_asymmetric(n: int, out: Path, work: Path) -> dict:
             "index_build_s": {"student": symmetric_s, "asymmetric": asymmetric_s},
             "index": {"student": bundle.index.describe(), "asymmetric": asymmetric.index.describe()},
             "bundle_gb": size, "teacher": "random unit vectors, seed 0 (costs depend on shapes, not values)",
-            "machine": machine(), "date": datetime.now(timezone.utc).isoformat(timespec="minutes")}
+            # Linux gives ru_maxrss in KiB: the build's own peak, both bundles and the vectors held at once.
+            "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9, "machine": machine(), "date": datetime.now(timezone.utc).isoformat(timespec="minutes")}
 
 
 ASYMMETRIC_KEYS = ("oneM_asymmetric_build", "oneM_student", "oneM_asymmetric")
@@ -271,7 +273,8 @@ def asymmetric_table(results: dict) -> str:
     return (f"Measured {built['date']} on {built['machine']}: {built['questions']:,} questions (Quora-lite + distractors), "
             f"the general CNN's shape ({built['dimensions']}-d, untrained, seed 0; encoding the corpus took "
             f"{built['encode_s']:.0f} s on one thread), the teacher's vectors {built['teacher']}; "
-            f"{served['student']['searches']} searches one at a time, one run each.\n\n{table}")
+            + (f"the build's peak resident memory {built['peak_rss_gb']:.1f} GB; " if "peak_rss_gb" in built else "")
+            + f"{served['student']['searches']} searches one at a time, one run each.\n\n{table}")
 
 
 def encoded_shards(work: Path, n: int, encoder: QuestionEncoder, vocab: Vocabulary, corpus: pd.DataFrame):

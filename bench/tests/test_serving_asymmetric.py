@@ -25,6 +25,7 @@ def test_the_student_bundle_and_its_asymmetric_twin_load_and_search(tiny_corpus,
     # The twin's teacher vectors are random, so only that it answers from the corpus is checked.
     assert {hit.qid for hit in asymmetric.dense_retriever().search(question, 3)} <= set(tiny_corpus["qid"])
     assert all(size > 0 for size in built["bundle_gb"].values())
+    assert built["peak_rss_gb"] > 0
 
 
 def test_the_doc_table_shows_both_bundles_from_the_results():
@@ -38,3 +39,6 @@ def test_the_doc_table_shows_both_bundles_from_the_results():
     student, asymmetric = (line for line in text.splitlines() if line.startswith("| student") or line.startswith("| asymmetric"))
     assert "IVF a" in student and "60.000" in student and "17.0 / 28.0" in student
     assert "IVF b" in asymmetric and "150" in asymmetric and "17.0 / 41.0" in asymmetric and "1,000,000 questions" in text
+    assert "peak resident memory" not in text, "a build measured before the peak was recorded says nothing of it"
+    assert "peak resident memory 18.0 GB" in serving.asymmetric_table(
+        {"oneM_asymmetric_build": built | {"peak_rss_gb": 18.03}, "oneM_student": served, "oneM_asymmetric": served})
