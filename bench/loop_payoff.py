@@ -54,7 +54,7 @@ from annotations.simulation.oracle import SimulatedAnnotator, label_errors, true
 from annotations.simulation.strategies import candidate_pool, within_pool
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
 from bench.feedback_loop import MIN_HALF, QUICK_ENCODER, noisy_copy, quick_slice, singleton_share
-from bench.payoff import DESIGNS, ENCODERS, RETRAIN_BATCH, bootstrap_ci, regime_rows, row_draws
+from bench.payoff import DESIGNS, ENCODERS, RETRAIN_BATCH, ROW_SETTING, bootstrap_ci, regime_rows, row_draws
 from bench.payoff import REGIMES as PAYOFF_REGIMES
 from qpr.bundles.bundle import Bundle
 from qpr.research.cluster_quality import cluster_quality, errors_fixed
@@ -460,6 +460,8 @@ def main() -> None:
     parser.add_argument("--doc", type=Path, default=DOC)
     parser.add_argument("--render-only", action="store_true", help="only redo the doc section from --results")
     args = parser.parse_args()
+    if not 0 <= args.first_draw < args.draws:
+        parser.error(f"--first-draw {args.first_draw} leaves no draw below --draws {args.draws}: give 0 to --draws - 1")
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     if args.render_only:
         results = json.loads(args.results.read_text())
@@ -496,8 +498,7 @@ def with_payoff_row(results_file: Path, row: dict, seconds: int) -> dict:
     """The results file with ``row`` in place of an earlier payoff row of the same regime, budget,
     error, design and encoder, every other row kept, and every row carrying ``ISSUE_KEYS``."""
     results = json.loads(results_file.read_text()) if results_file.is_file() else {"runs": []}
-    same = ("regime", "budget", "annotator_error", "design", "encoder")
-    kept = [r for r in results["runs"] if not (r.get("part") == "payoff" and all(r.get(k) == row[k] for k in same))]
+    kept = [r for r in results["runs"] if not (r.get("part") == "payoff" and all(r.get(k) == row[k] for k in ROW_SETTING))]
     results["runs"] = [dict.fromkeys(ISSUE_KEYS) | r for r in kept + [row]]
     results["payoff"] = {"machine": machine(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                          "seconds": seconds, "primary": PRIMARY,

@@ -271,6 +271,10 @@ QUEUES = {"audit-by-coherence": "coherence"}
 DESIGNS |= {name: DESIGNS["product"] for name in QUEUES}
 
 
+# What makes two payoff rows the same row (a rerun replaces it; --keep-recorded-draws extends it).
+ROW_SETTING = ("regime", "budget", "annotator_error", "design", "encoder")
+
+
 def regime_rows(data: Path, work: Path, regime: str, budget: int, errors: list[float], draws: int, seeds: int,
                 log: Callable[[str], None], designs: tuple[str, ...] = ("product",), encoder: str = "quick",
                 recorded: list[dict] = (), first_draw: int = 0) -> Iterator[dict]:
@@ -283,9 +287,9 @@ def regime_rows(data: Path, work: Path, regime: str, budget: int, errors: list[f
         for design in designs:
             h1 = {arm: np.zeros((draws - first_draw, seeds)) for arm in ARMS}
             shapes, abouts = set(), []
-            earlier = next((r for r in recorded if r.get("part") == "payoff" and r["seeds"] == seeds and all(
-                r[k] == v for k, v in {"regime": regime, "budget": budget, "annotator_error": error, "design": design,
-                                       "encoder": encoder}.items())), None)
+            setting = {"regime": regime, "budget": budget, "annotator_error": error, "design": design, "encoder": encoder}
+            earlier = next((r for r in recorded if r.get("part") == "payoff" and r["seeds"] == seeds
+                            and all(r.get(k) == setting[k] for k in ROW_SETTING)), None)
             for draw in range(first_draw, draws):
                 if earlier is not None and draw in row_draws(earlier):
                     cells, draw_shapes, about = recorded_draw(earlier, draw)

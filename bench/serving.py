@@ -250,7 +250,8 @@ def build_asymmetric(n: int, out: Path, work: Path) -> dict:
             "index": {"student": bundle.index.describe(), "asymmetric": asymmetric.index.describe()},
             "bundle_gb": size, "teacher": "random unit vectors, seed 0 (costs depend on shapes, not values)",
             # Linux gives ru_maxrss in KiB: the build's own peak, both bundles and the vectors held at once.
-            "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9, "machine": machine(), "date": datetime.now(timezone.utc).isoformat(timespec="minutes")}
+            "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9,
+            "machine": machine(), "date": datetime.now(timezone.utc).isoformat(timespec="minutes")}
 
 
 ASYMMETRIC_KEYS = ("oneM_asymmetric_build", "oneM_student", "oneM_asymmetric")
