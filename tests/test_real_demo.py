@@ -7,6 +7,8 @@ is the path, not the model (bench/startup.py times the real one)."""
 from __future__ import annotations
 
 import shutil
+import signal
+import time
 
 import pandas as pd
 import pyarrow as pa
@@ -24,7 +26,7 @@ from ui.common import AppContext
 from ui.page import QPRPage
 from workflows.app_start import served_bundle
 from workflows.demos import BANKING_EXAMPLES, banking_demo, banking_path, start_banking_training
-from workflows.first_training import FIRST_TRAINING
+from workflows.first_training import FIRST_TRAINING, STOP_WAIT_S, start
 
 SHORT = TrainConfig(batch_size=16, max_epochs=1, patience=1, val_pairs=100)
 
@@ -132,3 +134,50 @@ def test_python_app_py_serves_bm25_then_the_trained_encoder(hub_banking77, offli
     started = cold_start(tmp_path, tmp_path / "cache", limit_s=600)
     assert any(TRAINED in line for line in started["log"]), started["log"]
     assert (tmp_path / "cache" / "demo-bundle").is_dir()
+
+
+def test_closing_the_app_stops_the_first_training_at_its_next_batch(tiny_bundle, tmp_path):
+    """Ctrl-C while the demo trains: the training ends at its next batch (a process that exits
+    while a thread is inside torch aborts), nothing is served or saved, and the log says that the
+    next start trains again."""
+    from qpr.bundles.bundle import Bundle
+    from workflows.project import FolderHome, Project
+
+    model = ServedModel(Bundle.lexical_of(tiny_bundle.corpus))
+    store, messages, steps = open_store(f"sqlite:///{tmp_path / 'annotations.db'}", project="demo"), [], []
+    target = Project("demo", "Demo", model, store, FolderHome(tmp_path / "trained"), built_in=True)
+
+    def endless(on_batch):  # a training that only the app's closing ends
+        while True:
+            steps.append(len(steps))
+            on_batch(1, len(steps), 0)
+            time.sleep(0.01)
+
+    training = start(target, endless, messages.append)
+    while len(steps) < 3:
+        time.sleep(0.01)
+    assert training.thread.is_alive() and not messages
+    assert training.stop(wait_s=60), "the training ended at its next batch"
+    assert model.current().bundle.lexical and not (tmp_path / "trained").exists(), "nothing served or saved"
+    assert len(messages) == 1 and "first training stopped" in messages[0] and "next start" in messages[0]
+
+
+def test_ctrl_c_during_the_first_start_ends_the_app_cleanly(hub_banking77, offline_hub, tmp_path, monkeypatch):
+    """``python app.py`` stopped with Ctrl-C as soon as it answers, while its encoder trains:
+    it exits with status 0 and says the training stopped (before, the C++ runtime aborted it with
+    "terminate called without an active exception", status -6)."""
+    from harness.app_process import TRAINED, start_app
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(offline_hub))
+    log = tmp_path / "app.log"
+    process, _, _ = start_app({"QPR_CACHE_DIR": str(tmp_path / "cache"), "QPR_DB_URL": f"sqlite:///{tmp_path / 'a.db'}"},
+                              log)
+    process.send_signal(signal.SIGINT)
+    try:
+        status = process.wait(timeout=STOP_WAIT_S + 60)
+    finally:
+        process.kill()
+    text = log.read_text()
+    assert status == 0, text[-2000:]
+    assert "first training stopped" in text or TRAINED in text, text[-2000:]

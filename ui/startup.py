@@ -71,8 +71,15 @@ def main() -> int:
     demo = QPRPage(ctx).build()
     # Searches and judgments are short: several run at once; retraining runs one at a time.
     demo.queue(default_concurrency_limit=8)
-    start_banking_training(app.model, app.database)  # the BANKING77 demo's encoder, while BM25 answers
-    serve(demo, options)
+    training = start_banking_training(app.model, app.database)  # the BANKING77 demo's encoder, while BM25 answers
+    try:
+        serve(demo, options)
+    except KeyboardInterrupt:
+        pass  # Ctrl-C before Gradio's launch had finished starting: a close like any other, no traceback
+    finally:
+        if training is not None and training.thread.is_alive():
+            print("closing: stopping the demo's first training (Ctrl-C again to quit at once)", file=sys.stderr)
+            training.stop()
     return 0
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-import threading
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -168,7 +167,7 @@ def banking_demo(cache: str | Path | None = None, train: TrainConfig = BANKING77
 
 def start_banking_training(model: ServedModel, store: AnnotationStore, cache: str | Path | None = None,
                            train: TrainConfig = BANKING77.train,
-                           log: Callable[[str], None] = log_demo) -> threading.Thread | None:
+                           log: Callable[[str], None] = log_demo) -> first_training.FirstTraining | None:
     """Train the encoder of the BANKING77 demo ``model`` serves by BM25, in the background, and
     serve it when trained (``workflows.first_training``); None when it serves anything else."""
     served = model.current().bundle
@@ -176,10 +175,10 @@ def start_banking_training(model: ServedModel, store: AnnotationStore, cache: st
         return None
     defaults = replace(BANKING77, train=train)
 
-    def trained() -> Bundle:
+    def trained(on_batch: first_training.OnBatch) -> Bundle:
         start = time.perf_counter()
         bundle = train_bundle(served.corpus, defaults.train, defaults.text, defaults.encoder, data=BANKING_DATA,
-                              progress=False).with_card(**BANKING_CARD)
+                              progress=False, on_batch=on_batch).with_card(**BANKING_CARD)
         scores = bundle.manifest.hybrid_metrics or bundle.manifest.metrics
         log(f"trained the BANKING77 demo in {time.perf_counter() - start:.0f} s ("
             + ", ".join(f"{split} H@1 {m['H1']:.2f}" for split, m in scores.items()) + ")")
