@@ -227,17 +227,39 @@ def page(browser_context):
 
 
 @pytest.fixture
-def server(app_cache, tmp_path):
-    """``python app.py`` on the demo corpus with its own database and cache: (url, database url)."""
+def serve_app(browser_context, app_cache, tmp_path):
+    """Starts ``python app.py`` with its own cache and database (``app_db_url``), ``env`` added, and
+    returns its URL; skips before starting anything without Chromium. At the end the browser closes
+    (all its contexts) before the app stops: a page still open holds Gradio's shutdown (5 s here; in CI the app was
+    still up when ``stop_app`` killed it 30 s later)."""
     from harness.app_process import start_app, stop_app
 
-    db_url = f"sqlite:///{tmp_path / 'annotations.db'}"
-    try:
-        process, url, _ = start_app({"QPR_DB_URL": db_url, "QPR_CACHE_DIR": str(app_cache)}, tmp_path / "app.log")
-    except RuntimeError as err:
-        pytest.fail(str(err))
-    yield url, db_url
-    stop_app(process)
+    started = []
+
+    def serve(env: dict[str, str] | None = None) -> str:
+        try:
+            process, url, _ = start_app({"QPR_DB_URL": app_db_url(tmp_path), "QPR_CACHE_DIR": str(app_cache)} | (env or {}),
+                                        tmp_path / "app.log")
+        except RuntimeError as err:
+            pytest.fail(str(err))
+        started.append(process)
+        return url
+
+    yield serve
+    browser_context.browser.close()  # every context of it, those a test opened beside this one too
+    for process in started:
+        stop_app(process)
+
+
+def app_db_url(tmp_path: Path) -> str:
+    """The database of the app ``serve_app`` starts in ``tmp_path``."""
+    return f"sqlite:///{tmp_path / 'annotations.db'}"
+
+
+@pytest.fixture
+def server(serve_app, tmp_path):
+    """``python app.py`` on the demo corpus with its own database and cache: (url, database url)."""
+    return serve_app(), app_db_url(tmp_path)
 
 
 # The visible tables' headers, how their headers may break, and their text's fonts (issue 38, bug 9).

@@ -14,7 +14,6 @@ import re
 import pytest
 
 from conftest import ARTIFACTS, make_corpus, shot
-from harness.app_process import start_app, stop_app
 from qpr.data.upload import read_upload
 from qpr.serving.projects import Projects
 
@@ -28,20 +27,14 @@ TRAIN_LIMIT_MS = 240_000  # generous: only a guard against a training that never
 
 
 @pytest.fixture
-def same_file_projects(app_cache, tmp_path):
+def same_file_projects(serve_app, app_cache, tmp_path):
     """The app serving projects Alpha and Beta, both imported from one file before it started."""
     path = tmp_path / "faq.csv"
     make_corpus()[["question", "cluster"]].to_csv(path, index=False)
     projects = Projects(app_cache / "projects")
     for name in ("Alpha", "Beta"):
         projects.create(name, read_upload(path, "clusters"), "setup")
-    try:
-        process, url, _ = start_app({"QPR_DB_URL": f"sqlite:///{tmp_path / 'annotations.db'}",
-                                     "QPR_CACHE_DIR": str(app_cache)}, tmp_path / "app.log")
-    except RuntimeError as err:
-        pytest.fail(str(err))
-    yield url
-    stop_app(process)
+    return serve_app()
 
 
 def open_as(context, url: str, slug: str, name: str):

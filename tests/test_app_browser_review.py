@@ -8,9 +8,8 @@ from __future__ import annotations
 import pytest
 
 from annotations.db import open_store
-from harness.app_process import start_app, stop_app
 from qpr.data.corpus import read_cluster_file
-from conftest import shot
+from conftest import app_db_url, shot
 from workflows.demos import DEMO_CORPUS, SPLIT_PARAPHRASES
 
 pytestmark = pytest.mark.browser
@@ -19,16 +18,9 @@ TWIN_A, TWIN_B = SPLIT_PARAPHRASES[0]
 
 
 @pytest.fixture
-def server(app_cache, tmp_path):
+def server(serve_app, tmp_path):
     """The app with overlap 2: each item goes to two annotators."""
-    db_url = f"sqlite:///{tmp_path / 'annotations.db'}"
-    try:
-        process, url, _ = start_app({"QPR_DB_URL": db_url, "QPR_CACHE_DIR": str(app_cache), "QPR_OVERLAP": "2"},
-                                    tmp_path / "app.log")
-    except RuntimeError as err:
-        pytest.fail(str(err))
-    yield url, db_url
-    stop_app(process)
+    return serve_app({"QPR_OVERLAP": "2"}), app_db_url(tmp_path)
 
 
 def annotate(page, url, name, cluster_of, label, target=None) -> tuple[str, str]:

@@ -28,23 +28,15 @@ def beta_corpus():
 
 
 @pytest.fixture
-def two_projects(app_cache, tmp_path):
+def two_projects(serve_app, app_cache, tmp_path):
     """The app serving two projects made before it started: (url, {slug: served bundle})."""
-    from harness.app_process import start_app, stop_app
-
     projects, bundles = Projects(app_cache / "projects"), {}
     for name, corpus in (("Alpha", make_corpus()), ("Beta", beta_corpus())):
         path = tmp_path / f"{name}.csv"
         corpus[["question", "cluster"]].to_csv(path, index=False)
         slug = projects.create(name, read_upload(path, "clusters"), "setup")
         bundles[slug] = projects.served_bundle(slug)
-    try:
-        process, url, _ = start_app({"QPR_DB_URL": f"sqlite:///{tmp_path / 'annotations.db'}",
-                                     "QPR_CACHE_DIR": str(app_cache)}, tmp_path / "app.log")
-    except RuntimeError as err:
-        pytest.fail(str(err))
-    yield url, bundles
-    stop_app(process)
+    return serve_app(), bundles
 
 
 def open_as(page, url: str, slug: str, name: str | None) -> None:
