@@ -3,14 +3,15 @@ through the same steps as a confirmed retrain (``workflows.retraining.confirm``)
 what is served on the same held-out clusters, saved, swapped in under ``ServedModel``'s lock
 (searches in flight keep their snapshot), recorded in the store as decided by ``FIRST_TRAINING``.
 
-``start`` runs it in a daemon thread, so the app answers from its first second; nobody has to
-press anything. When the app closes (Ctrl-C) it stops the training at its next batch and waits for
-it: a process that exits while a thread is inside torch aborts ("terminate called without an active
-exception") instead of ending cleanly. Nothing is saved then; the next start trains again. If a retrained model is waiting for someone's decision when the training ends,
-that decision is not taken away: the trained model is recorded as served from the next start and
-saved (``Project.home``: the demo's cache, so the next start serves it) but not swapped in now.
-Either way the swap is recorded before the bundle is saved where a start finds it, so a start
-never serves a trained demo the record does not name (``workflows.swap_recovery``).
+``start`` runs it in a daemon thread, so the app answers from its first second; nobody has to press
+anything. When the app closes (Ctrl-C) it stops the training at its next batch and waits for it: a
+process that exits while a thread is inside torch aborts ("terminate called without an active
+exception") instead of ending cleanly. Nothing is saved then; the next start trains again. If a
+retrained model is waiting for someone's decision when the training ends, that decision is not taken
+away: the trained model is recorded as served from the next start and saved (``Project.home``: the
+demo's cache, so the next start serves it) but not swapped in now. Either way the swap is recorded
+before the bundle is saved where a start finds it, so a start never serves a trained demo the record
+does not name (``workflows.swap_recovery``).
 """
 
 from __future__ import annotations
