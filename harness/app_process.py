@@ -43,7 +43,8 @@ def start_app(env: dict[str, str], log: Path, limit_s: float = 300) -> tuple[sub
     url = f"http://127.0.0.1:{port}/"
     with log.open("w") as out:
         start = time.perf_counter()
-        process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=full_env, stdout=out, stderr=subprocess.STDOUT)
+        process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=full_env, stdout=out, stderr=subprocess.STDOUT,
+                                   preexec_fn=as_from_a_terminal)
     while True:
         try:
             urllib.request.urlopen(url, timeout=5)
@@ -53,6 +54,14 @@ def start_app(env: dict[str, str], log: Path, limit_s: float = 300) -> tuple[sub
                 stop_app(process)
                 raise RuntimeError(f"the app did not come up; end of its log:\n{log.read_text()[-3000:]}")
             time.sleep(0.1)
+
+
+def as_from_a_terminal() -> None:
+    """Run in the app's process before ``app.py`` starts: Ctrl-C (SIGINT) handled as a terminal's
+    foreground command finds it. A shell without job control starts a background command with SIGINT
+    ignored, and that is inherited: under such a CI run, Python never raised KeyboardInterrupt in the
+    app, so every ``stop_app`` waited its 30 s and killed it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def stop_app(process: subprocess.Popen) -> None:

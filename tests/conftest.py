@@ -230,8 +230,7 @@ def page(browser_context):
 def serve_app(browser_context, app_cache, tmp_path):
     """Starts ``python app.py`` with its own cache and database (``app_db_url``), ``env`` added, and
     returns its URL; skips before starting anything without Chromium. At the end the browser closes
-    (all its contexts) before the app stops: a page still open holds Gradio's shutdown (5 s here; in CI the app was
-    still up when ``stop_app`` killed it 30 s later)."""
+    (all its contexts) before the app stops: a page still open holds Gradio's shutdown for 5 s."""
     from harness.app_process import start_app, stop_app
 
     started = []
