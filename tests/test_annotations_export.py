@@ -15,39 +15,14 @@ import pytest
 from sqlalchemy import text
 
 from workflows.cli import main
-from annotations.db import open_store
 from annotations.errors import AnnotationError
 from annotations.export import export, manifest_path, pairs_path
 from annotations.constraints import corrected_clusters
-from conftest import make_corpus
+from export_store import VERSION, corpus, db_url, first_qids, store  # noqa: F401 (fixtures)
 from qpr.data.corpus import QUORA_COLUMNS, read_cluster_file, read_table
 from qpr.training.train import TrainConfig, train
 
-VERSION = "v1"
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def corpus():
-    return make_corpus()
-
-
-@pytest.fixture
-def db_url(tmp_path):
-    return f"sqlite:///{tmp_path / 'annotations.db'}"
-
-
-@pytest.fixture
-def store(db_url, corpus):
-    with open_store(db_url, project="demo") as opened:
-        opened.corpora.register(VERSION, corpus)
-        yield opened
-
-
-def first_qids(corpus: pd.DataFrame, split: str) -> list[int]:
-    """The first question of each cluster of ``split``, in cluster order."""
-    rows = corpus[(corpus["split"] == split) & corpus["cluster"].notna()]
-    return rows.groupby("cluster", sort=True)["qid"].first().tolist()
 
 
 def judge_some(store, corpus) -> dict[str, int]:

@@ -16,6 +16,7 @@ from huggingface_hub import snapshot_download
 
 from annotations.db import open_store
 from conftest import make_corpus
+from export_store import VERSION, corpus, db_url, first_qids, store  # noqa: F401 (fixtures)
 from hub_layout import FakeHub, cache_repo, offline_hub  # noqa: F401 (a fixture)
 from test_general import TINY
 from qpr.bundles import hub
@@ -33,26 +34,8 @@ from workflows.app_start import general_bundle, identity_mode
 from workflows.cli import main
 from workflows.retraining import export_corrected
 
-VERSION = "v1"
 REPO = "someone/corrected"
 CONFIGS = ("clusters", "pairs", "anchor-positive", "triplets")
-
-
-@pytest.fixture
-def corpus():
-    return make_corpus()
-
-
-@pytest.fixture
-def db_url(tmp_path):
-    return f"sqlite:///{tmp_path / 'annotations.db'}"
-
-
-@pytest.fixture
-def store(db_url, corpus):
-    with open_store(db_url, project="demo") as opened:
-        opened.corpora.register(VERSION, corpus)
-        yield opened
 
 
 @pytest.fixture
@@ -62,14 +45,8 @@ def fake_hub(offline_hub, monkeypatch) -> FakeHub:
     return fake
 
 
-def train_heads(corpus: pd.DataFrame) -> list[int]:
-    """The first question of each train cluster, in cluster order."""
-    rows = corpus[(corpus["split"] == "train") & corpus["cluster"].notna()]
-    return rows.groupby("cluster", sort=True)["qid"].first().tolist()
-
-
 def judge(store, corpus) -> None:
-    a, b, c, d = train_heads(corpus)[:4]
+    a, b, c, d = first_qids(corpus, "train")[:4]
     store.judgments.record("ann", b, "same", VERSION, query_qid=a)
     store.judgments.record("ann", d, "different", VERSION, query_qid=c)
 
@@ -117,7 +94,7 @@ def test_a_second_push_is_a_second_commit_whose_card_says_what_changed(store, co
     judge(store, corpus)
     first = export_corrected(store, corpus, VERSION, "parquet", folder=tmp_path / "exports")
     hub_export.push_export(first, REPO, "faq")
-    a, b = train_heads(corpus)[4:6]
+    a, b = first_qids(corpus, "train")[4:6]
     store.judgments.record("ann", b, "same", VERSION, query_qid=a)
     second = export_corrected(store, corpus, VERSION, "parquet", folder=tmp_path / "exports")
     hub_export.push_export(second, REPO, "faq")
