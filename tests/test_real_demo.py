@@ -6,8 +6,10 @@ is the path, not the model (bench/startup.py times the real one)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
+import threading
 import time
 
 import pandas as pd
@@ -24,9 +26,10 @@ from qpr.serving.served_model import ServedModel
 from qpr.training.train import TrainConfig
 from ui.common import AppContext
 from ui.page import QPRPage
+from ui.startup import stop_first_training
 from workflows.app_start import served_bundle
 from workflows.demos import BANKING_EXAMPLES, banking_demo, banking_path, start_banking_training
-from workflows.first_training import FIRST_TRAINING, STOP_WAIT_S, start
+from workflows.first_training import FIRST_TRAINING, STOP_WAIT_S, FirstTraining, start
 
 SHORT = TrainConfig(batch_size=16, max_epochs=1, patience=1, val_pairs=100)
 
@@ -181,3 +184,21 @@ def test_ctrl_c_during_the_first_start_ends_the_app_cleanly(hub_banking77, offli
     text = log.read_text()
     assert status == 0, text[-2000:]
     assert "first training stopped" in text or TRAINED in text, text[-2000:]
+
+
+def test_a_second_ctrl_c_while_the_training_stops_quits_at_once(monkeypatch):
+    """The closing message offers a second Ctrl-C to quit at once: it ends the process without the
+    interpreter's clean-up (which aborts under a thread inside torch), with Ctrl-C's status 130."""
+    release = threading.Event()
+    thread = threading.Thread(target=release.wait, daemon=True)
+    thread.start()
+
+    def interrupted(self, wait_s=STOP_WAIT_S):
+        raise KeyboardInterrupt
+
+    exits = []
+    monkeypatch.setattr(FirstTraining, "stop", interrupted)
+    monkeypatch.setattr(os, "_exit", exits.append)
+    stop_first_training(FirstTraining(thread, threading.Event()))
+    release.set()
+    assert exits == [130]

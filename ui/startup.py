@@ -25,6 +25,7 @@ from ui.logins import ClientAddress, Logins
 from ui.page import QPRPage
 from workflows.app_start import open_app
 from workflows.demos import start_banking_training
+from workflows.first_training import FirstTraining
 from workflows.project_versions import upload_limit
 
 # The Annotate tab's keyboard shortcuts, and what holds them while an item loads.
@@ -77,10 +78,23 @@ def main() -> int:
     except KeyboardInterrupt:
         pass  # Ctrl-C before Gradio's launch had finished starting: a close like any other, no traceback
     finally:
-        if training is not None and training.thread.is_alive():
-            print("closing: stopping the demo's first training (Ctrl-C again to quit at once)", file=sys.stderr)
-            training.stop()
+        if training is not None:
+            stop_first_training(training)
     return 0
+
+
+def stop_first_training(training: FirstTraining) -> None:
+    """Wait for the demo's first training to stop at its next batch as the app closes; a second
+    Ctrl-C quits at once, skipping the interpreter's clean-up, which would abort under a thread
+    still inside torch (every acknowledged judgment is already committed)."""
+    if not training.thread.is_alive():
+        return
+    print("closing: stopping the demo's first training (Ctrl-C again to quit at once)", file=sys.stderr, flush=True)
+    try:
+        training.stop()
+    except KeyboardInterrupt:
+        sys.stdout.flush()
+        os._exit(130)
 
 
 def serve(demo: gr.Blocks, options: dict, *, block: bool = True) -> None:
