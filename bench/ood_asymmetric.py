@@ -24,6 +24,9 @@ Stages (``python -m bench.ood_asymmetric STAGE``):
           their real lengths from all seven domains (``speed_sample``).
   merge   the run's JSON (and the rates) into bench/results/out_of_domain.json (rows ``system``,
           ``left_out``, ``H1``, ``seeds``, ``asymmetric``; ``bar``) and docs/OUT_OF_DOMAIN.md.
+  cold    (here) the README's cold start through the product's own commands on ``--domains``
+          left out (``cold``): ``qpr general``, ``qpr rebase``, ``Retriever.add``; beside the
+          figures of the run files given for the same fold and seed (``cold_start``).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ import importlib
 import importlib.util
 import json
 import shutil
+import subprocess
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -44,6 +49,8 @@ from safetensors.torch import load_file, save_file
 
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
 from qpr.bundles.general import BUILD, RANK_FUSION, STUDENT, TEACH, distilled_student
+from qpr.api.retriever import Retriever
+from qpr.data.corpus import COLUMNS
 from qpr.data.sources import DOMAINS, EXTRA_QUESTIONS, domain_cap, domain_queries, extra_questions, load_domain
 from qpr.evaluation.metrics import TOP, hits_of
 from qpr.model.device import use_device
@@ -372,6 +379,93 @@ def rates(token_cache: Path | None) -> dict:
     return out
 
 
+# ---- cold (here) --------------------------------------------------------------------------------
+
+# The cold starts measured, each a `qpr rebase` of the general bundle: the system's name (as ``run``
+# names the same recipe) and rebase's arguments for it.
+REBASES = {"static": (("static", ()), ("static-asym", ("--asymmetric",))),
+           "cnn": (("cnn", ()), ("cnn-asym", ("--asymmetric",)), ("cnn-taught", ("--adapt", "teacher")),
+                   ("cnn-taught-asym", ("--adapt", "teacher", "--asymmetric")))}
+COLD_WORK = ROOT / "runs" / "ood-cold"
+
+
+def qpr_command(*args) -> None:
+    """``python -m qpr ARGS`` as a user runs it (this Python, this checkout); QPRError's exit stops the stage."""
+    subprocess.run([sys.executable, "-m", "qpr", *map(str, args)], check=True, cwd=ROOT)
+
+
+def ranked_by(retriever: Retriever, queries: pd.DataFrame, method: str) -> np.ndarray:
+    """The ``TOP`` qids ``retriever`` ranks first for each query (the query itself left out), by the public API."""
+    found = retriever.search(queries["question"].tolist(), k=TOP + 1, method=method)
+    ranked = np.full((len(queries), TOP), -1, dtype=np.int64)
+    for row, (own, hits) in enumerate(zip(queries["qid"], found)):
+        kept = [hit.qid for hit in hits if hit.qid != own][:TOP]
+        ranked[row, :len(kept)] = kept
+    return ranked
+
+
+def cold(name: str, students: list[str], seed: int, max_queries: int, work: Path, teacher_cache: Path) -> list[dict]:
+    """The README's cold start on the left-out domain ``name``, through the product's commands:
+    ``qpr general --student S`` on the other six domains, then ``qpr rebase`` (``REBASES``) onto
+    the domain's questions without clusters and without the queries' texts, then the queries added
+    with ``qpr.Retriever.add`` (questions users ask later, encoded as the app's additions are) and
+    searched as served (``served``: the bundle's fusion) and by the encoder alone (``dense``).
+    Bundles already in ``work`` are reused. One row per system and method: H@1 over the queries."""
+    corpus = load_domain(name, domain_cap(name))
+    queries = domain_queries(corpus, name, max_queries)
+    later = corpus["qid"].isin(queries["qid"]).to_numpy()
+    work.mkdir(parents=True, exist_ok=True)
+    bare = work / f"{name}-without-queries.parquet"
+    corpus[~later].assign(cluster=None, split="none")[COLUMNS].to_parquet(bare)
+    others = [other for other in DOMAINS if other != name]
+    rows = []
+    for student in students:
+        general = work / f"general-{student}-without-{name}-seed{seed}"
+        if not (general / "manifest.json").is_file():
+            qpr_command("general", "--student", student, "--domains", *others, "--seed", seed, "--teacher-cache", teacher_cache,
+                        "--out", general, "--quiet")
+        for system, arguments in REBASES[student]:
+            out = work / f"{name}-{system}-seed{seed}"
+            if not (out / "manifest.json").is_file():
+                qpr_command("rebase", general, "--corpus", bare, "--out", out, "--teacher-cache", teacher_cache, "--quiet", *arguments)
+            retriever = Retriever.load(out)
+            asked = queries.assign(qid=retriever.add(queries["question"].tolist()))
+            labels = pd.concat([corpus[~later], asked], ignore_index=True)
+            manifest = retriever.bundle.manifest
+            for method in ("served", "dense"):
+                hits = first_hits(ranked_by(retriever, asked, method), labels, asked)
+                rows.append({"left_out": name, "system": system, "method": method, "seed": seed, "queries": len(asked),
+                             "H1": round(float(hits.mean()), 4), "fusion": (manifest.fusion or {}).get("kind"),
+                             "weight": (manifest.asymmetric or {}).get("weight")})
+                print(f"cold {name} {system} {method}: {hits.mean():.3f}", flush=True)
+    return rows
+
+
+def record_cold(rows: list[dict], run_files: list[Path]) -> None:
+    """``rows`` (``cold``) into the results' ``cold_start`` and docs/OUT_OF_DOMAIN.md, beside what
+    ``run`` measured for the same recipe, fold and seed (dense and with rank fusion) and MiniLM."""
+    measured = combined(run_files) if run_files else {"per_query": {}}
+    results = json.loads(RESULTS.read_text())
+
+    def run_h1(row: dict, system: str) -> float | None:
+        hits = measured["per_query"].get(row["left_out"], {}).get(system)
+        return round(float(np.mean(hits)), 4) if hits is not None else None
+
+    for row in rows:
+        row["run_dense_H1"] = run_h1(row, f"{row['system']}@{row['seed']}")
+        row["run_rrf_H1"] = run_h1(row, f"{row['system']}-rrf@{row['seed']}")
+        row["minilm_H1"] = run_h1(row, "minilm")
+    results["cold_start"] = {"rows": rows, "machine": machine(), "date": time.strftime("%Y-%m-%d"),
+                             "protocol": "qpr general on the other six domains, qpr rebase onto the left-out domain's questions "
+                                         "without clusters or the queries' texts, the queries added with Retriever.add"}
+    write_json(results, RESULTS)
+    table = markdown_table(rows, [("left_out", "left out"), ("system", "system"), ("method", "searched"), ("fusion", "fusion"),
+                                  ("weight", "teacher's weight"), ("H1", "H@1"), ("run_dense_H1", "run: dense"),
+                                  ("run_rrf_H1", "run: + BM25"), ("minilm_H1", "MiniLM")])
+    replace_marked_section(DOC, "cold", f"Measured {time.strftime('%Y-%m-%d')} ({machine()}), seed {rows[0]['seed']}, "
+                                        f"{rows[0]['queries']} queries:\n\n{table}")
+
+
 # ---- merge (here) -------------------------------------------------------------------------------
 
 def student_of(system: str) -> str:
@@ -460,7 +554,7 @@ def merge(run_files: list[Path], rates_file: Path | None) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("stage", choices=["pack", "run", "rates", "merge"])
+    parser.add_argument("stage", choices=["pack", "run", "rates", "merge", "cold"])
     parser.add_argument("--to", type=Path, default=ROOT / ".oodd", help="pack: the folder to fill")
     parser.add_argument("--data", type=Path, default=ROOT / ".oodd" / "material.parquet")
     parser.add_argument("--out", type=Path, help="run: the JSON to write; rates: where to write the rates")
@@ -478,6 +572,8 @@ def main() -> None:
     parser.add_argument("--check", type=int, default=300, help="pack: questions to compare the carried MiniLM on")
     parser.add_argument("files", nargs="*", type=Path, help="merge: the runs' JSON files (the first wins where two measured the same)")
     parser.add_argument("--rates", type=Path, help="merge: the rates' JSON (default: the results' rates_all_domains)")
+    parser.add_argument("--work", type=Path, default=COLD_WORK, help="cold: where the bundles are built (reused when there)")
+    parser.add_argument("--teacher-cache", type=Path, default=ROOT / "runs" / "teacher", help="cold: MiniLM's vectors cached here")
     args = parser.parse_args()
     if args.stage == "pack":
         pack(args.to)
@@ -488,6 +584,10 @@ def main() -> None:
             args.token_cache, tuple(args.students), args.vectors_cache)
     elif args.stage == "rates":
         write_json(rates(args.token_cache), args.out)
+    elif args.stage == "cold":
+        students = [student for student in args.students if student in REBASES]
+        record_cold([row for name in args.domains for row in cold(name, students, args.seeds[0], args.max_queries, args.work,
+                                                                    args.teacher_cache)], args.files)
     else:
         merge(args.files, args.rates)
 

@@ -15,6 +15,10 @@ import pytest
 
 from bench import ood_asymmetric
 from qpr.bundles import general
+from qpr.bundles.bundle import Bundle
+from qpr.cli import commands
+from qpr.cli.main import main
+from qpr.data import sources
 from qpr.data.sources import DOMAINS
 from qpr.training import teacher
 
@@ -140,3 +144,58 @@ def test_the_weight_a_system_scores_with_and_the_kept_token_ids():
     memo = ood_asymmetric.Memo(Counting())
     assert memo.encode_batch(["a", "a", "b"]) == [[2], [2], [2]] and Counting.calls == 2
     assert copy.deepcopy(memo).encode("a") == [2] and Counting.calls == 2  # a copied student shares them
+
+
+def synthetic(topic: str) -> pd.DataFrame:
+    rows = [(f"how do i {verb} my {topic} {thing}", f"{topic}-{thing}")
+            for thing in ("card", "account", "loan", "app", "pin", "phone") for verb in ("reset", "change", "fix")]
+    return pd.DataFrame({"qid": np.arange(1, len(rows) + 1), "question": [q for q, _ in rows],
+                         "cluster": [c for _, c in rows], "split": "none"})
+
+
+def test_the_cold_stage_runs_the_products_commands_and_asks_the_queries_after_the_rebase(tmp_path, monkeypatch):
+    for name in DOMAINS:
+        monkeypatch.setitem(sources.LOADERS, name, lambda name=name: synthetic(name))
+    rng = np.random.default_rng(0)
+
+    def fake_minilm(texts, cache=None, progress=False):  # a teacher as wide as MiniLM: any unit vectors
+        vectors = rng.normal(size=(len(texts), 384))
+        return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+    monkeypatch.setattr(general, "minilm_vectors", fake_minilm)
+    monkeypatch.setattr(general, "teacher_words", lambda: ["bank", "loan"])
+    monkeypatch.setattr(commands, "TEACH", replace(general.TEACH, min_steps=0))  # the CLI's --adapt teacher at a test's size
+    monkeypatch.setattr(commands, "BUILD", replace(general.BUILD, batch_size=16))
+    calls = []
+
+    def in_process(*args):  # the README's commands, run in this process (the synthetic domains are patched here)
+        calls.append(args[0])
+        assert main([str(a) for a in args]) == 0
+
+    monkeypatch.setattr(ood_asymmetric, "qpr_command", in_process)
+    work = tmp_path / "work"
+    rows = ood_asymmetric.cold("banking77", ["cnn"], seed=0, max_queries=10, work=work, teacher_cache=tmp_path / "cache")
+    assert calls == ["general"] + ["rebase"] * 4
+    assert [(r["system"], r["method"]) for r in rows] == [(s, m) for s, _ in ood_asymmetric.REBASES["cnn"] for m in ("served", "dense")]
+    assert all(r["queries"] == 10 and 0 <= r["H1"] <= 1 for r in rows)
+    assert all((r["weight"] is not None) == r["system"].endswith("-asym") for r in rows)
+    bare = pd.read_parquet(work / "banking77-without-queries.parquet")
+    asked = sources.domain_queries(sources.load_domain("banking77", sources.domain_cap("banking77")), "banking77", 10)
+    assert len(bare) == 18 - 10 and bare["cluster"].isna().all() and not set(bare["question"]) & set(asked["question"])
+    assert len(Bundle.load(work / "banking77-cnn-asym-seed0").corpus) == 8  # the queries were added to a loaded copy, not saved
+    again = ood_asymmetric.cold("banking77", ["cnn"], seed=0, max_queries=10, work=work, teacher_cache=tmp_path / "cache")
+    assert len(calls) == 5 and again == rows  # bundles already built are reused, and measure the same
+
+    results, doc = tmp_path / "results.json", tmp_path / "doc.md"
+    results.write_text(json.dumps({"runs": [], "bar": {}}))
+    doc.write_text("x\n<!-- cold:start -->\nstale\n<!-- cold:end -->\n")
+    monkeypatch.setattr(ood_asymmetric, "RESULTS", results)
+    monkeypatch.setattr(ood_asymmetric, "DOC", doc)
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"partial": False, "seeds": [0], "rows": [], "seconds": {}, "per_query": {
+        "banking77": {"minilm": [1] * 10, "cnn-asym@0": [1, 0] * 5, "cnn-asym-rrf@0": [0] * 10}}}))
+    ood_asymmetric.record_cold(rows, [run])
+    recorded = {(r["system"], r["method"]): r for r in json.loads(results.read_text())["cold_start"]["rows"]}
+    assert recorded["cnn-asym", "dense"]["run_dense_H1"] == 0.5 and recorded["cnn-asym", "served"]["run_rrf_H1"] == 0.0
+    assert recorded["cnn", "dense"]["run_dense_H1"] is None and recorded["cnn", "dense"]["minilm_H1"] == 1.0
+    assert "stale" not in doc.read_text() and "cnn-taught-asym" in doc.read_text()
