@@ -32,6 +32,7 @@ Stages (``python -m bench.ood_asymmetric STAGE``):
 from __future__ import annotations
 
 import argparse
+import gzip
 import importlib
 import importlib.util
 import json
@@ -498,10 +499,11 @@ def paired(per_query: dict, system: str) -> dict:
 
 
 def combined(run_files: list[Path]) -> dict:
-    """The runs' files as one: each domain's per-query hits and rows, the first file's where two
-    measured the same system at the same seed (MiniLM and BM25 are the same in every file); every
-    domain any file measured (``seeds_of`` keeps a system's seeds measured on all of them)."""
-    files = [json.loads(path.read_text()) for path in run_files]
+    """The runs' files (``.json``, or ``.json.gz`` as bench/results/ood_asymmetric keeps them) as
+    one: each domain's per-query hits and rows, the first file's where two measured the same system
+    at the same seed (MiniLM and BM25 are the same in every file); every domain any file measured
+    (``seeds_of`` keeps a system's seeds measured on all of them)."""
+    files = [json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_text()) for path in run_files]
     measured = files[0] | {"partial": any(f["partial"] for f in files), "seeds": sorted({s for f in files for s in f["seeds"]})}
     domains = list(dict.fromkeys(name for f in files for name in f["per_query"]))
     measured["per_query"] = {name: {k: v for f in reversed(files) for k, v in f["per_query"].get(name, {}).items()} for name in domains}

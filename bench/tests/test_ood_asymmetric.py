@@ -5,6 +5,7 @@ on a lent machine, so it must not fail there for a reason found here."""
 from __future__ import annotations
 
 import copy
+import gzip
 import json
 from dataclasses import replace
 from types import SimpleNamespace
@@ -75,6 +76,11 @@ def test_a_cpu_dry_run_measures_every_system_and_merges_with_paired_gaps(tmp_pat
     assert np.isclose(bar["minilm_minus_best_fast"], np.mean(gaps), atol=1e-4)
     assert bar["minilm_minus_best_fast_ci95"][0] <= bar["minilm_minus_best_fast"] <= bar["minilm_minus_best_fast_ci95"][1]
     assert bar["best_fast_encode_over_minilm"] == (40.0 if best.startswith("static") else 13.3) and "old" not in doc.read_text()
+
+    kept = tmp_path / "run.json.gz"  # as the repository keeps a run's file
+    kept.write_bytes(gzip.compress(out.read_bytes()))
+    ood_asymmetric.merge([kept], rates)
+    assert json.loads(results.read_text())["bar"] == bar
 
     # A second run (another GPU call) adds its systems; where both measured one, the first file's stays.
     more = dict(measured, seeds=[0], per_query={name: {"minilm": hits["minilm"], "bm25": hits["bm25"], "cnn-x@0": hits["minilm"],
