@@ -57,7 +57,10 @@ def test_a_cpu_dry_run_measures_every_system_and_merges_with_paired_gaps(tmp_pat
             and row["seed"] == 0} == {chosen}
 
     results, doc = tmp_path / "results.json", tmp_path / "doc.md"
-    results.write_text(json.dumps({"runs": [{"system": "bm25", "left_out": "banking77", "H1": 0.8}], "bar": {"kept": 1}}))
+    issue24 = [{"system": "bm25", "left_out": "banking77", "H1": 0.8}, {"system": "hybrid", "left_out": "banking77", "H1": 0.9, "default": True},
+               {"system": "minilm", "left_out": "banking77", "H1": 0.95}, {"system": "hybrid", "left_out": "squad", "H1": 0.5, "default": True},
+               {"system": "minilm", "left_out": "squad", "H1": 0.45}, {"system": "minilm", "left_out": "covid-faq", "H1": 0.1}]
+    results.write_text(json.dumps({"runs": issue24, "bar": {"kept": 1}}))
     doc.write_text("x\n<!-- asym:start -->\nold\n<!-- asym:end -->\n")
     rates = tmp_path / "rates.json"
     rates.write_text(json.dumps({"questions": 700, "static": 6000.0, "cnn": 2000.0, "minilm": 150.0}))
@@ -66,7 +69,9 @@ def test_a_cpu_dry_run_measures_every_system_and_merges_with_paired_gaps(tmp_pat
     ood_asymmetric.merge([out], rates)
     merged = json.loads(results.read_text())
     bar = merged["bar"]
-    assert bar["kept"] == 1 and merged["runs"][0]["system"] == "bm25"  # what was there stays
+    assert bar["kept"] == 1 and merged["runs"][:6] == issue24  # what was there stays
+    assert bar["default_hybrid_minus_minilm"] == 0.0 and not bar["issue58_met"]  # (-0.05 + 0.05) / 2: domains with both
+    assert ood_asymmetric.weight_of(bar["best_fast_system"], None) is None  # the weight chosen without labels, or none
     new = [r for r in merged["runs"] if r.get("issue") == 58]
     assert {(r["left_out"], r["seeds"]) for r in new} == {("banking77", 2), ("covid-faq", 2)} and len(new) == 2 * 32  # 8 systems of each student
     assert all({"system", "left_out", "H1", "seeds", "asymmetric"} <= r.keys() for r in new)
@@ -133,6 +138,11 @@ def test_a_taught_student_never_sees_the_queries_texts_and_needs_its_general(tmp
                                students=(student,))
     assert [ood_asymmetric.student_of(s) for s in ("cnn-taught-asym-0.5", "cnn-asym-rrf", "cnn", "static-taught-rrf", "minilm")] == [
         "cnn-taught", "cnn", "cnn", "static-taught", "minilm"]
+
+
+def test_the_bars_best_is_a_system_as_served_not_a_weight_picked_on_the_folds():
+    systems = ["static", "static-asym", "static-asym-0.25", "static-asym-0.5-rrf", "static-asym-rrf", "cnn-taught-asym-1.0", "cnn-taught"]
+    assert ood_asymmetric.bar_candidates(systems) == ["static", "static-asym", "static-asym-rrf", "cnn-taught"]
 
 
 def test_the_weight_a_system_scores_with_and_the_kept_token_ids():
