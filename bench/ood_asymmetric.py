@@ -416,6 +416,11 @@ def ranked_by(retriever: Retriever, queries: pd.DataFrame, method: str) -> np.nd
     return ranked
 
 
+def fusion_of(manifest) -> str:
+    """What a bundle's served search fuses with BM25: rank fusion, the fitted scorer, or none (its encoder alone)."""
+    return "none" if manifest.fusion is None else manifest.fusion.get("kind", "fitted")
+
+
 def cold(name: str, students: list[str], seed: int, max_queries: int, work: Path, teacher_cache: Path) -> list[dict]:
     """The README's cold start on the left-out domain ``name``, through the product's commands:
     ``qpr general --student S`` on the other six domains, then ``qpr rebase`` (``REBASES``) onto
@@ -447,7 +452,7 @@ def cold(name: str, students: list[str], seed: int, max_queries: int, work: Path
             for method in ("served", "dense"):
                 hits = first_hits(ranked_by(retriever, asked, method), labels, asked)
                 rows.append({"left_out": name, "system": system, "method": method, "seed": seed, "queries": len(asked),
-                             "H1": round(float(hits.mean()), 4), "fusion": (manifest.fusion or {}).get("kind"),
+                             "H1": round(float(hits.mean()), 4), "fusion": fusion_of(manifest),
                              "weight": (manifest.asymmetric or {}).get("weight")})
                 print(f"cold {name} {system} {method}: {hits.mean():.3f}", flush=True)
     return rows

@@ -195,6 +195,7 @@ def test_the_cold_stage_runs_the_products_commands_and_asks_the_queries_after_th
     assert [(r["system"], r["method"]) for r in rows] == [(s, m) for s, _ in ood_asymmetric.REBASES["cnn"] for m in ("served", "dense")]
     assert all(r["queries"] == 10 and 0 <= r["H1"] <= 1 for r in rows)
     assert all((r["weight"] is not None) == r["system"].endswith("-asym") for r in rows)
+    assert {r["fusion"] for r in rows} <= {"rrf", "fitted", "none"}
     bare = pd.read_parquet(work / "banking77-without-queries.parquet")
     asked = sources.domain_queries(sources.load_domain("banking77", sources.domain_cap("banking77")), "banking77", 10)
     assert len(bare) == 18 - 10 and bare["cluster"].isna().all() and not set(bare["question"]) & set(asked["question"])
