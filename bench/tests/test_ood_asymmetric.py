@@ -72,6 +72,8 @@ def test_a_cpu_dry_run_measures_every_system_and_merges_with_paired_gaps(tmp_pat
     assert bar["kept"] == 1 and merged["runs"][:6] == issue24  # what was there stays
     assert bar["default_hybrid_minus_minilm"] == 0.0 and not bar["issue58_met"]  # (-0.05 + 0.05) / 2: domains with both
     assert ood_asymmetric.weight_of(bar["best_fast_system"], None) is None  # the weight chosen without labels, or none
+    served = bar["best_fast_system"].removesuffix("-rrf") + "-rrf"
+    assert bar["minilm_minus_best_fast_hybrid"] == bar["minilm_minus_fast_by_system"][served]
     new = [r for r in merged["runs"] if r.get("issue") == 58]
     assert {(r["left_out"], r["seeds"]) for r in new} == {("banking77", 2), ("covid-faq", 2)} and len(new) == 2 * 32  # 8 systems of each student
     assert all({"system", "left_out", "H1", "seeds", "asymmetric"} <= r.keys() for r in new)
