@@ -1,8 +1,8 @@
 """The static student (system ``static``): a table of token vectors distilled from MiniLM, then
 trained to regress onto MiniLM's sentence vectors; a question is the mean of its tokens' rows,
 projected to MiniLM's width and normalized. No convolution, no attention: the fastest encoder the
-product has, at some cost in quality against the CNN (docs/OUT_OF_DOMAIN.md; the README says when
-to pick which).
+product has, and out of domain closer to MiniLM than the CNN, but its retraining distils MiniLM
+again and learns nothing from judgments (docs/OUT_OF_DOMAIN.md; the README says when to pick which).
 
 The table follows Model2Vec's distillation (MinishLab/model2vec): each of MiniLM's 30,522
 WordPiece tokens encoded alone by MiniLM (``qpr.training.teacher.token_vectors``), reduced to
