@@ -1,6 +1,7 @@
-"""Issue 58's GPU measurement (bench.ood_asymmetric) runs end to end as a CPU dry run on tiny
-synthetic domains and its file merges into the results with paired gaps to MiniLM: it runs once
-on a lent machine, so it must not fail there for a reason found here."""
+"""Issue 58's measurement (bench.ood_asymmetric) runs end to end as a CPU dry run on tiny
+synthetic domains and its file merges into the results with paired gaps to MiniLM (it may run on
+a lent machine once, so it must not fail there for a reason found here); the cold stage drives
+the product's own commands on them."""
 
 from __future__ import annotations
 
