@@ -460,7 +460,9 @@ def cold(name: str, students: list[str], seed: int, max_queries: int, work: Path
 
 def record_cold(rows: list[dict], run_files: list[Path]) -> None:
     """``rows`` (``cold``) into the results' ``cold_start`` and docs/OUT_OF_DOMAIN.md, beside what
-    ``run`` measured for the same recipe, fold and seed (dense and with rank fusion) and MiniLM."""
+    ``run`` measured for the same recipe, fold and seed (dense and with rank fusion) and MiniLM.
+    Rows recorded earlier stay unless measured again (same fold, system, searched and seed), since a
+    fold's cold start takes a ``qpr general`` build and folds are measured at different times."""
     measured = combined(run_files) if run_files else {"per_query": {}}
     results = json.loads(RESULTS.read_text())
 
@@ -468,19 +470,28 @@ def record_cold(rows: list[dict], run_files: list[Path]) -> None:
         hits = measured["per_query"].get(row["left_out"], {}).get(system)
         return round(float(np.mean(hits)), 4) if hits is not None else None
 
-    for row in rows:
+    def key(row: dict) -> tuple:
+        return row["left_out"], row["system"], row["method"], row["seed"]
+
+    today = time.strftime("%Y-%m-%d")
+    fresh = {key(row): {**row, "date": today} for row in rows}
+    earlier = results.get("cold_start", {})
+    kept = [{"date": earlier.get("date", today), **row} for row in earlier.get("rows", []) if key(row) not in fresh]
+    order = {name: place for place, name in enumerate(DOMAINS)}
+    recorded = sorted(kept + list(fresh.values()), key=lambda row: (order[row["left_out"]], row["seed"]))
+    for row in recorded:
         row["run_dense_H1"] = run_h1(row, f"{row['system']}@{row['seed']}")
         row["run_rrf_H1"] = run_h1(row, f"{row['system']}-rrf@{row['seed']}")
         row["minilm_H1"] = run_h1(row, "minilm")
-    results["cold_start"] = {"rows": rows, "machine": machine(), "date": time.strftime("%Y-%m-%d"),
+    results["cold_start"] = {"rows": recorded, "machine": machine(), "date": today,
                              "protocol": "qpr general on the other six domains, qpr rebase onto the left-out domain's questions "
                                          "without clusters or the queries' texts, the queries added with Retriever.add"}
     write_json(results, RESULTS)
-    table = markdown_table(rows, [("left_out", "left out"), ("system", "system"), ("method", "searched"), ("fusion", "fusion"),
-                                  ("weight", "teacher's weight"), ("H1", "H@1"), ("run_dense_H1", "run: dense"),
-                                  ("run_rrf_H1", "run: + BM25"), ("minilm_H1", "MiniLM")])
-    replace_marked_section(DOC, "cold", f"Measured {time.strftime('%Y-%m-%d')} ({machine()}), seed {rows[0]['seed']}, "
-                                        f"{rows[0]['queries']} queries:\n\n{table}")
+    table = markdown_table(recorded, [("left_out", "left out"), ("seed", "seed"), ("queries", "queries"), ("system", "system"),
+                                      ("method", "searched"), ("fusion", "fusion"), ("weight", "teacher's weight"), ("H1", "H@1"),
+                                      ("run_dense_H1", "run: dense"), ("run_rrf_H1", "run: + BM25"), ("minilm_H1", "MiniLM")])
+    dates = ", ".join(sorted({row["date"] for row in recorded}))
+    replace_marked_section(DOC, "cold", f"Measured {dates} ({machine()}):\n\n{table}")
 
 
 # ---- merge (here) -------------------------------------------------------------------------------

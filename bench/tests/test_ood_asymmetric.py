@@ -219,3 +219,10 @@ def test_the_cold_stage_runs_the_products_commands_and_asks_the_queries_after_th
     assert recorded["cnn-asym", "dense"]["run_dense_H1"] == 0.5 and recorded["cnn-asym", "served"]["run_rrf_H1"] == 0.0
     assert recorded["cnn", "dense"]["run_dense_H1"] is None and recorded["cnn", "dense"]["minilm_H1"] == 1.0
     assert "stale" not in doc.read_text() and "cnn-taught-asym" in doc.read_text()
+
+    later = [{**row, "left_out": "squad"} for row in rows[:2]] + [{**rows[2], "H1": 0.125}]  # another fold, and one row again
+    ood_asymmetric.record_cold(later, [run])
+    recorded = json.loads(results.read_text())["cold_start"]["rows"]
+    assert len(recorded) == len(rows) + 2 and [r["left_out"] for r in recorded[-2:]] == ["squad", "squad"]
+    assert [r["H1"] for r in recorded if (r["left_out"], r["system"], r["method"]) == ("banking77",) + (rows[2]["system"], rows[2]["method"])] == [0.125]
+    assert "| squad |" in doc.read_text() and doc.read_text().count("| banking77 |") == len(rows)
