@@ -490,8 +490,28 @@ def record_cold(rows: list[dict], run_files: list[Path]) -> None:
     table = markdown_table(recorded, [("left_out", "left out"), ("seed", "seed"), ("queries", "queries"), ("system", "system"),
                                       ("method", "searched"), ("fusion", "fusion"), ("weight", "teacher's weight"), ("H1", "H@1"),
                                       ("run_dense_H1", "run: dense"), ("run_rrf_H1", "run: + BM25"), ("minilm_H1", "MiniLM")])
+    summary = markdown_table(cold_means(recorded), [("system", "system"), ("seed", "seed"), ("method", "searched"),
+                                                    ("folds", "folds"), ("H1", "H@1"), ("run_dense_H1", "run: dense"),
+                                                    ("run_rrf_H1", "run: + BM25"), ("minilm_H1", "MiniLM")])
     dates = ", ".join(sorted({row["date"] for row in recorded}))
-    replace_marked_section(DOC, "cold", f"Measured {dates} ({machine()}):\n\n{table}")
+    replace_marked_section(DOC, "cold", f"Measured {dates} ({machine()}). Mean over the folds measured (each column over "
+                                        f"the same folds):\n\n{summary}\n\nEach fold:\n\n{table}")
+
+
+def cold_means(rows: list[dict]) -> list[dict]:
+    """The cold start's rows averaged over their folds, one row per system, seed and way searched
+    (a column left empty where a fold lacks its figure, so that every mean is over the same folds)."""
+    groups: dict[tuple, list[dict]] = {}
+    for row in rows:
+        groups.setdefault((row["system"], row["seed"], row["method"]), []).append(row)
+    means = []
+    for (system, seed, method), group in groups.items():
+        mean = {"system": system, "seed": seed, "method": method, "folds": len(group)}
+        for column in ("H1", "run_dense_H1", "run_rrf_H1", "minilm_H1"):
+            values = [row[column] for row in group]
+            mean[column] = None if None in values else round(float(np.mean(values)), 4)
+        means.append(mean)
+    return means
 
 
 # ---- merge (here) -------------------------------------------------------------------------------

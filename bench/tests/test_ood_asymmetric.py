@@ -226,3 +226,8 @@ def test_the_cold_stage_runs_the_products_commands_and_asks_the_queries_after_th
     assert len(recorded) == len(rows) + 2 and [r["left_out"] for r in recorded[-2:]] == ["squad", "squad"]
     assert [r["H1"] for r in recorded if (r["left_out"], r["system"], r["method"]) == ("banking77",) + (rows[2]["system"], rows[2]["method"])] == [0.125]
     assert "| squad |" in doc.read_text() and doc.read_text().count("| banking77 |") == len(rows)
+    means = {(m["system"], m["method"]): m for m in ood_asymmetric.cold_means(recorded)}
+    first = rows[0]["system"], rows[0]["method"]
+    assert means[first]["folds"] == 2 and means[first]["H1"] == round((rows[0]["H1"] + rows[0]["H1"]) / 2, 4)
+    assert means[first]["run_dense_H1"] is None  # squad has no run figure: no mean over other folds than H@1's
+    assert means["cnn-asym", "dense"]["folds"] == 1 and means["cnn-asym", "dense"]["run_dense_H1"] == 0.5
