@@ -148,6 +148,34 @@ def test_the_bars_best_is_a_system_as_served_not_a_weight_picked_on_the_folds():
     assert ood_asymmetric.bar_candidates(systems) == ["static", "static-asym", "static-asym-rrf", "cnn-taught"]
 
 
+def test_files_cut_short_are_no_hole_when_others_measured_what_they_left(tmp_path):
+    def run_file(name: str, per_query: dict) -> Path:
+        path = tmp_path / name
+        path.write_text(json.dumps({"partial": True, "seeds": [0, 1], "rows": [], "seconds": {}, "per_query": per_query}))
+        return path
+
+    seed0 = run_file("a.json", {n: {"minilm": [1], "cnn@0": [1]} for n in DOMAINS})  # stopped before seed 1
+    seed1 = run_file("b.json", {n: {"minilm": [1], "cnn@1": [0]} for n in DOMAINS})
+    assert not ood_asymmetric.combined([seed0, seed1])["partial"]
+    assert ood_asymmetric.combined([seed0])["partial"] is False  # one file that measured one seed everywhere has no hole
+    some = run_file("c.json", {n: {"minilm": [1], "cnn@1": [0]} for n in DOMAINS[:3]})
+    assert ood_asymmetric.combined([seed0, some])["partial"]  # seed 1 on three domains only
+    assert ood_asymmetric.combined([run_file("d.json", {DOMAINS[0]: {"minilm": [1], "cnn@0": [1]}})])["partial"]
+
+
+def test_the_gaps_interval_covers_the_queries_drawn_as_well_as_the_seeds():
+    rng = np.random.default_rng(1)
+    minilm = {n: rng.integers(0, 2, size=200).tolist() for n in DOMAINS}
+    per_query = {n: {"minilm": minilm[n], "same@0": minilm[n], "same@1": minilm[n],
+                     **{f"other@{seed}": rng.integers(0, 2, size=200).tolist() for seed in (0, 1, 2)}} for n in DOMAINS}
+    same = ood_asymmetric.paired(per_query, "same")
+    assert same["mean"] == 0 and same["ci95"] == [0, 0] == same["ci95_seeds"]  # paired: the same queries for both sides
+    other = ood_asymmetric.paired(per_query, "other")
+    assert sorted(other["by_seed"]) == [0, 1, 2] and other["mean"] == pytest.approx(np.mean(list(other["by_seed"].values())))
+    assert other["ci95"][0] < other["ci95_seeds"][0] <= other["mean"] <= other["ci95_seeds"][1] < other["ci95"][1]
+    assert other["ci95"] == ood_asymmetric.paired(per_query, "other")["ci95"]  # the draws are seeded
+
+
 def test_the_weight_a_system_scores_with_and_the_kept_token_ids():
     assert ood_asymmetric.weight_of("static", 0.5) is None and ood_asymmetric.weight_of("static-rrf", 0.5) is None
     assert ood_asymmetric.weight_of("static-asym", 0.75) == ood_asymmetric.weight_of("static-asym-rrf", 0.75) == 0.75
