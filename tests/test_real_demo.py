@@ -186,6 +186,25 @@ def test_ctrl_c_during_the_first_start_ends_the_app_cleanly(hub_banking77, offli
     assert "first training stopped" in text or TRAINED in text, text[-2000:]
 
 
+def test_a_training_that_does_not_stop_in_time_is_left_with_where_it_hung(capsys):
+    """A first training stuck outside its batches (it never sees the close) does not keep the app
+    from closing, and the terminal says where it was, so that a hang can be told from a slow batch."""
+    release = threading.Event()
+
+    def stuck_somewhere_named_oddly():
+        release.wait()
+
+    thread = threading.Thread(target=stuck_somewhere_named_oddly, daemon=True)
+    thread.start()
+    training = FirstTraining(thread, threading.Event())
+    stop_first_training(training, wait_s=0.05)
+    said = capsys.readouterr().err
+    assert "did not stop in 0.05 s" in said and "stuck_somewhere_named_oddly" in said and training.closing.is_set()
+    release.set()
+    thread.join()
+    assert training.where() == ""
+
+
 def test_a_second_ctrl_c_while_the_training_stops_quits_at_once(monkeypatch):
     """The closing message offers a second Ctrl-C to quit at once: it ends the process without the
     interpreter's clean-up (which aborts under a thread inside torch), with Ctrl-C's status 130."""

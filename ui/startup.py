@@ -25,7 +25,7 @@ from ui.logins import ClientAddress, Logins
 from ui.page import QPRPage
 from workflows.app_start import open_app
 from workflows.demos import start_banking_training
-from workflows.first_training import FirstTraining
+from workflows.first_training import STOP_WAIT_S, FirstTraining
 from workflows.project_versions import upload_limit
 
 # The Annotate tab's keyboard shortcuts, and what holds them while an item loads.
@@ -83,7 +83,7 @@ def main() -> int:
     return 0
 
 
-def stop_first_training(training: FirstTraining) -> None:
+def stop_first_training(training: FirstTraining, wait_s: float = STOP_WAIT_S) -> None:
     """Wait for the demo's first training to stop at its next batch as the app closes; a second
     Ctrl-C quits at once, skipping the interpreter's clean-up, which would abort under a thread
     still inside torch (every acknowledged judgment is already committed)."""
@@ -91,10 +91,14 @@ def stop_first_training(training: FirstTraining) -> None:
         return
     print("closing: stopping the demo's first training (Ctrl-C again to quit at once)", file=sys.stderr, flush=True)
     try:
-        training.stop()
+        stopped = training.stop(wait_s)
     except KeyboardInterrupt:
         sys.stdout.flush()
         os._exit(130)
+    else:
+        if not stopped:  # say where it hung, so that a close that gave up can be told apart from a slow batch
+            print(f"closing: the demo's first training did not stop in {wait_s:g} s; closing without it (the next "
+                  f"start trains it again). It was at:\n{training.where()}", file=sys.stderr, flush=True)
 
 
 def serve(demo: gr.Blocks, options: dict, *, block: bool = True) -> None:

@@ -16,7 +16,9 @@ does not name (``workflows.swap_recovery``).
 
 from __future__ import annotations
 
+import sys
 import threading
+import traceback
 from dataclasses import dataclass
 from typing import Callable
 
@@ -53,6 +55,12 @@ class FirstTraining:
         self.closing.set()
         self.thread.join(wait_s)
         return not self.thread.is_alive()
+
+    def where(self) -> str:
+        """Where the training's thread is now (its stack, innermost call last), to say why a close
+        that waited for it gave up; empty once the thread has ended."""
+        frame = sys._current_frames().get(self.thread.ident)
+        return "".join(traceback.format_stack(frame)) if frame is not None else ""
 
 
 def serve_when_trained(target: Project, train: Callable[[], Bundle], log: Callable[[str], None]) -> Confirmed | None:
