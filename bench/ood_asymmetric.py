@@ -573,7 +573,8 @@ def has_holes(per_query: dict) -> bool:
     a seed on one domain and not on another (a file cut short by ``--budget`` is no hole when
     another file measured what it left)."""
     measured = [{key for key in hits if "@" in key} for hits in per_query.values()]
-    return set(per_query) != set(DOMAINS) or any(keys != set.union(*measured) for keys in measured)
+    every = set.union(*measured)
+    return set(per_query) != set(DOMAINS) or any(keys != every for keys in measured)
 
 
 def bar_candidates(systems: list[str]) -> list[str]:
